@@ -1,0 +1,1 @@
+"""kiln's dialects: aten (ATen ops), later loop, kernel, triton and cpp."""
