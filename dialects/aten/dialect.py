@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
-from xdsl.ir import Dialect
+from xdsl.ir import Dialect, Operation
 from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def, result_def, traits_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -71,7 +71,7 @@ def op_class(qualified_name: str) -> type[AtenOp] | None:
     return op_classes().get(qualified_name)
 
 
-def _all_ops() -> list[type[IRDLOperation]]:
+def _all_ops() -> list[type[Operation]]:
     return [*op_classes().values(), GenericOp, ConstantOp]
 
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
+    DictionaryAttr,
     IndexType,
     IntegerType,
     StringAttr,
@@ -129,7 +130,7 @@ class AtenOp(IRDLOperation):
         return tuple(value)  # pyright: ignore[reportUnknownArgumentType]
 
     def _mask(self, name: str) -> list[bool]:
-        attr = self.properties.get(mask_name(name))
+        attr = self.arg_attr(mask_name(name))
         if not isinstance(attr, DenseArrayBase):
             return [True] * len(self._group(name))
         return [bool(v) for v in attr.get_values()]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType, reportUnknownMemberType]
@@ -167,6 +168,11 @@ class AtenOp(IRDLOperation):
         if _has_sym_group(cls.SCHEMA):
             operands.append(sym)
         results: list[Attribute | Sequence[Attribute]] = []
+        expected = len(cls.SCHEMA.returns)
+        if not _has_var_result(cls.SCHEMA) and len(result_types) != expected:
+            raise encoding.ArgEncodingError(
+                f"{cls.SCHEMA.qualified_name}: expected {expected} results, got {len(result_types)}"
+            )
         if _has_var_result(cls.SCHEMA):
             results.append(list(result_types))
         else:
@@ -183,7 +189,7 @@ class AtenOp(IRDLOperation):
             if spec.kind.is_tensor:
                 self._verify_tensor_arg(spec)
                 continue
-            attr = self.properties.get(spec.name)
+            attr = self.arg_attr(spec.name)
             if attr is None:
                 if not spec.optional and not spec.has_default:
                     raise VerifyException(f"{self.name}: missing required argument '{spec.name}'")
@@ -265,7 +271,7 @@ class AtenOp(IRDLOperation):
                     printer.print_string("]")
                 first = False
                 continue
-            attr = self.properties.get(spec.name)
+            attr = self.arg_attr(spec.name)
             if attr is None:
                 continue
             if not first:
@@ -552,6 +558,8 @@ class GenericOp(AtenOp):
     overload = prop_def(StringAttr)
     tensor_counts = prop_def(DenseArrayBase)
     """Operand count per tensor argument of the schema, in schema order."""
+    args = prop_def(DictionaryAttr)
+    """Non-tensor arguments by schema name, encoded as for generated ops."""
     tensors = var_operand_def()
     sym = var_operand_def()
     outputs = var_result_def()
@@ -561,10 +569,13 @@ class GenericOp(AtenOp):
     def op_schema(self) -> OpSchema:
         return torch_schema(self.overload.data)
 
+    def arg_attr(self, name: str) -> Attribute | None:
+        return self.args.data.get(name)
+
     def _group(self, name: str) -> Sequence[SSAValue]:
         if name == SYM_GROUP:
             return tuple(self.sym)
-        counts = list(self.tensor_counts.get_values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        counts = [int(c) for c in self.tensor_counts.iter_values()]  # pyright: ignore
         specs = _tensor_specs(self.op_schema())
         start = 0
         for spec, count in zip(specs, counts, strict=False):  # pyright: ignore[reportUnknownVariableType]
@@ -590,9 +601,12 @@ class GenericOp(AtenOp):
         cls, overload: str, args: Mapping[str, ArgValue], result_types: Sequence[Attribute]
     ) -> GenericOp:
         schema = torch_schema(overload)
-        groups, properties, sym = _encode_args(schema, args)
-        properties["overload"] = StringAttr(overload)
-        properties["tensor_counts"] = DenseArrayBase.from_list(i64, [len(g) for g in groups])
+        groups, arg_attrs, sym = _encode_args(schema, args)
+        properties: dict[str, Attribute] = {
+            "overload": StringAttr(overload),
+            "tensor_counts": DenseArrayBase.from_list(i64, [len(g) for g in groups]),
+            "args": DictionaryAttr(arg_attrs),
+        }
         return cls.build(
             operands=[[v for g in groups for v in g], sym],
             result_types=[list(result_types)],
@@ -627,7 +641,7 @@ def get_arg_values(op: AtenOp) -> dict[str, ArgValue]:
         if spec.kind.is_tensor:
             out[spec.name] = tensors[spec.name]
         else:
-            out[spec.name] = op.properties.get(spec.name)
+            out[spec.name] = op.arg_attr(spec.name)
     return out
 
 
