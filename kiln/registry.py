@@ -3,46 +3,29 @@
 A :class:`Registry` maps names to factories that import on first use, so that
 ``kiln-opt`` starts fast and plugins can add to it. There is no global registry that
 code mutates from afar: each tool builds one with :func:`default_registry` and passes it
-on explicitly.
+on explicitly (plugins: :mod:`kiln.plugins`).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
+from xdsl.utils.target import Target
 
 DialectFactory = Callable[[], Dialect]
 PassFactory = Callable[[], type[ModulePass]]
+TargetFactory = Callable[[], type[Target]]
 
-
-def _aten() -> Dialect:
-    from kiln.dialects.aten import Aten
-
-    return Aten
-
-
-def _builtin_dialects() -> dict[str, DialectFactory]:
-    from xdsl.dialects import get_all_dialects
-
-    upstream = get_all_dialects()
-    wanted = ("builtin", "func", "arith", "math", "scf", "memref", "test")
-    dialects: dict[str, DialectFactory] = {name: upstream[name] for name in wanted if name in upstream}
-    dialects["aten"] = _aten
-    return dialects
-
-
-def _pass(module: str, cls: str) -> PassFactory:
-    def load() -> type[ModulePass]:
-        import importlib
-
-        return getattr(importlib.import_module(module), cls)
-
-    return load
-
+# kiln's own dialects: name -> (module, Dialect object).
+KILN_DIALECTS: dict[str, tuple[str, str]] = {
+    "aten": ("kiln.dialects.aten", "Aten"),
+    "loop": ("kiln.dialects.loop", "Loop"),
+}
 
 # kiln's own passes: name -> (module, class). One pass per file under passes/.
 KILN_PASSES: dict[str, tuple[str, str]] = {
@@ -50,15 +33,74 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "dce": ("kiln.passes.dce", "DCEPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
+    "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
 }
+
+# kiln's own output targets (``kiln-opt -t name``): name -> (module, Target class).
+KILN_TARGETS: dict[str, tuple[str, str]] = {}
+
+# The xDSL dialects kiln's IR uses.
+UPSTREAM_DIALECTS: tuple[str, ...] = ("builtin", "func", "arith", "math", "scf", "memref", "test")
+
+
+def _dialect(module: str, attr: str) -> DialectFactory:
+    def load() -> Dialect:
+        return getattr(importlib.import_module(module), attr)
+
+    return load
+
+
+def _pass(module: str, cls: str) -> PassFactory:
+    def load() -> type[ModulePass]:
+        return getattr(importlib.import_module(module), cls)
+
+    return load
+
+
+def _target(module: str, cls: str) -> TargetFactory:
+    def load() -> type[Target]:
+        return getattr(importlib.import_module(module), cls)
+
+    return load
+
+
+def kiln_dialect_factories() -> dict[str, DialectFactory]:
+    """Lazy factories for kiln's own dialects (not the xDSL ones it reuses)."""
+    return {name: _dialect(module, attr) for name, (module, attr) in KILN_DIALECTS.items()}
+
+
+def kiln_pass_factories() -> dict[str, PassFactory]:
+    """Lazy factories for kiln's own passes."""
+    return {name: _pass(module, cls) for name, (module, cls) in KILN_PASSES.items()}
+
+
+def kiln_target_factories() -> dict[str, TargetFactory]:
+    """Lazy factories for kiln's own output targets."""
+    return {name: _target(module, cls) for name, (module, cls) in KILN_TARGETS.items()}
+
+
+def _upstream_dialect_factories() -> dict[str, DialectFactory]:
+    from xdsl.dialects import get_all_dialects
+
+    upstream = get_all_dialects()
+    return {name: upstream[name] for name in UPSTREAM_DIALECTS if name in upstream}
 
 
 @dataclass
 class Registry:
-    """Dialects and passes available to one tool invocation or compilation."""
+    """Dialects and passes available to one tool invocation or compilation.
+
+    Plugins add to it (see :mod:`kiln.plugins`)::
+
+        def register(registry: Registry) -> None:
+            registry.add_pass_class(MyPass)
+            registry.add_dialect("mine", lambda: MyDialect)
+            registry.add_target("my-target", lambda: MyTarget)
+    """
 
     dialects: dict[str, DialectFactory] = field(default_factory=dict[str, DialectFactory])
     passes: dict[str, PassFactory] = field(default_factory=dict[str, PassFactory])
+    targets: dict[str, TargetFactory] = field(default_factory=dict[str, TargetFactory])
 
     def add_dialect(self, name: str, factory: DialectFactory) -> None:
         if name in self.dialects:
@@ -70,11 +112,20 @@ class Registry:
             raise ValueError(f"pass '{name}' is already registered")
         self.passes[name] = factory
 
+    def add_pass_class(self, pass_class: type[ModulePass]) -> None:
+        """Register an already imported pass under its ``name``."""
+        self.add_pass(pass_class.name, lambda: pass_class)
+
+    def add_target(self, name: str, factory: TargetFactory) -> None:
+        if name in self.targets:
+            raise ValueError(f"target '{name}' is already registered")
+        self.targets[name] = factory
+
     def get_pass(self, name: str) -> type[ModulePass]:
-        try:
-            return self.passes[name]()
-        except KeyError:
-            raise KeyError(f"unknown pass '{name}'") from None
+        factory = self.passes.get(name)
+        if factory is None:
+            raise KeyError(f"unknown pass '{name}'")
+        return factory()
 
     def make_context(self, *, allow_unregistered: bool = False) -> Context:
         """A Context with every registered dialect, each loaded on first use."""
@@ -87,10 +138,14 @@ class Registry:
 def default_registry() -> Registry:
     """kiln's dialects and passes (plugins are loaded separately, see kiln.plugins)."""
     registry = Registry()
-    for name, factory in _builtin_dialects().items():
+    for name, factory in _upstream_dialect_factories().items():
         registry.add_dialect(name, factory)
-    for name, (module, cls) in KILN_PASSES.items():
-        registry.add_pass(name, _pass(module, cls))
+    for name, factory in kiln_dialect_factories().items():
+        registry.add_dialect(name, factory)
+    for name, factory in kiln_pass_factories().items():
+        registry.add_pass(name, factory)
+    for name, factory in kiln_target_factories().items():
+        registry.add_target(name, factory)
     return registry
 
 

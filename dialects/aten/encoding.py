@@ -208,7 +208,8 @@ def check_value(spec: ArgSpec, attr: Attribute) -> str | None:
     check = _ALLOWED.get(spec.kind)
     if check is None or not check(attr):
         return f"argument '{spec.name}' ({spec.type_str}) cannot be {attr}"
-    if spec.fixed_len is not None and isinstance(attr, DenseArrayBase):
+    # `int[1]` only means a bare int is accepted; longer fixed sizes are checked.
+    if spec.fixed_len is not None and spec.fixed_len > 1 and isinstance(attr, DenseArrayBase):
         n = len(attr)
         if n not in (1, spec.fixed_len):
             return f"argument '{spec.name}' ({spec.type_str}) needs {spec.fixed_len} elements, has {n}"

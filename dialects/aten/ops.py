@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import keyword
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
@@ -52,8 +53,9 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.pattern_rewriter import RewritePattern
 from xdsl.printer import Printer
-from xdsl.traits import Pure
+from xdsl.traits import HasCanonicalizationPatternsTrait, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.aten import encoding
@@ -469,6 +471,21 @@ def _is_pure(schema: OpSchema, tags: Sequence[str]) -> bool:
     return not schema.is_mutable and "nondeterministic_seeded" not in tags
 
 
+@dataclass(frozen=True)
+class AtenCanonicalization(HasCanonicalizationPatternsTrait):
+    """Canonicalization patterns of the generated aten ops, for xDSL's ``canonicalize``.
+
+    One pattern serves every aten op and dispatches on the op name through a dict
+    (:mod:`kiln.passes.canonicalization.aten`), imported on first use.
+    """
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from kiln.passes.canonicalization.aten import canonicalization_patterns
+
+        return canonicalization_patterns()
+
+
 def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
     """Generate the IRDL op class for one schema string."""
     schema = parse_schema(schema_text)
@@ -507,8 +524,10 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
         for i, ret in enumerate(schema.returns):
             constraint = TensorType if ret.kind is ArgKind.TENSOR else AnyAttr()
             fields[_result_field(ret, i, len(schema.returns), used)] = result_def(constraint)
+    traits: list[OpTrait] = [AtenCanonicalization()]
     if _is_pure(schema, tags):
-        fields["traits"] = traits_def(Pure())
+        traits.append(Pure())
+    fields["traits"] = traits_def(*traits)
     op_cls = irdl_op_definition(type(class_name(schema), (AtenOp,), fields))
     op_cls.SCHEMA = schema  # set after the IRDL definition, which rejects plain constants
     return op_cls

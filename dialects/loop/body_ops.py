@@ -1,0 +1,300 @@
+"""Ops that live in loop bodies: loads, index values and the terminator.
+
+Scalar math in a body is xDSL's ``arith`` and ``math``; these ops connect it to buffers
+and to the iteration space.
+
+```mlir
+%a = loop.load %x["8*d0 + d1"] : memref<4x8xf32>
+%b = loop.load %w["16*i0 + d1"](%row) : memref<10x16xf32>      // indirect (gather)
+%c = loop.load %x["d0 - 2"] if %inside else 0.0 : memref<8xf32>  // masked, with fill
+%i = loop.index "d0 + 3"                                          // index as a value
+loop.yield %c : f32
+```
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i1,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AnyAttr,
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
+from kiln.dialects.loop.expr import var_kind
+
+
+def enclosing_loop_op(op: Operation) -> Operation | None:
+    """The nearest ``loop.pointwise``/``loop.reduction`` around ``op`` (None if detached)."""
+    from kiln.dialects.loop.ops import LoopNestOp
+
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, LoopNestOp):
+        parent = parent.parent_op()
+    return parent
+
+
+def check_expr_vars(op: Operation, expr: IndexExprAttr, n_indirect: int) -> None:
+    """Every symbol of ``expr`` must name a variable the enclosing loop op defines."""
+    from kiln.dialects.loop.ops import LoopNestOp
+
+    nest = enclosing_loop_op(op)
+    if nest is None:
+        if op.parent_op() is not None:
+            raise VerifyException(f"{op.name} must be inside a loop.pointwise or loop.reduction")
+        return
+    assert isinstance(nest, LoopNestOp)
+    limits = {
+        "d": len(nest.sizes.data),
+        "r": len(nest.reduction_sizes_list()),
+        "s": len(nest.syms),
+        "i": n_indirect,
+    }
+    for symbol in sorted(expr.data.free_symbols, key=str):
+        kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
+        if k >= limits[kind]:
+            raise VerifyException(
+                f"{op.name}: index '{expr.text}' uses {symbol}, but only {limits[kind]} "
+                f"{'index' if kind == 'd' else {'r': 'reduction', 's': 'size', 'i': 'indirect'}[kind]}"
+                f" variable(s) exist here"
+            )
+
+
+def _fill_text(attr: Attribute) -> str:
+    from kiln.dialects.aten.encoding import format_float
+
+    if isinstance(attr, FloatAttr):
+        return format_float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    assert isinstance(attr, IntegerAttr)
+    value: int = attr.value.data  # pyright: ignore[reportUnknownMemberType]
+    if attr.type == i1:
+        return "true" if value else "false"
+    return str(value)
+
+
+def fill_attr(value: float | int | bool, element_type: Attribute) -> Attribute:
+    """The fill property for ``value`` in a buffer of ``element_type``."""
+    if isinstance(element_type, AnyFloat):
+        return FloatAttr(float(value), element_type)
+    if isinstance(element_type, IntegerType | IndexType):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"fill {value} is not an integer")
+        return IntegerAttr(int(value), element_type)
+    raise ValueError(f"no fill value for element type {element_type}")
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Reads a buffer's flat storage at an index expression.
+
+    The expression may use ``i<k>``, the k-th ``indirect`` operand (an index computed
+    in the body, e.g. from a loaded value). With a mask, lanes where the mask is false
+    read nothing and give the fill value instead.
+
+    ```mlir
+    %v = loop.load %x["d0 - 1"](%j) if %m else -inf : memref<8xf32>
+    ```
+    """
+
+    name = "loop.load"
+
+    buffer = operand_def(MemRefType)
+    indirect = var_operand_def(IndexType)
+    mask = opt_operand_def(i1)
+    index = prop_def(IndexExprAttr)
+    fill = opt_prop_def(AnyAttr())
+    result = result_def()
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        ty = self.buffer.type
+        assert isinstance(ty, MemRefType)
+        if self.result.type != ty.element_type:
+            raise VerifyException(
+                f"{self.name}: result {self.result.type} is not the element type of {ty}"
+            )
+        if (self.mask is None) != (self.fill is None):
+            raise VerifyException(f"{self.name}: a mask needs a fill value and vice versa")
+        if self.fill is not None:
+            fill_type = getattr(self.fill, "type", None)
+            if not isinstance(self.fill, IntegerAttr | FloatAttr) or fill_type != ty.element_type:
+                raise VerifyException(
+                    f"{self.name}: fill {self.fill} must be a {ty.element_type} constant"
+                )
+        check_expr_vars(self, self.index, len(self.indirect))
+        nest = enclosing_loop_op(self)
+        if nest is not None:
+            from kiln.dialects.loop.ops import LoopNestOp
+
+            assert isinstance(nest, LoopNestOp)
+            if self.buffer not in nest.input_args():
+                raise VerifyException(
+                    f"{self.name}: the buffer must be an input block argument of the enclosing "
+                    f"{nest.name}"
+                )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.buffer)
+        printer.print_string("[")
+        printer.print_string_literal(self.index.text)
+        printer.print_string("]")
+        if self.indirect:
+            printer.print_string("(")
+            printer.print_list(self.indirect, printer.print_ssa_value)
+            printer.print_string(")")
+        if self.mask is not None and self.fill is not None:
+            printer.print_string(" if ")
+            printer.print_ssa_value(self.mask)
+            printer.print_string(f" else {_fill_text(self.fill)}")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        buffer = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        index = IndexExprAttr(parse_expr_literal(parser))
+        parser.parse_punctuation("]")
+        indirect = []
+        if parser.parse_optional_punctuation("(") is not None:
+            indirect = [parser.parse_unresolved_operand()]
+            while parser.parse_optional_punctuation(",") is not None:
+                indirect.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        mask = None
+        fill_value: float | int | bool | None = None
+        fill_pos = parser.pos
+        if parser.parse_optional_keyword("if") is not None:
+            mask = parser.parse_unresolved_operand()
+            parser.parse_keyword("else")
+            fill_pos = parser.pos
+            fill_value = _parse_fill(parser)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        type_pos = parser.pos
+        ty = parser.parse_type()
+        if not isinstance(ty, MemRefType):
+            parser.raise_error(f"loop.load reads a memref, not {ty}", type_pos)
+        operands: list[SSAValue | list[SSAValue]] = [
+            parser.resolve_operand(buffer, ty),
+            [parser.resolve_operand(i, IndexType()) for i in indirect],
+            [parser.resolve_operand(mask, i1)] if mask is not None else [],
+        ]
+        properties: dict[str, Attribute] = {"index": index}
+        if fill_value is not None:
+            try:
+                properties["fill"] = fill_attr(fill_value, ty.element_type)
+            except ValueError as e:
+                parser.raise_error(str(e), fill_pos)
+        op = cls.build(operands=operands, result_types=[ty.element_type], properties=properties)
+        op.attributes.update(attributes)
+        return op
+
+
+def _parse_fill(parser: Parser) -> float | int | bool:
+    if (flag := parser.parse_optional_boolean()) is not None:
+        return flag
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    if not negative and parser.parse_optional_keyword("nan") is not None:
+        return math.nan
+    number = parser.parse_number()
+    return -number if negative else number
+
+
+@irdl_op_definition
+class IndexOp(IRDLOperation):
+    """An index expression over the loop variables and sizes, as an ``index`` value.
+
+    ```mlir
+    %i = loop.index "d0 + 3"
+    %x = arith.index_cast %i : index to i64
+    ```
+    """
+
+    name = "loop.index"
+
+    expr = prop_def(IndexExprAttr)
+    result = result_def(IndexType)
+
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        check_expr_vars(self, self.expr, 0)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.expr.text)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IndexOp:
+        expr = IndexExprAttr(parse_expr_literal(parser))
+        attributes = parser.parse_optional_attr_dict()
+        op = cls.build(properties={"expr": expr}, result_types=[IndexType()])
+        op.attributes.update(attributes)
+        return op
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a loop body with its value(s).
+
+    ```mlir
+    loop.yield %v : f32
+    ```
+    """
+
+    name = "loop.yield"
+
+    values = var_operand_def()
+
+    traits = traits_def(IsTerminator(), Pure())
+
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+    def verify_(self) -> None:
+        from kiln.dialects.loop.ops import ExternOp, LoopNestOp
+
+        parent = self.parent_op()
+        if parent is not None and not isinstance(parent, LoopNestOp | ExternOp):
+            raise VerifyException(
+                f"{self.name} must end the body of loop.pointwise, loop.reduction or loop.extern"
+            )
+
+
+__all__ = ["IndexOp", "LoadOp", "YieldOp", "enclosing_loop_op", "fill_attr"]

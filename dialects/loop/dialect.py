@@ -1,0 +1,15 @@
+"""The ``loop`` Dialect object."""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKindAttr
+from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp
+from kiln.dialects.loop.ops import ExternOp, PointwiseOp, ReductionOp
+
+Loop = Dialect(
+    "loop",
+    [PointwiseOp, ReductionOp, ExternOp, LoadOp, IndexOp, YieldOp],
+    [IndexExprAttr, ReductionKindAttr],
+)

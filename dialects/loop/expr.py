@@ -1,0 +1,409 @@
+"""Index expressions: sympy expressions over index variables, with exact text syntax.
+
+An index expression is an integer-valued sympy expression over these symbols:
+
+=========  ====================================================================
+``d0..``   the loop op's index variables (one per output dimension)
+``r0..``   its reduction variables (``loop.reduction`` only)
+``s0..``   its size symbols: the k-th ``syms`` operand of the loop op
+``i0..``   indirect indices: the k-th ``indirect`` operand of a ``loop.load``
+=========  ====================================================================
+
+The text syntax is Python's for integers: ``+ - * ** // %`` and parentheses, e.g.
+``"8*d0 + d1"``, ``"(d0 + 3) // 4"``, ``"d0 % 8"``. ``//`` and ``%`` floor like Python
+(:class:`FloorDiv` and sympy's ``Mod``); index variables are non-negative integers, size
+symbols positive integers. :func:`parse_expr` and :func:`format_expr` round-trip
+exactly: ``parse_expr(format_expr(e)) == e`` for every expression they produce.
+
+This module needs only sympy (no torch, no xDSL), so that printing and parsing IR stay
+cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+
+import sympy
+
+Expr = sympy.Expr
+
+VAR_KINDS = ("d", "r", "s", "i")
+"""Symbol prefixes: index, reduction, size, indirect."""
+
+
+class ExprSyntaxError(ValueError):
+    """Text that is not an index expression; ``pos`` is the offending character."""
+
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+@cache
+def var(name: str) -> sympy.Symbol:
+    """The canonical symbol for ``d3``, ``r0``, ``s1`` or ``i0`` (with assumptions)."""
+    if name[:1] == "s":
+        return sympy.Symbol(name, integer=True, positive=True)
+    if name[:1] == "i":
+        return sympy.Symbol(name, integer=True)
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def index_var(k: int) -> sympy.Symbol:
+    return var(f"d{k}")
+
+
+def reduction_var(k: int) -> sympy.Symbol:
+    return var(f"r{k}")
+
+
+def size_var(k: int) -> sympy.Symbol:
+    return var(f"s{k}")
+
+
+def indirect_var(k: int) -> sympy.Symbol:
+    return var(f"i{k}")
+
+
+def var_kind(symbol: sympy.Symbol) -> tuple[str, int]:
+    """``d3`` -> ``("d", 3)``."""
+    return symbol.name[0], int(symbol.name[1:])
+
+
+class FloorDiv(sympy.Function):
+    """Floor division of integers, ``a // b`` (``b`` a positive integer or size).
+
+    Simplifies on construction where exact for all integer values: constant folding,
+    ``x // 1``, nested divisions, terms of ``a`` that ``b`` divides exactly
+    (``(8*d0 + d1) // 8 == d0 + d1 // 8``) and common integer factors.
+    """
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:  # pyright: ignore[reportIncompatibleMethodOverride]
+        if divisor == 1:
+            return base
+        if divisor == 0:
+            raise ZeroDivisionError("index expression divides by zero")
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if base == 0:
+            return sympy.Integer(0)
+        if isinstance(base, FloorDiv):
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        terms = sympy.Add.make_args(base)
+        exact = [t for t in terms if (t / divisor).is_integer]
+        if exact:
+            rest = sympy.Add(*[t for t in terms if not (t / divisor).is_integer])
+            return sympy.Add(*[t / divisor for t in exact]) + FloorDiv(rest, divisor)
+        if divisor.is_Integer:
+            g = int(divisor)
+            for t in terms:
+                g = sympy.gcd(g, t.as_coeff_Mul()[0]) if t.as_coeff_Mul()[0].is_Integer else 1
+            if g > 1:
+                return FloorDiv(sympy.Add(*[t / g for t in terms]), divisor / g)
+        return None
+
+
+def is_index_expr(expr: Expr) -> bool:
+    """Whether every node is one the text syntax can print."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Symbol):
+            if not _NAME.fullmatch(node.name):
+                return False
+        elif isinstance(node, sympy.Pow):
+            if not (node.exp.is_Integer and int(node.exp) > 0):
+                return False
+        elif isinstance(node, sympy.Number):
+            if not node.is_Integer:
+                return False
+        elif not isinstance(node, sympy.Add | sympy.Mul | FloorDiv | sympy.Mod):
+            return False
+    return True
+
+
+# --- printing ---------------------------------------------------------------------
+
+_ATOM, _POW, _MUL, _ADD = 0, 1, 2, 3
+"""Binding strength of a printed form (lower binds tighter)."""
+
+
+@cache
+def format_expr(expr: Expr) -> str:
+    """The text syntax of ``expr`` (see the module docstring)."""
+    return _fmt(sympy.sympify(expr))[0]
+
+
+def _wrap(text_prec: tuple[str, int], max_prec: int) -> str:
+    text, prec = text_prec
+    return text if prec <= max_prec else f"({text})"
+
+
+def _fmt(e: Expr) -> tuple[str, int]:
+    if e.is_Integer:
+        value = int(e)
+        return (str(value), _ATOM if value >= 0 else _ADD)
+    if isinstance(e, sympy.Symbol):
+        return (e.name, _ATOM)
+    if isinstance(e, sympy.Add):
+        return (_fmt_add(e), _ADD)
+    if isinstance(e, sympy.Mul):
+        return _fmt_mul(e)
+    if isinstance(e, sympy.Pow):
+        if not (e.exp.is_Integer and int(e.exp) > 0):
+            raise ValueError(f"not an index expression: {e}")
+        return (f"{_wrap(_fmt(e.base), _ATOM)}**{int(e.exp)}", _POW)
+    if isinstance(e, FloorDiv | sympy.Mod):
+        op = "//" if isinstance(e, FloorDiv) else "%"
+        left = _wrap(_fmt(e.args[0]), _MUL)
+        right = _wrap(_fmt(e.args[1]), _POW)
+        return (f"{left} {op} {right}", _MUL)
+    raise ValueError(f"not an index expression: {e}")
+
+
+def _fmt_add(e: sympy.Add) -> str:
+    out = ""
+    for i, term in enumerate(_ordered_terms(e)):
+        coeff, rest = term.as_coeff_Mul()
+        negative = coeff.is_Number and coeff < 0
+        body = _fmt(-term)[0] if negative else _wrap(_fmt(term), _ADD)
+        if negative and isinstance(-term, sympy.Add):
+            body = f"({body})"
+        if i == 0:
+            out = f"-{body}" if negative else body
+        else:
+            out += f" - {body}" if negative else f" + {body}"
+    return out
+
+
+def _ordered_terms(e: sympy.Add) -> list[Expr]:
+    """Non-constant terms in sympy's print order, then the constant."""
+    terms = list(e.as_ordered_terms())
+    constants = [t for t in terms if t.is_Number]
+    return [t for t in terms if not t.is_Number] + constants
+
+
+def _fmt_mul(e: sympy.Mul) -> tuple[str, int]:
+    coeff, rest = e.as_coeff_Mul()
+    factors = list(sympy.Mul.make_args(rest))
+    parts = [_wrap(_fmt(f), _POW) for f in sorted(factors, key=sympy.default_sort_key)]
+    if coeff == -1:
+        return ("-" + "*".join(parts), _ADD)
+    if coeff != 1:
+        parts.insert(0, str(int(coeff)))
+    return ("*".join(parts), _MUL if coeff > 0 else _ADD)
+
+
+# --- parsing ----------------------------------------------------------------------
+
+_NAME = re.compile(r"[drsi](0|[1-9][0-9]*)")
+_TOKEN = re.compile(r"(?P<int>[0-9]+)|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>\*\*|//|[-+*%()])")
+
+
+def parse_expr(text: str) -> Expr:
+    """Parse the text syntax; raises :class:`ExprSyntaxError` with a position."""
+    return _Parser(text).parse()
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str, int]] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos].isspace():
+                pos += 1
+                continue
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                raise ExprSyntaxError(f"unexpected character {text[pos]!r}", pos)
+            kind = m.lastgroup or "op"
+            self.tokens.append((kind, m.group(kind), m.start(kind)))
+            pos = m.end()
+        self.k = 0
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.tokens[self.k] if self.k < len(self.tokens) else None
+
+    def take(self, op: str) -> bool:
+        tok = self.peek()
+        if tok is not None and tok[0] == "op" and tok[1] == op:
+            self.k += 1
+            return True
+        return False
+
+    def parse(self) -> Expr:
+        if not self.tokens:
+            raise ExprSyntaxError("empty index expression", 0)
+        e = self.sum()
+        if (tok := self.peek()) is not None:
+            raise ExprSyntaxError(f"unexpected {tok[1]!r}", tok[2])
+        return e
+
+    def sum(self) -> Expr:
+        e = self.product()
+        while True:
+            if self.take("+"):
+                e = e + self.product()
+            elif self.take("-"):
+                e = e - self.product()
+            else:
+                return e
+
+    def product(self) -> Expr:
+        e = self.unary()
+        while True:
+            if self.take("*"):
+                e = e * self.unary()
+            elif self.take("//"):
+                e = FloorDiv(e, self._divisor())
+            elif self.take("%"):
+                e = sympy.Mod(e, self._divisor())
+            else:
+                return e
+
+    def _divisor(self) -> Expr:
+        pos = self.peek()[2] if self.peek() else len(self.text)
+        d = self.unary()
+        if d == 0:
+            raise ExprSyntaxError("division by zero", pos)
+        return d
+
+    def unary(self) -> Expr:
+        if self.take("-"):
+            return -self.unary()
+        return self.power()
+
+    def power(self) -> Expr:
+        base = self.atom()
+        if self.take("**"):
+            tok = self.peek()
+            if tok is None or tok[0] != "int":
+                raise ExprSyntaxError("expected a positive integer exponent", tok[2] if tok else len(self.text))
+            self.k += 1
+            return base ** int(tok[1])
+        return base
+
+    def atom(self) -> Expr:
+        tok = self.peek()
+        if tok is None:
+            raise ExprSyntaxError("unexpected end of index expression", len(self.text))
+        kind, text, pos = tok
+        self.k += 1
+        if kind == "int":
+            return sympy.Integer(int(text))
+        if kind == "name":
+            if not _NAME.fullmatch(text):
+                raise ExprSyntaxError(
+                    f"unknown symbol {text!r} (expected d<k>, r<k>, s<k> or i<k>)", pos
+                )
+            return var(text)
+        if text == "(":
+            e = self.sum()
+            if not self.take(")"):
+                t = self.peek()
+                raise ExprSyntaxError("expected ')'", t[2] if t else len(self.text))
+            return e
+        raise ExprSyntaxError(f"unexpected {text!r}", pos)
+
+
+# --- simplification with variable ranges ------------------------------------------------
+
+
+def simplify_with_ranges(expr: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
+    """Simplify ``//`` and ``%`` knowing ``0 <= v < ranges[v]`` for index variables.
+
+    Removes divisions whose numerator is known to lie in ``[0, divisor)`` and joins
+    ``b*(x // b) + x % b`` back into ``x`` (what reshapes of contiguous data produce).
+    """
+    if not expr.has(FloorDiv, sympy.Mod):
+        return expr
+    return _simplify(expr, ranges)
+
+
+def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
+    if not e.args or not e.has(FloorDiv, sympy.Mod):
+        return e
+    args = [_simplify(a, ranges) for a in e.args]
+    if isinstance(e, FloorDiv | sympy.Mod):
+        base, divisor = args
+        lo, hi = _bounds(base, ranges)
+        if divisor.is_Integer and lo is not None and hi is not None and lo >= 0:
+            d = int(divisor)
+            if isinstance(e, FloorDiv):
+                if lo // d == hi // d:
+                    return sympy.Integer(lo // d)
+            elif hi < d:
+                return base
+        return type(e)(base, divisor)
+    rebuilt = e.func(*args)
+    if isinstance(rebuilt, sympy.Add):
+        return _join_divmod(rebuilt)
+    return rebuilt
+
+
+def _join_divmod(e: sympy.Add) -> Expr:
+    """``c*b*(x // b) + c*(x % b)`` -> ``c*x`` (repeatedly)."""
+    terms = list(sympy.Add.make_args(e))
+    changed = True
+    while changed:
+        changed = False
+        for t in terms:
+            coeff, core = t.as_coeff_Mul()
+            if not isinstance(core, sympy.Mod):
+                continue
+            x, b = core.args
+            partner = coeff * b * FloorDiv(x, b)
+            if partner in terms:
+                terms.remove(t)
+                terms.remove(partner)
+                terms.append(coeff * x)
+                changed = True
+                break
+    return sympy.Add(*terms)
+
+
+def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, int | None]:
+    """Integer bounds of ``e`` (None where unknown)."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if isinstance(e, sympy.Symbol):
+        size = ranges.get(e)
+        lo = 0 if e.is_nonnegative else None
+        if size is None or not sympy.sympify(size).is_Integer:
+            return lo, None
+        return lo, int(size) - 1
+    if isinstance(e, sympy.Add):
+        lo_sum: int | None = 0
+        hi_sum: int | None = 0
+        for a in e.args:
+            lo, hi = _bounds(a, ranges)
+            lo_sum = None if lo is None or lo_sum is None else lo_sum + lo
+            hi_sum = None if hi is None or hi_sum is None else hi_sum + hi
+        return lo_sum, hi_sum
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        if coeff.is_Integer and not isinstance(rest, sympy.Mul):
+            lo, hi = _bounds(rest, ranges)
+            c = int(coeff)
+            if lo is None or hi is None:
+                return (None, None)
+            return (min(c * lo, c * hi), max(c * lo, c * hi))
+        return None, None
+    if isinstance(e, FloorDiv):
+        lo, hi = _bounds(e.args[0], ranges)
+        d = e.args[1]
+        if d.is_Integer and int(d) > 0:
+            return (None if lo is None else lo // int(d), None if hi is None else hi // int(d))
+        return None, None
+    if isinstance(e, sympy.Mod):
+        d = e.args[1]
+        lo, _ = _bounds(e.args[0], ranges)
+        if d.is_Integer and int(d) > 0 and lo is not None and lo >= 0:
+            return 0, int(d) - 1
+        return None, None
+    return None, None

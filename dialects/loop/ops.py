@@ -1,0 +1,452 @@
+"""Region ops of the loop dialect: each computes buffers from input buffers.
+
+A buffer is a builtin ``memref`` (sizes, strides through its layout, and dtype). A loop
+op takes its input buffers and size symbols as operands and *defines* its output
+buffer(s) as results. Its body is an isolated single-block region whose block
+arguments are the index variables (``d0..``), then the reduction variables (``r0..``),
+then one argument per input buffer; ``loop.load`` reads those at index expressions.
+
+```mlir
+%2 = loop.pointwise [4, 8] (%0, %1) : (memref<4x8xf32>, memref<8xf32>) -> memref<4x8xf32> {
+^bb0(%d0: index, %d1: index, %x: memref<4x8xf32>, %y: memref<8xf32>):
+  %a = loop.load %x["8*d0 + d1"] : memref<4x8xf32>
+  %b = loop.load %y["d1"] : memref<8xf32>
+  %c = arith.addf %a, %b : f32
+  loop.yield %c : f32
+}
+%3 = loop.reduction sum [4] reduce [8] (%2) : (memref<4x8xf32>) -> memref<4xf32> {
+^bb0(%d0: index, %r0: index, %x: memref<4x8xf32>):
+  %a = loop.load %x["8*d0 + r0"] : memref<4x8xf32>
+  loop.yield %a : f32
+}
+```
+
+Sizes are index expressions over ``s<k>``, the k-th ``syms`` operand (``["s0", 8]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    NoneAttr,
+    TensorType,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, Pure, RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.attributes import (
+    IndexExprAttr,
+    ReductionKind,
+    ReductionKindAttr,
+    parse_expr_literal,
+)
+from kiln.dialects.loop.body_ops import YieldOp
+from kiln.dialects.loop.expr import var_kind
+
+DYNAMIC = DYNAMIC_INDEX
+"""xDSL's marker for a dynamic (``?``) dimension."""
+
+
+def size_attr(size: int | sympy.Expr) -> IndexExprAttr:
+    return IndexExprAttr(sympy.sympify(size))
+
+
+def buffer_type(element_type: Attribute, sizes: Sequence[int | sympy.Expr]) -> MemRefType:
+    """The contiguous memref for a buffer of these sizes (``?`` for symbolic ones)."""
+    shape = [int(s) if sympy.sympify(s).is_Integer else DYNAMIC for s in sizes]
+    return MemRefType(element_type, shape)
+
+
+def is_contiguous_buffer(ty: Attribute) -> bool:
+    return isinstance(ty, MemRefType) and isinstance(ty.layout, NoneAttr)
+
+
+def _verify_sizes(op: IRDLOperation, sizes: ArrayAttr[IndexExprAttr], what: str, n_syms: int) -> None:
+    for size in sizes.data:
+        for symbol in size.data.free_symbols:
+            kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
+            if kind != "s" or k >= n_syms:
+                raise VerifyException(
+                    f"{op.name}: {what} '{size.text}' may only use s0..s{n_syms - 1}"
+                    if n_syms
+                    else f"{op.name}: {what} '{size.text}' uses a symbol but the op has no syms"
+                )
+        if size.data.is_Integer and int(size.data) < 0:
+            raise VerifyException(f"{op.name}: negative {what} {size.text}")
+
+
+def _verify_result_shape(op: IRDLOperation, ty: Attribute, sizes: ArrayAttr[IndexExprAttr]) -> None:
+    if not is_contiguous_buffer(ty):
+        raise VerifyException(f"{op.name}: result must be a contiguous memref, got {ty}")
+    assert isinstance(ty, MemRefType)
+    shape = ty.get_shape()
+    if len(shape) != len(sizes.data):
+        raise VerifyException(
+            f"{op.name}: {len(sizes.data)} sizes but result {ty} has rank {len(shape)}"
+        )
+    for dim, size in zip(shape, sizes.data, strict=True):
+        static = int(size.data) if size.data.is_Integer else DYNAMIC
+        if dim != static:
+            raise VerifyException(f"{op.name}: size {size.text} does not match result type {ty}")
+
+
+class LoopNestOp(IRDLOperation):
+    """Shared fields and syntax of ``loop.pointwise`` and ``loop.reduction``."""
+
+    inputs = var_operand_def(MemRefType)
+    syms = var_operand_def(IndexType)
+    sizes = prop_def(ArrayAttr[IndexExprAttr])
+    body = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(IsolatedFromAbove(), Pure())
+
+    @property
+    def num_loop_vars(self) -> int:
+        """Index plus reduction variables: the leading block arguments."""
+        return len(self.sizes.data) + len(self.reduction_sizes_list())
+
+    def reduction_sizes_list(self) -> list[IndexExprAttr]:
+        return []
+
+    def input_args(self) -> Sequence[SSAValue]:
+        """The block arguments that stand for the input buffers."""
+        return self.body.block.args[self.num_loop_vars :]
+
+    def verify_(self) -> None:
+        _verify_sizes(self, self.sizes, "size", len(self.syms))
+        block = self.body.block
+        n = self.num_loop_vars
+        expected = [IndexType()] * n + [v.type for v in self.inputs]
+        if list(block.arg_types) != expected:
+            raise VerifyException(
+                f"{self.name}: body arguments must be {n} index variables followed by the "
+                f"{len(self.inputs)} input buffers' types; got ({', '.join(map(str, block.arg_types))})"
+            )
+        for value in self.inputs:
+            if not is_contiguous_buffer(value.type):
+                raise VerifyException(f"{self.name}: input {value.type} is not a contiguous buffer")
+        last = block.last_op
+        if not isinstance(last, YieldOp) or len(last.values) != 1:
+            raise VerifyException(f"{self.name}: body must end with 'loop.yield' of one value")
+
+    def yielded_type(self) -> Attribute:
+        last = self.body.block.last_op
+        assert isinstance(last, YieldOp)
+        return last.values[0].type
+
+    # -- syntax ------------------------------------------------------------------
+
+    def _print_tail(self, printer: Printer) -> None:
+        printer.print_string(" (")
+        printer.print_list(self.inputs, printer.print_ssa_value)
+        printer.print_string(")")
+        if self.syms:
+            printer.print_string(" syms(")
+            printer.print_list(self.syms, printer.print_ssa_value)
+            printer.print_string(")")
+        extra = {k: v for k, v in self.attributes.items()}
+        if extra:
+            printer.print_op_attributes(extra)
+        printer.print_string(" : ")
+        printer.print_function_type([*self.inputs.types, *self.syms.types], self.result_types)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+
+
+def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
+    printer.print_string("[")
+    printer.print_list(
+        sizes,
+        lambda s: printer.print_string(s.text)
+        if s.data.is_Integer
+        else printer.print_string_literal(s.text),
+    )
+    printer.print_string("]")
+
+
+def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
+    def one() -> IndexExprAttr:
+        if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
+            return IndexExprAttr(sympy.Integer(n))
+        return IndexExprAttr(parse_expr_literal(parser))
+
+    return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, one))
+
+
+def _parse_operand_lists(parser: Parser) -> tuple[list[UnresolvedOperand], list[UnresolvedOperand]]:
+    inputs = parser.parse_comma_separated_list(
+        parser.Delimiter.PAREN, parser.parse_unresolved_operand
+    )
+    syms: list[UnresolvedOperand] = []
+    if parser.parse_optional_keyword("syms") is not None:
+        syms = parser.parse_comma_separated_list(
+            parser.Delimiter.PAREN, parser.parse_unresolved_operand
+        )
+    return inputs, syms
+
+
+def _parse_tail(
+    parser: Parser,
+) -> tuple[list[SSAValue], list[SSAValue], dict[str, Attribute], list[Attribute], Region]:
+    inputs, syms = _parse_operand_lists(parser)
+    attributes = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    pos = parser.pos
+    fn_type = parser.parse_function_type()
+    types = fn_type.inputs.data
+    if len(types) != len(inputs) + len(syms):
+        parser.raise_error(
+            f"{len(inputs) + len(syms)} operands but {len(types)} operand types", pos
+        )
+    resolved = parser.resolve_operands([*inputs, *syms], types, pos)
+    region = parser.parse_region()
+    return (
+        resolved[: len(inputs)],
+        resolved[len(inputs) :],
+        attributes,
+        list(fn_type.outputs.data),
+        region,
+    )
+
+
+@irdl_op_definition
+class PointwiseOp(LoopNestOp):
+    """Computes each element of one buffer from its index: the body yields its value.
+
+    ```mlir
+    %1 = loop.pointwise [8, 4] (%0) : (memref<4x8xf32>) -> memref<8x4xf32> {
+    ^bb0(%d0: index, %d1: index, %x: memref<4x8xf32>):
+      %v = loop.load %x["d0 + 8*d1"] : memref<4x8xf32>
+      loop.yield %v : f32
+    }
+    ```
+    """
+
+    name = "loop.pointwise"
+
+    result = result_def(MemRefType)
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_result_shape(self, self.result.type, self.sizes)
+        assert isinstance(self.result.type, MemRefType)
+        if self.yielded_type() != self.result.type.element_type:
+            raise VerifyException(
+                f"{self.name}: body yields {self.yielded_type()} but the buffer holds "
+                f"{self.result.type.element_type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        print_sizes(printer, self.sizes.data)
+        self._print_tail(printer)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PointwiseOp:
+        sizes = parse_sizes(parser)
+        inputs, syms, attributes, results, region = _parse_tail(parser)
+        op = cls.build(
+            operands=[inputs, syms],
+            result_types=results,
+            properties={"sizes": sizes},
+            regions=[region],
+        )
+        op.attributes.update(attributes)
+        return op
+
+
+_RESULT_COUNT = {ReductionKind.WELFORD: 3}
+
+
+@irdl_op_definition
+class ReductionOp(LoopNestOp):
+    """Reduces the body's value over the reduction variables, for each index.
+
+    ``argmax``/``argmin`` give the (row-major) position in the reduction space as
+    ``i64``; ``any``/``all`` reduce ``i1``; ``welford`` has three results, mean, m2 (the
+    sum of squared deviations from the mean) and count, all of the yielded float type.
+
+    ```mlir
+    %m, %m2, %n = loop.reduction welford [4] reduce [8] (%0) : (memref<4x8xf32>) -> (memref<4xf32>, memref<4xf32>, memref<4xf32>) {
+    ^bb0(%d0: index, %r0: index, %x: memref<4x8xf32>):
+      %v = loop.load %x["8*d0 + r0"] : memref<4x8xf32>
+      loop.yield %v : f32
+    }
+    ```
+    """
+
+    name = "loop.reduction"
+
+    kind = prop_def(ReductionKindAttr)
+    reduction_sizes = prop_def(ArrayAttr[IndexExprAttr])
+    outputs = var_result_def(MemRefType)
+
+    def reduction_sizes_list(self) -> list[IndexExprAttr]:
+        return list(self.reduction_sizes.data)
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_sizes(self, self.reduction_sizes, "reduction size", len(self.syms))
+        kind = self.kind.data
+        count = _RESULT_COUNT.get(kind, 1)
+        if len(self.outputs) != count:
+            raise VerifyException(f"{self.name}: {kind} has {count} result(s), got {len(self.outputs)}")
+        value = self.yielded_type()
+        for out in self.outputs:
+            _verify_result_shape(self, out.type, self.sizes)
+            assert isinstance(out.type, MemRefType)
+            elem = out.type.element_type
+            if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN):
+                if elem != i64:
+                    raise VerifyException(f"{self.name}: {kind} produces i64, not {elem}")
+            elif elem != value:
+                raise VerifyException(
+                    f"{self.name}: body yields {value} but the {kind} buffer holds {elem}"
+                )
+        if kind in (ReductionKind.ANY, ReductionKind.ALL) and value != i1:
+            raise VerifyException(f"{self.name}: {kind} reduces i1 values, not {value}")
+        if kind is ReductionKind.WELFORD and isinstance(value, IntegerType | IndexType):
+            raise VerifyException(f"{self.name}: welford reduces floats, not {value}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        print_sizes(printer, self.sizes.data)
+        printer.print_string(" reduce ")
+        print_sizes(printer, self.reduction_sizes.data)
+        self._print_tail(printer)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ReductionOp:
+        pos = parser.pos
+        word = parser.parse_identifier("expected a reduction kind")
+        try:
+            kind = ReductionKind(word)
+        except ValueError:
+            parser.raise_error(
+                f"unknown reduction kind '{word}' (one of {', '.join(k.value for k in ReductionKind)})",
+                pos,
+            )
+        sizes = parse_sizes(parser)
+        parser.parse_keyword("reduce")
+        reduction_sizes = parse_sizes(parser)
+        inputs, syms, attributes, results, region = _parse_tail(parser)
+        op = cls.build(
+            operands=[inputs, syms],
+            result_types=[results],
+            properties={
+                "kind": ReductionKindAttr(kind),
+                "sizes": sizes,
+                "reduction_sizes": reduction_sizes,
+            },
+            regions=[region],
+        )
+        op.attributes.update(attributes)
+        return op
+
+
+def tensor_for_buffer(ty: Attribute) -> Attribute:
+    """Inside ``loop.extern`` a buffer is seen as the tensor of the same shape."""
+    if isinstance(ty, MemRefType):
+        return TensorType(ty.element_type, ty.get_shape())
+    return ty
+
+
+@irdl_op_definition
+class ExternOp(IRDLOperation):
+    """Buffers computed by an ATen kernel: the body is aten ops on tensors.
+
+    Block arguments are the input buffers seen as tensors, then the ``syms`` operands;
+    results are the yielded tensors as contiguous buffers (non-tensor values pass
+    through). Strided views of inputs appear as ``aten.as_strided`` in the body.
+
+    ```mlir
+    %2 = loop.extern (%0, %1) : (memref<4x8xf32>, memref<3x8xf32>) -> memref<4x3xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<3x8xf32>):
+      %t = aten.as_strided.default(%b, size = [8, 3], stride = [1, 8]) : (tensor<3x8xf32>) -> tensor<8x3xf32>
+      %c = aten.mm.default(%a, %t) : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+      loop.yield %c : tensor<4x3xf32>
+    }
+    ```
+    """
+
+    name = "loop.extern"
+
+    inputs = var_operand_def(MemRefType)
+    syms = var_operand_def()
+    outputs = var_result_def()
+    body = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
+
+    def verify_(self) -> None:
+        block = self.body.block
+        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
+        if list(block.arg_types) != expected:
+            raise VerifyException(
+                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
+                f"expected ({', '.join(map(str, expected))}), got "
+                f"({', '.join(map(str, block.arg_types))})"
+            )
+        for value in self.inputs:
+            if not is_contiguous_buffer(value.type):
+                raise VerifyException(f"{self.name}: input {value.type} is not a contiguous buffer")
+        last = block.last_op
+        if not isinstance(last, YieldOp):
+            raise VerifyException(f"{self.name}: body must end with 'loop.yield'")
+        if len(last.values) != len(self.outputs):
+            raise VerifyException(
+                f"{self.name}: body yields {len(last.values)} values for {len(self.outputs)} results"
+            )
+        for value, out in zip(last.values, self.outputs, strict=True):
+            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
+                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
+            if tensor_for_buffer(out.type) != value.type:
+                raise VerifyException(
+                    f"{self.name}: yielded {value.type} does not match result {out.type}"
+                )
+
+    def print(self, printer: Printer) -> None:
+        LoopNestOp._print_tail(self, printer)  # pyright: ignore[reportArgumentType]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ExternOp:
+        inputs, syms, attributes, results, region = _parse_tail(parser)
+        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
+        op.attributes.update(attributes)
+        return op
+
+__all__ = [
+    "ExternOp",
+    "LoopNestOp",
+    "PointwiseOp",
+    "ReductionOp",
+    "buffer_type",
+    "is_contiguous_buffer",
+    "size_attr",
+    "tensor_for_buffer",
+]

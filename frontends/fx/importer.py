@@ -1,0 +1,418 @@
+"""The FX graph walk: one IR op per FX node, in graph order, into one ``func.func``."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from kiln.dialects.aten.encoding import ArgEncodingError
+from kiln.frontends.fx.constants import constant_op
+from kiln.frontends.fx.errors import FxImportError
+from kiln.frontends.fx.locations import LocationBuilder
+from kiln.frontends.fx.outputs import OUTPUTS_ATTR, OutputStructureError, encode_structure
+from kiln.frontends.fx.overloads import Overload, OverloadTable
+from kiln.frontends.fx.symbolic import (
+    SYMBOLIC_TARGETS,
+    SymbolicLowering,
+    UnsupportedSymbolicOp,
+)
+from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
+
+ParamMode = Literal["inputs", "constants"]
+
+NAME_ATTR = "kiln.name"
+"""Argument attribute: the FX node (placeholder or get_attr) the argument stands for."""
+GET_ATTR_ATTR = "kiln.get_attr"
+"""Argument attribute: the GraphModule attribute path (``layer.weight``) of a lifted
+``get_attr`` tensor; such arguments follow the placeholders."""
+
+SMALL_CONSTANT_NUMEL = 64
+"""``get_attr`` tensors made by tracing (``_tensor_constant0``) up to this many elements
+are embedded even when parameters stay inputs: they are literals of the program."""
+
+_TRACED_CONSTANT_PREFIXES = ("_tensor_constant", "_lifted_tensor_constant")
+
+_EXPECTED_ERRORS = (
+    UnsupportedValue,
+    ArgEncodingError,
+    UnsupportedSymbolicOp,
+    OutputStructureError,
+)
+
+NodeValue = SSAValue | tuple[SSAValue, ...] | None
+"""What a node stands for: one SSA value, the results of a multi-result op, or nothing."""
+
+
+def describe(node: torch.fx.Node) -> str:
+    """``node 'view_3' (call_function aten.view.default)``: how errors name a node."""
+    target = node.target if isinstance(node.target, str) else _target_name(node.target)
+    return f"node '{node.name}' ({node.op} {target})"
+
+
+def _target_name(target: object) -> str:
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):  # pyright: ignore[reportPrivateUsage]
+        return str(target)
+    module = getattr(target, "__module__", None)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return f"{module}.{name}" if module not in (None, "builtins", "_operator") else str(name)
+
+
+_NUMBERED = re.compile(r"_(\d+)$")
+
+
+def _name_hint(fx_name: str) -> str:
+    # xDSL drops a trailing `_<n>` from name hints (it is the printer's own
+    # disambiguation suffix), which would print FX's `getitem_3` as `%getitem_1`;
+    # `%getitem3` keeps the FX number visible and survives print -> parse -> print.
+    return _NUMBERED.sub(r"\1", fx_name)
+
+
+class GraphImporter:
+    """Imports one GraphModule; use :func:`kiln.frontends.fx.import_graph`."""
+
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        params: ParamMode,
+        constants: Mapping[str, torch.Tensor],
+    ) -> None:
+        if params not in ("inputs", "constants"):
+            raise ValueError(f"params must be 'inputs' or 'constants', not {params!r}")
+        self._gm = gm
+        self._params = params
+        self._constants = constants
+        self._types = TypeConverter()
+        self._locations = LocationBuilder()
+        self._overloads = OverloadTable()
+        self._block = Block()
+        self._ops: list[Operation] = []
+        self._symbolic = SymbolicLowering(self._ops.append)
+        self._values: dict[torch.fx.Node, NodeValue] = {}
+        self._arg_attrs: list[DictionaryAttr] = []
+        self._handlers: dict[str, Callable[[torch.fx.Node], None]] = {
+            "placeholder": self._placeholder,
+            "get_attr": self._get_attr,
+            "call_function": self._call_function,
+            "call_module": self._unsupported_call,
+            "call_method": self._unsupported_call,
+            "output": self._output,
+        }
+        self._return: func.ReturnOp | None = None
+        self._attributes: dict[str, Attribute] = {}
+
+    # -- driver ----------------------------------------------------------------------
+
+    def run(self, func_name: str) -> ModuleOp:
+        nodes = self._gm.graph.nodes
+        # Placeholders first, so lifted get_attr tensors become arguments after them.
+        for node in self._gm.graph.find_nodes(op="placeholder"):
+            self._import_node(node, self._placeholder)
+        handlers = self._handlers
+        for node in nodes:
+            if node.op != "placeholder":
+                self._import_node(node, handlers[node.op])
+        if self._return is None:
+            raise FxImportError("graph", "has no output node")
+        self._block.add_ops(self._ops)
+        self._block.add_op(self._return)
+        function = func.FuncOp(
+            func_name,
+            (self._block.arg_types, self._return.operand_types),
+            Region(self._block),
+            arg_attrs=ArrayAttr(self._arg_attrs),
+        )
+        function.attributes.update(self._attributes)
+        return ModuleOp([function])
+
+    def _import_node(self, node: torch.fx.Node, handler: Callable[[torch.fx.Node], None]) -> None:
+        try:
+            handler(node)
+        except FxImportError:
+            raise
+        except _EXPECTED_ERRORS as e:
+            raise FxImportError(describe(node), str(e)) from e
+        except Exception as e:
+            # Anything else is a kiln bug or an input we did not anticipate; still name
+            # the node so the user can see where, and keep the cause chained for --debug.
+            raise FxImportError(
+                describe(node), f"internal error while importing: {type(e).__name__}: {e}"
+            ) from e
+
+    # -- values ------------------------------------------------------------------------
+
+    def _meta_val(self, node: torch.fx.Node) -> Any:
+        if "val" not in node.meta:
+            raise UnsupportedValue(
+                "has no meta['val']; trace with make_fx/aot_autograd/torch.export, "
+                "or run FakeTensorProp on the graph first"
+            )
+        return node.meta["val"]
+
+    def _new_arg(self, node: torch.fx.Node, ty: Attribute, attrs: dict[str, Attribute]) -> None:
+        arg = self._block.insert_arg(ty, len(self._block.args))
+        arg.name_hint = _name_hint(node.name)
+        arg.location = self._locations.node_location(node.name, None)
+        self._arg_attrs.append(DictionaryAttr(attrs))
+        self._values[node] = arg
+
+    def _location(self, node: torch.fx.Node) -> Attribute:
+        return self._locations.node_location(node.name, node.meta.get("stack_trace"))
+
+    def _define(self, node: torch.fx.Node, op: Operation) -> None:
+        op.location = self._location(node)
+        self._ops.append(op)
+        if len(op.results) == 1 and not isinstance(node.meta.get("val"), list | tuple):
+            result = op.results[0]
+            result.name_hint = _name_hint(node.name)
+            self._values[node] = result
+        elif op.results:
+            self._values[node] = tuple(op.results)
+        else:
+            self._values[node] = None
+
+    def _value_of(self, node: torch.fx.Node) -> SSAValue | tuple[SSAValue, ...]:
+        value = self._values[node]
+        if value is None:
+            raise UnsupportedValue(f"uses '{node.name}', which has no value")
+        return value
+
+    def _arg(self, value: object) -> Any:
+        """An FX argument as :meth:`AtenOp.from_args` takes it."""
+        if isinstance(value, torch.fx.Node):
+            result = self._value_of(value)
+            return list(result) if isinstance(result, tuple) else result
+        if isinstance(value, list | tuple):
+            return [self._arg(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            raise UnsupportedValue(f"symbolic value {value} is not the result of a graph node")
+        return value
+
+    # -- node kinds ----------------------------------------------------------------------
+
+    def _placeholder(self, node: torch.fx.Node) -> None:
+        if node.name in self._constants:
+            self._define(node, constant_op(self._constants[node.name], self._types))
+            return
+        ty = self._types.value_type(self._meta_val(node))
+        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name)})
+
+    def _get_attr(self, node: torch.fx.Node) -> None:
+        target = str(node.target)
+        value = self._constants.get(target)
+        if value is None:
+            value = _fetch_attr(self._gm, target)
+        if not isinstance(value, torch.Tensor):
+            raise UnsupportedValue(
+                f"attribute '{target}' is a {type(value).__name__}, not a tensor "
+                "(submodules of higher-order ops are not supported)"
+            )
+        if self._embeds(target, value):
+            self._define(node, constant_op(value, self._types))
+            return
+        ty = self._types.tensor_type(value)
+        self._new_arg(
+            node, ty, {NAME_ATTR: StringAttr(node.name), GET_ATTR_ATTR: StringAttr(target)}
+        )
+
+    def _embeds(self, target: str, value: torch.Tensor) -> bool:
+        if self._params == "constants" or target in self._constants:
+            return True
+        traced_literal = target.rpartition(".")[2].startswith(_TRACED_CONSTANT_PREFIXES)
+        return (
+            traced_literal
+            and not isinstance(value, torch.nn.Parameter)
+            and value.numel() <= SMALL_CONSTANT_NUMEL
+        )
+
+    def _unsupported_call(self, node: torch.fx.Node) -> None:
+        raise FxImportError(
+            describe(node),
+            f"{node.op} nodes are not ATen operations; capture the program with "
+            "kiln.frontends.capture (make_fx, AOTAutograd or torch.export) to get an ATen graph",
+        )
+
+    def _call_function(self, node: torch.fx.Node) -> None:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):  # pyright: ignore[reportPrivateUsage]
+            self._aten(node, target)
+        elif target is operator.getitem:
+            self._getitem(node)
+        elif target in SYMBOLIC_TARGETS:
+            self._symbolic_op(node, target)  # pyright: ignore[reportArgumentType]
+        elif isinstance(target, torch._ops.HigherOrderOperator):  # pyright: ignore[reportPrivateUsage]
+            raise UnsupportedValue("higher-order operators (control flow, wrappers) are not supported")
+        elif isinstance(target, torch._ops.OpOverloadPacket):  # pyright: ignore[reportPrivateUsage]
+            raise UnsupportedValue(
+                "calls an operator packet without an overload; "
+                "an ATen-level graph (make_fx, AOTAutograd, torch.export) names overloads"
+            )
+        else:
+            raise UnsupportedValue("calls a Python function kiln cannot represent")
+
+    def _aten(self, node: torch.fx.Node, target: torch._ops.OpOverload) -> None:  # pyright: ignore[reportPrivateUsage]
+        overload = self._overloads.get(target)
+        names = overload.arg_names
+        if len(node.args) > len(names):
+            raise UnsupportedValue(f"has {len(node.args)} arguments, the schema {len(names)}")
+        convert = self._arg
+        args = {name: convert(value) for name, value in zip(names, node.args, strict=False)}
+        for name, value in node.kwargs.items():
+            args[name] = convert(value)
+        scalars = [n for n in overload.tensor_args if isinstance(args.get(n), _NUMBER)]
+        if scalars:
+            overload = self._wrap_scalars(node, target, overload, args, scalars)
+        result_types = self._types.result_types(self._meta_val(node))
+        self._define(node, overload.build(args, result_types))
+
+    def _wrap_scalars(
+        self,
+        node: torch.fx.Node,
+        target: torch._ops.OpOverload,  # pyright: ignore[reportPrivateUsage]
+        overload: Overload,
+        args: dict[str, Any],
+        scalars: list[str],
+    ) -> Overload:
+        """Handle Python numbers in tensor arguments (``add.Tensor(x, 1)``).
+
+        Prefer the ``Scalar`` overload, which ATen defines as the same call; otherwise
+        embed the number as the 0-d tensor the dispatcher would wrap it in (int64,
+        float64, bool or complex128).
+        """
+        variant = self._overloads.scalar_variant(target, frozenset(scalars))
+        if variant is not None:
+            return variant
+        for name in scalars:
+            wrapped = torch.scalar_tensor(args[name], dtype=_wrapped_dtype(args[name]))
+            op = constant_op(wrapped, self._types)
+            op.location = self._location(node)
+            self._ops.append(op)
+            args[name] = op.result
+        return overload
+
+    def _getitem(self, node: torch.fx.Node) -> None:
+        source, index = node.args
+        if not isinstance(source, torch.fx.Node) or not isinstance(index, int):
+            raise UnsupportedValue("getitem is supported on the results of a node only")
+        results = self._value_of(source)
+        if not isinstance(results, tuple):
+            raise UnsupportedValue(f"'{source.name}' has a single result; cannot index it")
+        value = results[index]
+        if value.name_hint is None:
+            value.name_hint = _name_hint(node.name)
+        self._values[node] = value
+
+    def _symbolic_op(self, node: torch.fx.Node, target: Callable[..., object]) -> None:
+        if node.kwargs:
+            raise UnsupportedValue("symbolic operators with keyword arguments are not supported")
+        args = [self._arg(a) for a in node.args]
+        value = self._symbolic.lower(target, args)
+        owner = value.owner
+        if isinstance(owner, Operation):
+            owner.location = self._location(node)
+            value.name_hint = _name_hint(node.name)
+        self._values[node] = value
+
+    def _output(self, node: torch.fx.Node) -> None:
+        returned: list[SSAValue] = []
+
+        def leaf(value: object) -> object:
+            if value is None:
+                return None
+            if isinstance(value, torch.fx.Node):
+                result = self._value_of(value)
+                if isinstance(result, tuple):
+                    returned.extend(result)
+                    return [len(returned) - len(result) + i for i in range(len(result))]
+                returned.append(result)
+                return len(returned) - 1
+            if isinstance(value, bool | int | float):
+                returned.append(self._symbolic.constant(value, self._types.value_type(value)))
+                return len(returned) - 1
+            raise UnsupportedValue(f"returns a {type(value).__name__}, which has no IR value")
+
+        structure = _map_structure(node.args[0], leaf)
+        out_spec = _output_treespec(self._gm)
+        if out_spec is not None:
+            # make_fx of a function with pytree outputs: GraphModule.__call__ rebuilds
+            # the structure from the flat output list with this spec.
+            structure = pytree.tree_unflatten(list(structure), out_spec)  # pyright: ignore[reportArgumentType]
+        self._attributes[OUTPUTS_ATTR] = StringAttr(encode_structure(structure))
+        self._return = func.ReturnOp(*returned)
+        self._return.location = self._locations.node_location(node.name, None)
+
+
+_NUMBER = (bool, int, float, complex)
+
+
+def _wrapped_dtype(value: bool | int | float | complex) -> torch.dtype:
+    if isinstance(value, bool):
+        return torch.bool
+    if isinstance(value, int):
+        return torch.int64
+    if isinstance(value, float):
+        return torch.float64
+    return torch.complex128
+
+
+def _map_structure(value: object, leaf: Callable[[object], object]) -> object:
+    if isinstance(value, tuple):
+        return tuple(_map_structure(v, leaf) for v in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, list):
+        return [_map_structure(v, leaf) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, dict):
+        return {k: _map_structure(v, leaf) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return leaf(value)
+
+
+def _output_treespec(gm: torch.fx.GraphModule) -> pytree.TreeSpec | None:
+    codegen = gm.graph._codegen  # pyright: ignore[reportPrivateUsage]
+    if not isinstance(codegen, torch.fx.graph._PyTreeCodeGen):  # pyright: ignore[reportPrivateUsage]
+        return None
+    return codegen.pytree_info.out_spec
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> object:
+    value: object = gm
+    for part in target.split("."):
+        if not hasattr(value, part):
+            raise UnsupportedValue(f"the GraphModule has no attribute '{target}'")
+        value = getattr(value, part)
+    return value
+
+
+def import_graph(
+    gm: torch.fx.GraphModule,
+    *,
+    func_name: str = "forward",
+    params: ParamMode = "inputs",
+    constants: Mapping[str, torch.Tensor] | None = None,
+) -> ModuleOp:
+    """Import an ATen-level FX graph as a module with one ``func.func``.
+
+    ``params="inputs"`` makes ``get_attr`` tensors (parameters and buffers of the
+    GraphModule) function arguments after the placeholders, marked with a
+    ``kiln.get_attr`` argument attribute; ``params="constants"`` embeds them as
+    ``aten.constant``. ``constants`` maps placeholder names or ``get_attr`` targets to
+    tensors to embed instead (e.g. the lifted constants of an ExportedProgram).
+
+    Raises :class:`FxImportError` naming the node when a node cannot be represented.
+    """
+    return GraphImporter(gm, params, constants or {}).run(func_name)
+
+
+def returned_values(module: ModuleOp) -> Sequence[SSAValue]:
+    """The values the imported function returns (in ``kiln.outputs`` index order)."""
+    function = module.body.block.first_op
+    assert isinstance(function, func.FuncOp)
+    terminator = function.body.block.last_op
+    assert isinstance(terminator, func.ReturnOp)
+    return terminator.arguments

@@ -1,0 +1,125 @@
+"""How the Python structure of a graph's outputs is recorded on the imported function.
+
+``func.return`` returns a flat list of values; the function attribute ``kiln.outputs``
+is a Python expression of the graph's output with each returned value replaced by its
+index in ``func.return``, and ``None`` where the graph returns None:
+
+```mlir
+func.func @forward(...) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xi64>)
+    attributes {kiln.outputs = "(0, None, torch.return_types.max(1, 2))"} { ... }
+```
+
+Containers are tuples, lists, dicts (str or int keys) and named tuples / structseqs,
+written as a call of their qualified type name. :func:`rebuild_outputs` turns the
+returned values back into what the GraphModule returns; it reads the expression with
+``ast`` (never ``eval``) and only resolves type names in modules already imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.func import FuncOp
+
+OUTPUTS_ATTR = "kiln.outputs"
+
+OutputStructure = Any
+"""A nest of containers whose leaves are ints (indices into the returned values) or None."""
+
+
+class OutputStructureError(ValueError):
+    """A structure that cannot be written, or a malformed ``kiln.outputs`` string."""
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def encode_structure(structure: OutputStructure) -> str:
+    if structure is None or (isinstance(structure, int) and not isinstance(structure, bool)):
+        return repr(structure)
+    if type(structure) is tuple:
+        items = [encode_structure(s) for s in structure]  # pyright: ignore[reportUnknownVariableType]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(structure, tuple):
+        # A named tuple or a structseq such as torch.return_types.max.
+        items = [encode_structure(s) for s in structure]  # pyright: ignore[reportUnknownVariableType]
+        return f"{_type_name(type(structure))}(" + ", ".join(items) + ")"  # pyright: ignore[reportUnknownArgumentType]
+    if type(structure) is list:
+        return "[" + ", ".join(encode_structure(s) for s in structure) + "]"  # pyright: ignore[reportUnknownVariableType]
+    if type(structure) is dict:
+        entries: list[str] = []
+        for key, value in structure.items():  # pyright: ignore[reportUnknownVariableType]
+            if not isinstance(key, str | int):
+                raise OutputStructureError(f"output dict key {key!r} is not a str or int")
+            entries.append(f"{key!r}: {encode_structure(value)}")
+        return "{" + ", ".join(entries) + "}"
+    raise OutputStructureError(
+        f"cannot record an output container of type {_type_name(type(structure))}"  # pyright: ignore[reportUnknownArgumentType]
+    )
+
+
+def _resolve_type(node: ast.expr) -> type:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise OutputStructureError("a container type must be a dotted name")
+    parts.append(node.id)
+    dotted = list(reversed(parts))
+    for split in range(len(dotted) - 1, 0, -1):
+        module = sys.modules.get(".".join(dotted[:split]))
+        if module is None:
+            continue
+        value: object = module
+        for attr in dotted[split:]:
+            value = getattr(value, attr, None)
+        if isinstance(value, type) and issubclass(value, tuple):
+            return value
+    raise OutputStructureError(f"unknown output container type {'.'.join(dotted)}")
+
+
+def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return values[node.value]
+    if isinstance(node, ast.Tuple):
+        return tuple(_fill(e, values) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_fill(e, values) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[object, Any] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if not isinstance(key, ast.Constant):
+                raise OutputStructureError("output dict keys must be literals")
+            out[key.value] = _fill(value, values)
+        return out
+    if isinstance(node, ast.Call) and not node.keywords:
+        cls = _resolve_type(node.func)
+        items = [_fill(a, values) for a in node.args]
+        # namedtuples take their fields positionally, structseqs one sequence.
+        return cls(*items) if hasattr(cls, "_fields") else cls(items)
+    raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
+
+
+def rebuild_structure(text: str, values: Sequence[Any]) -> Any:
+    """The Python value a ``kiln.outputs`` string describes, filled with ``values``."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        raise OutputStructureError(f"malformed {OUTPUTS_ATTR} {text!r}: {e}") from None
+    return _fill(tree.body, values)
+
+
+def rebuild_outputs(func: FuncOp, values: Sequence[Any]) -> Any:
+    """What the FX graph returns, from the values the imported function returned."""
+    attr = func.attributes.get(OUTPUTS_ATTR)
+    if not isinstance(attr, StringAttr):
+        return tuple(values)
+    return rebuild_structure(attr.data, values)

@@ -1,0 +1,230 @@
+"""Python arithmetic on SymInt/SymFloat/SymBool values, as ``arith`` ops.
+
+FX graphs traced with dynamic shapes compute sizes with plain Python operators on
+symbolic ints (``mul = sym_size_int * 8``). Those values are ``index`` in IR (floats are
+``f64``, bools ``i1``), and each operator becomes the ``arith`` ops that compute
+Python's result, including Python's rounding of ``//`` and the sign of ``%``:
+
+```mlir
+%sym_size_int = aten.sym_size.int(%x, dim = 0) : (tensor<?x8xf32>) -> index
+%c8 = arith.constant 8 : index
+%mul = arith.muli %sym_size_int, %c8 : index
+%floordiv = arith.floordivsi %mul, %c3 : index
+```
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    f64,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from kiln.frontends.fx.types import INDEX
+
+Operand = SSAValue | int | float | bool
+"""An argument of a symbolic operator: an SSA scalar or a Python constant."""
+
+
+class UnsupportedSymbolicOp(ValueError):
+    """The operator or its operand types have no arith lowering."""
+
+
+@dataclass(frozen=True)
+class _Binary:
+    int_op: type[arith.SignlessIntegerBinaryOperation] | None
+    float_op: type[arith.FloatingPointLikeBinaryOperation] | None
+
+
+_BINARY: dict[Callable[..., object], _Binary] = {
+    operator.add: _Binary(arith.AddiOp, arith.AddfOp),
+    operator.sub: _Binary(arith.SubiOp, arith.SubfOp),
+    operator.mul: _Binary(arith.MuliOp, arith.MulfOp),
+    operator.floordiv: _Binary(arith.FloorDivSIOp, None),
+    torch.sym_max: _Binary(arith.MaxSIOp, arith.MaximumfOp),
+    torch.sym_min: _Binary(arith.MinSIOp, arith.MinimumfOp),
+    operator.and_: _Binary(arith.AndIOp, None),
+    operator.or_: _Binary(arith.OrIOp, None),
+}
+
+_COMPARE: dict[Callable[..., object], tuple[str, str]] = {
+    operator.eq: ("eq", "oeq"),
+    operator.ne: ("ne", "une"),
+    operator.lt: ("slt", "olt"),
+    operator.le: ("sle", "ole"),
+    operator.gt: ("sgt", "ogt"),
+    operator.ge: ("sge", "oge"),
+}
+
+_UNARY: frozenset[Callable[..., object]] = frozenset(
+    {operator.neg, torch.sym_not, torch.sym_float, torch.sym_int, math.floor, math.ceil}
+)
+
+SYMBOLIC_TARGETS: frozenset[Callable[..., object]] = frozenset(
+    {*_BINARY, *_COMPARE, *_UNARY, operator.mod, operator.truediv}
+)
+"""Python functions :class:`SymbolicLowering` handles."""
+
+
+def _is_float(ty: Attribute) -> bool:
+    return isinstance(ty, AnyFloat)
+
+
+class SymbolicLowering:
+    """Emits arith ops for symbolic scalar arithmetic into one block, in order."""
+
+    def __init__(self, emit: Callable[[Operation], None]) -> None:
+        self._emit = emit
+        self._constants: dict[tuple[object, Attribute], SSAValue] = {}
+
+    # -- operands ------------------------------------------------------------------
+
+    def constant(self, value: int | float | bool, ty: Attribute) -> SSAValue:
+        """An ``arith.constant`` of ``ty``; one per (value, type) in the function."""
+        key = (value, ty)
+        cached = self._constants.get(key)
+        if cached is not None:
+            return cached
+        if _is_float(ty):
+            attr: Attribute = FloatAttr(float(value), f64)
+        else:
+            attr = IntegerAttr(int(value), ty)  # pyright: ignore[reportArgumentType]
+        op = arith.ConstantOp(attr)
+        self._emit(op)
+        self._constants[key] = op.result
+        return op.result
+
+    def _as_value(self, operand: Operand, ty: Attribute) -> SSAValue:
+        if isinstance(operand, SSAValue):
+            return operand
+        return self.constant(operand, ty)
+
+    def _to_float(self, value: SSAValue) -> SSAValue:
+        if _is_float(value.type):
+            return value
+        if isinstance(value.type, IndexType):
+            cast = arith.IndexCastOp(value, i64)
+            self._emit(cast)
+            value = cast.result
+        convert = arith.SIToFPOp(value, f64)
+        self._emit(convert)
+        return convert.result
+
+    def _to_index(self, value: SSAValue) -> SSAValue:
+        if isinstance(value.type, IndexType):
+            return value
+        if _is_float(value.type):
+            convert = arith.FPToSIOp(value, i64)
+            self._emit(convert)
+            value = convert.result
+        elif value.type == i1:
+            extend = arith.ExtUIOp(value, i64)
+            self._emit(extend)
+            value = extend.result
+        cast = arith.IndexCastOp(value, INDEX)
+        self._emit(cast)
+        return cast.result
+
+    def _operands(self, args: Sequence[Operand], as_float: bool) -> list[SSAValue]:
+        """Operands with a common type: f64 if any is a float (Python promotion)."""
+        if not as_float:
+            as_float = any(
+                isinstance(a, float) or (isinstance(a, SSAValue) and _is_float(a.type))
+                for a in args
+            )
+        if as_float:
+            return [self._to_float(self._as_value(a, f64)) for a in args]
+        types = [a.type for a in args if isinstance(a, SSAValue)]
+        ty = i1 if types and all(t == i1 for t in types) else INDEX
+        values = [self._as_value(a, ty) for a in args]
+        if ty == INDEX:
+            values = [self._to_index(v) for v in values]
+        return values
+
+    def _op(self, op: Operation) -> SSAValue:
+        self._emit(op)
+        return op.results[0]
+
+    # -- operators -----------------------------------------------------------------
+
+    def lower(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
+        """The SSA value of ``target(*args)``."""
+        if target in _BINARY:
+            return self._binary(target, args)
+        if target in _COMPARE:
+            lhs, rhs = self._operands(args, as_float=False)
+            int_pred, float_pred = _COMPARE[target]
+            if _is_float(lhs.type):
+                return self._op(arith.CmpfOp(lhs, rhs, float_pred))
+            return self._op(arith.CmpiOp(lhs, rhs, int_pred))
+        if target is operator.truediv:
+            lhs, rhs = self._operands(args, as_float=True)
+            return self._op(arith.DivfOp(lhs, rhs))
+        if target is operator.mod:
+            return self._mod(args)
+        return self._unary(target, args)
+
+    def _binary(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
+        lowering = _BINARY[target]
+        lhs, rhs = self._operands(args, as_float=False)
+        if _is_float(lhs.type):
+            if lowering.float_op is None:
+                raise UnsupportedSymbolicOp(f"{_name(target)} on floats is not supported")
+            return self._op(lowering.float_op(lhs, rhs))
+        assert lowering.int_op is not None
+        return self._op(lowering.int_op(lhs, rhs))
+
+    def _mod(self, args: Sequence[Operand]) -> SSAValue:
+        lhs, rhs = self._operands(args, as_float=False)
+        if _is_float(lhs.type):
+            raise UnsupportedSymbolicOp("% on floats is not supported")
+        # Python's a % b takes the sign of b: a - (a // b) * b with flooring division.
+        quotient = self._op(arith.FloorDivSIOp(lhs, rhs))
+        product = self._op(arith.MuliOp(quotient, rhs))
+        return self._op(arith.SubiOp(lhs, product))
+
+    def _unary(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
+        if len(args) != 1:
+            raise UnsupportedSymbolicOp(f"{_name(target)} with {len(args)} arguments")
+        if target is torch.sym_float:
+            return self._to_float(self._as_value(args[0], INDEX))
+        (value,) = self._operands(args, as_float=False)
+        if target is operator.neg:
+            if _is_float(value.type):
+                return self._op(arith.NegfOp(value))
+            return self._op(arith.SubiOp(self.constant(0, value.type), value))
+        if target is torch.sym_not:
+            if value.type != i1:
+                raise UnsupportedSymbolicOp("sym_not needs a bool")
+            return self._op(arith.XOrIOp(value, self.constant(True, i1)))
+        if target is torch.sym_int:
+            return self._to_index(value)
+        if target in (math.floor, math.ceil):
+            if not _is_float(value.type):
+                return value
+            rounding = xmath.FloorOp if target is math.floor else xmath.CeilOp
+            return self._to_index(self._op(rounding(value)))
+        raise UnsupportedSymbolicOp(f"{_name(target)} is not a supported symbolic operator")
+
+
+def _name(target: Callable[..., object]) -> str:
+    return getattr(target, "__name__", repr(target))
+
+
+def is_integer_like(ty: Attribute) -> bool:
+    return isinstance(ty, IndexType | IntegerType)

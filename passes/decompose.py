@@ -1,0 +1,305 @@
+"""``decompose``: rewrite composite aten ops into simpler aten ops.
+
+Nothing is re-derived here: each op is decomposed by PyTorch's own decomposition
+function, traced on fake tensors of the op's types with ``make_fx`` (recursively, with
+the same table), imported by the FX importer and spliced in place of the op::
+
+    %1 = aten._softmax.default(%0, dim = 1, half_to_float = false) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+
+becomes::
+
+    %2 = aten.amax.default(%0, dim = [1], keepdim = true) : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %3 = aten.sub.Tensor(%0, %2) : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %4 = aten.exp.default(%3) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %5 = aten.sum.dim_IntList(%4, dim = [1], keepdim = true) : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %6 = aten.div.Tensor(%4, %5) : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+
+Traced decompositions are cached per signature (overload, operand types, arguments).
+An op is left alone, never approximated, when its decomposition cannot be traced for
+its types (symbolic sizes, a failing decomposition) or would change its result types.
+
+Choosing what to decompose: ``table`` picks a base table (``kiln``: PyTorch's core-ATen
+decompositions plus the composites kiln's lowering wants decomposed; ``core``: only
+PyTorch's core-ATen table; ``inductor``: Inductor's table), ``ops`` restricts it to the
+listed overloads (``aten._softmax.default``), ``exclude`` removes overloads. Pass authors
+extend it by subclassing and overriding :meth:`DecomposePass.decompositions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.encoding import decode_value
+
+if TYPE_CHECKING:
+    import torch
+
+Decompositions = Mapping["torch._ops.OpOverload", Callable[..., Any]]
+
+# Composite ops that core ATen keeps but kiln's lowering wants as simpler ops
+# (Inductor decomposes the same ones before lowering).
+_KILN_EXTRA = (
+    "_softmax.default",
+    "_log_softmax.default",
+    "native_layer_norm.default",
+    "native_group_norm.default",
+    "_native_batch_norm_legit_functional.default",
+    "_native_batch_norm_legit_no_training.default",
+    "native_dropout.default",
+    "var_mean.correction",
+    "addcmul.default",
+    "addcdiv.default",
+    "_softmax_backward_data.default",
+    "_log_softmax_backward_data.default",
+    "native_layer_norm_backward.default",
+    "gelu_backward.default",
+    "silu_backward.default",
+    "threshold_backward.default",
+    "hardswish.default",
+    "hardsigmoid.default",
+    "mish.default",
+    "elu.default",
+    "leaky_relu.default",
+    "logit.default",
+)
+
+
+@cache
+def base_table(name: str) -> dict[Any, Callable[..., Any]]:
+    """The named decomposition table (see module docstring)."""
+    import torch
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    if name == "core":
+        return dict(core_aten_decompositions())
+    if name == "inductor":
+        import torch._inductor.lowering  # noqa: F401  (Inductor's decompositions consult it)
+        from torch._inductor.decomposition import select_decomp_table
+
+        return dict(select_decomp_table())
+    if name == "kiln":
+        extra: list[Any] = []
+        for qual in _KILN_EXTRA:
+            op_name, _, overload = qual.partition(".")
+            packet = getattr(torch.ops.aten, op_name, None)
+            if packet is not None and overload in packet.overloads():
+                extra.append(getattr(packet, overload))
+        table = dict(core_aten_decompositions())
+        table.update(get_decompositions(extra))
+        return table
+    raise ValueError(f"unknown decomposition table {name!r} (kiln, core, inductor)")
+
+
+@cache
+def _prims_to_aten() -> dict[Any, Callable[..., Any]]:
+    """Each prim's own ATen implementation: PyTorch's reference decompositions
+    (``torch._refs``) emit prims, which kiln's aten dialect expresses through these."""
+    import torch
+
+    table: dict[Any, Callable[..., Any]] = {}
+    for name in dir(torch.ops.prims):
+        try:
+            packet = getattr(torch.ops.prims, name)
+            overloads = packet.overloads()
+        except (AttributeError, RuntimeError):
+            continue
+        for overload in overloads:
+            op = getattr(packet, overload)
+            impl = getattr(op, "impl_aten", None)
+            if impl is not None:
+                table[op] = impl
+    return table
+
+
+_WITH_PRIMS: dict[int, dict[Any, Callable[..., Any]]] = {}
+
+
+def _with_prims(table: Decompositions) -> dict[Any, Callable[..., Any]]:
+    key = id(table)
+    if key not in _WITH_PRIMS:
+        merged = dict(_prims_to_aten())
+        merged.update(table)
+        _WITH_PRIMS[key] = merged
+    return _WITH_PRIMS[key]
+
+
+@dataclass(frozen=True)
+class DecomposePass(ModulePass):
+    """Decompose composite aten ops with PyTorch's decomposition functions."""
+
+    name = "decompose"
+
+    table: Literal["kiln", "core", "inductor"] = "kiln"
+    ops: tuple[str, ...] = ()
+    """Only these overloads (``aten._softmax.default``); empty means the whole table."""
+    exclude: tuple[str, ...] = ()
+    """Overloads never decomposed."""
+
+    def decompositions(self) -> Decompositions:
+        """The table in use; override to add or replace decompositions."""
+        table = base_table(self.table)
+        if not self.ops and not self.exclude:
+            return table
+        wanted = {_normalise(o) for o in self.ops}
+        excluded = {_normalise(o) for o in self.exclude}
+        return {
+            op: fn
+            for op, fn in table.items()
+            if (not wanted or str(op) in wanted) and str(op) not in excluded
+        }
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        table = self.decompositions()
+        by_name = {str(k): k for k in table}
+        targets = [o for o in op.walk() if isinstance(o, AtenOp)]
+        for target in targets:
+            overload = by_name.get(_torch_name(target))
+            if overload is None:
+                continue
+            replacement = _decomposed_body(target, overload, table)
+            if replacement is None:
+                continue
+            _splice(target, replacement)
+
+
+def _normalise(name: str) -> str:
+    """``aten::_softmax.default`` or ``_softmax.default`` -> ``aten._softmax.default``."""
+    name = name.replace("::", ".")
+    return name if name.count(".") >= 2 else f"aten.{name}"
+
+
+def _torch_name(op: AtenOp) -> str:
+    """``aten._softmax.default``: how ``str(OpOverload)`` spells the op."""
+    return op.overload_name.replace("::", ".")
+
+
+# --- tracing ---------------------------------------------------------------------------
+
+
+def _signature(op: AtenOp) -> tuple[Any, ...] | None:
+    """A hashable key of everything the decomposition may depend on, or None if the op
+    has symbolic inputs (no static signature)."""
+    if op.sym_operands():
+        return None
+    for value in op.operands:
+        if not isinstance(value.type, TensorType) or -1 in value.type.get_shape():
+            return None
+    props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items()))
+    return (
+        op.overload_name,
+        tuple(str(v.type) for v in op.operands),
+        props,
+        extra,
+        tuple(str(r.type) for r in op.results),
+    )
+
+
+_TRACE_CACHE: dict[tuple[Any, ...], FuncOp | None] = {}
+"""Traced decompositions by signature. A cache of pure functions of the key: sharing it
+between passes changes no result, only speed."""
+
+
+def _decomposed_body(
+    op: AtenOp, overload: Any, table: Decompositions
+) -> FuncOp | None:
+    key = _signature(op)
+    if key is None:
+        return None
+    key = (*key, id(table))
+    if key not in _TRACE_CACHE:
+        _TRACE_CACHE[key] = _trace(op, overload, table)
+    return _TRACE_CACHE[key]
+
+
+def _trace(op: AtenOp, overload: Any, table: Decompositions) -> FuncOp | None:
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kiln.dialects.aten.dtypes import type_to_dtype
+    from kiln.frontends.fx import import_graph
+
+    schema = op.op_schema()
+    tensors = op.tensor_operands()
+    flat_inputs: list[SSAValue] = [v for vs in tensors.values() for v in vs if v is not None]
+
+    def build_args(runtime: list[torch.Tensor]) -> tuple[list[Any], dict[str, Any]]:
+        it = iter(runtime)
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for spec in schema.arguments:
+            if spec.kind.is_tensor:
+                values = tensors[spec.name]
+                if spec.kind.value in ("Tensor", "Tensor?"):
+                    value: Any = next(it) if values else None
+                else:
+                    value = [None if v is None else next(it) for v in values]
+            else:
+                value = decode_value(spec, op.arg_attr(spec.name), ())
+            if spec.kwarg_only:
+                kwargs[spec.name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def fn(*runtime: torch.Tensor) -> Any:
+        args, kwargs = build_args(list(runtime))
+        result = table[overload](*args, **kwargs)
+        # Structseq/named-tuple results would be traced as a Python call.
+        return tuple(result) if isinstance(result, tuple) else result
+
+    examples = []
+    for value in flat_inputs:
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        examples.append(torch.empty(ty.get_shape(), dtype=type_to_dtype(ty.element_type)))
+    try:
+        gm = make_fx(fn, decomposition_table=_with_prims(table), tracing_mode="fake")(*examples)
+        module = import_graph(gm)
+    except Exception:
+        # The decomposition does not apply to these types: keep the op.
+        return None
+    funcs = [o for o in module.ops if isinstance(o, FuncOp)]
+    if len(funcs) != 1:
+        return None
+    func = funcs[0]
+    ret = func.body.block.last_op
+    if not isinstance(ret, ReturnOp):
+        return None
+    if [v.type for v in ret.arguments] != [r.type for r in op.results]:
+        return None
+    if any(_is_same_op(o, op) for o in func.walk()):
+        return None  # the "decomposition" re-emits the op itself
+    func.detach()
+    return func
+
+
+def _is_same_op(candidate: Operation, op: AtenOp) -> bool:
+    return isinstance(candidate, AtenOp) and candidate.overload_name == op.overload_name
+
+
+def _splice(op: AtenOp, func: FuncOp) -> None:
+    """Clone ``func``'s body before ``op`` and replace ``op`` with what it returns."""
+    block: Block = func.body.block
+    operands = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
+    value_map: dict[SSAValue, SSAValue] = dict(zip(block.args, operands, strict=True))
+    returned: list[SSAValue] = []
+    for inner in block.ops:
+        if isinstance(inner, ReturnOp):
+            returned = [value_map.get(v, v) for v in inner.arguments]
+            break
+        clone = inner.clone(value_mapper=value_map)
+        clone.location = op.location
+        Rewriter.insert_op(clone, InsertPoint.before(op))
+    Rewriter.replace_op(op, [], returned)

@@ -1,0 +1,276 @@
+"""What an aten tensor value becomes during lowering: a buffer seen through an index map.
+
+A :class:`TensorRef` says where element ``idx`` of a tensor lives: at
+``storage[index(idx)]`` of a loop-level buffer. Views never copy: they only compose a
+new index map, which consumers inline into their ``loop.load`` index expressions.
+Most views stay *strided* (``offset + sum(stride_k * idx_k)``, like torch's own
+tensors), so their index maps are linear; reshapes that torch could not express as a
+view fall back to a general map with ``//`` and ``%``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import sympy
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Attribute, SSAValue
+
+from kiln.dialects.loop.expr import FloorDiv
+
+Expr = sympy.Expr
+IndexMap = Callable[[Sequence[Expr]], Expr]
+
+ZERO = sympy.Integer(0)
+ONE = sympy.Integer(1)
+
+
+def expr(value: int | Expr) -> Expr:
+    return value if isinstance(value, sympy.Expr) else sympy.Integer(value)
+
+
+def contiguous_strides(sizes: Sequence[Expr]) -> tuple[Expr, ...]:
+    strides: list[Expr] = []
+    running: Expr = ONE
+    for size in reversed(sizes):
+        strides.append(running)
+        running = running * size
+    return tuple(reversed(strides))
+
+
+def numel(sizes: Sequence[Expr]) -> Expr:
+    n: Expr = ONE
+    for s in sizes:
+        n = n * s
+    return n
+
+
+@cache
+def strided_index(strides: tuple[Expr, ...], offset: Expr, idx: tuple[Expr, ...]) -> Expr:
+    """``offset + sum(stride * i)`` (cached: most loads repeat the same few maps)."""
+    total = offset
+    for stride, i in zip(strides, idx, strict=True):
+        if stride != 0 and i != 0:
+            total = total + stride * i
+    return total
+
+
+@dataclass(frozen=True, eq=False)
+class TensorRef:
+    """A tensor at loop level: ``buffer`` (a memref value) viewed through an index map."""
+
+    buffer: SSAValue
+    sizes: tuple[Expr, ...]
+    dtype: Attribute
+    """Element type."""
+    strides: tuple[Expr, ...] | None
+    """Set when the map is strided: ``offset + sum(strides[k] * idx[k])``."""
+    offset: Expr = ZERO
+    general: IndexMap | None = None
+    """The map when it is not strided (a reshape of a non-viewable layout)."""
+
+    @staticmethod
+    def of_buffer(buffer: SSAValue, sizes: Sequence[Expr]) -> TensorRef:
+        ty = buffer.type
+        assert isinstance(ty, MemRefType)
+        sizes = tuple(sizes)
+        return TensorRef(buffer, sizes, ty.element_type, contiguous_strides(sizes))
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    def storage_index(self, idx: Sequence[Expr]) -> Expr:
+        if self.strides is not None:
+            return strided_index(self.strides, self.offset, tuple(idx))
+        assert self.general is not None
+        return self.general(idx)
+
+    def is_plain(self) -> bool:
+        """Whether this is exactly its buffer, element for element (no copy needed)."""
+        if self.strides is None or self.offset != 0:
+            return False
+        ty = self.buffer.type
+        assert isinstance(ty, MemRefType)
+        if len(ty.get_shape()) != len(self.sizes):
+            return False
+        return all(
+            s == t or size == 1
+            for s, t, size in zip(self.strides, contiguous_strides(self.sizes), self.sizes, strict=True)
+        ) and all(
+            d < 0 or sympy.Integer(d) == size
+            for d, size in zip(ty.get_shape(), self.sizes, strict=True)
+        )
+
+    # -- views: each returns a new map over the same buffer -------------------------
+
+    def with_map(self, sizes: Sequence[Expr], fn: IndexMap) -> TensorRef:
+        """A general view: element ``idx`` of the result is element ``fn(idx)`` of self."""
+        inner = self
+
+        def general(idx: Sequence[Expr]) -> Expr:
+            return inner.storage_index(fn(idx))  # pyright: ignore[reportArgumentType]
+
+        return TensorRef(self.buffer, tuple(sizes), self.dtype, None, ZERO, general)
+
+    def strided(self, sizes: Sequence[Expr], strides: Sequence[Expr], offset: Expr) -> TensorRef:
+        return TensorRef(self.buffer, tuple(sizes), self.dtype, tuple(strides), offset)
+
+    def permute(self, dims: Sequence[int]) -> TensorRef:
+        sizes = [self.sizes[d] for d in dims]
+        if self.strides is not None:
+            return self.strided(sizes, [self.strides[d] for d in dims], self.offset)
+        inverse = [0] * len(dims)
+        for k, d in enumerate(dims):
+            inverse[d] = k
+        return self.with_map(sizes, lambda idx: [idx[inverse[d]] for d in range(len(dims))])  # pyright: ignore[reportReturnType]
+
+    def expand(self, sizes: Sequence[Expr]) -> TensorRef:
+        """Broadcast to ``sizes`` (new leading dims and size-1 dims get stride 0)."""
+        lead = len(sizes) - self.rank
+        keep = [
+            not (self.sizes[k] == 1 and sizes[lead + k] != 1) for k in range(self.rank)
+        ]
+        if self.strides is not None:
+            strides = [ZERO] * lead + [
+                s if kept else ZERO for s, kept in zip(self.strides, keep, strict=True)
+            ]
+            return self.strided(sizes, strides, self.offset)
+        return self.with_map(
+            sizes,
+            lambda idx: [idx[lead + k] if keep[k] else ZERO for k in range(len(keep))],  # pyright: ignore[reportReturnType]
+        )
+
+    def unsqueeze(self, dim: int) -> TensorRef:
+        sizes = [*self.sizes[:dim], ONE, *self.sizes[dim:]]
+        if self.strides is not None:
+            strides = [*self.strides[:dim], ZERO, *self.strides[dim:]]
+            return self.strided(sizes, strides, self.offset)
+        return self.with_map(sizes, lambda idx: [*idx[:dim], *idx[dim + 1 :]])
+
+    def squeeze(self, dims: Sequence[int]) -> TensorRef:
+        """Drop the given dims (each of size 1)."""
+        drop = set(dims)
+        sizes = [s for k, s in enumerate(self.sizes) if k not in drop]
+        if self.strides is not None:
+            strides = [s for k, s in enumerate(self.strides) if k not in drop]
+            return self.strided(sizes, strides, self.offset)
+        kept = [k for k in range(self.rank) if k not in drop]
+
+        def fn(idx: Sequence[Expr]) -> list[Expr]:
+            full = [ZERO] * self.rank
+            for pos, k in enumerate(kept):
+                full[k] = idx[pos]
+            return full
+
+        return self.with_map(sizes, fn)
+
+    def slice(self, dim: int, start: Expr, length: Expr, step: Expr) -> TensorRef:
+        sizes = [*self.sizes]
+        sizes[dim] = length
+        if self.strides is not None:
+            strides = [*self.strides]
+            strides[dim] = self.strides[dim] * step
+            return self.strided(sizes, strides, self.offset + self.strides[dim] * start)
+        return self.with_map(
+            sizes, lambda idx: [*idx[:dim], start + step * idx[dim], *idx[dim + 1 :]]
+        )
+
+    def select(self, dim: int, index: Expr) -> TensorRef:
+        sizes = [*self.sizes[:dim], *self.sizes[dim + 1 :]]
+        if self.strides is not None:
+            strides = [*self.strides[:dim], *self.strides[dim + 1 :]]
+            return self.strided(sizes, strides, self.offset + self.strides[dim] * index)
+        return self.with_map(sizes, lambda idx: [*idx[:dim], index, *idx[dim:]])
+
+    def diagonal(self, offset: int, dim1: int, dim2: int) -> TensorRef:
+        n1, n2 = self.sizes[dim1], self.sizes[dim2]
+        if offset >= 0:
+            length = sympy.Max(0, sympy.Min(n1, n2 - offset))
+        else:
+            length = sympy.Max(0, sympy.Min(n1 + offset, n2))
+        rest = [k for k in range(self.rank) if k not in (dim1, dim2)]
+        sizes = [self.sizes[k] for k in rest] + [length]
+
+        def fn(idx: Sequence[Expr]) -> list[Expr]:
+            full = [ZERO] * self.rank
+            for pos, k in enumerate(rest):
+                full[k] = idx[pos]
+            full[dim1] = idx[-1] + (0 if offset >= 0 else -offset)
+            full[dim2] = idx[-1] + (offset if offset >= 0 else 0)
+            return full
+
+        if self.strides is not None:
+            strides = [self.strides[k] for k in rest] + [self.strides[dim1] + self.strides[dim2]]
+            start = self.strides[dim2] * offset if offset >= 0 else -self.strides[dim1] * offset
+            return self.strided(sizes, strides, self.offset + start)
+        return self.with_map(sizes, fn)
+
+    def reshape(self, sizes: Sequence[Expr]) -> TensorRef:
+        """``view``/``reshape``: strided when torch could view it, a general map otherwise."""
+        sizes = tuple(sizes)
+        if self.strides is not None:
+            strides = view_strides(self.sizes, self.strides, sizes)
+            if strides is not None:
+                return self.strided(sizes, strides, self.offset)
+        old_sizes = self.sizes
+        new_strides = contiguous_strides(sizes)
+        old_strides = contiguous_strides(old_sizes)
+
+        def fn(idx: Sequence[Expr]) -> list[Expr]:
+            flat = strided_index(new_strides, ZERO, tuple(idx))
+            out: list[Expr] = []
+            for k, (size, stride) in enumerate(zip(old_sizes, old_strides, strict=True)):
+                part = FloorDiv(flat, stride)
+                out.append(part if k == 0 else sympy.Mod(part, size))
+            return out
+
+        return self.with_map(sizes, fn)
+
+
+def view_strides(
+    old_sizes: Sequence[Expr], old_strides: Sequence[Expr], new_sizes: Sequence[Expr]
+) -> list[Expr] | None:
+    """Strides of ``view(new_sizes)`` on a strided tensor, or None if it needs a copy.
+
+    torch's ``computeStride``: groups of old dims that are contiguous with each other
+    can be split and merged freely. Symbolic sizes compare structurally.
+    """
+    old = [(s, st) for s, st in zip(old_sizes, old_strides, strict=True)]
+    if any(s == 0 for s in old_sizes) or any(s == 0 for s in new_sizes):
+        return list(contiguous_strides(new_sizes))
+    new_strides: list[Expr] = [ZERO] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk_base_stride = old[-1][1] if old else ONE
+    tensor_numel: Expr = ONE
+    view_numel: Expr = ONE
+    for tensor_d in range(len(old) - 1, -1, -1):
+        tensor_numel = tensor_numel * old[tensor_d][0]
+        if tensor_d == 0 or (
+            old[tensor_d - 1][0] != 1
+            and sympy.expand(old[tensor_d - 1][1] - tensor_numel * chunk_base_stride) != 0
+        ):
+            while view_d >= 0 and (
+                sympy.expand(view_numel - tensor_numel) != 0 or new_sizes[view_d] == 1
+            ):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel = view_numel * new_sizes[view_d]
+                view_d -= 1
+                if _known_greater(view_numel, tensor_numel):
+                    return None
+            if sympy.expand(view_numel - tensor_numel) != 0:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old[tensor_d - 1][1]
+                tensor_numel = ONE
+                view_numel = ONE
+    if view_d != -1:
+        return None
+    return new_strides
+
+
+def _known_greater(a: Expr, b: Expr) -> bool:
+    diff = sympy.expand(a - b)
+    return bool(diff.is_Integer and int(diff) > 0) or bool(diff.is_positive)

@@ -1,0 +1,25 @@
+"""lit configuration for kiln's FileCheck tests (run by tests/filecheck/test_lit.py).
+
+``kiln-opt``, ``xdsl-opt`` and ``filecheck`` are taken from the bin directory of the
+Python that runs lit, so the tests use the installed (editable) kiln.
+Substitutions: ``%plugins`` is the folder of the test plugins (tests/plugins).
+"""
+
+# ruff: noqa: F821 - lit injects `config` and `lit_config`
+import os
+import sys
+
+import lit.formats
+
+config.name = "kiln"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+config.test_exec_root = config.test_source_root
+
+_bin = os.path.dirname(sys.executable)
+config.environment["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
+config.environment["PYTHONWARNINGS"] = "error::DeprecationWarning"
+config.substitutions.append(
+    ("%plugins", os.path.join(os.path.dirname(config.test_source_root), "plugins"))
+)

@@ -1,0 +1,167 @@
+"""decompose: PyTorch's decompositions, traced, imported and spliced; numbers unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.interpreter import run_function
+from kiln.frontends.fx import import_graph
+from kiln.passes import decompose
+from kiln.passes.decompose import DecomposePass
+from kiln.registry import make_context
+
+
+def _import(fn: Callable[..., Any], *inputs: torch.Tensor) -> ModuleOp:
+    return import_graph(make_fx(fn, tracing_mode="fake")(*inputs))
+
+
+def _overloads(module: ModuleOp) -> set[str]:
+    return {op.overload_name for op in module.walk() if isinstance(op, AtenOp)}
+
+
+CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], str]] = {
+    "softmax": (lambda x: torch.softmax(x, -1), (torch.randn(4, 8),), "aten::_softmax.default"),
+    "log_softmax": (
+        lambda x: torch.log_softmax(x, 0),
+        (torch.randn(4, 8),),
+        "aten::_log_softmax.default",
+    ),
+    "layer_norm": (
+        lambda x, w, b: F.layer_norm(x, (8,), w, b),
+        (torch.randn(2, 4, 8), torch.randn(8), torch.randn(8)),
+        "aten::native_layer_norm.default",
+    ),
+    "group_norm": (
+        lambda x, w, b: F.group_norm(x, 2, w, b),
+        (torch.randn(2, 4, 3, 3), torch.randn(4), torch.randn(4)),
+        "aten::native_group_norm.default",
+    ),
+    "var_mean": (
+        lambda x: torch.var_mean(x, dim=1, correction=1),
+        (torch.randn(4, 8),),
+        "aten::var_mean.correction",
+    ),
+    "hardswish": (lambda x: F.hardswish(x), (torch.randn(4, 8),), "aten::hardswish.default"),
+    "softmax_half": (
+        lambda x: torch.softmax(x, -1),
+        (torch.randn(4, 8).half(),),
+        "aten::_softmax.default",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_decompose_preserves_numbers(case: str) -> None:
+    fn, inputs, composite = CASES[case]
+    module = _import(fn, *inputs)
+    assert composite in _overloads(module)
+    before = run_function(module, list(inputs))
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    assert composite not in _overloads(module)
+    after = run_function(module, list(inputs))
+    tol = {"atol": 1e-2, "rtol": 1e-2} if inputs[0].dtype == torch.half else {}
+    torch.testing.assert_close(after, before, **tol)
+    # The decomposed IR also prints and parses back.
+    reparsed = Parser(make_context(), str(module)).parse_module()
+    assert str(reparsed) == str(module)
+
+
+def test_gpt_block_decomposes_to_eager_numbers() -> None:
+    from kiln.examples import gpt_block
+
+    model, (x,) = gpt_block()
+    params = dict(model.named_parameters())
+
+    def fn(p: dict[str, torch.Tensor], inp: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(model, p, (inp,))
+
+    gm = make_fx(fn, tracing_mode="fake")(params, x)
+    module = import_graph(gm)
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    names = _overloads(module)
+    assert "aten::native_layer_norm.default" not in names
+    assert "aten::_softmax.default" not in names
+    (out,) = run_function(module, [*params.values(), x])
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_ops_and_exclude_options() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1) + torch.log_softmax(x, -1)
+
+    x = torch.randn(4, 8)
+    only = _import(fn, x)
+    DecomposePass(ops=("aten._softmax.default",)).apply(make_context(), only)
+    assert "aten::_softmax.default" not in _overloads(only)
+    assert "aten::_log_softmax.default" in _overloads(only)
+
+    excluded = _import(fn, x)
+    DecomposePass(exclude=("aten::_softmax.default",)).apply(make_context(), excluded)
+    assert "aten::_softmax.default" in _overloads(excluded)
+    assert "aten::_log_softmax.default" not in _overloads(excluded)
+
+
+def test_option_syntax_in_pipeline() -> None:
+    from xdsl.passes import PassPipeline
+
+    module = _import(lambda x: torch.softmax(x, -1) + torch.log_softmax(x, -1), torch.randn(2, 3))
+    pipeline = PassPipeline.parse_spec(
+        {"decompose": lambda: DecomposePass}, 'decompose{ops="aten._log_softmax.default"}'
+    )
+    pipeline.apply(make_context(), module)
+    assert "aten::_log_softmax.default" not in _overloads(module)
+    assert "aten::_softmax.default" in _overloads(module)
+
+
+def test_user_decompositions_by_subclassing() -> None:
+    aten = torch.ops.aten
+
+    def relu_as_clamp(x: torch.Tensor) -> torch.Tensor:
+        return aten.clamp_min.default(x, 0.0)
+
+    @dataclass(frozen=True)
+    class MyDecompose(DecomposePass):
+        name = "my-decompose"
+
+        def decompositions(self) -> dict[Any, Callable[..., Any]]:
+            return {aten.relu.default: relu_as_clamp}
+
+    x = torch.randn(4, 8)
+    module = _import(torch.relu, x)
+    MyDecompose().apply(make_context(), module)
+    assert _overloads(module) == {"aten::clamp_min.default"}
+    torch.testing.assert_close(run_function(module, [x])[0], torch.relu(x))
+
+
+def test_traces_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = decompose._trace
+
+    def counting(op: AtenOp, *args: Any) -> Any:
+        calls.append(op.overload_name)
+        return real(op, *args)
+
+    monkeypatch.setattr(decompose, "_trace", counting)
+    monkeypatch.setattr(decompose, "_TRACE_CACHE", {})
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = torch.softmax(x, -1)
+        return torch.softmax(y * 2, -1) + torch.softmax(x, 0)
+
+    DecomposePass().apply(make_context(), _import(fn, torch.randn(3, 5)))
+    # dim=-1 twice (one signature) and dim=0 once.
+    assert calls.count("aten::_softmax.default") == 2
