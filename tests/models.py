@@ -88,9 +88,12 @@ def conv_bn_relu(train: bool = False) -> ModelCase:
     with seeded(2):
         model = ConvBnReLU()
         _randomize_affine(model.bn)
+        running_mean, running_var = model.bn.running_mean, model.bn.running_var
+        assert running_mean is not None
+        assert running_var is not None
         with torch.no_grad():
-            model.bn.running_mean.copy_(torch.randn(8) * 0.3)
-            model.bn.running_var.copy_(torch.rand(8) + 0.5)
+            running_mean.copy_(torch.randn(8) * 0.3)
+            running_var.copy_(torch.rand(8) + 0.5)
         model.train(train)
         return model, (torch.randn(2, 3, 8, 8),)
 
@@ -113,6 +116,8 @@ class CausalSelfAttention(nn.Module):
     sliced from a buffer, softmax, weighted sum. ``use_sdpa=True`` calls
     ``F.scaled_dot_product_attention(is_causal=True)``.
     """
+
+    mask: torch.Tensor
 
     def __init__(self, dim: int = 16, heads: int = 2, max_len: int = 8, use_sdpa: bool = False):
         super().__init__()
@@ -244,6 +249,8 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class LlamaBlock(nn.Module):
+    inv_freq: torch.Tensor
+
     def __init__(self, dim: int = 16, heads: int = 2, hidden: int = 24) -> None:
         super().__init__()
         self.heads = heads

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 from models import ALL_MODELS, Inputs
 from torch import nn
 from torch.testing import assert_close
@@ -98,7 +99,7 @@ def eager(model_name: str, inputs: Inputs | None = None) -> Any:
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:
-    return [v for v in torch.utils._pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]  # pyright: ignore[reportPrivateUsage]
+    return [v for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
 @cache

@@ -8,6 +8,7 @@ Substitutions: ``%plugins`` is the folder of the test plugins (tests/plugins).
 # ruff: noqa: F821 - lit injects `config` and `lit_config`
 import os
 import sys
+import tempfile
 
 import lit.formats
 
@@ -15,7 +16,10 @@ config.name = "kiln"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
-config.test_exec_root = config.test_source_root
+# lit writes an Output/ folder per test directory: keep it out of the source tree.
+config.test_exec_root = os.environ.get(
+    "KILN_LIT_OUTPUT", os.path.join(tempfile.gettempdir(), f"kiln-lit-{os.getuid()}")
+)
 
 _bin = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])

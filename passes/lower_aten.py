@@ -1,0 +1,145 @@
+"""``lower-aten``: the aten dialect to the loop dialect.
+
+Each function's tensors become buffers (contiguous ``memref`` arguments and results);
+each aten op is lowered by the one function its type maps to in
+:func:`kiln.passes.lowering.lowering_table` (one dict lookup per op). Views become
+index maps that consumers inline into their loads (no copies); pointwise ops,
+reductions, indexing, concatenation, padding and creation ops become
+``loop.pointwise``/``loop.reduction``; everything else, and any op whose types or
+arguments have no exact lowering, becomes a ``loop.extern`` calling ATen. A view
+returned from the function is materialized by a pointwise copy (results are
+contiguous buffers).
+
+```mlir
+%1 = aten.permute.default(%x, dims = [1, 0]) : (tensor<4x8xf32>) -> tensor<8x4xf32>
+%2 = aten.relu.default(%1) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+```
+becomes
+```mlir
+%0 = loop.pointwise [8, 4] (%x) : (memref<4x8xf32>) -> memref<8x4xf32> {
+^bb0(%d0: index, %d1: index, %a: memref<4x8xf32>):
+  %v = loop.load %a["d0 + 8*d1"] : memref<4x8xf32>
+  %c = arith.constant 0.0 : f32
+  %r = arith.maximumf %v, %c : f32
+  loop.yield %r : f32
+}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from kiln.dialects.aten.dialect import ConstantOp
+from kiln.dialects.aten.ops import AtenOp
+from kiln.passes.lowering import LoweringTable, lowering_table
+from kiln.passes.lowering.context import LoweringContext, LoweringError, OpArgs
+from kiln.passes.lowering.creation import lower_constant
+from kiln.passes.lowering.types import NoLowering
+
+
+class LowerAtenError(DiagnosticException):
+    """An op that cannot be lowered even as an extern call (malformed input IR)."""
+
+
+def buffer_type_for(ty: Attribute) -> Attribute:
+    """Tensor types become contiguous memrefs; other types are kept."""
+    if isinstance(ty, TensorType):
+        return MemRefType(ty.element_type, ty.get_shape())
+    return ty
+
+
+@dataclass
+class LoweringStats:
+    """What one run lowered natively and what it left to ATen (by overload)."""
+
+    native: dict[str, int]
+    extern: dict[str, int]
+
+
+def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | None = None) -> None:
+    old_block = func.body.block
+    new_block = Block(arg_types=[buffer_type_for(t) for t in old_block.arg_types])
+    ctx = LoweringContext(new_block)
+    for old, new in zip(old_block.args, new_block.args, strict=True):
+        new.name_hint = old.name_hint
+        ctx.values[old] = ctx.buffer_ref(new) if isinstance(new.type, MemRefType) else new
+    for op in old_block.ops:
+        try:
+            _lower_op(ctx, op, table, stats)
+        except (LoweringError, NoLowering) as e:
+            raise LowerAtenError(f"lower-aten: cannot lower {op.name}: {e}") from e
+    func.body.detach_block(old_block)
+    func.body.add_block(new_block)
+    terminator = new_block.last_op
+    outputs = terminator.operand_types if isinstance(terminator, ReturnOp) else ()
+    func.function_type = FunctionType.from_lists(new_block.arg_types, outputs)
+    old_block.erase(safe_erase=False)
+
+
+def _lower_op(
+    ctx: LoweringContext, op: Operation, table: LoweringTable, stats: LoweringStats | None
+) -> None:
+    if isinstance(op, ReturnOp):
+        ctx.emit(ReturnOp(*[_returned(ctx, v) for v in op.arguments]))
+        return
+    if isinstance(op, AtenOp):
+        results = None
+        lowering = table.lookup(op)
+        if lowering is not None:
+            try:
+                results = lowering(ctx, OpArgs(ctx, op))
+            except NoLowering:
+                results = None
+        name = op.overload_name
+        if results is None:
+            results = ctx.extern(op)
+            if stats is not None:
+                stats.extern[name] = stats.extern.get(name, 0) + 1
+        elif stats is not None:
+            stats.native[name] = stats.native.get(name, 0) + 1
+        if len(results) != len(op.results):
+            raise LoweringError(f"lowering gave {len(results)} results for {len(op.results)}")
+        for old, new in zip(op.results, results, strict=True):
+            ctx.values[old] = new
+        return
+    if isinstance(op, ConstantOp):
+        ctx.values[op.result] = lower_constant(ctx, op)
+        return
+    mapping = {}
+    for operand in op.operands:
+        mapping[operand] = ctx.scalar(operand)
+    clone = op.clone(value_mapper=mapping)
+    ctx.emit(clone)
+    for old, new in zip(op.results, clone.results, strict=True):
+        if isinstance(old.type, TensorType):
+            raise LoweringError(f"{op.name} produces a tensor outside the aten dialect")
+        ctx.values[old] = new
+
+
+def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:
+    lowered = ctx.values[value]
+    if isinstance(lowered, SSAValue):
+        return lowered
+    return ctx.materialize(lowered)
+
+
+@dataclass(frozen=True)
+class LowerAtenPass(ModulePass):
+    """Lower every function from the aten dialect to the loop dialect."""
+
+    name: ClassVar[str] = "lower-aten"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        table = lowering_table()
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            if func.body.blocks:
+                lower_function(func, table)

@@ -1,0 +1,411 @@
+"""The state of lowering one function: value map, size symbols and op builders.
+
+Lowerings (the per-family tables) see a :class:`LoweringContext` and an :class:`OpArgs`
+for the aten op at hand. They return one :class:`TensorRef` (or SSA scalar) per result,
+built with :meth:`LoweringContext.pointwise`, :meth:`LoweringContext.reduction`, view
+methods of :class:`TensorRef`, or :meth:`LoweringContext.extern`; or raise
+:class:`NoLowering` to leave the op to ATen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
+from kiln.dialects.loop.ops import ExternOp, PointwiseOp, ReductionOp, buffer_type, tensor_for_buffer
+from kiln.passes.lowering.body import BodyBuilder, expr_attr
+from kiln.passes.lowering.tensors import TensorRef, contiguous_strides
+from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type
+
+Expr = sympy.Expr
+Lowered = TensorRef | SSAValue
+_INDEX = IndexType()
+
+
+class LoweringError(Exception):
+    """The IR cannot be lowered at all (not merely: this op runs as extern)."""
+
+
+class LoweringContext:
+    """Lowers the ops of one function into ``block`` (the new, memref-typed body)."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.values: dict[SSAValue, Lowered] = {}
+        """Old (aten-level) value -> what it became."""
+        self.symbols: dict[sympy.Symbol, SSAValue] = {}
+        """Function-level size symbols -> the index value bound to each."""
+        self._symbol_of: dict[SSAValue, sympy.Symbol] = {}
+        self._index_values: dict[Expr, SSAValue] = {}
+        self._constants: dict[int, SSAValue] = {}
+
+    # -- values ------------------------------------------------------------------------
+
+    def emit(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def ref(self, value: SSAValue) -> TensorRef:
+        lowered = self.values[value]
+        if not isinstance(lowered, TensorRef):
+            raise LoweringError(f"expected a tensor, got {value.type}")
+        return lowered
+
+    def scalar(self, value: SSAValue) -> SSAValue:
+        lowered = self.values[value]
+        if isinstance(lowered, TensorRef):
+            raise LoweringError(f"expected a scalar, got a tensor {value.type}")
+        return lowered
+
+    def buffer_ref(self, buffer: SSAValue) -> TensorRef:
+        """The ref for a fresh contiguous buffer; ``?`` dims get ``memref.dim`` symbols."""
+        ty = buffer.type
+        assert isinstance(ty, MemRefType)
+        sizes: list[Expr] = []
+        for k, dim in enumerate(ty.get_shape()):
+            if dim >= 0:
+                sizes.append(sympy.Integer(dim))
+            else:
+                index = self.index_constant(k)
+                dim_op = self.emit(memref.DimOp.from_source_and_index(buffer, index))
+                sizes.append(self.symbol(dim_op.results[0]))
+        return TensorRef.of_buffer(buffer, sizes)
+
+    # -- size symbols ------------------------------------------------------------------------
+
+    def symbol(self, value: SSAValue) -> sympy.Symbol:
+        """The size symbol standing for a function-level integer value."""
+        symbol = self._symbol_of.get(value)
+        if symbol is None:
+            if not isinstance(value.type, IndexType):
+                if not isinstance(value.type, IntegerType):
+                    raise NoLowering(f"symbolic {value.type} value used as a size")
+                cast = self.emit(arith.IndexCastOp(value, _INDEX))
+                bound = cast.results[0]
+            else:
+                bound = value
+            symbol = sympy.Symbol(f"g{len(self.symbols)}", integer=True, positive=True)
+            self.symbols[symbol] = bound
+            self._symbol_of[value] = symbol
+            self._index_values[symbol] = bound
+        return symbol
+
+    def index_constant(self, value: int) -> SSAValue:
+        cached = self._constants.get(value)
+        if cached is None:
+            cached = self.emit(arith.ConstantOp(IntegerAttr(value, _INDEX))).results[0]
+            self._constants[value] = cached
+        return cached
+
+    def index_value(self, e: Expr) -> SSAValue:
+        """A function-level ``index`` value computing ``e`` over the size symbols."""
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return self.index_constant(int(e))
+        cached = self._index_values.get(e)
+        if cached is not None:
+            return cached
+        from kiln.dialects.loop.expr import FloorDiv
+
+        args = [self.index_value(a) for a in e.args]
+        if isinstance(e, sympy.Add):
+            op_cls: type[Operation] = arith.AddiOp
+        elif isinstance(e, sympy.Mul):
+            op_cls = arith.MuliOp
+        elif isinstance(e, FloorDiv):
+            op_cls = arith.FloorDivSIOp
+        elif isinstance(e, sympy.Mod):
+            op_cls = arith.RemSIOp  # operands are non-negative sizes
+        else:
+            raise NoLowering(f"cannot compute size {e}")
+        value = args[0]
+        for arg in args[1:]:
+            value = self.emit(op_cls(value, arg)).results[0]  # pyright: ignore[reportCallIssue]
+        self._index_values[e] = value
+        return value
+
+    # -- building loop ops ----------------------------------------------------------------
+
+    def body(self, sizes: Sequence[Expr], reduction_sizes: Sequence[Expr] = ()) -> BodyBuilder:
+        return BodyBuilder(sizes, reduction_sizes, self.symbols)
+
+    def _size_attrs(self, bb: BodyBuilder, sizes: Sequence[Expr]) -> ArrayAttr[Any]:
+        return ArrayAttr([expr_attr(bb.localize(sympy.sympify(s))) for s in sizes])
+
+    def pointwise(
+        self,
+        sizes: Sequence[Expr],
+        dtype: Attribute,
+        body: Callable[[BodyBuilder, list[sympy.Symbol]], SSAValue],
+    ) -> TensorRef:
+        """A buffer of ``dtype`` whose element ``idx`` is ``body(bb, idx)`` (cast to dtype)."""
+        check_body_type(dtype)
+        bb = self.body(sizes)
+        value = bb.cast(body(bb, bb.index), dtype)
+        size_attrs = self._size_attrs(bb, sizes)
+        block = bb.finish(value)
+        op = PointwiseOp.build(
+            operands=[bb.inputs, bb.sym_values],
+            result_types=[buffer_type(dtype, sizes)],
+            properties={"sizes": size_attrs},
+            regions=[Region(block)],
+        )
+        self.emit(op)
+        return TensorRef(op.result, tuple(sizes), dtype, contiguous_strides(sizes))
+
+    def reduction(
+        self,
+        kind: ReductionKind,
+        sizes: Sequence[Expr],
+        reduction_sizes: Sequence[Expr],
+        value_type: Attribute,
+        body: Callable[[BodyBuilder, list[sympy.Symbol], list[sympy.Symbol]], SSAValue],
+    ) -> list[TensorRef]:
+        """Reduce ``body(bb, idx, ridx)`` (cast to ``value_type``) over the reduction space."""
+        check_body_type(value_type)
+        bb = self.body(sizes, reduction_sizes)
+        value = bb.cast(body(bb, bb.index, bb.reduction), value_type)
+        size_attrs = self._size_attrs(bb, sizes)
+        reduction_attrs = self._size_attrs(bb, reduction_sizes)
+        block = bb.finish(value)
+        if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN):
+            from xdsl.dialects.builtin import i64
+
+            out_types = [buffer_type(i64, sizes)]
+        elif kind is ReductionKind.WELFORD:
+            out_types = [buffer_type(value_type, sizes)] * 3
+        else:
+            out_types = [buffer_type(value_type, sizes)]
+        op = ReductionOp.build(
+            operands=[bb.inputs, bb.sym_values],
+            result_types=[out_types],
+            properties={
+                "kind": ReductionKindAttr(kind),
+                "sizes": size_attrs,
+                "reduction_sizes": reduction_attrs,
+            },
+            regions=[Region(block)],
+        )
+        self.emit(op)
+        strides = contiguous_strides(sizes)
+        return [
+            TensorRef(r, tuple(sizes), t.element_type, strides)  # pyright: ignore[reportAttributeAccessIssue]
+            for r, t in zip(op.outputs, out_types, strict=True)
+        ]
+
+    def materialize(self, ref: TensorRef) -> SSAValue:
+        """A contiguous buffer holding ``ref``: its own buffer when it is one, else a copy."""
+        if ref.is_plain():
+            return ref.buffer
+        copy = self.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
+        return copy.buffer
+
+    # -- extern ---------------------------------------------------------------------------
+
+    def extern(self, op: Operation) -> list[Lowered]:
+        """``op`` run by ATen inside a ``loop.extern``; inputs pass as buffers or views."""
+        block = Block()
+        inputs: list[SSAValue] = []
+        input_args: dict[SSAValue, SSAValue] = {}
+        mapping: dict[SSAValue, SSAValue] = {}
+        body_ops: list[Operation] = []
+        syms: list[SSAValue] = []
+        sym_args: dict[SSAValue, SSAValue] = {}
+
+        def input_arg(buffer: SSAValue) -> SSAValue:
+            arg = input_args.get(buffer)
+            if arg is None:
+                arg = block.insert_arg(tensor_for_buffer(buffer.type), len(inputs))
+                input_args[buffer] = arg
+                inputs.append(buffer)
+            return arg
+
+        views: list[tuple[SSAValue, TensorRef]] = []
+        for operand in op.operands:
+            if operand in mapping:
+                continue
+            lowered = self.values.get(operand)
+            if isinstance(lowered, TensorRef):
+                if lowered.is_plain() and _same_shape(lowered):
+                    mapping[operand] = input_arg(lowered.buffer)
+                elif lowered.strides is not None:
+                    views.append((operand, lowered))
+                else:
+                    mapping[operand] = input_arg(self.materialize(lowered))
+            elif lowered is not None:
+                arg = sym_args.get(lowered)
+                if arg is None:
+                    syms.append(lowered)
+                    arg = block.insert_arg(lowered.type, len(block.args))
+                    sym_args[lowered] = arg
+                mapping[operand] = arg
+            else:
+                raise LoweringError(f"operand of {op.name} was not lowered")
+        builder = _ExternBody(self, block, body_ops, syms, sym_args)
+        for operand, view in views:
+            mapping[operand] = builder.as_strided(input_arg(view.buffer), view, operand.type)
+        clone = op.clone(value_mapper=mapping)
+        body_ops.append(clone)
+        from kiln.dialects.loop.body_ops import YieldOp
+
+        body_ops.append(YieldOp(*clone.results))
+        block.add_ops(body_ops)
+        result_types = [_result_buffer_type(t) for t in op.result_types]
+        extern = ExternOp.build(
+            operands=[inputs, syms], result_types=[result_types], regions=[Region(block)]
+        )
+        self.emit(extern)
+        out: list[Lowered] = []
+        for result in extern.outputs:
+            out.append(self.buffer_ref(result) if isinstance(result.type, MemRefType) else result)
+        return out
+
+
+def _same_shape(ref: TensorRef) -> bool:
+    ty = ref.buffer.type
+    assert isinstance(ty, MemRefType)
+    return len(ty.get_shape()) == ref.rank
+
+
+def _result_buffer_type(ty: Attribute) -> Attribute:
+    if isinstance(ty, TensorType):
+        return MemRefType(ty.element_type, ty.get_shape())
+    return ty
+
+
+@dataclass
+class _ExternBody:
+    """Index arithmetic and views inside one ``loop.extern`` body."""
+
+    ctx: LoweringContext
+    block: Block
+    ops: list[Operation]
+    syms: list[SSAValue]
+    sym_args: dict[SSAValue, SSAValue]
+
+    def sym_arg(self, value: SSAValue) -> SSAValue:
+        arg = self.sym_args.get(value)
+        if arg is None:
+            self.syms.append(value)
+            arg = self.block.insert_arg(value.type, len(self.block.args))
+            self.sym_args[value] = arg
+        return arg
+
+    def size(self, e: Expr) -> SSAValue | int:
+        """An int, or an index value computing ``e`` from extern arguments."""
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return int(e)
+        # Compute at function level, pass the value in.
+        return self.sym_arg(self.ctx.index_value(e))
+
+    def as_strided(self, tensor: SSAValue, view: TensorRef, result_type: Attribute) -> SSAValue:
+        from kiln.dialects.aten.dialect import op_class
+
+        as_strided = op_class("as_strided.default")
+        assert as_strided is not None and view.strides is not None
+        args: dict[str, Any] = {
+            "self": tensor,
+            "size": [self.size(s) for s in view.sizes],
+            "stride": [self.size(s) for s in view.strides],
+            "storage_offset": self.size(view.offset),
+        }
+        op = as_strided.from_args(args, [result_type])
+        self.ops.append(op)
+        return op.results[0]
+
+
+@dataclass
+class OpArgs:
+    """An aten op's arguments as Python values, tensors as :class:`TensorRef`."""
+
+    ctx: LoweringContext
+    op: AtenOp
+
+    def tensor(self, name: str) -> TensorRef:
+        values = self.op.tensor_operands()[name]
+        if not values or values[0] is None:
+            raise LoweringError(f"{self.op.name}: missing tensor argument '{name}'")
+        return self.ctx.ref(values[0])
+
+    def opt_tensor(self, name: str) -> TensorRef | None:
+        values = self.op.tensor_operands()[name]
+        return self.ctx.ref(values[0]) if values and values[0] is not None else None
+
+    def tensors(self, name: str) -> list[TensorRef | None]:
+        return [None if v is None else self.ctx.ref(v) for v in self.op.tensor_operands()[name]]
+
+    def value(self, name: str) -> Any:
+        """A non-tensor argument (symbolic ints as sympy symbols; floats stay floats)."""
+        spec = next(a for a in self.op.op_schema().arguments if a.name == name)
+        syms: list[Any] = []
+        for v in self.op.sym_operands():
+            lowered = self.ctx.scalar(v)
+            if isinstance(lowered.type, IndexType | IntegerType):
+                syms.append(self.ctx.symbol(lowered))
+            else:
+                syms.append(_SymbolicFloat())
+        value = decode_value(spec, self.op.properties.get(name), syms)
+        if isinstance(value, _SymbolicFloat) or (
+            isinstance(value, list) and any(isinstance(v, _SymbolicFloat) for v in value)  # pyright: ignore[reportUnknownVariableType]
+        ):
+            raise NoLowering(f"argument '{name}' is a symbolic float")
+        return value
+
+    def result_type(self, index: int = 0) -> TensorType[Attribute]:
+        ty = self.op.result_types[index]
+        if not isinstance(ty, TensorType):
+            raise NoLowering(f"result {index} is not a tensor")
+        return ty  # pyright: ignore[reportUnknownVariableType]
+
+    def result_dtype(self, index: int = 0) -> Attribute:
+        return self.result_type(index).element_type
+
+    def result_sizes(self, index: int, computed: Sequence[Expr]) -> list[Expr]:
+        """Computed sizes, checked against (and completed by) the result type."""
+        shape = self.result_type(index).get_shape()
+        if len(shape) != len(computed):
+            raise LoweringError(
+                f"{self.op.name}: computed rank {len(computed)} but result type has rank {len(shape)}"
+            )
+        out: list[Expr] = []
+        for dim, size in zip(shape, computed, strict=True):
+            size = sympy.sympify(size)
+            if dim >= 0:
+                if size.is_Integer and int(size) != dim:
+                    raise LoweringError(
+                        f"{self.op.name}: computed size {size} but the result type says {dim}"
+                    )
+                out.append(sympy.Integer(dim))
+            else:
+                out.append(size)
+        return out
+
+
+class _SymbolicFloat:
+    """Placeholder for a SymFloat argument (no loop-level representation)."""
+
+
+__all__ = [
+    "LoweringContext",
+    "LoweringError",
+    "NoLowering",
+    "OpArgs",
+    "compute_type",
+]
