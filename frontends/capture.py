@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from torch import nn
 
-Decompositions = Mapping[Any, Callable[..., Any]]
+Decompositions = dict[Any, Callable[..., Any]]
 
 
 class Capture(NamedTuple):
@@ -105,9 +106,7 @@ def _rename_placeholders(gm: torch.fx.GraphModule, names: Sequence[str]) -> None
     gm.recompile()
 
 
-def _fake_inputs(
-    mode: Any, state: Sequence[torch.Tensor], inputs: Sequence[Any]
-) -> list[Any]:
+def _fake_inputs(mode: Any, state: Sequence[torch.Tensor], inputs: Sequence[Any]) -> list[Any]:
     """Fake tensors of one FakeTensorMode: static parameters, symbolic user inputs."""
     fakes: list[Any] = [mode.from_tensor(t.detach(), static_shapes=True) for t in state]
     for value in inputs:
@@ -116,6 +115,17 @@ def _fake_inputs(
 
 
 # -- make_fx -------------------------------------------------------------------------
+
+
+def _functional(module: nn.Module, names: Sequence[str]) -> Callable[..., Any]:
+    """``module`` as a function of (its parameters and buffers, then its inputs)."""
+    count = len(names)
+
+    def program(*flat: Any) -> Any:
+        tensors = dict(zip(names, flat[:count], strict=True))
+        return torch.func.functional_call(module, tensors, tuple(flat[count:]))
+
+    return program
 
 
 def capture_make_fx(
@@ -136,15 +146,10 @@ def capture_make_fx(
 
     names: list[str] = []
     state: list[torch.Tensor] = []
-    program: Callable[..., Any] = fn
+    program = fn
     if isinstance(fn, nn.Module):
-        module = fn
-        names, state = _state(module)
-        count = len(state)
-
-        def program(*flat: Any) -> Any:
-            tensors = dict(zip(names, flat[:count], strict=True))
-            return torch.func.functional_call(module, tensors, tuple(flat[count:]))
+        names, state = _state(fn)
+        program = _functional(fn, names)
 
     # Detached inputs: the graph is the computation, not autograd's bookkeeping.
     real = _snapshot([*state, *inputs])
@@ -183,7 +188,9 @@ class _Recorder:
         self.gm: torch.fx.GraphModule | None = None
         self.inputs: list[Any] | None = None
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+    ) -> Callable[..., Any]:
         self.gm = gm
 
         def run(args: list[Any]) -> Any:
@@ -252,7 +259,9 @@ def capture_aot(
         with torch.no_grad():
             compiled(*inputs)
     except Exception as e:
-        raise CaptureError(f"AOTAutograd could not trace the program: {type(e).__name__}: {e}") from e
+        raise CaptureError(
+            f"AOTAutograd could not trace the program: {type(e).__name__}: {e}"
+        ) from e
     graph = forward.capture("forward")
     _name_aot_inputs(fn, inputs, graph)
     return graph
@@ -261,7 +270,7 @@ def capture_aot(
 def _loss(outputs: Any) -> torch.Tensor | None:
     """A scalar whose gradient reaches every differentiable output (random weights)."""
     total: torch.Tensor | None = None
-    for out in torch.utils._pytree.tree_leaves(outputs):  # pyright: ignore[reportPrivateUsage]
+    for out in pytree.tree_leaves(outputs):  # pyright: ignore[reportPrivateUsage]
         if isinstance(out, torch.Tensor) and out.requires_grad:
             term = (out * torch.randn_like(out)).sum()
             total = term if total is None else total + term
@@ -298,7 +307,9 @@ def capture_aot_training(
     except CaptureError:
         raise
     except Exception as e:
-        raise CaptureError(f"AOTAutograd could not trace the program: {type(e).__name__}: {e}") from e
+        raise CaptureError(
+            f"AOTAutograd could not trace the program: {type(e).__name__}: {e}"
+        ) from e
     graphs = AotTrainingCapture(forward.capture("forward"), backward.capture("backward"))
     _name_aot_inputs(fn, inputs, graphs.forward)
     return graphs
@@ -347,7 +358,7 @@ def capture_export(
     except Exception as e:
         raise CaptureError(f"torch.export failed: {type(e).__name__}: {e}") from e
 
-    user_inputs = iter(torch.utils._pytree.tree_leaves(tuple(inputs)))  # pyright: ignore[reportPrivateUsage]
+    user_inputs = iter(pytree.tree_leaves(tuple(inputs)))  # pyright: ignore[reportPrivateUsage]
     example: list[Any] = []
     for spec in program.graph_signature.input_specs:
         if spec.kind is InputKind.USER_INPUT:

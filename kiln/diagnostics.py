@@ -128,7 +128,11 @@ class SourceMap:
         line_start = self.input.get_start_of_line(offset)
         line_end = self.input.get_end_of_line(offset)
         text = self.input.content[line_start:line_end].rstrip("\r")
-        return SourceLocation(loc.file, loc.line, loc.col), text, min(length, len(text) - (offset - line_start))
+        return (
+            SourceLocation(loc.file, loc.line, loc.col),
+            text,
+            min(length, len(text) - (offset - line_start)),
+        )
 
     def locate(self, op: Operation) -> tuple[SourceLocation, str, int] | None:
         """Where ``op`` was parsed, or None if it was not (created by a pass)."""
@@ -176,48 +180,61 @@ def _attr_location(op: Operation) -> SourceLocation | None:
 
 def _print_op(op: Operation) -> str:
     out = StringIO()
-    Printer(stream=out).print_op(op)
+    try:
+        Printer(stream=out).print_op(op)
+    except Exception:  # a pass may leave an op too broken to print
+        return f"'{op.name}' ({len(op.operands)} operands, {len(op.results)} results)"
     text = out.getvalue()
     first = text.splitlines()[0] if text else op.name
     return first if len(first) <= 200 else first[:197] + "..."
 
 
+def _enclosing_position(
+    op: Operation, source_map: SourceMap
+) -> tuple[Operation, tuple[SourceLocation, str, int]] | None:
+    ancestor = op.parent_op()
+    while ancestor is not None:
+        if (here := source_map.locate(ancestor)) is not None:
+            return ancestor, here
+        ancestor = ancestor.parent_op()
+    return None
+
+
 def op_diagnostic(
     op: Operation, message: str, source_map: SourceMap | None, notes: Iterable[Diagnostic] = ()
 ) -> Diagnostic:
-    """An error about ``op``, at its source position when it has one."""
-    extra: list[Diagnostic] = []
+    """An error about ``op``: at its source position, else its ``loc(...)``, else its parent's."""
+    text = _op_message(op, message)
     attr_loc = _attr_location(op)
     here = source_map.locate(op) if source_map is not None else None
-    if here is None and source_map is not None:
-        ancestor = op.parent_op()
-        while ancestor is not None and (here := source_map.locate(ancestor)) is None:
-            ancestor = ancestor.parent_op()
-        if here is not None and ancestor is not None:
-            extra.append(
-                Diagnostic(
-                    f"'{op.name}' was created by a pass: reported at its enclosing "
-                    f"'{ancestor.name}'; the op is: {_print_op(op)}",
-                    "note",
-                )
-            )
+    if here is not None:
+        location, line, length = here
+        extra = (
+            ()
+            if attr_loc is None
+            else (Diagnostic("the op's location attribute", "note", attr_loc),)
+        )
+        return Diagnostic(
+            text, location=location, source_line=line, length=length, notes=(*extra, *notes)
+        )
+    op_note = Diagnostic(f"the op is: {_print_op(op)}", "note")
     if attr_loc is not None:
-        if here is None:
-            return Diagnostic(_op_message(op, message), location=attr_loc, notes=(*extra, *notes))
-        extra.append(Diagnostic("the op's location attribute", "note", attr_loc))
-    if here is None:
-        input_file = None if source_map is None else source_map.input.name
-        where = None if input_file is None else SourceLocation(input_file, 1, None)
-        extra.append(Diagnostic(f"the op is: {_print_op(op)}", "note"))
-        return Diagnostic(_op_message(op, message), location=where, notes=(*extra, *notes))
-    location, line, length = here
-    return Diagnostic(
-        _op_message(op, message),
-        location=location,
-        source_line=line,
-        length=length,
-        notes=(*extra, *notes),
-    )
+        return Diagnostic(text, location=attr_loc, notes=(op_note, *notes))
+    enclosing = None if source_map is None else _enclosing_position(op, source_map)
+    if enclosing is not None:
+        ancestor, (location, line, length) = enclosing
+        created = Diagnostic(
+            f"'{op.name}' was created by a pass; shown at its enclosing '{ancestor.name}'", "note"
+        )
+        return Diagnostic(
+            text,
+            location=location,
+            source_line=line,
+            length=length,
+            notes=(created, op_note, *notes),
+        )
+    where = None if source_map is None else SourceLocation(source_map.input.name, 1)
+    return Diagnostic(text, location=where, notes=(op_note, *notes))
 
 
 class FormattedParseError(ParseError):
@@ -237,7 +254,9 @@ def parse_error(error: ParseError) -> DiagnosticError:
         span = _op_name_span(span, unknown.group(1))
     diagnostic = _span_diagnostic(span, error.msg, "error")
     if isinstance(error, MultipleSpansParseError):
-        notes = [_span_diagnostic(span, msg or error.ref_text or "", "note") for span, msg in error.refs]
+        notes = [
+            _span_diagnostic(span, msg or error.ref_text or "", "note") for span, msg in error.refs
+        ]
         diagnostic = Diagnostic(
             diagnostic.message,
             location=diagnostic.location,
@@ -314,7 +333,9 @@ def pass_error(
         notes.append(Diagnostic(f"raised at {raised_at}", "note"))
     notes.append(Diagnostic("run with --debug for the Python traceback", "note"))
     if isinstance(error, OpError):
-        return DiagnosticError(op_diagnostic(error.op, f"{label} failed: {error.message}", source_map, notes))
+        return DiagnosticError(
+            op_diagnostic(error.op, f"{label} failed: {error.message}", source_map, notes)
+        )
     message = f"{label} failed: {type(error).__name__}: {_one_line(str(error))}"
     op = _op_being_processed(error.__traceback__, module)
     if op is not None:
@@ -370,6 +391,9 @@ def render(error: BaseException, program: str = "kiln-opt") -> str:
     if isinstance(error, OSError) and error.filename is not None:
         return f"{program}: error: cannot open '{error.filename}': {error.strerror}"
     message = _one_line(str(error))
-    if not isinstance(error, ValueError | DiagnosticException) and type(error).__name__ not in message:
+    if (
+        not isinstance(error, ValueError | DiagnosticException)
+        and type(error).__name__ not in message
+    ):
         message = f"{type(error).__name__}: {message}"
     return f"{program}: error: {message}"

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 from xdsl.universe import Universe
 
@@ -72,7 +73,7 @@ def load_plugin(registry: Registry, spec: str) -> None:
     register = getattr(module, "register", None)
     if not callable(register):
         raise PluginError(spec, "the module has no function 'register(registry)'", source)
-    run_register(registry, spec, register)
+    run_register(registry, spec, cast(RegisterFunction, register))
 
 
 def load_entry_point_plugins(registry: Registry) -> list[str]:
@@ -160,8 +161,10 @@ def _entry_point_register(entry_point: EntryPoint) -> RegisterFunction:
     if isinstance(loaded, ModuleType):
         loaded = getattr(loaded, "register", None)
     if not callable(loaded):
-        raise PluginError(label, "the entry point is neither a register function nor a module with one")
-    return loaded
+        raise PluginError(
+            label, "the entry point is neither a register function nor a module with one"
+        )
+    return cast(RegisterFunction, loaded)
 
 
 def _source_file(function: Callable[..., object]) -> str | None:

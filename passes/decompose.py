@@ -193,7 +193,7 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
     if op.sym_operands():
         return None
     for value in op.operands:
-        if not isinstance(value.type, TensorType) or -1 in value.type.get_shape():
+        if not isinstance(value.type, TensorType) or any(d < 0 for d in value.type.get_shape()):
             return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
     extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items()))

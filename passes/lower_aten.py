@@ -43,6 +43,7 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.passes.lowering import LoweringTable, lowering_table
 from kiln.passes.lowering.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.lowering.creation import lower_constant
+from kiln.passes.lowering.tensors import TensorRef
 from kiln.passes.lowering.types import NoLowering
 
 
@@ -110,6 +111,9 @@ def _lower_op(
             raise LoweringError(f"lowering gave {len(results)} results for {len(op.results)}")
         for old, new in zip(op.results, results, strict=True):
             ctx.values[old] = new
+            buffer = new.buffer if isinstance(new, TensorRef) else new
+            if buffer.name_hint is None and buffer.owner is not None and old.name_hint:
+                buffer.name_hint = old.name_hint
         return
     if isinstance(op, ConstantOp):
         ctx.values[op.result] = lower_constant(ctx, op)

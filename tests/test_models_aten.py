@@ -22,7 +22,6 @@ from torch.testing import assert_close
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.aten.interpreter import run_function
 from kiln.frontends.capture import (
@@ -134,31 +133,7 @@ def test_aot_training_forward(model_name: str) -> None:
     check_capture(training_capture(model_name).forward)
 
 
-# The importer types a None result of a multi-result op (output_mask=[False, ...] in
-# native_layer_norm_backward / native_batch_norm_backward) as `none`, which the
-# generated op rejects.
-_BACKWARD_IMPORT_BUGS = {
-    "conv_bn_relu_eval": "native_batch_norm_backward result typed none fails verification",
-    "conv_bn_relu_train": "native_batch_norm_backward result typed none fails verification",
-    "gpt_block": "native_layer_norm_backward result typed none fails verification",
-    "layer_norm": "native_layer_norm_backward result typed none fails verification",
-}
-
-
-@pytest.mark.parametrize(
-    "model_name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                reason=_BACKWARD_IMPORT_BUGS[name], raises=VerifyException, strict=True
-            ),
-        )
-        if name in _BACKWARD_IMPORT_BUGS
-        else name
-        for name in MODELS
-    ],
-)
+@pytest.mark.parametrize("model_name", MODELS)
 def test_aot_training_backward(model_name: str) -> None:
     check_capture(training_capture(model_name).backward)
 

@@ -111,12 +111,14 @@ def _load_module(name: str) -> Any:
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"no such file: {name}")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        # A name of our own, so that a file called e.g. torch.py cannot shadow a package.
+        module_name = "kiln_import_" + re.sub(r"\W", "_", path.stem)
+        spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise UsageError(f"cannot import {name}")
         module = importlib.util.module_from_spec(spec)
-        # Registered so that dataclasses, pickling and torch.export can find it.
-        sys.modules.setdefault(path.stem, module)
+        # Registered while it runs: dataclasses and typing look classes' modules up there.
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
         return module
     try:
@@ -160,8 +162,7 @@ def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return False
     return all(
-        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        for p in parameters
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters
     ) and not any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 

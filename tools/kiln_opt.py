@@ -159,7 +159,9 @@ class KilnOptMain(xDSLOptMain):
     # -- pipeline, parsing and pass application hooks -------------------------------------
 
     def setup_pipeline(self) -> None:
-        specs = [s for s in (self.args.passes, *(getattr(self.args, "pass_flags", None) or [])) if s]
+        specs = [
+            s for s in (self.args.passes, *(getattr(self.args, "pass_flags", None) or [])) if s
+        ]
         self.pipeline = PassPipeline.parse_spec(
             self.available_passes, ",".join(specs), self._between_passes
         )
@@ -184,6 +186,8 @@ class KilnOptMain(xDSLOptMain):
         except DiagnosticError:
             raise
         except Exception as e:
+            if self.args.debug:
+                raise
             name = None if self._current_pass is None else self._current_pass.name
             raise diagnostics.pass_error(name, e, self.source_map, prog) from e
 
@@ -212,11 +216,15 @@ class KilnOptMain(xDSLOptMain):
         try:
             module.verify()
         except Exception as e:
+            if self.args.debug:
+                raise
             after = None if previous is None else previous.name
             raise diagnostics.verify_error(module, e, self.source_map, after) from e
 
     def _dump(self, previous: ModulePass, module: ModuleOp) -> None:
-        print(f"// -----// IR Dump After {previous.pipeline_pass_spec()} //----- //", file=sys.stderr)
+        print(
+            f"// -----// IR Dump After {previous.pipeline_pass_spec()} //----- //", file=sys.stderr
+        )
         Printer(stream=sys.stderr).print_op(module)
         print("\n", file=sys.stderr)
 
@@ -259,8 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse (--help, usage errors) and --shrink
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BrokenPipeError:
-        # The reader went away (`kiln-opt ... | head`): stop quietly, as Unix tools do.
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - closing stdout at exit would raise again
+        # The reader went away (`kiln-opt ... | head`): stop quietly, as Unix tools do, and
+        # point stdout at devnull so that the flush at exit does not fail again (the
+        # recipe in the Python docs' note on SIGPIPE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (Exception, diagnostics.ArgSpecParseError) as e:
         if debug:

@@ -11,6 +11,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     ComplexType,
     Float16Type,
@@ -76,6 +77,7 @@ def is_element_type(attr: Attribute) -> bool:
     return attr in _reverse()
 
 
-def tensor_type(shape: list[int], dtype: torch.dtype) -> TensorType[Attribute]:
-    """``tensor<...>`` with -1 (printed ``?``) for dynamic dims."""
-    return TensorType(dtype_to_type(dtype), shape)
+def tensor_type(shape: list[int | None], dtype: torch.dtype) -> TensorType[Attribute]:
+    """``tensor<...>``; a dim given as None is dynamic (printed ``?``)."""
+    dims = [DYNAMIC_INDEX if d is None else d for d in shape]
+    return TensorType(dtype_to_type(dtype), dims)

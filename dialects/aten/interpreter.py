@@ -146,6 +146,11 @@ def _unpacker(schema: OpSchema) -> Callable[[Any], PythonValues]:
         return lambda out: (out,)
     if not returns:
         return lambda _out: ()
+    if any(r.kind is ArgKind.TENSOR_LIST for r in returns):
+        # (Tensor, Tensor[]): aten.generic's variadic results hold the lists flattened.
+        return lambda out: tuple(
+            v for item in out for v in (item if isinstance(item, list) else [item])
+        )
     return tuple
 
 

@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IndexType,
     IntegerType,
+    NoneType,
     StringAttr,
     TensorType,
     i1,
@@ -240,7 +241,8 @@ class AtenOp(IRDLOperation):
                 f"{self.name}: expected {len(returns)} results, got {len(self.results)}"
             )
         for ret, result in zip(returns, self.results, strict=True):
-            if ret.kind is ArgKind.TENSOR and not isinstance(result.type, TensorType):
+            allowed = TensorType | NoneType if _has_output_mask(self.op_schema()) else TensorType
+            if ret.kind is ArgKind.TENSOR and not isinstance(result.type, allowed):
                 raise VerifyException(f"{self.name}: result must be a tensor, got {result.type}")
 
     # -- custom syntax -------------------------------------------------------------
@@ -344,6 +346,12 @@ def _has_sym_group(schema: OpSchema) -> bool:
         a.symbolic or a.kind in (ArgKind.SCALAR, ArgKind.FLOAT, ArgKind.INT, ArgKind.BOOL)
         for a in schema.arguments
     )
+
+
+def _has_output_mask(schema: OpSchema) -> bool:
+    """Results switched off by ``output_mask`` (convolution_backward, ...) are None in
+    torch and have type ``none`` in IR."""
+    return any(a.name == "output_mask" for a in schema.arguments)
 
 
 def _has_var_result(schema: OpSchema) -> bool:
@@ -522,7 +530,9 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
         fields[_result_field(schema.returns[0], 0, 1, used)] = var_result_def(TensorType)
     else:
         for i, ret in enumerate(schema.returns):
-            constraint = TensorType if ret.kind is ArgKind.TENSOR else AnyAttr()
+            constraint = AnyAttr()
+            if ret.kind is ArgKind.TENSOR:
+                constraint = TensorType | NoneType if _has_output_mask(schema) else TensorType
             fields[_result_field(ret, i, len(schema.returns), used)] = result_def(constraint)
     traits: list[OpTrait] = [AtenCanonicalization()]
     if _is_pure(schema, tags):

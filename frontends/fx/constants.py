@@ -39,7 +39,8 @@ def dense_attr(value: torch.Tensor, types: TypeConverter) -> DenseIntOrFPElement
         data = data.to(torch.uint8) * 255
     # clone(): a fresh contiguous storage holding exactly the tensor's elements.
     raw = bytes(data.contiguous().clone().untyped_storage())
-    return DenseIntOrFPElementsAttr(tensor_type, BytesAttr(raw))
+    dense_type = TensorType(element, tensor_type.get_shape())
+    return DenseIntOrFPElementsAttr(dense_type, BytesAttr(raw))
 
 
 def constant_op(value: torch.Tensor, types: TypeConverter) -> ConstantOp:

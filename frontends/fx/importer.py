@@ -5,13 +5,15 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch.fx.graph import _PyTreeCodeGen  # pyright: ignore[reportPrivateUsage]
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, NameLoc, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import ArgEncodingError
@@ -48,8 +50,18 @@ _EXPECTED_ERRORS = (
     OutputStructureError,
 )
 
-NodeValue = SSAValue | tuple[SSAValue, ...] | None
-"""What a node stands for: one SSA value, the results of a multi-result op, or nothing."""
+
+@dataclass(frozen=True)
+class _Opaque:
+    """A ``get_attr`` of something that is not a tensor (a Generator, the submodule of a
+    higher-order op): an error only if a node uses it."""
+
+    what: str
+
+
+NodeValue = SSAValue | tuple[SSAValue, ...] | _Opaque | None
+"""What a node stands for: one SSA value, the results of a multi-result op, an opaque
+attribute, or nothing."""
 
 
 def describe(node: torch.fx.Node) -> str:
@@ -164,7 +176,7 @@ class GraphImporter:
         self._arg_attrs.append(DictionaryAttr(attrs))
         self._values[node] = arg
 
-    def _location(self, node: torch.fx.Node) -> Attribute:
+    def _location(self, node: torch.fx.Node) -> NameLoc:
         return self._locations.node_location(node.name, node.meta.get("stack_trace"))
 
     def _define(self, node: torch.fx.Node, op: Operation) -> None:
@@ -183,6 +195,8 @@ class GraphImporter:
         value = self._values[node]
         if value is None:
             raise UnsupportedValue(f"uses '{node.name}', which has no value")
+        if isinstance(value, _Opaque):
+            raise UnsupportedValue(f"uses '{node.name}', {value.what}, which kiln cannot represent")
         return value
 
     def _arg(self, value: object) -> Any:
@@ -211,10 +225,8 @@ class GraphImporter:
         if value is None:
             value = _fetch_attr(self._gm, target)
         if not isinstance(value, torch.Tensor):
-            raise UnsupportedValue(
-                f"attribute '{target}' is a {type(value).__name__}, not a tensor "
-                "(submodules of higher-order ops are not supported)"
-            )
+            self._values[node] = _Opaque(f"a {type(value).__name__} attribute")
+            return
         if self._embeds(target, value):
             self._define(node, constant_op(value, self._types))
             return
@@ -249,7 +261,9 @@ class GraphImporter:
         elif target in SYMBOLIC_TARGETS:
             self._symbolic_op(node, target)  # pyright: ignore[reportArgumentType]
         elif isinstance(target, torch._ops.HigherOrderOperator):  # pyright: ignore[reportPrivateUsage]
-            raise UnsupportedValue("higher-order operators (control flow, wrappers) are not supported")
+            raise UnsupportedValue(
+                "higher-order operators (control flow, wrappers) are not supported"
+            )
         elif isinstance(target, torch._ops.OpOverloadPacket):  # pyright: ignore[reportPrivateUsage]
             raise UnsupportedValue(
                 "calls an operator packet without an overload; "
@@ -375,7 +389,7 @@ def _map_structure(value: object, leaf: Callable[[object], object]) -> object:
 
 def _output_treespec(gm: torch.fx.GraphModule) -> pytree.TreeSpec | None:
     codegen = gm.graph._codegen  # pyright: ignore[reportPrivateUsage]
-    if not isinstance(codegen, torch.fx.graph._PyTreeCodeGen):  # pyright: ignore[reportPrivateUsage]
+    if not isinstance(codegen, _PyTreeCodeGen):
         return None
     return codegen.pytree_info.out_spec
 

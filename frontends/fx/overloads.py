@@ -90,8 +90,11 @@ def _find_scalar_variant(target: OpOverload, scalar_args: frozenset[str]) -> Ove
         candidate: OpOverload = getattr(packet, overload_name)
         if candidate is target or candidate._schema.is_mutable != schema.is_mutable:  # pyright: ignore[reportPrivateUsage]
             continue
-        arguments = candidate._schema.arguments  # pyright: ignore[reportPrivateUsage]
-        if len(arguments) != len(wanted) or [str(r.type) for r in candidate._schema.returns] != returns:  # pyright: ignore[reportPrivateUsage]
+        candidate_schema = candidate._schema  # pyright: ignore[reportPrivateUsage]
+        arguments = candidate_schema.arguments
+        if len(arguments) != len(wanted):
+            continue
+        if [str(r.type) for r in candidate_schema.returns] != returns:
             continue
         if all(
             a.name == name

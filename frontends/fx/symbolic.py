@@ -100,10 +100,10 @@ class SymbolicLowering:
         cached = self._constants.get(key)
         if cached is not None:
             return cached
-        if _is_float(ty):
-            attr: Attribute = FloatAttr(float(value), f64)
+        if isinstance(ty, IndexType | IntegerType):
+            attr: Attribute = IntegerAttr(int(value), ty)
         else:
-            attr = IntegerAttr(int(value), ty)  # pyright: ignore[reportArgumentType]
+            attr = FloatAttr(float(value), f64)
         op = arith.ConstantOp(attr)
         self._emit(op)
         self._constants[key] = op.result
@@ -224,7 +224,3 @@ class SymbolicLowering:
 
 def _name(target: Callable[..., object]) -> str:
     return getattr(target, "__name__", repr(target))
-
-
-def is_integer_like(ty: Attribute) -> bool:
-    return isinstance(ty, IndexType | IntegerType)

@@ -96,4 +96,3 @@ class TypeConverter:
         if value is None:
             return []
         return [self.value_type(value)]
-

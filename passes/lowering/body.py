@@ -71,6 +71,8 @@ class BodyBuilder:
         self.reduction_sizes = tuple(reduction_sizes)
         n, r = len(sizes), len(reduction_sizes)
         self.block = Block(arg_types=[_INDEX] * (n + r))
+        for k, arg in enumerate(self.block.args):
+            arg.name_hint = f"d{k}" if k < n else f"r{k - n}"
         self.index = [index_var(k) for k in range(n)]
         """``d0..``: the output index variables."""
         self.reduction = [reduction_var(k) for k in range(r)]
@@ -119,6 +121,7 @@ class BodyBuilder:
         arg = self._input_args.get(buffer)
         if arg is None:
             arg = self.block.insert_arg(buffer.type, len(self.block.args))
+            arg.name_hint = f"in{len(self.inputs)}"
             self._input_args[buffer] = arg
             self.inputs.append(buffer)
         return arg

@@ -244,7 +244,9 @@ class LoweringContext:
             if isinstance(lowered, TensorRef):
                 if lowered.is_plain() and _same_shape(lowered):
                     mapping[operand] = input_arg(lowered.buffer)
-                elif lowered.strides is not None:
+                elif lowered.strides is not None and all(
+                    not (st.is_Integer and int(st) < 0) for st in lowered.strides
+                ):
                     views.append((operand, lowered))
                 else:
                     mapping[operand] = input_arg(self.materialize(lowered))
@@ -324,8 +326,9 @@ class _ExternBody:
             "self": tensor,
             "size": [self.size(s) for s in view.sizes],
             "stride": [self.size(s) for s in view.strides],
-            "storage_offset": self.size(view.offset),
         }
+        if view.offset != 0:
+            args["storage_offset"] = self.size(view.offset)
         op = as_strided.from_args(args, [result_type])
         self.ops.append(op)
         return op.results[0]

@@ -466,3 +466,20 @@ def test_symfloat_and_symbool_arithmetic(k: int, f: float) -> None:
     assert not_pos is (not k > 0)
     assert either is True
     assert ext == int(not k > 0)
+
+
+def test_generic_tensor_and_tensor_list_results_are_flattened() -> None:
+    module = parse(
+        """
+        func.func @forward(%x: tensor<20x2xf32>) -> (tensor<3x4xf32>, tensor<4xf32>, tensor<5xf32>) {
+          %0, %1, %2 = aten.generic "aten::histogramdd.default"(%x, bins = [3, 4]) : (tensor<20x2xf32>) -> (tensor<3x4xf32>, tensor<4xf32>, tensor<5xf32>)
+          func.return %0, %1, %2 : tensor<3x4xf32>, tensor<4xf32>, tensor<5xf32>
+        }
+        """
+    )
+    x = torch.randn(20, 2)
+    hist, edges0, edges1 = run_function(module, [x])
+    expected = torch.histogramdd(x, bins=[3, 4])
+    assert_close(hist, expected.hist)
+    assert_close(edges0, expected.bin_edges[0])
+    assert_close(edges1, expected.bin_edges[1])

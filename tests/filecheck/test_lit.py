@@ -19,7 +19,13 @@ TESTS = sorted(HERE.rglob("*.mlir"))
 @pytest.mark.parametrize("test", TESTS, ids=[str(t.relative_to(HERE)) for t in TESTS])
 def test_lit(test: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from lit.main import main; sys.exit(main())", "-v", str(test)],
+        [
+            sys.executable,
+            "-c",
+            "import sys; from lit.main import main; sys.exit(main())",
+            "-v",
+            str(test),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

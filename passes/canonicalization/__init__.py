@@ -1,0 +1,1 @@
+"""Canonicalization patterns, one module per dialect (see aten.py)."""

@@ -1,0 +1,71 @@
+"""Lowering tables for ``lower-aten``, one module per op family.
+
+Each family module exports ``LOWERINGS: dict[str, Lowering]`` keyed by the overload's
+qualified name (``"add.Tensor"``). :func:`lowering_table` merges them into one dict
+keyed by op class (generated aten ops) and one keyed by overload name (``aten.generic``
+ops), so that finding an op's lowering is one dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from xdsl.ir import Operation
+
+from kiln.dialects.aten.ops import AtenOp, GenericOp
+from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+
+Lowering = Callable[[LoweringContext, OpArgs], Sequence[Lowered]]
+"""Lower one op: a value per result, or raise NoLowering to run it as extern."""
+
+
+@dataclass(frozen=True)
+class LoweringTable:
+    by_type: dict[type[Operation], Lowering]
+    by_overload: dict[str, Lowering]
+    """For ``aten.generic``: ``"aten::floor_divide.default"`` -> lowering."""
+
+    def lookup(self, op: AtenOp) -> Lowering | None:
+        if isinstance(op, GenericOp):
+            return self.by_overload.get(op.overload.data)
+        return self.by_type.get(type(op))
+
+    def names(self) -> list[str]:
+        """Every overload with a native lowering (``aten::add.Tensor``)."""
+        names = [f"aten::{t.SCHEMA.qualified_name}" for t in self.by_type if issubclass(t, AtenOp)]  # pyright: ignore[reportAttributeAccessIssue]
+        return sorted([*names, *self.by_overload])
+
+
+def family_tables() -> dict[str, dict[str, Lowering]]:
+    """Each family's lowerings by qualified overload name."""
+    from kiln.passes.lowering import creation, indexing, pointwise, reductions, views
+
+    return {
+        "pointwise": pointwise.LOWERINGS,
+        "reductions": reductions.LOWERINGS,
+        "views": views.LOWERINGS,
+        "indexing": indexing.LOWERINGS,
+        "creation": creation.LOWERINGS,
+    }
+
+
+@cache
+def lowering_table() -> LoweringTable:
+    from kiln.dialects.aten.dialect import op_class
+
+    by_type: dict[type[Operation], Lowering] = {}
+    by_overload: dict[str, Lowering] = {}
+    for table in family_tables().values():
+        for name, lowering in table.items():
+            qualified = name if "." in name else f"{name}.default"
+            cls = op_class(qualified)
+            if cls is not None:
+                by_type[cls] = lowering
+            else:
+                by_overload[f"aten::{qualified}"] = lowering
+    return LoweringTable(by_type, by_overload)
+
+
+__all__ = ["Lowering", "LoweringTable", "family_tables", "lowering_table"]

@@ -1,0 +1,331 @@
+"""Indexing, concatenation and padding: masked and indirect loads.
+
+``cat``/``stack`` select between masked loads of their inputs; ``constant_pad_nd``
+loads with a mask and the pad value as fill; ``index.Tensor``, ``index_select``,
+``gather`` and ``embedding`` load an index from one buffer and use it (an indirect
+``i<k>`` variable) in the index expression of another. ``repeat``, ``flip`` and
+``roll`` are views (index maps with ``%`` or negative strides); ``tril``/``triu``
+mask by the index. Boolean-mask indexing has a data-dependent shape and runs as extern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+import sympy
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, i64
+from xdsl.ir import SSAValue
+
+from kiln.dialects.loop.expr import indirect_var
+from kiln.passes.lowering.body import BodyBuilder
+from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.pointwise import broadcast_sizes
+from kiln.passes.lowering.tensors import ONE, ZERO, TensorRef, expr
+from kiln.passes.lowering.types import NoLowering, compute_type, is_bool, is_float
+from kiln.passes.lowering.views import wrap_dim
+
+Expr = sympy.Expr
+Value = SSAValue
+
+
+def _as_index(bb: BodyBuilder, v: Value, size: Expr | None) -> Value:
+    """A loaded integer index as an ``index`` value (negatives wrap when ``size``)."""
+    if is_float(v.type) or is_bool(v.type):
+        raise NoLowering(f"index tensor of {v.type}")
+    v = bb.cast(v, i64)
+    if size is not None:
+        zero = bb.const(0, i64)
+        wrapped = bb.add_(v, bb.index_as(size, i64))
+        v = bb.select(bb.cmp("lt", v, zero), wrapped, v)
+    return bb.emit(arith.IndexCastOp(v, IndexType()))
+
+
+# --- cat / stack -----------------------------------------------------------------
+
+
+def _cat_refs(ctx: LoweringContext, args: OpArgs, refs: Sequence[TensorRef], dim: int) -> Lowered:
+    out_type = args.result_dtype()
+    ty = compute_type(out_type)
+    total: Expr = ZERO
+    parts: list[tuple[TensorRef, Expr, Expr]] = []
+    for ref in refs:
+        parts.append((ref, total, ref.sizes[dim]))
+        total = total + ref.sizes[dim]
+    base = list(refs[0].sizes)
+    base[dim] = total
+    sizes = args.result_sizes(0, base)
+    if len(parts) == 1:
+        only = parts[0][0]
+        return ctx.pointwise(sizes, out_type, lambda bb, idx: bb.load(only, idx))
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        d = idx[dim]
+        result: Value | None = None
+        for j in range(len(parts) - 1, -1, -1):
+            ref, lo, n = parts[j]
+            shifted = [*idx[:dim], d - lo, *idx[dim + 1 :]]
+            first, last = j == 0, j == len(parts) - 1
+            lo_check = None if first else lo
+            hi_check = None if last else lo + n
+            mask = _range_mask(bb, d, lo_check, hi_check)
+            fill = False if is_bool(ref.dtype) else 0
+            v = bb.cast(bb.load(ref, shifted, mask, fill) if mask else bb.load(ref, shifted), ty)
+            if result is None:
+                result = v
+            else:
+                assert hi_check is not None
+                inside = bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(hi_check), "slt"))
+                result = bb.select(inside, v, result)
+        assert result is not None
+        return result
+
+    return ctx.pointwise(sizes, out_type, body)
+
+
+def _range_mask(bb: BodyBuilder, d: Expr, lo: Expr | None, hi: Expr | None) -> Value | None:
+    checks: list[Value] = []
+    if lo is not None:
+        checks.append(bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(lo), "sge")))
+    if hi is not None:
+        checks.append(bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(hi), "slt")))
+    if not checks:
+        return None
+    mask = checks[0]
+    for c in checks[1:]:
+        mask = bb.and_(mask, c)
+    return mask
+
+
+def _cat(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    refs = [r for r in args.tensors("tensors") if r is not None]
+    rank = args.result_type().get_num_dims()
+    # Legacy: 1-D empty tensors are skipped whatever their rank.
+    refs = [r for r in refs if not (r.rank == 1 and r.sizes[0] == 0 and rank != 1)]
+    if not refs:
+        raise NoLowering("cat of nothing")
+    dim = wrap_dim(args.value("dim"), rank)
+    return [_cat_refs(ctx, args, refs, dim)]
+
+
+def _stack(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    refs = [r for r in args.tensors("tensors") if r is not None]
+    if not refs:
+        raise NoLowering("stack of nothing")
+    dim = wrap_dim(args.value("dim"), refs[0].rank + 1)
+    return [_cat_refs(ctx, args, [r.unsqueeze(dim) for r in refs], dim)]
+
+
+# --- padding ---------------------------------------------------------------------
+
+
+def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x = args.tensor("self")
+    pad = [expr(p) for p in args.value("pad")]
+    value = args.value("value")
+    if len(pad) % 2 or len(pad) // 2 > x.rank:
+        raise NoLowering("bad pad length")
+    lows = [ZERO] * x.rank
+    highs = [ZERO] * x.rank
+    for k in range(len(pad) // 2):
+        dim = x.rank - 1 - k
+        lows[dim], highs[dim] = pad[2 * k], pad[2 * k + 1]
+    sizes = args.result_sizes(0, [s + lo + hi for s, lo, hi in zip(x.sizes, lows, highs, strict=True)])
+    out_type = args.result_dtype()
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        from kiln.passes.lowering.pointwise import scalar
+
+        src = [d - lo for d, lo in zip(idx, lows, strict=True)]
+        mask: Value | None = None
+        for k, (lo, hi) in enumerate(zip(lows, highs, strict=True)):
+            need_lo = not (lo.is_Integer and int(lo) <= 0)
+            need_hi = not (hi.is_Integer and int(hi) <= 0)
+            check = _range_mask(bb, src[k], ZERO if need_lo else None, x.sizes[k] if need_hi else None)
+            if check is not None:
+                mask = check if mask is None else bb.and_(mask, check)
+        if mask is None:
+            return bb.load(x, src)
+        fill = value if not isinstance(value, sympy.Expr) else None
+        if fill is None:
+            raise NoLowering("symbolic pad value")
+        try:
+            return bb.load(x, src, mask, fill)
+        except ValueError:
+            # A fill the buffer's type cannot hold exactly (e.g. 0.5 for ints): torch
+            # converts it, so select between the load and the converted scalar.
+            v = bb.load(x, src, mask, 0)
+            return bb.select(mask, v, scalar(bb, value, x.dtype))
+
+    return [ctx.pointwise(sizes, out_type, body)]
+
+
+# --- indirect loads --------------------------------------------------------------
+
+
+def _index_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x = args.tensor("self")
+    indices = args.tensors("indices")
+    if len(indices) > x.rank:
+        raise NoLowering("too many indices")
+    positions = [k for k, t in enumerate(indices) if t is not None]
+    if not positions:
+        return [x]
+    tensors = [indices[k] for k in positions]
+    assert all(t is not None for t in tensors)
+    for t in tensors:
+        assert t is not None
+        if is_bool(t.dtype) or is_float(t.dtype):
+            raise NoLowering("boolean or float index (data-dependent shape)")
+    bsizes = broadcast_sizes([t.sizes for t in tensors if t is not None])
+    adjacent = positions[-1] - positions[0] + 1 == len(positions)
+    rest = [k for k in range(x.rank) if k not in positions]
+    if adjacent:
+        before = [k for k in rest if k < positions[0]]
+        after = [k for k in rest if k > positions[0]]
+        layout: list[tuple[str, int]] = (
+            [("x", k) for k in before] + [("b", j) for j in range(len(bsizes))] + [("x", k) for k in after]
+        )
+    else:
+        layout = [("b", j) for j in range(len(bsizes))] + [("x", k) for k in rest]
+    computed = [bsizes[j] if kind == "b" else x.sizes[j] for kind, j in layout]
+    sizes = args.result_sizes(0, computed)
+    expanded = [t.expand(bsizes) for t in tensors if t is not None]
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        bidx: list[Expr] = [ZERO] * len(bsizes)
+        xidx: dict[int, Expr] = {}
+        for (kind, j), d in zip(layout, idx, strict=True):
+            if kind == "b":
+                bidx[j] = d
+            else:
+                xidx[j] = d
+        indirect: list[Value] = []
+        for n, (pos, t) in enumerate(zip(positions, expanded, strict=True)):
+            indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos]))
+            xidx[pos] = indirect_var(n)
+        return bb.load(x, [xidx[k] for k in range(x.rank)], indirect=indirect)
+
+    return [ctx.pointwise(sizes, args.result_dtype(), body)]
+
+
+def _index_select(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x, index = args.tensor("self"), args.tensor("index")
+    if x.rank == 0:
+        raise NoLowering("index_select of a scalar")
+    dim = wrap_dim(args.value("dim"), x.rank)
+    length = index.sizes[0] if index.rank else ONE
+    sizes = args.result_sizes(0, [*x.sizes[:dim], length, *x.sizes[dim + 1 :]])
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        i = _as_index(bb, bb.load(index, [idx[dim]] if index.rank else []), None)
+        return bb.load(x, [*idx[:dim], indirect_var(0), *idx[dim + 1 :]], indirect=[i])
+
+    return [ctx.pointwise(sizes, args.result_dtype(), body)]
+
+
+def _gather(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x, index = args.tensor("self"), args.tensor("index")
+    if x.rank == 0 or index.rank != x.rank:
+        raise NoLowering("gather of a scalar")
+    dim = wrap_dim(args.value("dim"), x.rank)
+    sizes = args.result_sizes(0, list(index.sizes))
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        i = _as_index(bb, bb.load(index, idx), None)
+        return bb.load(x, [*idx[:dim], indirect_var(0), *idx[dim + 1 :]], indirect=[i])
+
+    return [ctx.pointwise(sizes, args.result_dtype(), body)]
+
+
+def _embedding(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    weight, indices = args.tensor("weight"), args.tensor("indices")
+    if weight.rank != 2:
+        raise NoLowering("embedding weight must be 2-D")
+    sizes = args.result_sizes(0, [*indices.sizes, weight.sizes[1]])
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        i = _as_index(bb, bb.load(indices, idx[:-1]), None)
+        return bb.load(weight, [indirect_var(0), idx[-1]], indirect=[i])
+
+    return [ctx.pointwise(sizes, args.result_dtype(), body)]
+
+
+# --- index-map views and masks -------------------------------------------------------------
+
+
+def _repeat(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x = args.tensor("self")
+    repeats = [expr(r) for r in args.value("repeats")]
+    lead = len(repeats) - x.rank
+    if lead < 0:
+        raise NoLowering("fewer repeats than dims")
+    padded = [ONE] * lead + list(x.sizes)
+    sizes = args.result_sizes(0, [s * r for s, r in zip(padded, repeats, strict=True)])
+    inner = x
+
+    def fn(idx: Sequence[Expr]) -> list[Expr]:
+        return [sympy.Mod(idx[lead + k], inner.sizes[k]) for k in range(inner.rank)]
+
+    return [x.with_map(sizes, fn)]
+
+
+def _flip(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x = args.tensor("self")
+    dims = {wrap_dim(d, x.rank) for d in args.value("dims")}
+    if x.strides is not None:
+        strides = [(-s if k in dims else s) for k, s in enumerate(x.strides)]
+        offset = x.offset + sum((x.strides[k] * (x.sizes[k] - 1) for k in dims), ZERO)
+        return [x.strided(x.sizes, strides, offset)]
+    return [x.with_map(x.sizes, lambda idx: [x.sizes[k] - 1 - i if k in dims else i for k, i in enumerate(idx)])]
+
+
+def _roll(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    x = args.tensor("self")
+    shifts = list(args.value("shifts"))
+    dims = list(args.value("dims") or [])
+    if not dims:
+        raise NoLowering("roll of the flattened tensor")
+    amount = {wrap_dim(d, x.rank): expr(s) for d, s in zip(dims, shifts, strict=True)}
+
+    def fn(idx: Sequence[Expr]) -> list[Expr]:
+        return [
+            sympy.Mod(i - amount[k], x.sizes[k]) if k in amount else i for k, i in enumerate(idx)
+        ]
+
+    return [x.with_map(x.sizes, fn)]
+
+
+def _triangle(lower: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+    def lower_op(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+        x = args.tensor("self")
+        if x.rank < 2:
+            raise NoLowering("tril/triu of fewer than 2 dims")
+        diagonal = args.value("diagonal")
+        ty = x.dtype
+
+        def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+            offset = bb.index_value(idx[-1] - idx[-2])
+            bound = bb.index_value(expr(diagonal))
+            keep = bb.emit(arith.CmpiOp(offset, bound, "sle" if lower else "sge"))
+            zero = bb.const(False if is_bool(ty) else 0, ty)
+            return bb.select(keep, bb.load(x, idx), zero)
+
+        return [ctx.pointwise(x.sizes, args.result_dtype(), body)]
+
+    return lower_op
+
+
+LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+    "cat": _cat,
+    "stack": _stack,
+    "constant_pad_nd": _constant_pad_nd,
+    "index.Tensor": _index_tensor,
+    "index_select": _index_select,
+    "gather": _gather,
+    "embedding": _embedding,
+    "repeat": _repeat,
+    "flip": _flip,
+    "roll": _roll,
+    "tril": _triangle(True),
+    "triu": _triangle(False),
+}

@@ -1,0 +1,314 @@
+"""Views: new index maps over the same buffer, never copies.
+
+``view``, ``reshape``, ``permute``, ``transpose``, ``t``, ``expand``, ``squeeze``,
+``unsqueeze``, ``slice``, ``select``, ``split``, ``unbind``, ``as_strided``,
+``diagonal``, ``alias``, ``clone``, ``contiguous`` (and the ``*_copy`` forms that
+functionalized graphs use) return a :class:`TensorRef` over their input's buffer; the
+consumers' loads compose the maps (see :mod:`kiln.passes.lowering.tensors`). ``clone``
+and ``contiguous`` are views too, because buffers are immutable at this level.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.tensors import ONE, TensorRef, expr, numel
+from kiln.passes.lowering.types import NoLowering
+
+Expr = sympy.Expr
+
+
+def wrap_dim(dim: int, rank: int) -> int:
+    r = max(rank, 1)
+    if not -r <= dim < r:
+        raise NoLowering(f"dim {dim} out of range for rank {rank}")
+    return dim % r
+
+
+def _sizes(values: Sequence[Any]) -> list[Expr]:
+    return [expr(v) for v in values]
+
+
+def infer_view_sizes(ref: TensorRef, requested: Sequence[Any]) -> list[Expr]:
+    """``view`` sizes with a ``-1`` resolved from the element count."""
+    sizes = _sizes(requested)
+    holes = [k for k, s in enumerate(sizes) if s == -1]
+    if len(holes) > 1:
+        raise NoLowering("more than one -1 in view sizes")
+    if holes:
+        known = numel([s for k, s in enumerate(sizes) if k != holes[0]])
+        sizes[holes[0]] = sympy.simplify(numel(ref.sizes) / known) if known != 0 else ONE
+    return sizes
+
+
+def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    sizes = args.result_sizes(0, infer_view_sizes(ref, args.value("size")))
+    return [ref.reshape(sizes)]
+
+
+def _alias(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    return [args.tensor("self")]
+
+
+def _permute(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dims = [wrap_dim(d, ref.rank) for d in args.value("dims")]
+    return [ref.permute(dims)]
+
+
+def _transpose(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    if ref.rank == 0:
+        return [ref]
+    a, b = wrap_dim(args.value("dim0"), ref.rank), wrap_dim(args.value("dim1"), ref.rank)
+    dims = list(range(ref.rank))
+    dims[a], dims[b] = dims[b], dims[a]
+    return [ref.permute(dims)]
+
+
+def _t(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    if ref.rank < 2:
+        return [ref]
+    return [ref.permute([1, 0])]
+
+
+def _expand(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    requested = _sizes(args.value("size"))
+    lead = len(requested) - ref.rank
+    sizes = [
+        ref.sizes[k - lead] if s == -1 and k >= lead else s for k, s in enumerate(requested)
+    ]
+    return [ref.expand(args.result_sizes(0, sizes))]
+
+
+def _squeeze_dims(ref: TensorRef, dims: Sequence[int] | None) -> TensorRef:
+    candidates = range(ref.rank) if dims is None else [wrap_dim(d, ref.rank) for d in dims]
+    drop = [d for d in candidates if ref.sizes[d] == 1]
+    return ref.squeeze(drop) if ref.rank else ref
+
+
+def _squeeze(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    return [_squeeze_dims(args.tensor("self"), None)]
+
+
+def _squeeze_dim(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    return [_squeeze_dims(args.tensor("self"), [args.value("dim")])]
+
+
+def _squeeze_dims_op(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    return [_squeeze_dims(args.tensor("self"), args.value("dim"))]
+
+
+def _unsqueeze(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank + 1)
+    return [ref.unsqueeze(dim)]
+
+
+def clamp_slice(size: Expr, start: Any, end: Any, step: int) -> tuple[Expr, Expr]:
+    """torch's slice bounds: (start, length) after wrapping negatives and clamping."""
+    if step <= 0:
+        raise NoLowering("slice step must be positive")
+    start_e = expr(0 if start is None else start)
+    end_e = size if end is None or (isinstance(end, int) and end >= sys.maxsize) else expr(end)
+    if size.is_Integer:
+        n = int(size)
+        if not (start_e.is_Integer and end_e.is_Integer):
+            raise NoLowering("symbolic slice bounds on a static dim")
+        s, e = int(start_e), int(end_e)
+        s = s + n if s < 0 else s
+        e = e + n if e < 0 else e
+        s = min(max(s, 0), n)
+        e = min(max(e, s), n)
+        return sympy.Integer(s), sympy.Integer((e - s + step - 1) // step)
+    # Symbolic sizes: bounds must be plainly in range (what torch's guards ensured).
+    if (start_e.is_Integer and int(start_e) < 0) or (end_e.is_Integer and int(end_e) < 0):
+        raise NoLowering("negative slice bounds on a symbolic dim")
+    from kiln.dialects.loop.expr import FloorDiv
+
+    return start_e, FloorDiv(end_e - start_e + step - 1, step)
+
+
+def _slice(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    step = args.value("step")
+    if not isinstance(step, int):
+        raise NoLowering("symbolic slice step")
+    start, length = clamp_slice(ref.sizes[dim], args.value("start"), args.value("end"), step)
+    length = args.result_sizes(0, [*ref.sizes[:dim], length, *ref.sizes[dim + 1 :]])[dim]
+    return [ref.slice(dim, start, length, sympy.Integer(step))]
+
+
+def _select(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    index = expr(args.value("index"))
+    if index.is_Integer and int(index) < 0:
+        index = ref.sizes[dim] + index
+    return [ref.select(dim, index)]
+
+
+def _split_by_sizes(ref: TensorRef, sizes: Sequence[Expr], dim: int) -> list[Lowered]:
+    out: list[Lowered] = []
+    start: Expr = sympy.Integer(0)
+    for size in sizes:
+        out.append(ref.slice(dim, start, size, ONE))
+        start = start + size
+    return out
+
+
+def _split(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    split = expr(args.value("split_size"))
+    total = ref.sizes[dim]
+    if not (split.is_Integer and total.is_Integer):
+        raise NoLowering("symbolic split")
+    n, k = int(total), int(split)
+    if k <= 0:
+        raise NoLowering("split size must be positive")
+    sizes = [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)] if n else [sympy.Integer(0)]
+    return _split_by_sizes(ref, sizes, dim)
+
+
+def _split_with_sizes(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    return _split_by_sizes(ref, _sizes(args.value("split_sizes")), dim)
+
+
+def _unbind(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    n = ref.sizes[dim]
+    if not n.is_Integer:
+        raise NoLowering("unbind of a symbolic dim")
+    return [ref.select(dim, sympy.Integer(i)) for i in range(int(n))]
+
+
+def _chunk(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    chunks = args.value("chunks")
+    total = ref.sizes[dim]
+    if not total.is_Integer or not isinstance(chunks, int) or chunks <= 0:
+        raise NoLowering("symbolic chunk")
+    n = int(total)
+    k = (n + chunks - 1) // chunks
+    sizes = [sympy.Integer(min(k, n - s)) for s in range(0, n, k)] if k else [sympy.Integer(0)]
+    if len(sizes) != len(args.op.results):
+        raise NoLowering("chunk count does not match the results")
+    return _split_by_sizes(ref, sizes, dim)
+
+
+def _as_strided(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    if ref.strides is None:
+        raise NoLowering("as_strided of a non-strided view")
+    sizes = args.result_sizes(0, _sizes(args.value("size")))
+    strides = _sizes(args.value("stride"))
+    offset = args.value("storage_offset")
+    start = ref.offset if offset is None else expr(offset)
+    return [ref.strided(sizes, strides, start)]
+
+
+def _diagonal(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim1 = wrap_dim(args.value("dim1"), ref.rank)
+    dim2 = wrap_dim(args.value("dim2"), ref.rank)
+    offset = args.value("offset")
+    if dim1 == dim2 or not isinstance(offset, int):
+        raise NoLowering("diagonal arguments")
+    if not all(ref.sizes[d].is_Integer for d in (dim1, dim2)):
+        raise NoLowering("diagonal of symbolic dims")
+    out = ref.diagonal(offset, dim1, dim2)
+    return [TensorRef(out.buffer, tuple(args.result_sizes(0, out.sizes)), out.dtype, out.strides, out.offset, out.general)]
+
+
+def _flatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    if ref.rank == 0:
+        return [ref.reshape([ONE])]
+    start = wrap_dim(args.value("start_dim"), ref.rank)
+    end = wrap_dim(args.value("end_dim"), ref.rank)
+    sizes = [*ref.sizes[:start], numel(ref.sizes[start : end + 1]), *ref.sizes[end + 1 :]]
+    return [ref.reshape(args.result_sizes(0, sizes))]
+
+
+def _unflatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    inner = TensorRef(ref.buffer, (ref.sizes[dim],), ref.dtype, (ONE,))
+    parts = infer_view_sizes(inner, args.value("sizes"))
+    sizes = [*ref.sizes[:dim], *parts, *ref.sizes[dim + 1 :]]
+    return [ref.reshape(args.result_sizes(0, sizes))]
+
+
+def _narrow(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    ref = args.tensor("self")
+    dim = wrap_dim(args.value("dim"), ref.rank)
+    start = expr(args.value("start"))
+    if start.is_Integer and int(start) < 0:
+        start = ref.sizes[dim] + start
+    length = expr(args.value("length"))
+    return [ref.slice(dim, start, length, ONE)]
+
+
+LOWERINGS = {
+    "view": _view,
+    "reshape": _view,
+    "_unsafe_view": _view,
+    "view_copy": _view,
+    "_reshape_alias": _view,
+    "alias": _alias,
+    "alias_copy": _alias,
+    "clone": _alias,
+    "contiguous": _alias,
+    "detach": _alias,
+    "detach_copy": _alias,
+    "lift_fresh_copy": _alias,
+    "lift_fresh": _alias,
+    "permute": _permute,
+    "permute_copy": _permute,
+    "transpose.int": _transpose,
+    "transpose_copy.int": _transpose,
+    "t": _t,
+    "t_copy": _t,
+    "expand": _expand,
+    "expand_copy": _expand,
+    "squeeze": _squeeze,
+    "squeeze.dim": _squeeze_dim,
+    "squeeze.dims": _squeeze_dims_op,
+    "squeeze_copy": _squeeze,
+    "squeeze_copy.dim": _squeeze_dim,
+    "squeeze_copy.dims": _squeeze_dims_op,
+    "unsqueeze": _unsqueeze,
+    "unsqueeze_copy": _unsqueeze,
+    "slice.Tensor": _slice,
+    "slice_copy.Tensor": _slice,
+    "select.int": _select,
+    "select_copy.int": _select,
+    "split.Tensor": _split,
+    "split_copy.Tensor": _split,
+    "split_with_sizes": _split_with_sizes,
+    "split_with_sizes_copy": _split_with_sizes,
+    "unbind.int": _unbind,
+    "unbind_copy.int": _unbind,
+    "chunk": _chunk,
+    "as_strided": _as_strided,
+    "as_strided_copy": _as_strided,
+    "diagonal": _diagonal,
+    "diagonal_copy": _diagonal,
+    "flatten.using_ints": _flatten,
+    "unflatten.int": _unflatten,
+    "narrow": _narrow,
+}

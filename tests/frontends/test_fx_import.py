@@ -1,0 +1,335 @@
+"""The importer's handling of particular FX constructs and of nodes it cannot import."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+from fx_checks import (
+    assert_faithful,
+    assert_round_trips,
+    node_ops,
+    print_with_locations,
+    the_function,
+)
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+from xdsl.dialects.builtin import (
+    CallSiteLoc,
+    DictionaryAttr,
+    FileLineColLoc,
+    IndexType,
+    NameLoc,
+    NoneType,
+    StringAttr,
+    TensorType,
+    f64,
+    i1,
+)
+
+from kiln.dialects.aten import ConstantOp, GenericOp
+from kiln.frontends.capture import capture_make_fx
+from kiln.frontends.fx import (
+    GET_ATTR_ATTR,
+    OUTPUTS_ATTR,
+    FxImportError,
+    import_graph,
+    rebuild_outputs,
+    rebuild_structure,
+)
+
+
+def op_names(module: Any) -> list[str]:
+    return [op.name for op in the_function(module).body.walk()]
+
+
+# --- outputs -------------------------------------------------------------------------
+
+
+def test_tuple_and_none_outputs() -> None:
+    def program(x: torch.Tensor) -> Any:
+        return x.relu(), None, (x.max(dim=1), [x.sum()]), {"n": x.neg()}
+
+    gm, _ = capture_make_fx(program, torch.randn(3, 4))
+    module = import_graph(gm)
+    assert_faithful(gm, module)
+    function = the_function(module)
+    assert function.attributes[OUTPUTS_ATTR] == StringAttr("(0, None, ((1, 2), [3]), {'n': 4})")
+    rebuilt = rebuild_outputs(function, ["a", "b", "c", "d", "e"])
+    assert rebuilt == ("a", None, (("b", "c"), ["d"]), {"n": "e"})
+
+
+def test_structseq_output_is_rebuilt() -> None:
+    values = [torch.ones(2), torch.zeros(2, dtype=torch.int64)]
+    rebuilt = rebuild_structure("(torch.return_types.max(0, 1), None)", values)
+    assert isinstance(rebuilt[0], torch.return_types.max)
+    assert rebuilt[0].indices is values[1]
+    with pytest.raises(ValueError, match="unknown output container"):
+        rebuild_structure("os.system(0)", values)
+
+
+def test_python_scalar_outputs_become_constants() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(2)
+    graph.output((x, 3, 0.5, True))
+    module = import_graph(torch.fx.GraphModule(nn.Module(), graph))
+    function = the_function(module)
+    assert [str(t) for t in function.function_type.outputs.data] == [
+        "tensor<2xf32>",
+        "index",
+        "f64",
+        "i1",
+    ]
+    assert_round_trips(module)
+
+
+# --- symbolic shapes ----------------------------------------------------------------------
+
+
+def test_symint_arithmetic_becomes_arith_on_index() -> None:
+    def program(x: torch.Tensor) -> Any:
+        rows, cols = x.shape
+        flat = x.reshape(rows * cols)
+        half = flat[: (rows * cols) // 2 + rows % 3 - 1]
+        return half, rows * cols, torch.sym_max(rows, cols), -cols
+
+    gm, _ = capture_make_fx(program, torch.randn(5, 7), dynamic=True)
+    module = import_graph(gm)
+    assert_faithful(gm, module)
+    names = op_names(module)
+    for expected in ("arith.muli", "arith.floordivsi", "arith.addi", "arith.subi", "arith.maxsi"):
+        assert expected in names, f"{expected} missing from {names}"
+    outputs = the_function(module).function_type.outputs.data
+    assert all(isinstance(t, IndexType) for t in outputs[1:])
+
+
+def test_symbolic_placeholders_are_index_arguments() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    n = graph.placeholder("n")
+    scaled = graph.call_function(operator.mul, (n, 2))
+    as_float = graph.call_function(torch.sym_float, (scaled,))
+    ratio = graph.call_function(operator.truediv, (as_float, 3))
+    bigger = graph.call_function(operator.gt, (ratio, 1.5))
+    graph.output((x, ratio, bigger))
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x.meta["val"] = mode.from_tensor(torch.empty(4, 2))
+    assert mode.shape_env is not None
+    n.meta["val"] = mode.shape_env.create_unbacked_symint()
+    scaled.meta["val"] = n.meta["val"] * 2
+    as_float.meta["val"] = torch.sym_float(scaled.meta["val"])
+    ratio.meta["val"] = as_float.meta["val"] / 3
+    bigger.meta["val"] = ratio.meta["val"] > 1.5
+    module = import_graph(torch.fx.GraphModule(nn.Module(), graph))
+    function = the_function(module)
+    assert isinstance(function.function_type.inputs.data[1], IndexType)
+    assert list(function.function_type.outputs.data[1:]) == [f64, i1]
+    assert {"arith.muli", "arith.sitofp", "arith.divf", "arith.cmpf"} <= set(op_names(module))
+    assert_round_trips(module)
+
+
+# --- parameters, constants, scalars ------------------------------------------------------
+
+
+def traced_linear() -> torch.fx.GraphModule:
+    """make_fx of a module called directly: parameters are get_attr nodes."""
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 3)
+    return make_fx(
+        lambda x: layer(x) + torch.tensor([1.0, 2.0, 3.0]),
+        tracing_mode="fake",
+        _allow_non_fake_inputs=True,
+    )(torch.randn(2, 4))
+
+
+def test_get_attr_parameters_become_trailing_arguments() -> None:
+    gm = traced_linear()
+    module = import_graph(gm)
+    assert_round_trips(module)
+    function = the_function(module)
+    attrs = function.arg_attrs
+    assert attrs is not None
+    assert len(attrs.data) == 3
+    lifted = [a for a in attrs.data if isinstance(a, DictionaryAttr) and GET_ATTR_ATTR in a.data]
+    assert len(lifted) == 2, "weight and bias follow the placeholder"
+    assert attrs.data[0] not in lifted
+    # The traced literal tensor([1, 2, 3]) is small: embedded.
+    (literal,) = [op for op in function.body.walk() if isinstance(op, ConstantOp)]
+    assert literal.value.get_values() == (1.0, 2.0, 3.0)
+
+
+def test_params_as_constants() -> None:
+    gm = traced_linear()
+    module = import_graph(gm, params="constants")
+    assert_round_trips(module)
+    function = the_function(module)
+    assert len(function.body.block.args) == 1
+    constants = [op for op in function.body.walk() if isinstance(op, ConstantOp)]
+    weights = [getattr(gm, n.target) for n in gm.graph.find_nodes(op="get_attr")]
+    embedded = {c.value.get_values() for c in constants}
+    for tensor in weights:
+        assert tuple(tensor.flatten().tolist()) in embedded
+
+
+def test_constants_replace_placeholders() -> None:
+    def program(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        return x * table
+
+    gm, _ = capture_make_fx(program, torch.randn(2, 3), torch.randn(3))
+    table = torch.tensor([True, False, True])
+    module = import_graph(gm, constants={"table": table.float()})
+    assert_round_trips(module)
+    assert len(the_function(module).body.block.args) == 1
+    bools = import_graph(gm, constants={"table": table})
+    (constant,) = [op for op in the_function(bools).body.walk() if isinstance(op, ConstantOp)]
+    assert str(constant.value) == "dense<[true, false, true]> : tensor<3xi1>"
+
+
+def test_python_numbers_in_tensor_slots_use_scalar_overloads() -> None:
+    gm, _ = capture_make_fx(lambda x: torch.ops.aten.add.Tensor(x, 2), torch.randn(3))
+    module = import_graph(gm)
+    assert "aten.add.Scalar" in op_names(module)
+    assert_round_trips(module)
+
+
+def test_python_number_without_scalar_overload_is_a_wrapped_constant() -> None:
+    # aten.maximum has no Scalar overload; the number becomes the 0-d float64 tensor
+    # the dispatcher would wrap it in.
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(3)
+    top = graph.call_function(torch.ops.aten.maximum.default, (x, 0.5))
+    top.meta["val"] = torch.empty(3)
+    graph.output(top)
+    module = import_graph(torch.fx.GraphModule(nn.Module(), graph))
+    assert_round_trips(module)
+    (constant,) = [op for op in the_function(module).body.walk() if isinstance(op, ConstantOp)]
+    assert constant.result.type == TensorType(f64, [])
+    assert constant.value.get_values() == (0.5,)
+
+
+def test_output_mask_results_are_none() -> None:
+    conv = nn.Conv2d(2, 3, 3)
+    from kiln.frontends.capture import capture_aot_training
+
+    graphs = capture_aot_training(conv, torch.randn(1, 2, 5, 5))
+    module = import_graph(graphs.backward.gm)
+    assert_faithful(graphs.backward.gm, module)
+    (backward,) = [
+        op for op in the_function(module).body.walk() if "convolution_backward" in op.name
+    ]
+    assert isinstance(backward.results[0].type, NoneType)
+
+
+def test_mutating_ops_import_as_generic() -> None:
+    gm, _ = capture_make_fx(lambda x: x.mul_(2).relu(), torch.randn(3))
+    module = import_graph(gm)
+    assert_round_trips(module)
+    assert any(
+        isinstance(op, GenericOp) and "mul_" in op.overload_name
+        for op in the_function(module).body.walk()
+    )
+
+
+# --- locations ----------------------------------------------------------------------------
+
+
+def test_locations_name_nodes_and_source_lines() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).relu()  # the line the locations must point at
+
+    gm, _ = capture_make_fx(Model(), torch.randn(2, 4))
+    module = import_graph(gm)
+    ops = node_ops(module)
+    relu = ops["relu"]
+    assert isinstance(relu.location, NameLoc)
+    frame = relu.location.location
+    assert isinstance(frame, FileLineColLoc)
+    assert frame.filename.data == __file__
+    # The addmm happens inside nn.Linear: a call site at the user's line.
+    addmm = ops["addmm"]
+    assert isinstance(addmm.location, NameLoc)
+    site = addmm.location.location
+    assert isinstance(site, CallSiteLoc)
+    assert isinstance(site.caller, FileLineColLoc)
+    assert site.caller.line == frame.line
+    text = print_with_locations(module)
+    assert 'loc("relu"(' in text
+    assert_round_trips(module)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def test_unsupported_dtype_names_the_node() -> None:
+    gm, _ = capture_make_fx(lambda x: x.to(torch.float8_e4m3fn), torch.randn(3))
+    with pytest.raises(FxImportError, match=r"node '_to_copy'.*float8_e4m3fn"):
+        import_graph(gm)
+
+
+def test_generator_argument_is_rejected() -> None:
+    generator = torch.Generator().manual_seed(0)
+    gm, _ = capture_make_fx(lambda x: x + torch.rand(3, generator=generator), torch.randn(3))
+    with pytest.raises(FxImportError, match=r"node 'rand' .*Generator"):
+        import_graph(gm)
+
+
+def test_call_module_is_rejected() -> None:
+    gm = torch.fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4)))
+    FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(torch.randn(2, 4))
+    with pytest.raises(FxImportError, match=r"node '_0' \(call_module 0\).*not ATen"):
+        import_graph(gm)
+
+
+def test_call_method_is_rejected() -> None:
+    gm = torch.fx.symbolic_trace(lambda x: x.relu())
+    FakeTensorProp(gm).propagate(torch.randn(2))
+    with pytest.raises(FxImportError, match=r"node 'relu' \(call_method relu\)"):
+        import_graph(gm)
+
+
+def test_unknown_python_function_is_rejected() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(3)
+    root = graph.call_function(math.sqrt, (x,))
+    root.meta["val"] = torch.empty(3)
+    graph.output(root)
+    with pytest.raises(
+        FxImportError, match=r"node 'sqrt' \(call_function math.sqrt\).*Python function"
+    ):
+        import_graph(torch.fx.GraphModule(nn.Module(), graph))
+
+
+def test_missing_metadata_is_reported() -> None:
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    with pytest.raises(FxImportError, match=r"node 'x' \(placeholder x\).*meta\['val'\]"):
+        import_graph(gm)
+
+
+def test_higher_order_operator_is_rejected() -> None:
+    def program(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda y: y.sin(), lambda y: y.cos(), (x,))
+
+    gm, _ = capture_make_fx(program, torch.randn(3))
+    with pytest.raises(FxImportError, match=r"node 'cond' .*higher-order"):
+        import_graph(gm)
+
+
+def test_bad_params_mode() -> None:
+    with pytest.raises(ValueError, match="params"):
+        import_graph(traced_linear(), params="weights")  # type: ignore[arg-type]
