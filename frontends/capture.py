@@ -207,30 +207,34 @@ class _Recorder:
         return Capture(self.gm, self.inputs)
 
 
-def _aot_compile(
+def _aot_run(
     fn: Callable[..., Any],
+    inputs: Sequence[Any],
     forward: _Recorder,
     backward: _Recorder,
     dynamic: bool,
     decompositions: Decompositions | None,
-) -> Callable[..., Any]:
-    from functorch.compile import aot_function, aot_module
+) -> Any:
+    """Run ``fn(*inputs)`` once through AOTAutograd with recording compilers.
 
+    A module runs as a function of its parameters and buffers (each tensor once, so
+    tied weights are one input), then its inputs; the parameters keep static shapes.
+    """
+    from functorch.compile import aot_function
+
+    program, state = fn, []
     if isinstance(fn, nn.Module):
-        return aot_module(
-            fn,
-            fw_compiler=forward,
-            bw_compiler=backward,
-            decompositions=decompositions,
-            dynamic=dynamic,
-        )
-    return aot_function(
-        fn,
+        names, state = _state(fn)
+        program = _functional(fn, names)
+    compiled = aot_function(
+        program,
         fw_compiler=forward,
         bw_compiler=backward,
         decompositions=decompositions,
+        num_params_buffers=len(state),
         dynamic=dynamic,
     )
+    return compiled(*state, *inputs)
 
 
 def _name_aot_inputs(fn: Callable[..., Any], inputs: Sequence[Any], graph: Capture) -> None:
@@ -254,10 +258,9 @@ def capture_aot(
     the program mutates come back as extra leading outputs.
     """
     forward, backward = _Recorder(), _Recorder()
-    compiled = _aot_compile(fn, forward, backward, dynamic, decompositions)
     try:
         with torch.no_grad():
-            compiled(*inputs)
+            _aot_run(fn, inputs, forward, backward, dynamic, decompositions)
     except Exception as e:
         raise CaptureError(
             f"AOTAutograd could not trace the program: {type(e).__name__}: {e}"
@@ -297,10 +300,9 @@ def capture_aot_training(
             for v in inputs
         )
     forward, backward = _Recorder(), _Recorder()
-    compiled = _aot_compile(fn, forward, backward, dynamic, decompositions)
     try:
         with torch.enable_grad():
-            loss = _loss(compiled(*inputs))
+            loss = _loss(_aot_run(fn, inputs, forward, backward, dynamic, decompositions))
             if loss is None:
                 raise CaptureError("no output requires grad, so there is no backward graph")
             loss.backward()

@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     last = [time.perf_counter()]
 
-    def callback(prev: ModulePass, mod: ModuleOp, nxt: ModulePass) -> None:
+    def callback(prev: ModulePass | None, mod: ModuleOp, nxt: ModulePass | None) -> None:
         now = time.perf_counter()
-        if prev is not None:  # pyright: ignore[reportUnnecessaryComparison]
+        if prev is not None:
             timings[prev.name] = now - last[0]
             steps.append(_summary_line(prev.name, mod, now - last[0]))
         last[0] = now

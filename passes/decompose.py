@@ -84,7 +84,7 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
     if name == "core":
         return dict(core_aten_decompositions())
     if name == "inductor":
-        import torch._inductor.lowering  # noqa: F401  (Inductor's decompositions consult it)
+        import torch._inductor.lowering  # Inductor's decompositions consult it
         from torch._inductor.decomposition import select_decomp_table
 
         return dict(select_decomp_table())

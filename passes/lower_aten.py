@@ -133,7 +133,7 @@ def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:
     lowered = ctx.values[value]
     if isinstance(lowered, SSAValue):
         return lowered
-    return ctx.materialize(lowered)
+    return ctx.materialize(lowered, value.name_hint)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class PassTimer:
         total = sum(self.times.values())
         rule = "===" + "-" * 73 + "==="
         print(rule, file=stream)
-        print("Pass execution timing report".center(len(rule)), file=stream)
+        print("Pass execution timing report".center(len(rule)).rstrip(), file=stream)
         print(rule, file=stream)
         print(f"  Total Execution Time: {total:.4f} seconds\n", file=stream)
         print("  ----Wall Time----  ----Name----", file=stream)
@@ -209,6 +209,7 @@ class KilnOptMain(xDSLOptMain):
             print("\n\n\n")
         if next_pass is None and self.args.time_passes:
             self._timer.report(sys.stderr)
+            self._timer = PassTimer()  # --split-input-file: one report per chunk
         self._current_pass = next_pass
         self._timer.start()
 

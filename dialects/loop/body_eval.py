@@ -279,12 +279,16 @@ class LoopBodyFunctions(InterpreterFunctions):
         return (torch.tensor(data, dtype=torch_dtype(op.result.type)),)
 
     @impl(arith.CmpiOp)
-    def run_cmpi(self, interpreter: Interpreter, op: arith.CmpiOp, args: PythonValues) -> PythonValues:
+    def run_cmpi(
+        self, interpreter: Interpreter, op: arith.CmpiOp, args: PythonValues
+    ) -> PythonValues:
         predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
         return (_CMPI[predicate](args[0], args[1]),)
 
     @impl(arith.CmpfOp)
-    def run_cmpf(self, interpreter: Interpreter, op: arith.CmpfOp, args: PythonValues) -> PythonValues:
+    def run_cmpf(
+        self, interpreter: Interpreter, op: arith.CmpfOp, args: PythonValues
+    ) -> PythonValues:
         predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
         return (_CMPF[predicate](args[0], args[1]),)
 
@@ -295,7 +299,9 @@ class LoopBodyFunctions(InterpreterFunctions):
         return (torch.where(args[0], args[1], args[2]),)
 
     @impl(xmath.FmaOp)
-    def run_fma(self, interpreter: Interpreter, op: xmath.FmaOp, args: PythonValues) -> PythonValues:
+    def run_fma(
+        self, interpreter: Interpreter, op: xmath.FmaOp, args: PythonValues
+    ) -> PythonValues:
         return (args[0] * args[1] + args[2],)
 
 
@@ -309,13 +315,17 @@ def _register_tables(functions: type[LoopBodyFunctions]) -> None:
     def int_binary(op_cls: type[Operation]) -> Callable[..., PythonValues]:
         on_bool, on_int = _BOOL_BINARY[op_cls], _INT_BINARY[op_cls]
 
-        def run(self: Any, interpreter: Interpreter, op: Operation, args: PythonValues) -> PythonValues:
+        def run(
+            self: Any, interpreter: Interpreter, op: Operation, args: PythonValues
+        ) -> PythonValues:
             fn = on_bool if _is_bool(op.results[0].type) else on_int
             return (fn(args[0], args[1]),)
 
         return run
 
-    def cast(self: Any, interpreter: Interpreter, op: Operation, args: PythonValues) -> PythonValues:
+    def cast(
+        self: Any, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
         return (_cast(op, args[0]),)
 
     entries: list[tuple[type[Operation], Callable[..., PythonValues]]] = []

@@ -168,7 +168,7 @@ def _fmt(e: Expr) -> tuple[str, int]:
 def _fmt_add(e: sympy.Add) -> str:
     out = ""
     for i, term in enumerate(_ordered_terms(e)):
-        coeff, rest = term.as_coeff_Mul()
+        coeff, _rest = term.as_coeff_Mul()
         negative = coeff.is_Number and coeff < 0
         body = _fmt(-term)[0] if negative else _wrap(_fmt(term), _ADD)
         if negative and isinstance(-term, sympy.Add):
@@ -283,7 +283,9 @@ class _Parser:
         if self.take("**"):
             tok = self.peek()
             if tok is None or tok[0] != "int":
-                raise ExprSyntaxError("expected a positive integer exponent", tok[2] if tok else len(self.text))
+                raise ExprSyntaxError(
+                    "expected a positive integer exponent", tok[2] if tok else len(self.text)
+                )
             self.k += 1
             return base ** int(tok[1])
         return base
@@ -339,11 +341,43 @@ def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
                     return sympy.Integer(lo // d)
             elif hi < d:
                 return base
+        if divisor.is_Integer and (split := _split_small_terms(base, int(divisor), ranges)):
+            g, big, small = split
+            if isinstance(e, FloorDiv):
+                return _simplify(FloorDiv(big, int(divisor) // g), ranges)
+            return _simplify(g * sympy.Mod(big, int(divisor) // g) + small, ranges)
         return type(e)(base, divisor)
     rebuilt = e.func(*args)
     if isinstance(rebuilt, sympy.Add):
         return _join_divmod(rebuilt)
     return rebuilt
+
+
+def _split_small_terms(
+    base: Expr, divisor: int, ranges: Mapping[sympy.Symbol, Expr]
+) -> tuple[int, Expr, Expr] | None:
+    """Write ``base = g*big + small`` with ``g`` dividing ``divisor`` and
+    ``0 <= small < g``; then ``base // divisor == big // (divisor/g)`` and
+    ``base % divisor == g*(big % (divisor/g)) + small``. The largest such ``g > 1``."""
+    terms = sympy.Add.make_args(base)
+    if len(terms) < 2:
+        return None
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    if not all(c.is_Integer for c in coeffs):
+        return None
+    candidates = sorted({int(sympy.gcd(divisor, int(c))) for c in coeffs}, reverse=True)
+    for g in candidates:
+        if g <= 1:
+            break
+        big = [t for t, c in zip(terms, coeffs, strict=True) if int(c) % g == 0]
+        small = [t for t, c in zip(terms, coeffs, strict=True) if int(c) % g != 0]
+        if not big or not small:
+            continue
+        rest = sympy.Add(*small)
+        lo, hi = _bounds(rest, ranges)
+        if lo is not None and hi is not None and lo >= 0 and hi < g:
+            return g, sympy.Add(*[t / g for t in big]), rest
+    return None
 
 
 def _join_divmod(e: sympy.Add) -> Expr:

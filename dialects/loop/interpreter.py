@@ -133,7 +133,9 @@ class LoopFunctions(InterpreterFunctions):
         return tuple(r.contiguous() for r in _reduce(op.kind.data, flat, count))
 
     @impl(ExternOp)
-    def run_extern(self, interpreter: Interpreter, op: ExternOp, args: PythonValues) -> PythonValues:
+    def run_extern(
+        self, interpreter: Interpreter, op: ExternOp, args: PythonValues
+    ) -> PythonValues:
         results = interpreter.run_ssacfg_region(op.body, args, op.name)
         return tuple(as_buffer(r) if isinstance(r, torch.Tensor) else r for r in results)
 
@@ -144,7 +146,9 @@ class LoopFunctions(InterpreterFunctions):
         return ReturnedValues(args), ()
 
     @impl(memref.DimOp)
-    def run_dim(self, interpreter: Interpreter, op: memref.DimOp, args: PythonValues) -> PythonValues:
+    def run_dim(
+        self, interpreter: Interpreter, op: memref.DimOp, args: PythonValues
+    ) -> PythonValues:
         return (int(args[0].shape[int(args[1])]),)
 
 
@@ -222,7 +226,9 @@ def run_function(
     inputs = func.function_type.inputs.data
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
-    checked = [_check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))]
+    checked = [
+        _check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+    ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter = make_loop_interpreter(module, device)
     return tuple(interpreter.call_op(func, tuple(checked)))

@@ -40,7 +40,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -84,7 +84,9 @@ def is_contiguous_buffer(ty: Attribute) -> bool:
     return isinstance(ty, MemRefType) and isinstance(ty.layout, NoneAttr)
 
 
-def _verify_sizes(op: IRDLOperation, sizes: ArrayAttr[IndexExprAttr], what: str, n_syms: int) -> None:
+def _verify_sizes(
+    op: IRDLOperation, sizes: ArrayAttr[IndexExprAttr], what: str, n_syms: int
+) -> None:
     for size in sizes.data:
         for symbol in size.data.free_symbols:
             kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
@@ -181,9 +183,11 @@ def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
     printer.print_string("[")
     printer.print_list(
         sizes,
-        lambda s: printer.print_string(s.text)
-        if s.data.is_Integer
-        else printer.print_string_literal(s.text),
+        lambda s: (
+            printer.print_string(s.text)
+            if s.data.is_Integer
+            else printer.print_string_literal(s.text)
+        ),
     )
     printer.print_string("]")
 
@@ -314,7 +318,9 @@ class ReductionOp(LoopNestOp):
         kind = self.kind.data
         count = _RESULT_COUNT.get(kind, 1)
         if len(self.outputs) != count:
-            raise VerifyException(f"{self.name}: {kind} has {count} result(s), got {len(self.outputs)}")
+            raise VerifyException(
+                f"{self.name}: {kind} has {count} result(s), got {len(self.outputs)}"
+            )
         value = self.yielded_type()
         for out in self.outputs:
             _verify_result_shape(self, out.type, self.sizes)
@@ -439,6 +445,7 @@ class ExternOp(IRDLOperation):
         op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
         op.attributes.update(attributes)
         return op
+
 
 __all__ = [
     "ExternOp",

@@ -13,7 +13,18 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen  # pyright: ignore[reportPrivateUsage]
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, NameLoc, StringAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IndexType,
+    IntegerType,
+    ModuleOp,
+    NameLoc,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+    i1,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import ArgEncodingError
@@ -146,8 +157,13 @@ class GraphImporter:
         return ModuleOp([function])
 
     def _import_node(self, node: torch.fx.Node, handler: Callable[[torch.fx.Node], None]) -> None:
+        first_new_op = len(self._ops)
         try:
             handler(node)
+            # Helper ops a node needed (constants, casts) carry the node's location too.
+            for op in self._ops[first_new_op:]:
+                if isinstance(op.location, UnknownLoc):
+                    op.location = self._location(node)
         except FxImportError:
             raise
         except _EXPECTED_ERRORS as e:
@@ -281,35 +297,42 @@ class GraphImporter:
         args = {name: convert(value) for name, value in zip(names, node.args, strict=False)}
         for name, value in node.kwargs.items():
             args[name] = convert(value)
-        scalars = [n for n in overload.tensor_args if isinstance(args.get(n), _NUMBER)]
+        scalars = [n for n in overload.tensor_args if _is_scalar(args.get(n))]
         if scalars:
-            overload = self._wrap_scalars(node, target, overload, args, scalars)
+            overload = self._wrap_scalars(target, overload, args, scalars)
         result_types = self._types.result_types(self._meta_val(node))
         self._define(node, overload.build(args, result_types))
 
     def _wrap_scalars(
         self,
-        node: torch.fx.Node,
         target: torch._ops.OpOverload,  # pyright: ignore[reportPrivateUsage]
         overload: Overload,
         args: dict[str, Any],
         scalars: list[str],
     ) -> Overload:
-        """Handle Python numbers in tensor arguments (``add.Tensor(x, 1)``).
+        """Handle numbers in tensor arguments: ``add.Tensor(x, 1)``, or ``mul.Tensor(x, n)``
+        with ``n`` a SymInt.
 
         Prefer the ``Scalar`` overload, which ATen defines as the same call; otherwise
-        embed the number as the 0-d tensor the dispatcher would wrap it in (int64,
-        float64, bool or complex128).
+        make the 0-d tensor the dispatcher would wrap the number in (int64, float64,
+        bool or complex128): a constant, or ``aten.scalar_tensor`` of a symbolic value.
         """
         variant = self._overloads.scalar_variant(target, frozenset(scalars))
         if variant is not None:
             return variant
         for name in scalars:
-            wrapped = torch.scalar_tensor(args[name], dtype=_wrapped_dtype(args[name]))
-            op = constant_op(wrapped, self._types)
-            op.location = self._location(node)
+            value = args[name]
+            if isinstance(value, SSAValue):
+                dtype = _wrapped_dtype_of_type(value.type)
+                result_type = TensorType(self._types.element_type(dtype), [])
+                op = self._overloads.get(torch.ops.aten.scalar_tensor.default).build(
+                    {"s": value, "dtype": dtype}, [result_type]
+                )
+            else:
+                wrapped = torch.scalar_tensor(value, dtype=_wrapped_dtype(value))
+                op = constant_op(wrapped, self._types)
             self._ops.append(op)
-            args[name] = op.result
+            args[name] = op.results[0]
         return overload
 
     def _getitem(self, node: torch.fx.Node) -> None:
@@ -328,10 +351,11 @@ class GraphImporter:
         if node.kwargs:
             raise UnsupportedValue("symbolic operators with keyword arguments are not supported")
         args = [self._arg(a) for a in node.args]
+        first_new_op = len(self._ops)
         value = self._symbolic.lower(target, args)
-        owner = value.owner
-        if isinstance(owner, Operation):
-            owner.location = self._location(node)
+        # Name the result after the node unless it is an existing value passed through
+        # (math.floor of an int) or a shared constant.
+        if value.owner in self._ops[first_new_op:]:
             value.name_hint = _name_hint(node.name)
         self._values[node] = value
 
@@ -365,6 +389,21 @@ class GraphImporter:
 
 
 _NUMBER = (bool, int, float, complex)
+
+
+def _is_scalar(value: object) -> bool:
+    """A Python number, or a symbolic scalar (an SSA value that is not a tensor)."""
+    if isinstance(value, SSAValue):
+        return not isinstance(value.type, TensorType)
+    return isinstance(value, _NUMBER)
+
+
+def _wrapped_dtype_of_type(ty: Attribute) -> torch.dtype:
+    if ty == i1:
+        return torch.bool
+    if isinstance(ty, IndexType | IntegerType):
+        return torch.int64
+    return torch.float64
 
 
 def _wrapped_dtype(value: bool | int | float | complex) -> torch.dtype:

@@ -26,7 +26,7 @@ alias(x), detach(x)                         x
 permute(x, identity)                        x
 permute(permute(x, p), q)                   permute(x, p∘q), or x if that is the identity
 transpose.int(x, d, d)                      x
-t(t(x)), t(x) for rank < 2                   x
+t(t(x)), t(x) for rank < 2                  x
 squeeze.dim(x, d), x.shape[d] != 1          x
 squeeze.dim(unsqueeze(x, d), d)             x
 unsqueeze(squeeze.dim(x, d), d), size 1     x

@@ -200,7 +200,8 @@ class BodyBuilder:
             zero = self.const(0, src)
             return self.cmp("ne", v, zero)
         if is_float(src) and is_float(ty):
-            assert isinstance(src, AnyFloat) and isinstance(ty, AnyFloat)
+            assert isinstance(src, AnyFloat)
+            assert isinstance(ty, AnyFloat)
             if src.bitwidth == ty.bitwidth:  # f16 <-> bf16 go through f32
                 from xdsl.dialects.builtin import f32
 
@@ -221,7 +222,9 @@ class BodyBuilder:
 
     # -- arithmetic ------------------------------------------------------------------
 
-    def _pick(self, v: SSAValue, on_float: type[Operation], on_int: type[Operation], *args: SSAValue) -> SSAValue:
+    def _pick(
+        self, v: SSAValue, on_float: type[Operation], on_int: type[Operation], *args: SSAValue
+    ) -> SSAValue:
         op_cls = on_float if is_float(v.type) else on_int
         return self.emit(op_cls(v, *args))  # pyright: ignore[reportCallIssue]
 

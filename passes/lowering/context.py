@@ -28,7 +28,13 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
-from kiln.dialects.loop.ops import ExternOp, PointwiseOp, ReductionOp, buffer_type, tensor_for_buffer
+from kiln.dialects.loop.ops import (
+    ExternOp,
+    PointwiseOp,
+    ReductionOp,
+    buffer_type,
+    tensor_for_buffer,
+)
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
 from kiln.passes.lowering.tensors import TensorRef, contiguous_strides
 from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type
@@ -209,11 +215,13 @@ class LoweringContext:
             for r, t in zip(op.outputs, out_types, strict=True)
         ]
 
-    def materialize(self, ref: TensorRef) -> SSAValue:
-        """A contiguous buffer holding ``ref``: its own buffer when it is one, else a copy."""
+    def materialize(self, ref: TensorRef, name: str | None = None) -> SSAValue:
+        """A contiguous buffer holding ``ref``: its own buffer when it is one, else a copy
+        (named ``name``, the tensor it holds)."""
         if ref.is_plain():
             return ref.buffer
         copy = self.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
+        copy.buffer.name_hint = name
         return copy.buffer
 
     # -- extern ---------------------------------------------------------------------------
@@ -249,7 +257,7 @@ class LoweringContext:
                 ):
                     views.append((operand, lowered))
                 else:
-                    mapping[operand] = input_arg(self.materialize(lowered))
+                    mapping[operand] = input_arg(self.materialize(lowered, operand.name_hint))
             elif lowered is not None:
                 arg = sym_args.get(lowered)
                 if arg is None:
@@ -321,7 +329,8 @@ class _ExternBody:
         from kiln.dialects.aten.dialect import op_class
 
         as_strided = op_class("as_strided.default")
-        assert as_strided is not None and view.strides is not None
+        assert as_strided is not None
+        assert view.strides is not None
         args: dict[str, Any] = {
             "self": tensor,
             "size": [self.size(s) for s in view.sizes],
@@ -364,7 +373,7 @@ class OpArgs:
                 syms.append(self.ctx.symbol(lowered))
             else:
                 syms.append(_SymbolicFloat())
-        value = decode_value(spec, self.op.properties.get(name), syms)
+        value = decode_value(spec, self.op.arg_attr(name), syms)
         if isinstance(value, _SymbolicFloat) or (
             isinstance(value, list) and any(isinstance(v, _SymbolicFloat) for v in value)  # pyright: ignore[reportUnknownVariableType]
         ):

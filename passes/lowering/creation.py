@@ -31,7 +31,9 @@ def filled(ctx: LoweringContext, sizes: Sequence[Expr], dtype: Attribute, value:
     return ctx.pointwise(sizes, dtype, lambda bb, idx: scalar(bb, value, dtype))
 
 
-def _full_of(value: Any, size_arg: str | None = "size", like: str | None = None) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _full_of(
+    value: Any, size_arg: str | None = "size", like: str | None = None
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     """``full``-like ops: the constant ``value`` (or the op's ``fill_value`` when None)."""
 
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -63,7 +65,9 @@ def _fill_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(x.sizes, args.result_dtype(), lambda bb, idx: bb.load(value, []))]
 
 
-def _arange_values(args: OpArgs, start: Any, end: Any, step: Any) -> tuple[float | int, float | int]:
+def _arange_values(
+    args: OpArgs, start: Any, end: Any, step: Any
+) -> tuple[float | int, float | int]:
     for v in (start, end, step):
         if isinstance(v, sympy.Expr) and not v.is_Number:
             raise NoLowering("symbolic arange bounds")

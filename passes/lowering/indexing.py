@@ -11,6 +11,7 @@ mask by the index. Boolean-mask indexing has a data-dependent shape and runs as 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
 import sympy
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, i64
@@ -20,7 +21,7 @@ from kiln.dialects.loop.expr import indirect_var
 from kiln.passes.lowering.body import BodyBuilder
 from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
 from kiln.passes.lowering.pointwise import broadcast_sizes
-from kiln.passes.lowering.tensors import ONE, ZERO, TensorRef, expr
+from kiln.passes.lowering.tensors import ONE, ZERO, TensorRef, expr, safe_mod
 from kiln.passes.lowering.types import NoLowering, compute_type, is_bool, is_float
 from kiln.passes.lowering.views import wrap_dim
 
@@ -129,7 +130,9 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     for k in range(len(pad) // 2):
         dim = x.rank - 1 - k
         lows[dim], highs[dim] = pad[2 * k], pad[2 * k + 1]
-    sizes = args.result_sizes(0, [s + lo + hi for s, lo, hi in zip(x.sizes, lows, highs, strict=True)])
+    sizes = args.result_sizes(
+        0, [s + lo + hi for s, lo, hi in zip(x.sizes, lows, highs, strict=True)]
+    )
     out_type = args.result_dtype()
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
@@ -140,7 +143,9 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         for k, (lo, hi) in enumerate(zip(lows, highs, strict=True)):
             need_lo = not (lo.is_Integer and int(lo) <= 0)
             need_hi = not (hi.is_Integer and int(hi) <= 0)
-            check = _range_mask(bb, src[k], ZERO if need_lo else None, x.sizes[k] if need_hi else None)
+            check = _range_mask(
+                bb, src[k], ZERO if need_lo else None, x.sizes[k] if need_hi else None
+            )
             if check is not None:
                 mask = check if mask is None else bb.and_(mask, check)
         if mask is None:
@@ -183,7 +188,9 @@ def _index_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         before = [k for k in rest if k < positions[0]]
         after = [k for k in rest if k > positions[0]]
         layout: list[tuple[str, int]] = (
-            [("x", k) for k in before] + [("b", j) for j in range(len(bsizes))] + [("x", k) for k in after]
+            [("x", k) for k in before]
+            + [("b", j) for j in range(len(bsizes))]
+            + [("x", k) for k in after]
         )
     else:
         layout = [("b", j) for j in range(len(bsizes))] + [("x", k) for k in rest]
@@ -264,7 +271,7 @@ def _repeat(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     inner = x
 
     def fn(idx: Sequence[Expr]) -> list[Expr]:
-        return [sympy.Mod(idx[lead + k], inner.sizes[k]) for k in range(inner.rank)]
+        return [safe_mod(idx[lead + k], inner.sizes[k]) for k in range(inner.rank)]
 
     return [x.with_map(sizes, fn)]
 
@@ -276,7 +283,11 @@ def _flip(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         strides = [(-s if k in dims else s) for k, s in enumerate(x.strides)]
         offset = x.offset + sum((x.strides[k] * (x.sizes[k] - 1) for k in dims), ZERO)
         return [x.strided(x.sizes, strides, offset)]
-    return [x.with_map(x.sizes, lambda idx: [x.sizes[k] - 1 - i if k in dims else i for k, i in enumerate(idx)])]
+    return [
+        x.with_map(
+            x.sizes, lambda idx: [x.sizes[k] - 1 - i if k in dims else i for k, i in enumerate(idx)]
+        )
+    ]
 
 
 def _roll(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -289,7 +300,7 @@ def _roll(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
     def fn(idx: Sequence[Expr]) -> list[Expr]:
         return [
-            sympy.Mod(i - amount[k], x.sizes[k]) if k in amount else i for k, i in enumerate(idx)
+            safe_mod(i - amount[k], x.sizes[k]) if k in amount else i for k, i in enumerate(idx)
         ]
 
     return [x.with_map(x.sizes, fn)]

@@ -201,14 +201,18 @@ def _silu(bb: BodyBuilder, xs: list[Value]) -> Value:
 def _hardswish(bb: BodyBuilder, xs: list[Value]) -> Value:
     x = xs[0]
     t = x.type
-    clipped = bb.minimum(bb.maximum(bb.add_(x, bb.const(3.0, t)), bb.const(0.0, t)), bb.const(6.0, t))
+    clipped = bb.minimum(
+        bb.maximum(bb.add_(x, bb.const(3.0, t)), bb.const(0.0, t)), bb.const(6.0, t)
+    )
     return bb.div(bb.mul(x, clipped), bb.const(6.0, t))
 
 
 def _hardsigmoid(bb: BodyBuilder, xs: list[Value]) -> Value:
     x = xs[0]
     t = x.type
-    clipped = bb.minimum(bb.maximum(bb.add_(x, bb.const(3.0, t)), bb.const(0.0, t)), bb.const(6.0, t))
+    clipped = bb.minimum(
+        bb.maximum(bb.add_(x, bb.const(3.0, t)), bb.const(0.0, t)), bb.const(6.0, t)
+    )
     return bb.div(clipped, bb.const(6.0, t))
 
 
@@ -238,7 +242,9 @@ def _square(bb: BodyBuilder, xs: list[Value]) -> Value:
 # --- unary lowerings -----------------------------------------------------------------
 
 
-def unary(formula: Formula, compute: str = "result") -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def unary(
+    formula: Formula, compute: str = "result"
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     """A one-input op; ``compute`` is ``result`` (the result dtype) or ``input``."""
 
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -496,7 +502,11 @@ def _logical(op_cls: type) -> Callable[[LoweringContext, OpArgs], list[Lowered]]
 
 def _logical_not(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     x = args.tensor("self")
-    return [elementwise(ctx, args, [x], lambda bb, xs: bb.not_(bb.cast(xs[0], i1)), compute_type(x.dtype))]
+    return [
+        elementwise(
+            ctx, args, [x], lambda bb, xs: bb.not_(bb.cast(xs[0], i1)), compute_type(x.dtype)
+        )
+    ]
 
 
 # --- pow ------------------------------------------------------------------------------
@@ -559,7 +569,9 @@ def _where(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(sizes, args.result_dtype(), body)]
 
 
-def _clamp(min_name: str | None, max_name: str | None) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _clamp(
+    min_name: str | None, max_name: str | None
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         x = args.tensor("self")
         lo = _operand(args, min_name) if min_name else None
@@ -664,7 +676,9 @@ def _copy(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 # --- backward formulas ------------------------------------------------------------
 
 
-def _backward(formula: Formula, names: tuple[str, ...]) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _backward(
+    formula: Formula, names: tuple[str, ...]
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         ty = compute_type(args.result_dtype())
         if not is_float(ty):
@@ -748,7 +762,15 @@ def _dropout_backward(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ty = compute_type(args.result_dtype())
     if not is_float(ty):
         raise NoLowering("dropout backward of ints")
-    return [elementwise(ctx, args, [grad, mask], lambda bb, xs: bb.mul(bb.mul(xs[0], xs[1]), scalar(bb, scale, ty)), ty)]
+    return [
+        elementwise(
+            ctx,
+            args,
+            [grad, mask],
+            lambda bb, xs: bb.mul(bb.mul(xs[0], xs[1]), scalar(bb, scale, ty)),
+            ty,
+        )
+    ]
 
 
 def _math(op_cls: type) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
@@ -792,7 +814,9 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "threshold": _with_scalars(_threshold, ("threshold", "value")),
     # unary, same type
     "abs": unary(_abs),
-    "neg": unary(lambda bb, xs: bb.neg(xs[0]) if not is_bool(xs[0].type) else _raise("neg of bool")),
+    "neg": unary(
+        lambda bb, xs: bb.neg(xs[0]) if not is_bool(xs[0].type) else _raise("neg of bool")
+    ),
     "sign": unary(_sign),
     "relu": unary(_relu),
     "ceil": unary(_identity_on_ints(xmath.CeilOp)),

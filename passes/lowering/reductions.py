@@ -100,7 +100,9 @@ def _finish(ctx: LoweringContext, ref: TensorRef, dtype: Attribute) -> TensorRef
     return ctx.pointwise(ref.sizes, dtype, lambda bb, idx: bb.load(ref, idx))
 
 
-def _simple(kind: ReductionKind, all_dims: bool = False) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _simple(
+    kind: ReductionKind, all_dims: bool = False
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     """sum/prod/amax/amin/any/all, over ``dim`` (or all dims)."""
 
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -137,7 +139,9 @@ def _arg(kind: ReductionKind) -> Callable[[LoweringContext, OpArgs], list[Lowere
     return lower
 
 
-def _values_and_indices(value_kind: ReductionKind, index_kind: ReductionKind) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _values_and_indices(
+    value_kind: ReductionKind, index_kind: ReductionKind
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     """``max.dim``/``min.dim``: the extreme value and its index along ``dim``."""
 
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -174,7 +178,9 @@ def _mean_dim(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return _mean(ctx, args, args.value("dim"), bool(args.value("keepdim")))
 
 
-def _welford(args: OpArgs, ctx: LoweringContext, dims: Any, keepdim: bool) -> tuple[Reduce, list[TensorRef], Attribute]:
+def _welford(
+    args: OpArgs, ctx: LoweringContext, dims: Any, keepdim: bool
+) -> tuple[Reduce, list[TensorRef], Attribute]:
     x = args.tensor("self")
     ty = compute_type(args.result_dtype())
     if not is_float(ty):
@@ -193,7 +199,13 @@ def _correction(args: OpArgs) -> Any:
 
 
 def _variance(
-    ctx: LoweringContext, m2: TensorRef, count: Expr, correction: Any, ty: Attribute, out: Attribute, sqrt: bool
+    ctx: LoweringContext,
+    m2: TensorRef,
+    count: Expr,
+    correction: Any,
+    ty: Attribute,
+    out: Attribute,
+    sqrt: bool,
 ) -> TensorRef:
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
         from kiln.passes.lowering.pointwise import scalar
@@ -224,7 +236,9 @@ def _var_mean(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [var, _finish(ctx, mean, args.result_dtype(1))]
 
 
-def _softmax(log: bool, dtype_arg: str | None) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+def _softmax(
+    log: bool, dtype_arg: str | None
+) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         x = args.tensor("self")
         out = args.result_dtype()

@@ -40,6 +40,11 @@ def contiguous_strides(sizes: Sequence[Expr]) -> tuple[Expr, ...]:
     return tuple(reversed(strides))
 
 
+def safe_mod(value: Expr, size: Expr) -> Expr:
+    """``value % size``, or 0 for an empty dim (never indexed)."""
+    return ZERO if size == 0 else sympy.Mod(value, size)
+
+
 def numel(sizes: Sequence[Expr]) -> Expr:
     n: Expr = ONE
     for s in sizes:
@@ -98,7 +103,9 @@ class TensorRef:
             return False
         return all(
             s == t or size == 1
-            for s, t, size in zip(self.strides, contiguous_strides(self.sizes), self.sizes, strict=True)
+            for s, t, size in zip(
+                self.strides, contiguous_strides(self.sizes), self.sizes, strict=True
+            )
         ) and all(
             d < 0 or sympy.Integer(d) == size
             for d, size in zip(ty.get_shape(), self.sizes, strict=True)
@@ -130,9 +137,7 @@ class TensorRef:
     def expand(self, sizes: Sequence[Expr]) -> TensorRef:
         """Broadcast to ``sizes`` (new leading dims and size-1 dims get stride 0)."""
         lead = len(sizes) - self.rank
-        keep = [
-            not (self.sizes[k] == 1 and sizes[lead + k] != 1) for k in range(self.rank)
-        ]
+        keep = [not (self.sizes[k] == 1 and sizes[lead + k] != 1) for k in range(self.rank)]
         if self.strides is not None:
             strides = [ZERO] * lead + [
                 s if kept else ZERO for s, kept in zip(self.strides, keep, strict=True)
@@ -211,6 +216,9 @@ class TensorRef:
     def reshape(self, sizes: Sequence[Expr]) -> TensorRef:
         """``view``/``reshape``: strided when torch could view it, a general map otherwise."""
         sizes = tuple(sizes)
+        if any(s == 0 for s in (*self.sizes, *sizes)):
+            # Nothing is ever loaded from an empty tensor: any map will do.
+            return self.strided(sizes, contiguous_strides(sizes), ZERO)
         if self.strides is not None:
             strides = view_strides(self.sizes, self.strides, sizes)
             if strides is not None:

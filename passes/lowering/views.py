@@ -83,9 +83,7 @@ def _expand(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
     requested = _sizes(args.value("size"))
     lead = len(requested) - ref.rank
-    sizes = [
-        ref.sizes[k - lead] if s == -1 and k >= lead else s for k, s in enumerate(requested)
-    ]
+    sizes = [ref.sizes[k - lead] if s == -1 and k >= lead else s for k, s in enumerate(requested)]
     return [ref.expand(args.result_sizes(0, sizes))]
 
 
@@ -176,7 +174,9 @@ def _split(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     n, k = int(total), int(split)
     if k <= 0:
         raise NoLowering("split size must be positive")
-    sizes = [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)] if n else [sympy.Integer(0)]
+    sizes = (
+        [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)] if n else [sympy.Integer(0)]
+    )
     return _split_by_sizes(ref, sizes, dim)
 
 
@@ -231,7 +231,16 @@ def _diagonal(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     if not all(ref.sizes[d].is_Integer for d in (dim1, dim2)):
         raise NoLowering("diagonal of symbolic dims")
     out = ref.diagonal(offset, dim1, dim2)
-    return [TensorRef(out.buffer, tuple(args.result_sizes(0, out.sizes)), out.dtype, out.strides, out.offset, out.general)]
+    return [
+        TensorRef(
+            out.buffer,
+            tuple(args.result_sizes(0, out.sizes)),
+            out.dtype,
+            out.strides,
+            out.offset,
+            out.general,
+        )
+    ]
 
 
 def _flatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

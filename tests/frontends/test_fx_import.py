@@ -31,10 +31,11 @@ from xdsl.dialects.builtin import (
     TensorType,
     f64,
     i1,
+    i64,
 )
 
-from kiln.dialects.aten import ConstantOp, GenericOp
-from kiln.frontends.capture import capture_make_fx
+from kiln.dialects.aten import AtenOp, ConstantOp, GenericOp
+from kiln.frontends.capture import capture_aot, capture_make_fx
 from kiln.frontends.fx import (
     GET_ATTR_ATTR,
     OUTPUTS_ATTR,
@@ -199,6 +200,56 @@ def test_python_numbers_in_tensor_slots_use_scalar_overloads() -> None:
     module = import_graph(gm)
     assert "aten.add.Scalar" in op_names(module)
     assert_round_trips(module)
+
+
+def test_symbolic_number_in_tensor_slot_uses_scalar_overload() -> None:
+    def program(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x * n
+
+    gm, _ = capture_make_fx(program, torch.randn(3, 2), 3, dynamic=True)
+    module = import_graph(gm)
+    assert_faithful(gm, module)
+    (mul,) = [op for op in the_function(module).body.walk() if op.name == "aten.mul.Scalar"]
+    assert isinstance(mul, AtenOp)
+    assert [v.type for v in mul.sym_operands()] == [IndexType()]
+
+
+def test_symbolic_number_without_scalar_overload_becomes_scalar_tensor() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    n = graph.placeholder("n")
+    top = graph.call_function(torch.ops.aten.maximum.default, (x, n))
+    graph.output(top)
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    assert mode.shape_env is not None
+    x.meta["val"] = mode.from_tensor(torch.empty(3))
+    n.meta["val"] = mode.shape_env.create_unbacked_symint()
+    top.meta["val"] = mode.from_tensor(torch.empty(3))
+    module = import_graph(torch.fx.GraphModule(nn.Module(), graph))
+    assert_round_trips(module)
+    (wrapped,) = [op for op in the_function(module).body.walk() if "scalar_tensor" in op.name]
+    assert wrapped.results[0].type == TensorType(i64, [])
+
+
+def test_tied_weights_are_one_input() -> None:
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.embed.weight
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embed(tokens))
+
+    tokens = torch.randint(0, 10, (2, 3))
+    for capture in (capture_make_fx, capture_aot):
+        gm, example = capture(Tied(), tokens)
+        assert [p.name for p in gm.graph.find_nodes(op="placeholder")] == ["embed_weight", "tokens"]
+        assert len(example) == 2
+        assert_faithful(gm, import_graph(gm))
 
 
 def test_python_number_without_scalar_overload_is_a_wrapped_constant() -> None:
