@@ -53,6 +53,23 @@ class AotTrainingCapture:
     backward: Capture
 
 
+STATE_INPUTS = "kiln.state_inputs"
+"""``gm.meta`` key: how many leading placeholders are parameters, buffers or lifted
+constants (the rest are the program's own inputs)."""
+
+
+def state_constants(capture: Capture) -> dict[str, torch.Tensor]:
+    """Placeholder name -> real tensor for the parameters, buffers and lifted constants
+    of a capture: pass as ``import_graph(..., constants=...)`` to embed them."""
+    count = capture.gm.meta.get(STATE_INPUTS, 0)
+    placeholders = capture.gm.graph.find_nodes(op="placeholder")[:count]
+    return {
+        node.name: value
+        for node, value in zip(placeholders, capture.example_inputs, strict=False)
+        if isinstance(value, torch.Tensor)
+    }
+
+
 class CaptureError(RuntimeError):
     """The program could not be captured (the message says which tracer and why)."""
 
@@ -175,6 +192,7 @@ def capture_make_fx(
     # With container inputs make_fx flattens them, so placeholders and names misalign.
     user_names = _input_names(fn, len(inputs)) if flat_inputs else []
     _rename_placeholders(gm, [*names, *user_names])
+    gm.meta[STATE_INPUTS] = len(state)
     return Capture(gm, real)
 
 
@@ -237,10 +255,12 @@ def _aot_run(
     return compiled(*state, *inputs)
 
 
-def _name_aot_inputs(fn: Callable[..., Any], inputs: Sequence[Any], graph: Capture) -> None:
-    """Name a forward graph's placeholders after parameters and arguments (AOTAutograd
-    calls them ``primals_3`` / ``arg2_1``), when they are exactly those."""
+def _annotate_aot_forward(fn: Callable[..., Any], inputs: Sequence[Any], graph: Capture) -> None:
+    """Record the parameter count and name a forward graph's placeholders after the
+    parameters and arguments (AOTAutograd calls them ``primals_3`` / ``arg2_1``), when
+    they are exactly those."""
     names = _state(fn)[0] if isinstance(fn, nn.Module) else []
+    graph.gm.meta[STATE_INPUTS] = len(names)
     names += _input_names(fn, len(inputs))
     if len(graph.gm.graph.find_nodes(op="placeholder")) == len(names):
         _rename_placeholders(graph.gm, names)
@@ -266,7 +286,7 @@ def capture_aot(
             f"AOTAutograd could not trace the program: {type(e).__name__}: {e}"
         ) from e
     graph = forward.capture("forward")
-    _name_aot_inputs(fn, inputs, graph)
+    _annotate_aot_forward(fn, inputs, graph)
     return graph
 
 
@@ -313,7 +333,7 @@ def capture_aot_training(
             f"AOTAutograd could not trace the program: {type(e).__name__}: {e}"
         ) from e
     graphs = AotTrainingCapture(forward.capture("forward"), backward.capture("backward"))
-    _name_aot_inputs(fn, inputs, graphs.forward)
+    _annotate_aot_forward(fn, inputs, graphs.forward)
     return graphs
 
 
@@ -371,4 +391,8 @@ def capture_export(
             example.append(source[spec.target])
         else:
             raise CaptureError(f"torch.export input kind {spec.kind.name} is not supported")
-    return Capture(program.graph_module, _snapshot(example))
+    gm = program.graph_module
+    gm.meta[STATE_INPUTS] = sum(
+        spec.kind is not InputKind.USER_INPUT for spec in program.graph_signature.input_specs
+    )
+    return Capture(gm, _snapshot(example))

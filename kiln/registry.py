@@ -25,6 +25,7 @@ TargetFactory = Callable[[], type[Target]]
 KILN_DIALECTS: dict[str, tuple[str, str]] = {
     "aten": ("kiln.dialects.aten", "Aten"),
     "loop": ("kiln.dialects.loop", "Loop"),
+    "kernel": ("kiln.dialects.kernel", "Kernel"),
 }
 
 # kiln's own passes: name -> (module, class). One pass per file under passes/.
@@ -34,6 +35,9 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
+    "fuse": ("kiln.passes.fuse", "FusePass"),
+    "tile": ("kiln.passes.tile", "TilePass"),
+    "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
 }
 
 # kiln's own output targets (``kiln-opt -t name``): name -> (module, Target class).

@@ -86,9 +86,32 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
     old_block.erase(safe_erase=False)
 
 
+def _check_not_written(ctx: LoweringContext, op: Operation) -> None:
+    """Value semantics: reading a tensor after an in-place op wrote it would see the
+    old value, so refuse rather than compute it wrongly."""
+    for operand in op.operands:
+        lowered = ctx.values.get(operand)
+        if isinstance(lowered, TensorRef) and lowered.buffer in ctx.written:
+            raise LoweringError(
+                f"{operand.name_hint or 'a tensor'} is read after an in-place op wrote it "
+                "(or a view of it); lower a functionalized graph (AOTAutograd, torch.export)"
+            )
+
+
+def _mark_written(ctx: LoweringContext, op: AtenOp) -> None:
+    tensors = op.tensor_operands()
+    for spec in op.op_schema().arguments:
+        if spec.kind.is_tensor and spec.mutable:
+            for value in tensors[spec.name]:
+                lowered = ctx.values.get(value) if value is not None else None
+                if isinstance(lowered, TensorRef):
+                    ctx.written.add(lowered.buffer)
+
+
 def _lower_op(
     ctx: LoweringContext, op: Operation, table: LoweringTable, stats: LoweringStats | None
 ) -> None:
+    _check_not_written(ctx, op)
     if isinstance(op, ReturnOp):
         ctx.emit(ReturnOp(*[_returned(ctx, v) for v in op.arguments]))
         return
@@ -101,6 +124,7 @@ def _lower_op(
             except NoLowering:
                 results = None
         name = op.overload_name
+        _mark_written(ctx, op)
         if results is None:
             results = ctx.extern(op)
             if stats is not None:

@@ -74,7 +74,12 @@ def _argument_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --mode aot: import the forward and backward graphs of a training step",
     )
-    parser.add_argument("--params", choices=("inputs", "constants"), default="inputs")
+    parser.add_argument(
+        "--params",
+        choices=("inputs", "constants"),
+        default="inputs",
+        help="parameters and buffers as function arguments (default) or aten.constant",
+    )
     parser.add_argument("-o", "--output", type=Path, help="write the IR here, not stdout")
     parser.add_argument(
         "--debuginfo", action="store_true", help="print locations (FX node and source line)"
@@ -182,7 +187,9 @@ def build_module(args: argparse.Namespace) -> Any:
         graphs = capture.capture_aot_training(program, *inputs, dynamic=args.dynamic)
         functions: list[Operation] = []
         for name, graph in (("forward", graphs.forward), ("backward", graphs.backward)):
-            imported = import_graph(graph.gm, func_name=name, params=args.params)
+            imported = import_graph(
+                graph.gm, func_name=name, params=args.params, constants=_constants(args, graph)
+            )
             for function in list(imported.ops):
                 function.detach()
                 functions.append(function)
@@ -193,7 +200,14 @@ def build_module(args: argparse.Namespace) -> Any:
         captured = capture.capture_make_fx(program, *inputs, dynamic=args.dynamic)
     else:
         captured = capture.capture_export(program, *inputs, dynamic=args.dynamic)
-    return import_graph(captured.gm, params=args.params)
+    return import_graph(captured.gm, params=args.params, constants=_constants(args, captured))
+
+
+def _constants(args: argparse.Namespace, captured: Any) -> dict[str, Any] | None:
+    """With ``--params constants``, the captured parameters and buffers to embed."""
+    from kiln.frontends.capture import state_constants
+
+    return state_constants(captured) if args.params == "constants" else None
 
 
 def _render(module: Any, debuginfo: bool) -> str:

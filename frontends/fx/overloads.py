@@ -40,7 +40,7 @@ class Overload:
 
     def build(self, args: Mapping[str, Any], result_types: Sequence[Attribute]) -> AtenOp:
         if self.op_cls is not None:
-            return self.op_cls.from_args(args, result_types)
+            return self.op_cls.create_from_args(args, result_types)
         return GenericOp.build_generic(self.qualified, args, result_types)
 
 

@@ -60,6 +60,8 @@ class LoweringContext:
         self._symbol_of: dict[SSAValue, sympy.Symbol] = {}
         self._index_values: dict[Expr, SSAValue] = {}
         self._constants: dict[int, SSAValue] = {}
+        self.written: set[SSAValue] = set()
+        """Buffers an in-place op has written (reading them again is refused)."""
 
     # -- values ------------------------------------------------------------------------
 
@@ -89,7 +91,7 @@ class LoweringContext:
                 sizes.append(sympy.Integer(dim))
             else:
                 index = self.index_constant(k)
-                dim_op = self.emit(memref.DimOp.from_source_and_index(buffer, index))
+                dim_op = self.emit(memref.DimOp(buffer, index))
                 sizes.append(self.symbol(dim_op.results[0]))
         return TensorRef.of_buffer(buffer, sizes)
 
@@ -163,8 +165,8 @@ class LoweringContext:
         """A buffer of ``dtype`` whose element ``idx`` is ``body(bb, idx)`` (cast to dtype)."""
         check_body_type(dtype)
         bb = self.body(sizes)
-        value = bb.cast(body(bb, bb.index), dtype)
         size_attrs = self._size_attrs(bb, sizes)
+        value = bb.cast(body(bb, bb.index), dtype)
         block = bb.finish(value)
         op = PointwiseOp.build(
             operands=[bb.inputs, bb.sym_values],
@@ -186,9 +188,9 @@ class LoweringContext:
         """Reduce ``body(bb, idx, ridx)`` (cast to ``value_type``) over the reduction space."""
         check_body_type(value_type)
         bb = self.body(sizes, reduction_sizes)
-        value = bb.cast(body(bb, bb.index, bb.reduction), value_type)
         size_attrs = self._size_attrs(bb, sizes)
         reduction_attrs = self._size_attrs(bb, reduction_sizes)
+        value = bb.cast(body(bb, bb.index, bb.reduction), value_type)
         block = bb.finish(value)
         if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN):
             from xdsl.dialects.builtin import i64

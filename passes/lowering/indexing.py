@@ -11,6 +11,7 @@ mask by the index. Boolean-mask indexing has a data-dependent shape and runs as 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy
 from xdsl.dialects import arith
@@ -61,23 +62,20 @@ def _cat_refs(ctx: LoweringContext, args: OpArgs, refs: Sequence[TensorRef], dim
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
         d = idx[dim]
-        result: Value | None = None
-        for j in range(len(parts) - 1, -1, -1):
-            ref, lo, n = parts[j]
+        values: list[Value] = []
+        for j, (ref, lo, n) in enumerate(parts):
             shifted = [*idx[:dim], d - lo, *idx[dim + 1 :]]
-            first, last = j == 0, j == len(parts) - 1
-            lo_check = None if first else lo
-            hi_check = None if last else lo + n
+            lo_check = None if j == 0 else lo
+            hi_check = None if j == len(parts) - 1 else lo + n
             mask = _range_mask(bb, d, lo_check, hi_check)
             fill = False if is_bool(ref.dtype) else 0
-            v = bb.cast(bb.load(ref, shifted, mask, fill) if mask else bb.load(ref, shifted), ty)
-            if result is None:
-                result = v
-            else:
-                assert hi_check is not None
-                inside = bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(hi_check), "slt"))
-                result = bb.select(inside, v, result)
-        assert result is not None
+            loaded = bb.load(ref, shifted, mask, fill) if mask else bb.load(ref, shifted)
+            values.append(bb.cast(loaded, ty))
+        result = values[-1]
+        for j in range(len(parts) - 2, -1, -1):
+            _, lo, n = parts[j]
+            inside = bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(lo + n), "slt"))
+            result = bb.select(inside, values[j], result)
         return result
 
     return ctx.pointwise(sizes, out_type, body)
@@ -162,6 +160,49 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
             return bb.select(mask, v, scalar(bb, value, x.dtype))
 
     return [ctx.pointwise(sizes, out_type, body)]
+
+
+def _pad_by_index(reflect: bool, ndim: int) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+    """``reflection_pad{1,2,3}d``/``replication_pad{1,2,3}d``: the source index of each
+    padded dim is computed in the body (mirror or clamp) and loaded indirectly."""
+
+    def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+        x = args.tensor("self")
+        padding = [expr(p) for p in args.value("padding")]
+        if len(padding) != 2 * ndim or x.rank < ndim:
+            raise NoLowering("padding does not match the dims")
+        lows: dict[int, Expr] = {}
+        sizes = list(x.sizes)
+        for k in range(ndim):
+            dim = x.rank - 1 - k
+            lows[dim] = padding[2 * k]
+            sizes[dim] = x.sizes[dim] + padding[2 * k] + padding[2 * k + 1]
+        sizes = args.result_sizes(0, sizes)
+        index_type = IndexType()
+
+        def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+            src: list[Expr] = list(idx)
+            indirect: list[Value] = []
+            for dim, lo in lows.items():
+                i = bb.index_value(idx[dim] - lo)
+                last = bb.index_value(x.sizes[dim] - 1)
+                zero = bb.const(0, index_type)
+                if reflect:
+                    i = _abs_index(bb, i, zero)
+                    i = bb.sub(last, _abs_index(bb, bb.sub(last, i), zero))
+                else:
+                    i = bb.minimum(bb.maximum(i, zero), last)
+                src[dim] = indirect_var(len(indirect))
+                indirect.append(i)
+            return bb.load(x, src, indirect=indirect)
+
+        return [ctx.pointwise(sizes, args.result_dtype(), body)]
+
+    return lower
+
+
+def _abs_index(bb: BodyBuilder, v: Value, zero: Value) -> Value:
+    return bb.select(bb.cmp("lt", v, zero), bb.sub(zero, v), v)
 
 
 # --- indirect loads --------------------------------------------------------------
@@ -326,10 +367,121 @@ def _triangle(lower: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]
     return lower_op
 
 
+# --- writing into views, functionally -------------------------------------------------------
+
+
+def _embed(
+    ctx: LoweringContext,
+    args: OpArgs,
+    base: TensorRef | None,
+    src: TensorRef,
+    dim: int,
+    where: Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]],
+) -> Lowered:
+    """``base`` (zeros when None) with ``src`` written where ``where`` says, along ``dim``.
+
+    ``where(bb, d)`` gives the mask of positions ``d`` that come from ``src`` and the
+    index of ``d`` in ``src``'s dim (None as dimension: ``src`` lacks ``dim``)."""
+    out_type = args.result_dtype()
+    sizes = args.result_sizes(0, list(base.sizes) if base is not None else _backward_sizes(args))
+    dropped = src.rank < len(sizes)
+
+    def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+        mask, position = where(bb, idx[dim])
+        src_idx = [*idx[:dim], *([] if dropped else [position]), *idx[dim + 1 :]]
+        zero = False if is_bool(src.dtype) else 0
+        if mask is None:
+            return bb.load(src, src_idx)
+        inside = bb.load(src, src_idx, mask, zero)
+        outside = bb.load(base, idx) if base is not None else bb.const(zero, src.dtype)
+        return bb.select(mask, bb.cast(inside, out_type), bb.cast(outside, out_type))
+
+    return ctx.pointwise(sizes, out_type, body)
+
+
+def _backward_sizes(args: OpArgs) -> list[Expr]:
+    return [expr(s) for s in args.value("input_sizes")]
+
+
+def _slice_where(size: Expr, start: Any, end: Any, step: int) -> Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]]:
+    from kiln.passes.lowering.views import clamp_slice
+
+    first, length = clamp_slice(size, start, end, step)
+
+    def where(bb: BodyBuilder, d: Expr) -> tuple[Value | None, Expr]:
+        offset = d - first
+        mask = _range_mask(bb, d, first, first + length * step)
+        if step != 1:
+            on_step = bb.emit(
+                arith.CmpiOp(bb.index_value(safe_mod(offset, sympy.Integer(step))), bb.index_value(ZERO), "eq")
+            )
+            mask = on_step if mask is None else bb.and_(mask, on_step)
+        from kiln.dialects.loop.expr import FloorDiv
+
+        return mask, FloorDiv(offset, step) if step != 1 else offset
+
+    return where
+
+
+def _select_where(index: Expr) -> Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]]:
+    def where(bb: BodyBuilder, d: Expr) -> tuple[Value | None, Expr]:
+        mask = bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(index), "eq"))
+        return mask, ZERO
+
+    return where
+
+
+def _slice_scatter(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    base, src = args.tensor("self"), args.tensor("src")
+    dim = wrap_dim(args.value("dim"), base.rank)
+    step = args.value("step")
+    if not isinstance(step, int):
+        raise NoLowering("symbolic step")
+    where = _slice_where(base.sizes[dim], args.value("start"), args.value("end"), step)
+    return [_embed(ctx, args, base, src, dim, where)]
+
+
+def _slice_backward(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    src = args.tensor("grad_output")
+    sizes = _backward_sizes(args)
+    dim = wrap_dim(args.value("dim"), len(sizes))
+    step = args.value("step")
+    if not isinstance(step, int):
+        raise NoLowering("symbolic step")
+    where = _slice_where(sizes[dim], args.value("start"), args.value("end"), step)
+    return [_embed(ctx, args, None, src, dim, where)]
+
+
+def _select_index(size: Expr, index: Any) -> Expr:
+    e = expr(index)
+    return size + e if e.is_Integer and int(e) < 0 else e
+
+
+def _select_scatter(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    base, src = args.tensor("self"), args.tensor("src")
+    dim = wrap_dim(args.value("dim"), base.rank)
+    index = _select_index(base.sizes[dim], args.value("index"))
+    return [_embed(ctx, args, base, src, dim, _select_where(index))]
+
+
+def _select_backward(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    src = args.tensor("grad_output")
+    sizes = _backward_sizes(args)
+    dim = wrap_dim(args.value("dim"), len(sizes))
+    index = _select_index(sizes[dim], args.value("index"))
+    return [_embed(ctx, args, None, src, dim, _select_where(index))]
+
+
 LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+    "slice_scatter": _slice_scatter,
+    "select_scatter": _select_scatter,
+    "slice_backward": _slice_backward,
+    "select_backward": _select_backward,
     "cat": _cat,
     "stack": _stack,
     "constant_pad_nd": _constant_pad_nd,
+    **{f"reflection_pad{n}d": _pad_by_index(True, n) for n in (1, 2, 3)},
+    **{f"replication_pad{n}d": _pad_by_index(False, n) for n in (1, 2, 3)},
     "index.Tensor": _index_tensor,
     "index_select": _index_select,
     "gather": _gather,

@@ -305,6 +305,32 @@ def _threshold(bb: BodyBuilder, x: Value, p: dict[str, Any]) -> Value:
     return bb.select(keep, x, scalar(bb, p["value"], x.type))
 
 
+def _mish(bb: BodyBuilder, xs: list[Value]) -> Value:
+    x = xs[0]
+    softplus = bb.math(xmath.Log1pOp, bb.exp(x))
+    return bb.mul(x, bb.math(xmath.TanhOp, softplus))
+
+
+def _round_decimals(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """ATen: ``nearbyint(x * 10**d) / 10**d`` (``d < 0``: ``nearbyint(x / 10**-d) * 10**-d``)."""
+    x = args.tensor("self")
+    decimals = args.value("decimals")
+    ty = compute_type(args.result_dtype())
+    if not isinstance(decimals, int):
+        raise NoLowering("symbolic decimals")
+    if not is_float(ty):
+        return [x]
+    ten_pow = 10.0 ** abs(decimals)
+
+    def formula(bb: BodyBuilder, xs: list[Value]) -> Value:
+        scale = bb.const(ten_pow, ty)
+        if decimals >= 0:
+            return bb.div(bb.math(xmath.RoundEvenOp, bb.mul(xs[0], scale)), scale)
+        return bb.mul(bb.math(xmath.RoundEvenOp, bb.div(xs[0], scale)), scale)
+
+    return [elementwise(ctx, args, [x], formula, ty)]
+
+
 def _gelu_op(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     x = args.tensor("self")
     approximate = args.value("approximate")
@@ -577,8 +603,6 @@ def _clamp(
         lo = _operand(args, min_name) if min_name else None
         hi = _operand(args, max_name) if max_name else None
         ty = compute_type(args.result_dtype())
-        if is_bool(ty):
-            raise NoLowering("clamp of bools")
         operands: list[Operand] = [x]
         if lo is not None:
             operands.append(lo)
@@ -806,6 +830,8 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "silu": unary(_float_only(_silu)),
     "hardswish": unary(_float_only(_hardswish)),
     "hardsigmoid": unary(_float_only(_hardsigmoid)),
+    "mish": unary(_float_only(_mish)),
+    "round.decimals": _round_decimals,
     "gelu": _gelu_op,
     "leaky_relu": _with_scalars(_leaky_relu, ("negative_slope",)),
     "elu": _with_scalars(_elu, ("alpha", "scale", "input_scale")),
@@ -879,6 +905,8 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "clamp.Tensor": _clamp("min", "max"),
     "clamp_min": _clamp("min", None),
     "clamp_max": _clamp(None, "max"),
+    "clamp_min.Tensor": _clamp("min", None),
+    "clamp_max.Tensor": _clamp(None, "max"),
     "masked_fill.Scalar": _masked_fill,
     "masked_fill.Tensor": _masked_fill,
     "addcmul": _addcmul,

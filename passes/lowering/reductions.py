@@ -228,12 +228,47 @@ def _var(sqrt: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     return lower
 
 
-def _var_mean(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
-    keepdim = bool(args.value("keepdim"))
-    r, (mean, m2, _), ty = _welford(args, ctx, args.value("dim"), keepdim)
-    count = numel(r.reduction_sizes)
-    var = _variance(ctx, m2, count, _correction(args), ty, args.result_dtype(0), False)
-    return [var, _finish(ctx, mean, args.result_dtype(1))]
+def _var_mean(sqrt: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+    """``var_mean``/``std_mean``: both from one welford reduction."""
+
+    def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+        keepdim = bool(args.value("keepdim"))
+        r, (mean, m2, _), ty = _welford(args, ctx, args.value("dim"), keepdim)
+        count = numel(r.reduction_sizes)
+        var = _variance(ctx, m2, count, _correction(args), ty, args.result_dtype(0), sqrt)
+        return [var, _finish(ctx, mean, args.result_dtype(1))]
+
+    return lower
+
+
+def _softmax_backward(log: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
+    """``_softmax_backward_data``: ``y * (g - sum(g * y))``; log: ``g - exp(y) * sum(g)``."""
+
+    def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+        grad, y = args.tensor("grad_output"), args.tensor("output")
+        out = args.result_dtype()
+        ty = compute_type(out)
+        if not is_float(ty):
+            raise NoLowering("softmax backward of ints")
+        r = Reduce(grad, normalize_dims([args.value("dim")], grad.rank), True)
+
+        def summand(bb: BodyBuilder, idx: list[sympy.Symbol], ridx: list[sympy.Symbol]) -> Value:
+            full = r.input_index(idx, ridx)
+            g = bb.load_as(grad, full, ty)
+            return g if log else bb.mul(g, bb.load_as(y, full, ty))
+
+        (total,) = ctx.reduction(K.SUM, r.out_sizes, r.reduction_sizes, ty, summand)
+
+        def epilogue(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
+            g, v = bb.load_as(grad, idx, ty), bb.load_as(y, idx, ty)
+            s = bb.load(total, r.broadcast_index(idx))
+            if log:
+                return bb.sub(g, bb.mul(bb.exp(v), s))
+            return bb.mul(v, bb.sub(g, s))
+
+        return [ctx.pointwise(grad.sizes, out, epilogue)]
+
+    return lower
 
 
 def _softmax(
@@ -323,7 +358,10 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "var.dim": _var(sqrt=False),
     "std.correction": _var(sqrt=True),
     "std.dim": _var(sqrt=True),
-    "var_mean.correction": _var_mean,
+    "var_mean.correction": _var_mean(sqrt=False),
+    "std_mean.correction": _var_mean(sqrt=True),
+    "_softmax_backward_data": _softmax_backward(log=False),
+    "_log_softmax_backward_data": _softmax_backward(log=True),
     "_softmax": _softmax(log=False, dtype_arg=None),
     "_log_softmax": _softmax(log=True, dtype_arg=None),
     "softmax.int": _softmax(log=False, dtype_arg="dtype"),

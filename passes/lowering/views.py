@@ -42,7 +42,9 @@ def infer_view_sizes(ref: TensorRef, requested: Sequence[Any]) -> list[Expr]:
         raise NoLowering("more than one -1 in view sizes")
     if holes:
         known = numel([s for k, s in enumerate(sizes) if k != holes[0]])
-        sizes[holes[0]] = sympy.simplify(numel(ref.sizes) / known) if known != 0 else ONE
+        from kiln.dialects.loop.expr import FloorDiv
+
+        sizes[holes[0]] = FloorDiv(numel(ref.sizes), known) if known != 0 else ONE
     return sizes
 
 
@@ -88,6 +90,8 @@ def _expand(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
 
 def _squeeze_dims(ref: TensorRef, dims: Sequence[int] | None) -> TensorRef:
+    if ref.rank == 0:
+        return ref
     candidates = range(ref.rank) if dims is None else [wrap_dim(d, ref.rank) for d in dims]
     drop = [d for d in candidates if ref.sizes[d] == 1]
     return ref.squeeze(drop) if ref.rank else ref

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,7 +36,13 @@ from xdsl.dialects.builtin import (
 )
 
 from kiln.dialects.aten import AtenOp, ConstantOp, GenericOp
-from kiln.frontends.capture import capture_aot, capture_make_fx
+from kiln.frontends.capture import (
+    Capture,
+    capture_aot,
+    capture_export,
+    capture_make_fx,
+    state_constants,
+)
 from kiln.frontends.fx import (
     GET_ATTR_ATTR,
     OUTPUTS_ATTR,
@@ -193,6 +200,22 @@ def test_constants_replace_placeholders() -> None:
     bools = import_graph(gm, constants={"table": table})
     (constant,) = [op for op in the_function(bools).body.walk() if isinstance(op, ConstantOp)]
     assert str(constant.value) == "dense<[true, false, true]> : tensor<3xi1>"
+
+
+# torch.export deep-copies pytree specs, which warns inside torch itself.
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+@pytest.mark.parametrize("capture", [capture_make_fx, capture_aot, capture_export])
+def test_state_constants_embed_parameters(capture: Callable[..., Capture]) -> None:
+    model = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)).eval()
+    captured = capture(model, torch.randn(2, 4))
+    state = state_constants(captured)
+    assert len(state) == len(model.state_dict())
+    module = import_graph(captured.gm, constants=state)
+    assert_round_trips(module)
+    function = the_function(module)
+    assert [str(t) for t in function.function_type.inputs.data] == ["tensor<2x4xf32>"]
+    constants = [op for op in function.body.walk() if isinstance(op, ConstantOp)]
+    assert len(constants) == len(state)
 
 
 def test_python_numbers_in_tensor_slots_use_scalar_overloads() -> None:
@@ -384,3 +407,55 @@ def test_higher_order_operator_is_rejected() -> None:
 def test_bad_params_mode() -> None:
     with pytest.raises(ValueError, match="params"):
         import_graph(traced_linear(), params="weights")  # type: ignore[arg-type]
+
+
+# --- fast construction -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overload", "args", "results"),
+    [
+        ("add.Tensor", {"self": "%x", "other": "%y", "alpha": 2}, ["t"]),
+        ("cat.default", {"tensors": ["%x", "%y", "%x"], "dim": 1}, ["t"]),
+        ("index.Tensor", {"self": "%x", "indices": [None, "%idx"]}, ["t"]),
+        (
+            "native_layer_norm.default",
+            {"input": "%x", "normalized_shape": [8], "weight": "%y", "bias": None, "eps": 1e-5},
+            ["t", "t", "t"],
+        ),
+        ("split.Tensor", {"self": "%x", "split_size": 2}, ["t", "t"]),
+        ("view.default", {"self": "%x", "size": ["%s", 8]}, ["t"]),
+        ("sym_size.int", {"self": "%x", "dim": 0}, ["index"]),
+    ],
+)
+def test_create_from_args_matches_from_args(
+    overload: str, args: dict[str, Any], results: list[str]
+) -> None:
+    """The importer's fast construction path builds exactly what from_args builds."""
+    from xdsl.dialects.builtin import f32
+    from xdsl.ir import Block
+
+    from kiln.dialects.aten import op_class
+
+    tensor = TensorType(f32, [4, 8])
+    block = Block(arg_types=[tensor, tensor, TensorType(i64, [3]), IndexType()])
+    values = dict(zip(["%x", "%y", "%idx", "%s"], block.args, strict=True))
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        return values[value] if isinstance(value, str) else value
+
+    concrete = {name: resolve(v) for name, v in args.items()}
+    result_types = [tensor if r == "t" else IndexType() for r in results]
+    cls = op_class(overload)
+    assert cls is not None
+    fast = cls.create_from_args(concrete, result_types)
+    reference = cls.from_args(concrete, result_types)
+    block.add_ops([fast, reference])
+    fast.verify()
+    assert type(fast) is type(reference)
+    assert list(fast.operands) == list(reference.operands)
+    assert fast.result_types == reference.result_types
+    assert fast.properties == reference.properties
+    assert fast.attributes == reference.attributes

@@ -99,6 +99,14 @@ def test_function_with_params_as_constants(
     assert "aten.index.Tensor" in {op.name for op in function.body.walk()}
 
 
+def test_params_as_constants(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [f"{model_file}:Net", "--input", "3x8xf32", "--input", "3xi64", "--params", "constants"]
+    assert main(argv) == 0
+    (function,) = parse_functions(capsys.readouterr().out)
+    assert len(function.function_type.inputs.data) == 2
+    assert sum(op.name == "aten.constant" for op in function.body.walk()) == 3
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -1,0 +1,325 @@
+"""Which loop nodes run together: greedy fusion scored by memory traffic saved.
+
+Like Inductor's scheduler, fusion runs in rounds. Each round lists the candidate pairs
+of groups that touch a common buffer (one produces what the other reads, or both read
+it), scores each by the bytes of memory traffic fusing would save (a buffer that stops
+being needed outside the pair saves its write and its read, ``2 x bytes``; a value read
+from registers instead of memory, or an input read once instead of twice, saves
+``bytes``), breaks ties by proximity in program order, and fuses the pairs that are
+still legal in that order. Rounds repeat until one fuses nothing.
+
+A pair is legal when neither is an extern call, the merged kernel stays within
+``max_nodes``, the iteration spaces fit together (:func:`level_in`), every read of a
+fused producer's value happens at the same point where it is computed
+(:mod:`kiln.passes.scheduling.legality`), and the graph of kernels stays acyclic
+(checked with networkx on the graph of groups). Every decision is recorded for
+``fuse{report=true}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import SSAValue
+
+from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
+from kiln.passes.scheduling.legality import (
+    Level,
+    level_in,
+    read_target,
+    reads_same_point,
+    same_size,
+    to_local,
+)
+
+MAX_GROUPS_PER_BUFFER = 64
+"""Buffers touched by more groups pair each group only with this many neighbours."""
+
+
+@dataclass
+class Group:
+    """Nodes that run in one kernel (or one extern / scalar op on its own)."""
+
+    id: int
+    nodes: list[int]
+    numel: sympy.Expr
+    rnumel: sympy.Expr
+    reduces: bool
+    levels: dict[int, Level]
+    fusable: bool
+
+    @property
+    def first(self) -> int:
+        return self.nodes[0]
+
+
+@dataclass
+class MergePlan:
+    numel: sympy.Expr
+    rnumel: sympy.Expr
+    reduces: bool
+    levels: dict[int, Level]
+    how: str
+
+
+@dataclass
+class Decision:
+    round: int
+    first: str
+    second: str
+    fused: bool
+    reason: str
+    saved: int
+
+    def line(self) -> str:
+        verdict = f"fused ({self.reason})" if self.fused else f"not fused: {self.reason}"
+        return f"fuse: round {self.round}: {self.first} + {self.second}: {verdict}, score {self.saved} bytes"
+
+
+@dataclass
+class FusionResult:
+    groups: list[Group]
+    """In an order that respects dependencies (kernels, externs and scalar ops)."""
+    decisions: list[Decision] = field(default_factory=list[Decision])
+
+
+class Scheduler:
+    """Greedy fusion over one function's schedule graph."""
+
+    def __init__(self, graph: ScheduleGraph, max_nodes: int) -> None:
+        self.graph = graph
+        self.max_nodes = max_nodes
+        self.groups: dict[int, Group] = {}
+        self.group_of: list[int] = []
+        for node in graph.nodes:
+            group = self._singleton(node)
+            self.groups[group.id] = group
+            self.group_of.append(group.id)
+        self.dag: nx.DiGraph = nx.DiGraph()  # pyright: ignore[reportMissingTypeArgument]
+        self.dag.add_nodes_from(self.groups)
+        self.dag.add_edges_from(graph.graph.edges)
+        self.decisions: list[Decision] = []
+        self._reported: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+
+    @staticmethod
+    def _singleton(node: Node) -> Group:
+        if node.kind is NodeKind.REDUCTION:
+            return Group(node.index, [node.index], node.numel, node.rnumel, True, {node.index: Level.RED}, True)
+        if node.kind is NodeKind.POINTWISE:
+            return Group(node.index, [node.index], node.numel, sympy.Integer(1), False, {node.index: Level.X}, True)
+        return Group(node.index, [node.index], sympy.Integer(0), sympy.Integer(0), False, {}, False)
+
+    # -- naming ------------------------------------------------------------------------
+
+    def label(self, group: Group) -> str:
+        names = [self.graph.nodes[i].name for i in group.nodes]
+        if len(names) > 4:
+            names = [*names[:3], f"... {len(names) - 3} more"]
+        return "[" + ", ".join(names) + "]"
+
+    # -- scoring -----------------------------------------------------------------------
+
+    def _buffers(self, group: Group) -> set[SSAValue]:
+        out: set[SSAValue] = set()
+        for i in group.nodes:
+            op = self.graph.nodes[i].op
+            out.update(v for v in op.operands if isinstance(v.type, MemRefType))
+            out.update(v for v in op.results if isinstance(v.type, MemRefType))
+        return out
+
+    def score(self, a: Group, b: Group) -> int:
+        members = set(a.nodes) | set(b.nodes)
+        saved = 0
+        for buffer in self._buffers(a) & self._buffers(b):
+            size = self.graph.bytes_of(buffer)
+            producer = self.graph.producer.get(buffer)
+            if producer is not None and producer in members:
+                readers = self.graph.consumers.get(buffer, [])
+                local = buffer not in self.graph.returned and all(r in members for r in readers)
+                saved += 2 * size if local else size
+            else:
+                saved += size
+        return saved
+
+    def candidates(self) -> list[tuple[int, int]]:
+        touching: dict[SSAValue, set[int]] = {}
+        for group in self.groups.values():
+            if not group.fusable and self.graph.nodes[group.first].kind is NodeKind.OTHER:
+                continue
+            for buffer in self._buffers(group):
+                touching.setdefault(buffer, set()).add(group.id)
+        pairs: set[tuple[int, int]] = set()
+        for ids in touching.values():
+            ordered = sorted(ids, key=lambda g: self.groups[g].first)
+            if not any(self.groups[g].fusable for g in ordered):
+                continue
+            for i, a in enumerate(ordered):
+                for b in ordered[i + 1 : i + 1 + MAX_GROUPS_PER_BUFFER]:
+                    pairs.add((a, b))
+        return list(pairs)
+
+    # -- legality ------------------------------------------------------------------------
+
+    def plan(self, a: Group, b: Group) -> MergePlan | str:
+        """How ``a`` and ``b`` would fuse, or why they cannot."""
+        for group in (a, b):
+            if not group.fusable:
+                node = self.graph.nodes[group.first]
+                what = "an extern call (ATen)" if node.kind is NodeKind.EXTERN else f"a {node.op.name} op"
+                return f"{node.name} is {what}, which is never fused"
+        if len(a.nodes) + len(b.nodes) > self.max_nodes:
+            return f"the kernel would have more than max-nodes={self.max_nodes} nodes"
+        space = self._merge_space(a, b)
+        if isinstance(space, str):
+            return space
+        numel, rnumel, reduces, levels = space
+        mismatch = self._check_reads(a, b, levels, rnumel)
+        if mismatch is not None:
+            return mismatch
+        through = self._cycle(a, b)
+        if through is not None:
+            return f"would create a cycle (through {through})"
+        how = "vertical" if self._depends(a, b) else "horizontal"
+        if a.reduces != b.reduces:
+            red, pw = (a, b) if a.reduces else (b, a)
+            level = levels[pw.first]
+            before = pw.first < red.first
+            if level is Level.X:
+                how += ", reduction prologue" if before else ", reduction epilogue"
+            else:
+                how += ", pointwise prologue" if before else ", pointwise over the reduced input"
+        elif a.reduces:
+            how += ", reductions over one input space"
+        return MergePlan(numel, rnumel, reduces, levels, how)
+
+    def _describe_space(self, group: Group) -> str:
+        if group.reduces:
+            return f"{group.numel} x {group.rnumel}"
+        return str(group.numel)
+
+    def _merge_space(
+        self, a: Group, b: Group
+    ) -> tuple[sympy.Expr, sympy.Expr, bool, dict[int, Level]] | str:
+        levels = {**a.levels, **b.levels}
+        if a.reduces and b.reduces:
+            if same_size(a.numel, b.numel) and same_size(a.rnumel, b.rnumel):
+                return a.numel, a.rnumel, True, levels
+        elif a.reduces or b.reduces:
+            red, pw = (a, b) if a.reduces else (b, a)
+            level = None
+            if same_size(pw.numel, red.numel):
+                level = Level.X
+            elif same_size(pw.numel, red.numel * red.rnumel):
+                level = Level.XR
+            if level is not None:
+                levels.update({i: level for i in pw.nodes})
+                return red.numel, red.rnumel, True, levels
+        elif same_size(a.numel, b.numel):
+            return a.numel, sympy.Integer(1), False, levels
+        return (
+            f"different iteration space ({self._describe_space(a)} vs {self._describe_space(b)})"
+        )
+
+    def _check_reads(
+        self, a: Group, b: Group, levels: dict[int, Level], rnumel: sympy.Expr
+    ) -> str | None:
+        side = {i: 0 for i in a.nodes} | {i: 1 for i in b.nodes}
+        for c in sorted(side):
+            consumer = self.graph.nodes[c]
+            for buffer, loads in consumer.loads.items():
+                p = self.graph.producer.get(buffer)
+                if p is None or p not in side or side[p] == side[c]:
+                    continue
+                local_rnumel = to_local(rnumel, consumer, self.graph.symbols)  # pyright: ignore[reportArgumentType]
+                target = read_target(consumer, levels[c], levels[p], local_rnumel)
+                bad = reads_same_point(consumer, loads, target)
+                if bad is not None:
+                    where = "with a mask" if bad.mask is not None else f'at "{bad.index.text}"'
+                    if bad.indirect:
+                        where = f'indirectly at "{bad.index.text}"'
+                    return (
+                        f"{consumer.name} reads {value_name(buffer)} {where}, not where it is "
+                        "computed in the fused kernel"
+                    )
+        return None
+
+    def _depends(self, a: Group, b: Group) -> bool:
+        return self.dag.has_edge(a.id, b.id) or self.dag.has_edge(b.id, a.id)
+
+    def _cycle(self, a: Group, b: Group) -> str | None:
+        """A group on a path between ``a`` and ``b`` through other groups, if any."""
+        for src, dst in ((a.id, b.id), (b.id, a.id)):
+            for succ in self.dag.successors(src):
+                if succ == dst:
+                    continue
+                if nx.has_path(self.dag, succ, dst):
+                    return self.label(self.groups[succ])
+        return None
+
+    # -- the rounds ------------------------------------------------------------------------
+
+    def merge(self, a: Group, b: Group, plan: MergePlan) -> Group:
+        keep, gone = (a, b) if a.first < b.first else (b, a)
+        keep.nodes = sorted(keep.nodes + gone.nodes)
+        keep.numel, keep.rnumel, keep.reduces = plan.numel, plan.rnumel, plan.reduces
+        keep.levels = plan.levels
+        for i in gone.nodes:
+            self.group_of[i] = keep.id
+        nx.contracted_nodes(self.dag, keep.id, gone.id, self_loops=False, copy=False)  # pyright: ignore[reportUnknownMemberType]
+        del self.groups[gone.id]
+        return keep
+
+    def _record(self, round_no: int, a: Group, b: Group, fused: bool, reason: str, saved: int) -> None:
+        key = (tuple(a.nodes), tuple(b.nodes))
+        if not fused and key in self._reported:
+            return
+        self._reported.add(key)
+        self.decisions.append(Decision(round_no, self.label(a), self.label(b), fused, reason, saved))
+
+    def run(self, max_rounds: int = 16) -> FusionResult:
+        for round_no in range(1, max_rounds + 1):
+            scored = []
+            for a_id, b_id in self.candidates():
+                a, b = self.groups[a_id], self.groups[b_id]
+                distance = abs(a.first - b.first)
+                scored.append((-self.score(a, b), distance, a.first, b.first))
+            scored.sort()
+            fused_any = False
+            for neg_score, _, first_a, first_b in scored:
+                a = self.groups[self.group_of[first_a]]
+                b = self.groups[self.group_of[first_b]]
+                if a.id == b.id:
+                    continue
+                plan = self.plan(a, b)
+                if isinstance(plan, str):
+                    self._record(round_no, a, b, False, plan, -neg_score)
+                    continue
+                self._record(round_no, a, b, True, plan.how, -neg_score)
+                self.merge(a, b, plan)
+                fused_any = True
+            if not fused_any:
+                break
+        return FusionResult(self.ordered_groups(), self.decisions)
+
+    def ordered_groups(self) -> list[Group]:
+        order: Iterable[int] = nx.lexicographical_topological_sort(
+            self.dag, key=lambda g: self.groups[g].first
+        )
+        return [self.groups[g] for g in order]
+
+
+def schedule(graph: ScheduleGraph, max_nodes: int) -> FusionResult:
+    return Scheduler(graph, max_nodes).run()
+
+
+def unfused(graph: ScheduleGraph) -> FusionResult:
+    """One group per node, in program order (``max-nodes=1``)."""
+    scheduler = Scheduler(graph, 1)
+    return FusionResult(scheduler.ordered_groups())
+
+
+__all__ = ["Decision", "FusionResult", "Group", "Scheduler", "schedule", "unfused"]

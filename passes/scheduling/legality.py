@@ -1,0 +1,145 @@
+"""When a node may read a fused producer's value: same iteration point, same element.
+
+A kernel iterates over ``numel`` x ``rnumel`` points ``(x, r)``. Each node in it runs at
+a *level*:
+
+* ``X``: a pointwise node over the ``numel`` space (once per ``x``): a reduction's
+  epilogue, or a pointwise node of a pointwise kernel;
+* ``XR``: a pointwise node over the whole ``numel * rnumel`` space (once per ``(x, r)``);
+  its flat position ``p`` is ``x * rnumel + r``;
+* ``RED``: a reduction: its index variables flatten to ``x``, its reduction variables
+  to ``r``; its outputs live at ``X`` level.
+
+Positions flatten row-major, whatever the node's own dimensions are, so two nodes with
+different shapes but the same number of points line up element by element. A fused
+consumer may read a producer's buffer only where the producer computed it *at the same
+point* (in registers, not memory): an ``XR`` producer's element ``p`` at ``p`` (by an
+``XR`` node or a reduction), an ``X`` producer's element ``x`` at ``x`` (by any node: a
+broadcast along ``r``). :func:`read_target` gives that index in the consumer's own
+variables; :func:`reads_same_point` checks every load against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum, auto
+
+import sympy
+
+from kiln.dialects.loop.body_ops import LoadOp
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges
+from kiln.passes.scheduling.graph import Node, NodeKind
+
+
+class Level(Enum):
+    X = auto()
+    XR = auto()
+    RED = auto()
+
+    @property
+    def output_level(self) -> Level:
+        """The level at which the node's results are available."""
+        return Level.X if self is Level.RED else self
+
+
+def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return sympy.expand(a - b) == 0
+
+
+def flat_index(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+    """Row-major position of ``variables`` in a space of ``sizes``."""
+    out: sympy.Expr = sympy.Integer(0)
+    for var, size in zip(variables, sizes, strict=True):
+        out = out * size + var
+    return sympy.expand(out)
+
+
+def _local_sizes(node: Node) -> tuple[list[sympy.Expr], list[sympy.Expr]]:
+    """The node's sizes over its *own* ``s<k>`` symbols (as its load indices use them)."""
+    loop = node.loop
+    return [s.data for s in loop.sizes.data], [s.data for s in loop.reduction_sizes_list()]
+
+
+def node_ranges(node: Node) -> dict[sympy.Symbol, sympy.Expr]:
+    sizes, rsizes = _local_sizes(node)
+    ranges = {index_var(k): s for k, s in enumerate(sizes)}
+    ranges.update({reduction_var(k): s for k, s in enumerate(rsizes)})
+    return ranges
+
+
+def read_target(
+    consumer: Node, consumer_level: Level, producer_level: Level, rnumel_local: sympy.Expr
+) -> sympy.Expr | None:
+    """The index at which ``consumer`` must read a producer's buffer to get the element
+    computed at its own point (None: it cannot read it at all).
+
+    ``rnumel_local`` is the kernel's ``rnumel`` over the consumer's own size symbols.
+    """
+    sizes, rsizes = _local_sizes(consumer)
+    d = [index_var(k) for k in range(len(sizes))]
+    r = [reduction_var(k) for k in range(len(rsizes))]
+    if producer_level.output_level is Level.XR:
+        if consumer_level is Level.XR:
+            return flat_index(d, sizes)
+        if consumer_level is Level.RED:
+            return flat_index([*d, *r], [*sizes, *rsizes])
+        return None
+    if consumer_level is Level.XR:
+        return FloorDiv(flat_index(d, sizes), rnumel_local)
+    return flat_index(d, sizes)
+
+
+def same_index(a: sympy.Expr, b: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> bool:
+    # A variable over a size-1 dimension is always 0.
+    zero = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
+    a, b = sympy.sympify(a).xreplace(zero), sympy.sympify(b).xreplace(zero)
+    a = simplify_with_ranges(sympy.expand(a), ranges)
+    b = simplify_with_ranges(sympy.expand(b), ranges)
+    return sympy.expand(a - b) == 0
+
+
+def reads_same_point(
+    consumer: Node, loads: Sequence[LoadOp], target: sympy.Expr | None
+) -> LoadOp | None:
+    """The first load that does not read ``target`` (None if all do)."""
+    ranges = node_ranges(consumer)
+    for load in loads:
+        if target is None or load.indirect or load.mask is not None:
+            return load
+        if not same_index(load.index.data, target, ranges):
+            return load
+    return None
+
+
+def to_local(expr: sympy.Expr, node: Node, symbols: dict[object, sympy.Symbol]) -> sympy.Expr:
+    """A global-symbol expression over ``node``'s own ``s<k>`` symbols."""
+    from kiln.dialects.loop.expr import size_var
+
+    mapping = {symbols[v]: size_var(k) for k, v in enumerate(node.loop.syms) if v in symbols}
+    return expr.xreplace(mapping)
+
+
+def level_in(node: Node, numel: sympy.Expr, rnumel: sympy.Expr) -> Level | None:
+    """The level of ``node`` in a kernel over ``numel`` x ``rnumel`` (None: it does not fit)."""
+    if node.kind is NodeKind.REDUCTION:
+        if same_size(node.numel, numel) and same_size(node.rnumel, rnumel):
+            return Level.RED
+        return None
+    if same_size(node.numel, numel):
+        return Level.X
+    if same_size(node.numel, numel * rnumel):
+        return Level.XR
+    return None
+
+
+__all__ = [
+    "Level",
+    "flat_index",
+    "level_in",
+    "node_ranges",
+    "read_target",
+    "reads_same_point",
+    "same_index",
+    "same_size",
+    "to_local",
+]

@@ -1,0 +1,115 @@
+"""Index expressions: exact text round trip, parse errors, and simplifications that are
+checked numerically against Python's own ``//`` and ``%``."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kiln.dialects.loop.expr import (
+    ExprSyntaxError,
+    FloorDiv,
+    format_expr,
+    parse_expr,
+    simplify_with_ranges,
+    var,
+)
+from kiln.dialects.loop.index_eval import compile_expr
+
+d0, d1, d2, s0, i0 = var("d0"), var("d1"), var("d2"), var("s0"), var("i0")
+
+
+@pytest.mark.parametrize(
+    ("expr", "text"),
+    [
+        (8 * d0 + d1, "8*d0 + d1"),
+        (FloorDiv(d0 + 3, 4), "(d0 + 3) // 4"),
+        (sympy.Mod(d0, 8), "d0 % 8"),
+        (d0 - 8, "d0 - 8"),
+        (-d0 + 3, "-d0 + 3"),
+        (s0 * d1 + d0, "d0 + d1*s0"),
+        (2 * s0**2 * d0 - 3 * d1 + 5, "2*d0*s0**2 - 3*d1 + 5"),
+        (2 * sympy.Mod(FloorDiv(d0, 4), 3), "2*(d0 // 4 % 3)"),
+        (-2 * FloorDiv(d0, 3), "-2*(d0 // 3)"),
+        (16 * i0 + d1, "d1 + 16*i0"),
+        (sympy.Integer(-4), "-4"),
+    ],
+)
+def test_format_and_parse(expr: sympy.Expr, text: str) -> None:
+    assert format_expr(expr) == text
+    assert parse_expr(text) == expr
+
+
+def test_floordiv_simplifies_exactly_divisible_terms() -> None:
+    assert FloorDiv(8 * d0 + d1, 8) == d0 + FloorDiv(d1, 8)
+    assert FloorDiv(4 * d0, 8) == FloorDiv(d0, 2)
+    assert FloorDiv(FloorDiv(d0, 2), 4) == FloorDiv(d0, 8)
+    assert FloorDiv(s0 * d0 + d1, s0) == d0 + FloorDiv(d1, s0)
+    assert FloorDiv(sympy.Integer(-7), 2) == -4
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "pos"),
+    [
+        ("d0 +", "unexpected end", 4),
+        ("x0", "unknown symbol 'x0'", 0),
+        ("3 // 0", "division by zero", 5),
+        ("(d0", "expected ')'", 3),
+        ("d0 ** -1", "positive integer exponent", 6),
+        ("", "empty", 0),
+        ("d0 $ 1", "unexpected character '$'", 3),
+    ],
+)
+def test_parse_errors(text: str, message: str, pos: int) -> None:
+    with pytest.raises(ExprSyntaxError, match=re.escape(message)) as info:
+        parse_expr(text)
+    assert info.value.pos == pos
+
+
+def test_range_simplification_joins_reshape_splits() -> None:
+    ranges = {d0: sympy.Integer(32), d1: sympy.Integer(8), d2: sympy.Integer(16)}
+    assert simplify_with_ranges(8 * FloorDiv(d0, 8) + sympy.Mod(d0, 8), ranges) == d0
+    assert simplify_with_ranges(FloorDiv(d1, 8) + sympy.Mod(d1, 8), ranges) == d1
+    # (256*d0 + 16*d1 + d2) // 1024 with d1, d2 < 16: the small terms never carry.
+    e = FloorDiv(256 * d0 + 16 * d1 + d2, 1024)
+    assert simplify_with_ranges(e, ranges) == FloorDiv(d0, 4)
+
+
+# --- numeric checks: whatever the simplifier does, values must not change ------------
+
+_atoms = st.sampled_from([d0, d1, d2])
+_consts = st.integers(min_value=-9, max_value=12)
+
+
+@st.composite
+def _exprs(draw: st.DrawFn, depth: int = 3) -> sympy.Expr:
+    if depth == 0 or draw(st.booleans()):
+        return draw(_atoms) if draw(st.booleans()) else sympy.Integer(draw(_consts))
+    left = draw(_exprs(depth - 1))
+    kind = draw(st.sampled_from(["+", "*", "//", "%"]))
+    if kind == "+":
+        return left + draw(_exprs(depth - 1))
+    divisor = draw(st.integers(min_value=1, max_value=9))
+    if kind == "*":
+        return left * draw(_consts)
+    return FloorDiv(left, divisor) if kind == "//" else sympy.Mod(left, divisor)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs())
+def test_text_round_trip_and_simplification_keep_values(e: sympy.Expr) -> None:
+    text = format_expr(e)
+    parsed = parse_expr(text)
+    assert parsed == e
+    assert format_expr(parsed) == text
+    sizes = {d0: 5, d1: 3, d2: 4}
+    simplified = simplify_with_ranges(e, {k: sympy.Integer(v) for k, v in sizes.items()})
+    before, after = compile_expr(e), compile_expr(simplified)
+    for values in itertools.product(*(range(n) for n in sizes.values())):
+        env = {str(k): v for k, v in zip(sizes, values, strict=True)}
+        assert before(env) == after(env), f"{text} -> {format_expr(simplified)} at {env}"
