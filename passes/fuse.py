@@ -38,6 +38,7 @@ from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
+from kiln.passes.scheduling.inline import inline_cheap_producers
 
 
 class FuseError(DiagnosticException):
@@ -56,6 +57,9 @@ class FusePass(ModulePass):
 
     max_nodes: int = 64
     """At most this many loop nodes per kernel (1: no fusion)."""
+    inline: bool = True
+    """Inline cheap pointwise producers into their consumers first (see
+    :mod:`kiln.passes.scheduling.inline`)."""
     report: bool = False
     """Print every candidate pair and the reason it was or was not fused (stderr)."""
 
@@ -76,6 +80,8 @@ class FusePass(ModulePass):
                     "run lower-aten first"
                 )
         remove_dead_nodes(func)
+        if self.inline and self.max_nodes > 1:
+            inline_cheap_producers(func)
         graph = build_graph(func)
         result = schedule(graph, self.max_nodes) if self.max_nodes > 1 else unfused(graph)
         if self.report:

@@ -77,7 +77,7 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
         try:
             _lower_op(ctx, op, table, stats)
         except (LoweringError, NoLowering) as e:
-            raise LowerAtenError(f"lower-aten: cannot lower {op.name}: {e}") from e
+            raise LowerAtenError(f"cannot lower {op.name}: {e}") from e
     func.body.detach_block(old_block)
     func.body.add_block(new_block)
     terminator = new_block.last_op

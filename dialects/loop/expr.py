@@ -21,6 +21,7 @@ cheap.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -365,7 +366,7 @@ def _split_small_terms(
     coeffs = [t.as_coeff_Mul()[0] for t in terms]
     if not all(c.is_Integer for c in coeffs):
         return None
-    candidates = sorted({int(sympy.gcd(divisor, int(c))) for c in coeffs}, reverse=True)
+    candidates = sorted({math.gcd(divisor, int(c)) for c in coeffs}, reverse=True)
     for g in candidates:
         if g <= 1:
             break

@@ -27,17 +27,20 @@ Sizes are index expressions over ``s<k>``, the k-th ``syms`` operand (``["s0", 8
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import sympy
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
+    DenseArrayBase,
     IndexType,
     IntegerType,
     MemRefType,
     NoneAttr,
     TensorType,
     i1,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Region, SSAValue
@@ -70,13 +73,25 @@ DYNAMIC = DYNAMIC_INDEX
 """xDSL's marker for a dynamic (``?``) dimension."""
 
 
+@cache
+def segment_sizes(*counts: int) -> DenseArrayBase:
+    """The ``operandSegmentSizes`` property for operand groups of these sizes (shared:
+    building it verifies, and hot lowering code builds ops with ``Op.create``)."""
+    return DenseArrayBase.from_list(i32, list(counts))
+
+
 def size_attr(size: int | sympy.Expr) -> IndexExprAttr:
     return IndexExprAttr(sympy.sympify(size))
 
 
 def buffer_type(element_type: Attribute, sizes: Sequence[int | sympy.Expr]) -> MemRefType:
     """The contiguous memref for a buffer of these sizes (``?`` for symbolic ones)."""
-    shape = [int(s) if sympy.sympify(s).is_Integer else DYNAMIC for s in sizes]
+    shape = tuple(int(s) if sympy.sympify(s).is_Integer else DYNAMIC for s in sizes)
+    return _memref(element_type, shape)
+
+
+@cache
+def _memref(element_type: Attribute, shape: tuple[int, ...]) -> MemRefType:
     return MemRefType(element_type, shape)
 
 

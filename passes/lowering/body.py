@@ -32,6 +32,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.ops import segment_sizes
 from kiln.passes.lowering.tensors import TensorRef
 from kiln.passes.lowering.types import (
     NoLowering,
@@ -151,8 +152,9 @@ class BodyBuilder:
         if mask is not None:
             assert fill is not None
             properties["fill"] = fill_attr(_fit(fill, ty.element_type), ty.element_type)
-        op = LoadOp.build(
-            operands=[self.input_arg(ref.buffer), list(indirect), [mask] if mask else []],
+        properties["operandSegmentSizes"] = segment_sizes(1, len(indirect), 1 if mask else 0)
+        op = LoadOp.create(
+            operands=[self.input_arg(ref.buffer), *indirect, *([mask] if mask else [])],
             result_types=[ty.element_type],
             properties=properties,
         )
@@ -164,7 +166,7 @@ class BodyBuilder:
     def index_value(self, e: Expr) -> SSAValue:
         """An index expression as an ``index`` value."""
         attr = expr_attr(self.localize(sympy.sympify(e)))
-        return self.emit(IndexOp.build(properties={"expr": attr}, result_types=[_INDEX]))
+        return self.emit(IndexOp.create(properties={"expr": attr}, result_types=[_INDEX]))
 
     def index_as(self, e: Expr, ty: Attribute) -> SSAValue:
         """An index expression converted to ``ty`` (i64, f32, ...)."""

@@ -33,6 +33,7 @@ from kiln.dialects.loop.ops import (
     PointwiseOp,
     ReductionOp,
     buffer_type,
+    segment_sizes,
     tensor_for_buffer,
 )
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
@@ -168,10 +169,13 @@ class LoweringContext:
         size_attrs = self._size_attrs(bb, sizes)
         value = bb.cast(body(bb, bb.index), dtype)
         block = bb.finish(value)
-        op = PointwiseOp.build(
-            operands=[bb.inputs, bb.sym_values],
+        op = PointwiseOp.create(
+            operands=[*bb.inputs, *bb.sym_values],
             result_types=[buffer_type(dtype, sizes)],
-            properties={"sizes": size_attrs},
+            properties={
+                "sizes": size_attrs,
+                "operandSegmentSizes": segment_sizes(len(bb.inputs), len(bb.sym_values)),
+            },
             regions=[Region(block)],
         )
         self.emit(op)
@@ -200,13 +204,14 @@ class LoweringContext:
             out_types = [buffer_type(value_type, sizes)] * 3
         else:
             out_types = [buffer_type(value_type, sizes)]
-        op = ReductionOp.build(
-            operands=[bb.inputs, bb.sym_values],
-            result_types=[out_types],
+        op = ReductionOp.create(
+            operands=[*bb.inputs, *bb.sym_values],
+            result_types=out_types,
             properties={
                 "kind": ReductionKindAttr(kind),
                 "sizes": size_attrs,
                 "reduction_sizes": reduction_attrs,
+                "operandSegmentSizes": segment_sizes(len(bb.inputs), len(bb.sym_values)),
             },
             regions=[Region(block)],
         )

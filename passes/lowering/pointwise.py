@@ -23,7 +23,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from kiln.passes.lowering.body import BodyBuilder
 from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
-from kiln.passes.lowering.tensors import TensorRef
+from kiln.passes.lowering.tensors import ONE, TensorRef
 from kiln.passes.lowering.types import (
     NoLowering,
     compute_type,
@@ -47,7 +47,7 @@ def broadcast_sizes(shapes: Sequence[Sequence[Expr]]) -> list[Expr]:
         candidates = [s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0]
         pick: Expr = sympy.Integer(1)
         for size in candidates:
-            if size != 1 and (pick == 1 or (not pick.is_Integer and size.is_Integer)):
+            if size != ONE and (pick == ONE or (not pick.is_Integer and size.is_Integer)):
                 pick = size
         out.append(pick)
     return out

@@ -42,7 +42,7 @@ def contiguous_strides(sizes: Sequence[Expr]) -> tuple[Expr, ...]:
 
 def safe_mod(value: Expr, size: Expr) -> Expr:
     """``value % size``, or 0 for an empty dim (never indexed)."""
-    return ZERO if size == 0 else sympy.Mod(value, size)
+    return ZERO if size == ZERO else sympy.Mod(value, size)
 
 
 def numel(sizes: Sequence[Expr]) -> Expr:
@@ -57,7 +57,7 @@ def strided_index(strides: tuple[Expr, ...], offset: Expr, idx: tuple[Expr, ...]
     """``offset + sum(stride * i)`` (cached: most loads repeat the same few maps)."""
     total = offset
     for stride, i in zip(strides, idx, strict=True):
-        if stride != 0 and i != 0:
+        if stride != ZERO and i != ZERO:
             total = total + stride * i
     return total
 
@@ -95,14 +95,14 @@ class TensorRef:
 
     def is_plain(self) -> bool:
         """Whether this is exactly its buffer, element for element (no copy needed)."""
-        if self.strides is None or self.offset != 0:
+        if self.strides is None or self.offset != ZERO:
             return False
         ty = self.buffer.type
         assert isinstance(ty, MemRefType)
         if len(ty.get_shape()) != len(self.sizes):
             return False
         return all(
-            s == t or size == 1
+            s == t or size == ONE
             for s, t, size in zip(
                 self.strides, contiguous_strides(self.sizes), self.sizes, strict=True
             )
@@ -137,7 +137,7 @@ class TensorRef:
     def expand(self, sizes: Sequence[Expr]) -> TensorRef:
         """Broadcast to ``sizes`` (new leading dims and size-1 dims get stride 0)."""
         lead = len(sizes) - self.rank
-        keep = [not (self.sizes[k] == 1 and sizes[lead + k] != 1) for k in range(self.rank)]
+        keep = [not (self.sizes[k] == ONE and sizes[lead + k] != ONE) for k in range(self.rank)]
         if self.strides is not None:
             strides = [ZERO] * lead + [
                 s if kept else ZERO for s, kept in zip(self.strides, keep, strict=True)
@@ -216,7 +216,7 @@ class TensorRef:
     def reshape(self, sizes: Sequence[Expr]) -> TensorRef:
         """``view``/``reshape``: strided when torch could view it, a general map otherwise."""
         sizes = tuple(sizes)
-        if any(s == 0 for s in (*self.sizes, *sizes)):
+        if any(s == ZERO for s in (*self.sizes, *sizes)):
             # Nothing is ever loaded from an empty tensor: any map will do.
             return self.strided(sizes, contiguous_strides(sizes), ZERO)
         if self.strides is not None:
@@ -247,7 +247,7 @@ def view_strides(
     can be split and merged freely. Symbolic sizes compare structurally.
     """
     old = [(s, st) for s, st in zip(old_sizes, old_strides, strict=True)]
-    if any(s == 0 for s in old_sizes) or any(s == 0 for s in new_sizes):
+    if any(s == ZERO for s in old_sizes) or any(s == ZERO for s in new_sizes):
         return list(contiguous_strides(new_sizes))
     new_strides: list[Expr] = [ZERO] * len(new_sizes)
     view_d = len(new_sizes) - 1
@@ -257,18 +257,18 @@ def view_strides(
     for tensor_d in range(len(old) - 1, -1, -1):
         tensor_numel = tensor_numel * old[tensor_d][0]
         if tensor_d == 0 or (
-            old[tensor_d - 1][0] != 1
-            and sympy.expand(old[tensor_d - 1][1] - tensor_numel * chunk_base_stride) != 0
+            old[tensor_d - 1][0] != ONE
+            and not _same(old[tensor_d - 1][1], tensor_numel * chunk_base_stride)
         ):
             while view_d >= 0 and (
-                sympy.expand(view_numel - tensor_numel) != 0 or new_sizes[view_d] == 1
+                view_numel != tensor_numel or new_sizes[view_d] == ONE
             ):
                 new_strides[view_d] = view_numel * chunk_base_stride
                 view_numel = view_numel * new_sizes[view_d]
                 view_d -= 1
                 if _known_greater(view_numel, tensor_numel):
                     return None
-            if sympy.expand(view_numel - tensor_numel) != 0:
+            if not _same(view_numel, tensor_numel):
                 return None
             if tensor_d > 0:
                 chunk_base_stride = old[tensor_d - 1][1]
@@ -277,6 +277,11 @@ def view_strides(
     if view_d != -1:
         return None
     return new_strides
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    """Equal sizes (structurally, or after expansion for symbolic products)."""
+    return a == b or (not (a.is_Integer and b.is_Integer) and sympy.expand(a - b) == ZERO)
 
 
 def _known_greater(a: Expr, b: Expr) -> bool:

@@ -93,7 +93,7 @@ def _squeeze_dims(ref: TensorRef, dims: Sequence[int] | None) -> TensorRef:
     if ref.rank == 0:
         return ref
     candidates = range(ref.rank) if dims is None else [wrap_dim(d, ref.rank) for d in dims]
-    drop = [d for d in candidates if ref.sizes[d] == 1]
+    drop = [d for d in candidates if ref.sizes[d] == ONE]
     return ref.squeeze(drop) if ref.rank else ref
 
 

@@ -28,6 +28,7 @@ import sympy
 
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.scheduling.graph import Node, NodeKind
 
 
@@ -61,7 +62,13 @@ def _local_sizes(node: Node) -> tuple[list[sympy.Expr], list[sympy.Expr]]:
 
 
 def node_ranges(node: Node) -> dict[sympy.Symbol, sympy.Expr]:
-    sizes, rsizes = _local_sizes(node)
+    return loop_ranges(node.loop)
+
+
+def loop_ranges(loop: LoopNestOp) -> dict[sympy.Symbol, sympy.Expr]:
+    """Each loop variable of ``loop`` and its size (over the op's own ``s<k>``)."""
+    sizes = [s.data for s in loop.sizes.data]
+    rsizes = [s.data for s in loop.reduction_sizes_list()]
     ranges = {index_var(k): s for k, s in enumerate(sizes)}
     ranges.update({reduction_var(k): s for k, s in enumerate(rsizes)})
     return ranges
@@ -136,6 +143,7 @@ __all__ = [
     "Level",
     "flat_index",
     "level_in",
+    "loop_ranges",
     "node_ranges",
     "read_target",
     "reads_same_point",

@@ -1,0 +1,261 @@
+"""Compile one ATen FX graph: import, run the pass pipeline, build an executable.
+
+This is what ``torch.compile(..., backend="kiln")`` runs for every graph AOTAutograd
+hands it (see :mod:`kiln.frontends.dynamo`), and what :func:`kiln.compile` wraps.
+
+Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.compile``):
+
+===============  ==========================================================================
+``pipeline``     pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
+``plugins``      plugin modules or ``.py`` files to load (each defines ``register(registry)``)
+``executor``     ``auto`` (C++ for CPU tensors, Triton for CUDA tensors, when built),
+                 ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
+                 slow, for debugging)
+``autotune``     benchmark candidate kernel configs on first call (Triton)
+``cuda_graphs``  replay launches through CUDA graphs (Triton)
+``debug_dir``    write, per graph, the FX graph, the IR after every pass, the generated
+                 code and the fusion report (also ``KILN_DEBUG=dir``)
+``verbose``      print a one-line summary per graph (default on)
+===============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import ModulePass, PassPipeline
+
+from kiln.registry import Registry, default_registry
+
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,lower-aten,fuse,tile,buffer-reuse"
+
+Executor = Literal["auto", "cpp", "triton", "interpret"]
+
+
+class CompileError(RuntimeError):
+    """A graph could not be compiled (the message names the graph and the step)."""
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    pipeline: str = DEFAULT_PIPELINE
+    plugins: tuple[str, ...] = ()
+    executor: Executor = "auto"
+    autotune: bool = False
+    cuda_graphs: bool = False
+    debug_dir: str | None = None
+    verbose: bool = True
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> CompileOptions:
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise CompileError(f"unknown kiln option(s) {unknown}; known: {sorted(known)}")
+        if "plugins" in options and isinstance(options["plugins"], str):
+            options["plugins"] = (options["plugins"],)
+        if "plugins" in options:
+            options["plugins"] = tuple(options["plugins"])
+        if options.get("debug_dir") is None and os.environ.get("KILN_DEBUG"):
+            options["debug_dir"] = os.environ["KILN_DEBUG"]
+        return cls(**options)
+
+
+@dataclass
+class GraphStats:
+    """What one compilation did; :func:`last_compile_stats` returns the latest."""
+
+    name: str
+    fx_nodes: int = 0
+    kernels: int = 0
+    externs: Counter[str] = field(default_factory=Counter[str])
+    executor: str = ""
+    seconds: float = 0.0
+    pass_seconds: dict[str, float] = field(default_factory=dict[str, float])
+
+    def summary(self) -> str:
+        extern = ", ".join(f"{name} x{n}" for name, n in self.externs.most_common())
+        return (
+            f"kiln: {self.name}: {self.fx_nodes} FX nodes -> {self.kernels} kernels"
+            f"{', ATen fallback: ' + extern if extern else ', no ATen fallback'}"
+            f" [{self.executor}, compiled in {self.seconds:.2f} s]"
+        )
+
+
+@dataclass
+class CompiledGraph:
+    """A compiled graph: call it with the graph's inputs (a flat list of tensors/ints)."""
+
+    run: Callable[[Sequence[Any]], Sequence[Any]]
+    stats: GraphStats
+    module: ModuleOp
+
+    def __call__(self, *args: Any) -> Any:
+        return self.run(args)
+
+
+_LAST_STATS: list[GraphStats] = []
+_GRAPH_IDS = itertools.count()
+
+
+def last_compile_stats() -> GraphStats:
+    """Statistics of the most recent graph compiled in this process."""
+    if not _LAST_STATS:
+        raise LookupError("kiln has not compiled a graph in this process")
+    return _LAST_STATS[-1]
+
+
+def _registry(options: CompileOptions) -> Registry:
+    registry = default_registry()
+    if options.plugins:
+        from kiln.plugins import load_plugin
+
+        for plugin in options.plugins:
+            load_plugin(registry, plugin)
+    return registry
+
+
+def _dump(debug: Path | None, name: str, text: str) -> None:
+    if debug is not None:
+        (debug / name).write_text(text)
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: CompileOptions,
+    name: str | None = None,
+) -> CompiledGraph:
+    """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``)."""
+    from kiln.frontends.fx import import_graph
+
+    start = time.perf_counter()
+    name = name or f"graph_{next(_GRAPH_IDS)}"
+    stats = GraphStats(name=name)
+    stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+    debug = Path(options.debug_dir) / name if options.debug_dir else None
+    if debug is not None:
+        debug.mkdir(parents=True, exist_ok=True)
+        _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
+
+    module = import_graph(gm)
+    func = next(op for op in module.ops if isinstance(op, FuncOp))
+    output_structure = func.attributes.get("kiln.outputs")
+    _dump(debug, "00_aten.mlir", str(module))
+
+    registry = _registry(options)
+    ctx = registry.make_context()
+    counter = itertools.count(1)
+    last = [time.perf_counter()]
+
+    def after_each(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
+        now = time.perf_counter()
+        if prev is not None:
+            stats.pass_seconds[prev.name] = stats.pass_seconds.get(prev.name, 0.0) + now - last[0]
+            _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
+        last[0] = now
+
+    try:
+        pipeline = PassPipeline.parse_spec(registry.passes, options.pipeline, after_each)
+    except Exception as e:
+        raise CompileError(f"{name}: bad pipeline {options.pipeline!r}: {e}") from e
+    last[0] = time.perf_counter()
+    pipeline.apply(ctx, module)
+
+    executor = _choose_executor(options.executor, example_inputs)
+    run = _build(executor, module, options, debug)
+    stats.executor = executor
+    stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
+    stats.externs = extern_overloads(module)
+    stats.seconds = time.perf_counter() - start
+    _LAST_STATS.append(stats)
+    del _LAST_STATS[:-1]
+    if options.verbose:
+        print(stats.summary(), file=sys.stderr)
+
+    structure = str(output_structure.data) if output_structure is not None else None  # pyright: ignore
+
+    def call(args: Sequence[Any]) -> Any:
+        outputs = run(list(args))
+        if structure is None:
+            return outputs
+        from kiln.frontends.fx.outputs import rebuild_structure
+
+        return rebuild_structure(structure, outputs)
+
+    return CompiledGraph(call, stats, module)
+
+
+_VIEW_OPS = frozenset({"aten::as_strided.default", "aten::view.default", "aten::alias.default"})
+
+
+def extern_overloads(module: ModuleOp) -> Counter[str]:
+    """ATen overloads that run as fallbacks (extern bodies), views excluded."""
+    from kiln.dialects.aten import AtenOp
+
+    counts: Counter[str] = Counter()
+    for op in module.walk():
+        if op.name not in ("kernel.extern", "loop.extern"):
+            continue
+        for inner in op.walk():
+            if isinstance(inner, AtenOp) and inner.overload_name not in _VIEW_OPS:
+                counts[inner.overload_name] += 1
+    return counts
+
+
+def _choose_executor(requested: Executor, inputs: Sequence[Any]) -> str:
+    if requested != "auto":
+        return requested
+    on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    available = _available_executors()
+    wanted = "triton" if on_cuda else "cpp"
+    return wanted if wanted in available else "interpret"
+
+
+def _available_executors() -> set[str]:
+    import importlib.util
+
+    found = {"interpret"}
+    for executor, module in (("cpp", "kiln.backends.cpp.wrapper"), ("triton", "kiln.backends.triton.runtime")):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found.add(executor)
+        except ModuleNotFoundError:
+            pass
+    return found
+
+
+def _build(
+    executor: str, module: ModuleOp, options: CompileOptions, debug: Path | None
+) -> Callable[[list[Any]], Sequence[Any]]:
+    if executor == "interpret":
+        return _interpreter(module)
+    raise CompileError(f"executor {executor!r} is not available in this build")
+
+
+def _interpreter(module: ModuleOp) -> Callable[[list[Any]], Sequence[Any]]:
+    """Run at the deepest level the pipeline reached, with kiln's reference interpreters."""
+    names = {op.name.split(".")[0] for op in module.walk()}
+    if "kernel" in names:
+        from kiln.dialects.kernel.interpreter import run_program
+
+        return lambda args: run_program(module, args)[0]
+    if "loop" in names:
+        from kiln.dialects.loop.interpreter import run_function as run_loop
+
+        return lambda args: run_loop(module, args)
+    from kiln.dialects.aten.interpreter import run_function
+
+    return lambda args: run_function(module, args)

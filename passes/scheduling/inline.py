@@ -1,0 +1,254 @@
+"""Inlining cheap pointwise producers into their consumers (recompute instead of store).
+
+A ``loop.pointwise`` node ``P`` whose buffer only loop nests read (it is neither
+returned nor passed to an extern call) can disappear: each ``loop.load`` of its buffer
+becomes a copy of ``P``'s body, with ``P``'s index variables replaced by the
+coordinates of the loaded position. That removes ``P``'s write and the consumers'
+reads of it, at the price of recomputing ``P`` and reading its inputs in every
+consumer. :func:`worth_inlining` weighs the two in bytes of memory traffic, and only
+takes cheap bodies (few ops, transcendental functions only for a single consumer), so
+that what is recomputed stays negligible; Inductor makes the same trade when it inlines
+pointwise nodes at lowering time. Inlining also lets nodes fuse that could not before:
+a broadcast constant or mask feeding a reduction kernel, for example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import IndexType, MemRefType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, SSAValue
+
+from kiln.dialects.loop.attributes import IndexExprAttr
+from kiln.dialects.loop.body_eval import torch_dtype
+from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
+from kiln.dialects.loop.expr import index_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp
+from kiln.passes.scheduling.build import unflatten
+from kiln.passes.scheduling.legality import loop_ranges
+
+MAX_BODY_OPS = 8
+"""Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
+MAX_READS = 4
+"""At most this many loads of the producer's buffer, over all consumers."""
+
+_TRANSCENDENTAL = (
+    xmath.ExpOp,
+    xmath.Exp2Op,
+    xmath.ExpM1Op,
+    xmath.LogOp,
+    xmath.Log1pOp,
+    xmath.Log2Op,
+    xmath.Log10Op,
+    xmath.TanhOp,
+    xmath.ErfOp,
+    xmath.SinOp,
+    xmath.CosOp,
+    xmath.TanOp,
+    xmath.PowFOp,
+    xmath.AtanOp,
+    xmath.Atan2Op,
+)
+
+
+def _body_cost(op: PointwiseOp) -> tuple[int, int]:
+    """(scalar ops, transcendental ops) of a body."""
+    ops = 0
+    expensive = 0
+    for inner in op.body.block.ops:
+        if isinstance(inner, LoadOp | IndexOp | YieldOp) or inner.name == "arith.constant":
+            continue
+        ops += 1
+        if isinstance(inner, _TRANSCENDENTAL):
+            expensive += 1
+    return ops, expensive
+
+
+def _element_bytes(value: SSAValue) -> int:
+    ty = value.type
+    assert isinstance(ty, MemRefType)
+    return torch_dtype(ty.element_type).itemsize
+
+
+def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:
+    """Whether recomputing ``producer`` in every consumer moves fewer bytes than storing it.
+
+    Per element: storing writes the element once and each consumer reads it; inlining
+    makes each consumer read what the producer reads instead.
+    """
+    ops, expensive = _body_cost(producer)
+    if ops > MAX_BODY_OPS or (expensive and len(consumers) > 1):
+        return False
+    reads = [load for c in consumers for load in _loads_of(c, producer.result)]
+    if len(reads) > MAX_READS:
+        return False
+    if any(load.indirect for load in reads):
+        return False
+    own = _element_bytes(producer.result)
+    input_bytes = sum(
+        _element_bytes(outer)
+        for outer, arg in zip(producer.inputs, producer.input_args(), strict=True)
+        for use in arg.uses
+        if isinstance(use.operation, LoadOp)
+    )
+    store_cost = own * (1 + len(reads))
+    inline_cost = input_bytes * len(reads)
+    return inline_cost <= store_cost
+
+
+def _loads_of(consumer: LoopNestOp, buffer: SSAValue) -> list[LoadOp]:
+    args = {arg for outer, arg in zip(consumer.inputs, consumer.input_args(), strict=True) if outer is buffer}
+    return [op for op in consumer.body.walk() if isinstance(op, LoadOp) and op.buffer in args]
+
+
+def _rebuild(consumer: LoopNestOp, inputs: Sequence[SSAValue], syms: Sequence[SSAValue]) -> LoopNestOp:
+    """The consumer with new operand lists (its body moved over; block args already fixed)."""
+    properties = {k: v for k, v in consumer.properties.items() if k != "operandSegmentSizes"}
+    new = type(consumer).build(
+        operands=[list(inputs), list(syms)],
+        result_types=[list(consumer.result_types)]
+        if not isinstance(consumer, PointwiseOp)
+        else list(consumer.result_types),
+        properties=properties,
+        attributes=dict(consumer.attributes),
+        regions=[consumer.detach_region(consumer.body)],
+    )
+    for old, fresh in zip(consumer.results, new.results, strict=True):
+        fresh.name_hint = old.name_hint
+        old.replace_all_uses_with(fresh)
+    return new
+
+
+def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
+    """``consumer`` with every load of ``producer``'s buffer replaced by its body."""
+    block: Block = consumer.body.block
+    loads = _loads_of(consumer, producer.result)
+    inputs = list(consumer.inputs)
+    syms = list(consumer.syms)
+    # The producer's inputs and sizes, as the consumer's block arguments and s<k>.
+    arg_for: dict[SSAValue, SSAValue] = dict(zip(consumer.inputs, consumer.input_args(), strict=True))
+    for outer in producer.inputs:
+        if outer not in arg_for:
+            inputs.append(outer)
+            arg_for[outer] = block.insert_arg(outer.type, len(block.args))
+    sym_rename: dict[sympy.Symbol, sympy.Expr] = {}
+    for k, value in enumerate(producer.syms):
+        if value not in syms:
+            syms.append(value)
+        sym_rename[size_var(k)] = size_var(syms.index(value))
+    producer_sizes = [s.data.xreplace(sym_rename) for s in producer.sizes.data]
+    ranges = loop_ranges(consumer)
+    p_block = producer.body.block
+    p_vars = p_block.args[: producer.num_loop_vars]
+    p_inputs = producer.input_args()
+    for load in loads:
+        coordinates = unflatten(load.index.data, producer_sizes)
+        substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
+        mapping: dict[SSAValue, SSAValue] = {
+            arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
+        }
+        for k, var_arg in enumerate(p_vars):
+            if var_arg.uses:
+                index_op = IndexOp.build(
+                    properties={"expr": IndexExprAttr(simplify_with_ranges(coordinates[k], ranges))},
+                    result_types=[IndexType()],
+                )
+                block.insert_op_before(index_op, load)
+                mapping[var_arg] = index_op.result
+        value: SSAValue | None = None
+        for inner in p_block.ops:
+            if isinstance(inner, YieldOp):
+                value = mapping.get(inner.values[0], inner.values[0])
+                break
+            clone = inner.clone(value_mapper=mapping)
+            _substitute(clone, substitution, ranges)
+            block.insert_op_before(clone, load)
+            if load.mask is not None and isinstance(clone, LoadOp):
+                # Where the consumer's load is masked off, the producer's position may be
+                # out of bounds: its loads must not read there either.
+                masked = _with_mask(clone, load.mask, block)
+                mapping[inner.results[0]] = masked
+        assert value is not None
+        if load.mask is not None and load.fill is not None:
+            fill = arith.ConstantOp(load.fill)
+            select = arith.SelectOp(load.mask, value, fill.result)
+            block.insert_ops_before([fill, select], load)
+            value = select.result
+        load.result.replace_all_uses_with(value)
+        block.erase_op(load)
+    # Drop the producer's buffer from the consumer if nothing reads it any more.
+    keep_inputs: list[SSAValue] = []
+    for outer, arg in list(zip(inputs, block.args[consumer.num_loop_vars :], strict=True)):
+        if arg.uses:
+            keep_inputs.append(outer)
+        else:
+            block.erase_arg(arg)
+    return _rebuild(consumer, keep_inputs, syms)
+
+
+def _with_mask(load: LoadOp, mask: SSAValue, block: Block) -> SSAValue:
+    """Replace ``load`` by one that also reads nothing where ``mask`` is false."""
+    new_ops: list[Operation] = []
+    if load.mask is not None:
+        both = arith.AndIOp(load.mask, mask)
+        new_ops.append(both)
+        mask = both.result
+    buffer_type = load.buffer.type
+    assert isinstance(buffer_type, MemRefType)
+    fill = load.fill if load.fill is not None else fill_attr(0, buffer_type.element_type)
+    masked = LoadOp.build(
+        operands=[load.buffer, list(load.indirect), [mask]],
+        result_types=[load.result.type],
+        properties={"index": load.index, "fill": fill},
+    )
+    new_ops.append(masked)
+    block.insert_ops_before(new_ops, load)
+    load.result.replace_all_uses_with(masked.result)
+    block.erase_op(load)
+    return masked.result
+
+
+def _substitute(op: Operation, substitution: dict[sympy.Symbol, sympy.Expr], ranges: dict[sympy.Symbol, sympy.Expr]) -> None:
+    for inner in op.walk():
+        if isinstance(inner, LoadOp):
+            expr = inner.index.data.xreplace(substitution)
+            inner.index = IndexExprAttr(simplify_with_ranges(sympy.expand(expr), ranges))
+        elif isinstance(inner, IndexOp):
+            expr = inner.expr.data.xreplace(substitution)
+            inner.expr = IndexExprAttr(simplify_with_ranges(sympy.expand(expr), ranges))
+
+
+def inline_cheap_producers(func: FuncOp, max_rounds: int = 8) -> int:
+    """Inline every pointwise node worth inlining; returns how many were inlined."""
+    block = func.body.block
+    returned = set(block.last_op.operands) if block.last_op is not None else set()
+    inlined = 0
+    for _ in range(max_rounds):
+        changed = False
+        for producer in [op for op in block.ops if isinstance(op, PointwiseOp)]:
+            result = producer.result
+            if result in returned or not result.uses:
+                continue
+            consumers = list(dict.fromkeys(use.operation for use in result.uses))
+            if not all(isinstance(c, LoopNestOp) for c in consumers):
+                continue
+            loops = [c for c in consumers if isinstance(c, LoopNestOp)]
+            if not worth_inlining(producer, loops):
+                continue
+            for consumer in loops:
+                new = inline_into(producer, consumer)
+                block.insert_op_before(new, consumer)
+                block.erase_op(consumer)
+            block.erase_op(producer)
+            inlined += 1
+            changed = True
+        if not changed:
+            break
+    return inlined
+
+
+__all__ = ["inline_cheap_producers", "inline_into", "worth_inlining"]

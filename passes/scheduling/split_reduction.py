@@ -1,0 +1,256 @@
+"""Splitting a large reduction with a small output into two kernels.
+
+``x.sum()`` over 2^24 elements has one output: a single block would do all the work.
+Like Inductor's ``split_reductions``, the reduction is cut into ``S`` chunks: a first
+kernel (kind ``split``) computes ``numel * S`` partial results over ``rnumel / S``
+elements each, together with the pointwise prologue nodes fused before the reduction;
+a second kernel reduces the ``S`` partials of each output and runs the epilogue.
+
+Only kernels of this shape are split: one single-result reduction whose partials
+combine with the same reduction (sum, prod, max, min, any, all), pointwise nodes over
+the whole space before it that do not depend on it, and epilogue nodes over the
+reduced space after it; static sizes, and ``S`` divides ``rnumel``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+from xdsl.dialects.builtin import ArrayAttr, IndexType, MemRefType
+from xdsl.ir import Block, Region, SSAValue
+
+from kiln.dialects.kernel.attributes import KernelKind
+from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, node_vars, vars_attr
+from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKind, ReductionKindAttr
+from kiln.dialects.loop.body_ops import IndexOp, LoadOp
+from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, buffer_type
+from kiln.passes.scheduling.build import R, X, node_kernel_vars, unflatten
+from kiln.passes.scheduling.legality import Level, flat_index
+
+COMBINABLE = frozenset(
+    {
+        ReductionKind.SUM,
+        ReductionKind.PROD,
+        ReductionKind.MAX,
+        ReductionKind.MIN,
+        ReductionKind.ANY,
+        ReductionKind.ALL,
+    }
+)
+
+
+@dataclass
+class SplitKernels:
+    first: KernelOp
+    second: KernelOp
+    partial_type: MemRefType
+    first_outputs: list[int | None]
+    """For each result of ``first`` but the last (the partials): the original result index."""
+    second_inputs: list[int | None]
+    """For each argument of ``second``: an original argument index, or None for the partials."""
+    second_outputs: list[int]
+
+
+def _level(node: LoopNestOp) -> Level:
+    if isinstance(node, ReductionOp):
+        return Level.RED
+    return Level.XR if any(e.has(R) for e in node_vars(node)) else Level.X
+
+
+def can_split(kernel: KernelOp) -> bool:
+    if kernel.kernel_kind is not KernelKind.REDUCTION or kernel.sym_args():
+        return False
+    nodes = kernel.nodes()
+    reductions = [n for n in nodes if isinstance(n, ReductionOp)]
+    if len(reductions) != 1:
+        return False
+    red = reductions[0]
+    if red.kind.data not in COMBINABLE or len(red.outputs) != 1:
+        return False
+    position = nodes.index(red)
+    before, after = nodes[:position], nodes[position + 1 :]
+    if any(_level(n) is not Level.XR for n in before):
+        return False
+    return all(_level(n) is Level.X for n in after)
+
+
+def _partial_reduction(red: ReductionOp, splits: int, chunk: sympy.Expr) -> ReductionOp:
+    """``red`` over ``[*sizes, splits] reduce [chunk]``: partial results per chunk."""
+    n_d = len(red.sizes.data)
+    rsizes = [s.data for s in red.reduction_sizes.data]
+    old_block = red.body.block
+    new_block = Block(
+        arg_types=[IndexType()] * (n_d + 2) + [v.type for v in red.inputs]
+    )
+    flat_r = index_var(n_d) * chunk + reduction_var(0)
+    old_r = unflatten(flat_r, rsizes)
+    substitution = {reduction_var(k): e for k, e in enumerate(old_r)}
+    mapping: dict[SSAValue, SSAValue] = {}
+    for k in range(n_d):
+        mapping[old_block.args[k]] = new_block.args[k]
+    for old, new in zip(red.input_args(), new_block.args[n_d + 2 :], strict=True):
+        mapping[old] = new
+        new.name_hint = old.name_hint
+    for k in range(len(rsizes)):
+        arg = old_block.args[n_d + k]
+        if arg.uses:
+            index_op = IndexOp.build(
+                properties={"expr": IndexExprAttr(sympy.sympify(old_r[k]))},
+                result_types=[IndexType()],
+            )
+            new_block.add_op(index_op)
+            mapping[arg] = index_op.result
+    ranges = {index_var(k): s.data for k, s in enumerate(red.sizes.data)}
+    ranges[index_var(n_d)] = sympy.Integer(splits)
+    ranges[reduction_var(0)] = chunk
+
+    def rewrite(expr: sympy.Expr) -> IndexExprAttr:
+        return IndexExprAttr(simplify_with_ranges(sympy.expand(expr.xreplace(substitution)), ranges))
+
+    for op in old_block.ops:
+        clone = op.clone(value_mapper=mapping)
+        for inner in clone.walk():
+            if isinstance(inner, LoadOp):
+                inner.index = rewrite(inner.index.data)
+            elif isinstance(inner, IndexOp):
+                inner.expr = rewrite(inner.expr.data)
+        new_block.add_op(clone)
+    out = red.outputs[0].type
+    assert isinstance(out, MemRefType)
+    sizes = [*(s.data for s in red.sizes.data), sympy.Integer(splits)]
+    partial = ReductionOp.build(
+        operands=[list(red.inputs), list(red.syms)],
+        result_types=[[buffer_type(out.element_type, sizes)]],
+        properties={
+            "kind": red.kind,
+            "sizes": ArrayAttr(IndexExprAttr(sympy.sympify(s)) for s in sizes),
+            "reduction_sizes": ArrayAttr([IndexExprAttr(sympy.sympify(chunk))]),
+        },
+        regions=[Region(new_block)],
+    )
+    return partial
+
+
+def _combine(red: ReductionOp, partials: SSAValue, splits: int) -> ReductionOp:
+    """Reduces the ``splits`` partials of each output with the same reduction."""
+    sizes = [s.data for s in red.sizes.data]
+    n_d = len(sizes)
+    block = Block(arg_types=[IndexType()] * (n_d + 1) + [partials.type])
+    d = [index_var(k) for k in range(n_d)]
+    index = flat_index(d, sizes) * splits + reduction_var(0)
+    element = red.outputs[0].type
+    assert isinstance(element, MemRefType)
+    load = LoadOp.build(
+        operands=[block.args[-1], [], []],
+        result_types=[element.element_type],
+        properties={"index": IndexExprAttr(sympy.expand(index))},
+    )
+    block.add_ops([load, LoopYieldOp(load.result)])
+    combine = ReductionOp.build(
+        operands=[[partials], []],
+        result_types=[[element]],
+        properties={
+            "kind": ReductionKindAttr(red.kind.data),
+            "sizes": red.sizes,
+            "reduction_sizes": ArrayAttr([IndexExprAttr(sympy.Integer(splits))]),
+        },
+        regions=[Region(block)],
+    )
+    return combine
+
+
+def split_kernel(kernel: KernelOp, splits: int, names: tuple[str, str]) -> SplitKernels:
+    """The two kernels replacing ``kernel`` (see the module docstring)."""
+    numel = kernel.numel.data
+    rnumel = kernel.rnumel.data
+    chunk = sympy.Integer(int(rnumel) // splits)
+    nodes = kernel.nodes()
+    red = next(n for n in nodes if isinstance(n, ReductionOp))
+    position = nodes.index(red)
+    before, after = nodes[:position], nodes[position + 1 :]
+    args = list(kernel.body.block.args)
+    outputs = list(kernel.yield_op().values)
+
+    # First kernel: the prologue and the partial reduction over (x', r').
+    first_block = Block(arg_types=[a.type for a in args])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(args, first_block.args, strict=True))
+    for old, new in zip(args, first_block.args, strict=True):
+        new.name_hint = old.name_hint
+    remap = {X: FloorDiv(X, splits), R: sympy.Mod(X, splits) * chunk + R}
+    for node in before:
+        clone = node.clone(value_mapper=mapping)
+        clone.attributes[VARS_ATTR] = vars_attr(
+            [sympy.expand(e.xreplace(remap)) for e in node_vars(node)]
+        )
+        first_block.add_op(clone)
+    partial = _partial_reduction(red, splits, chunk)
+    partial.operands = tuple(mapping.get(v, v) for v in partial.operands)
+    partial_sizes = [s.data for s in partial.sizes.data]
+    partial.attributes[VARS_ATTR] = vars_attr(
+        node_kernel_vars(partial_sizes, [chunk], Level.RED, numel * splits, chunk)
+    )
+    first_block.add_op(partial)
+    first_outputs: list[int | None] = []
+    first_values: list[SSAValue] = []
+    for k, value in enumerate(outputs):
+        if value.owner in before:
+            first_values.append(mapping[value])
+            first_outputs.append(k)
+    first_values.append(partial.outputs[0])
+    first_block.add_op(YieldOp(*first_values))
+    first = KernelOp(
+        names[0],
+        KernelKind.SPLIT,
+        numel * splits,
+        chunk,
+        first_block.arg_types,
+        [v.type for v in first_values],
+        Region(first_block),
+    )
+
+    # Second kernel: combine the partials, then the epilogue.
+    used_args = [
+        a for a in args if any(a in n.operands for n in after)
+    ]
+    partial_type = partial.outputs[0].type
+    assert isinstance(partial_type, MemRefType)
+    second_block = Block(arg_types=[partial_type, *(a.type for a in used_args)])
+    second_block.args[0].name_hint = "partials"
+    mapping2: dict[SSAValue, SSAValue] = {}
+    for old, new in zip(used_args, second_block.args[1:], strict=True):
+        mapping2[old] = new
+        new.name_hint = old.name_hint
+    combine = _combine(red, second_block.args[0], splits)
+    sizes = [s.data for s in red.sizes.data]
+    combine.attributes[VARS_ATTR] = vars_attr(
+        node_kernel_vars(sizes, [sympy.Integer(splits)], Level.RED, numel, sympy.Integer(splits))
+    )
+    combine.outputs[0].name_hint = red.outputs[0].name_hint
+    second_block.add_op(combine)
+    mapping2[red.outputs[0]] = combine.outputs[0]
+    for node in after:
+        second_block.add_op(node.clone(value_mapper=mapping2))
+    second_outputs: list[int] = []
+    second_values: list[SSAValue] = []
+    for k, value in enumerate(outputs):
+        if value.owner is red or value.owner in after:
+            second_values.append(mapping2[value])
+            second_outputs.append(k)
+    second_block.add_op(YieldOp(*second_values))
+    second = KernelOp(
+        names[1],
+        KernelKind.REDUCTION,
+        numel,
+        sympy.Integer(splits),
+        second_block.arg_types,
+        [v.type for v in second_values],
+        Region(second_block),
+    )
+    second_inputs: list[int | None] = [None, *(args.index(a) for a in used_args)]
+    return SplitKernels(first, second, partial_type, first_outputs, second_inputs, second_outputs)
+
+
+__all__ = ["COMBINABLE", "SplitKernels", "can_split", "split_kernel"]

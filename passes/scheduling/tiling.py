@@ -1,0 +1,206 @@
+"""Tiling heuristics: block sizes, reduction strategy and candidate configs of a kernel.
+
+The numbers start from Inductor's (``torch/_inductor/runtime/triton_heuristics.py`` and
+``choices.py``): a reduction is *persistent* (one block holds the whole reduction) up to
+``rnumel`` 1024 when it reads contiguously along the reduction (``inner``), 64 otherwise;
+pointwise blocks are ``max(256, min(numel / 128, 1024))``; persistent configs try
+``XBLOCK`` in 1, 8, 32, 128 within 4096 elements per block; looped reductions try
+Inductor's (1, 2048), (64, 64), (8, 512) and (64, 4) shapes. A large reduction with a
+small output is split (:func:`split_factor`) so that enough blocks run in parallel.
+Sizes that are symbolic count :data:`~kiln.passes.scheduling.graph.SIZE_HINT`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
+from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
+from kiln.dialects.loop.body_ops import LoadOp
+from kiln.dialects.loop.expr import index_var, reduction_var
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
+from kiln.passes.scheduling.graph import SIZE_HINT
+
+PERSISTENT_INNER_MAX = 1024
+PERSISTENT_OUTER_MAX = 64
+PERSISTENT_BLOCK_ELEMENTS = 4096
+MAX_XBLOCK = 4096
+MAX_YBLOCK = 1024
+SPLIT_MIN_RNUMEL = 8192
+"""Reductions up to this size are never split."""
+SPLIT_MIN_CHUNK = 1024
+MAX_SPLITS = 512
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def hint(expr: sympy.Expr) -> int:
+    """An integer size for heuristics (symbols count :data:`SIZE_HINT`)."""
+    value = sympy.sympify(expr).subs({s: SIZE_HINT for s in expr.free_symbols})
+    return max(1, int(value))
+
+
+def _num_warps(elements: int, cap: int = 16) -> int:
+    return max(1, min(cap, next_pow2(max(1, elements // 256))))
+
+
+@dataclass(frozen=True)
+class Tiling:
+    kind: KernelKind
+    chosen: ConfigAttr
+    candidates: tuple[ConfigAttr, ...]
+    reduction_hint: str | None = None
+    ynumel: sympy.Expr | None = None
+
+
+def _config(**values: int) -> ConfigAttr:
+    return ConfigAttr.of({**values, "num_stages": 1})
+
+
+def _unique(configs: Sequence[ConfigAttr]) -> tuple[ConfigAttr, ...]:
+    return tuple(dict.fromkeys(configs))
+
+
+def _stride(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
+    """The coefficient of ``var`` in an index expression (None: not affine in it)."""
+    expanded = sympy.expand(expr)
+    coefficient = expanded.coeff(var)
+    if coefficient.has(var) or (expanded - coefficient * var).has(var):
+        return None
+    return coefficient
+
+
+def _global_loads(kernel: KernelOp, node: LoopNestOp) -> list[LoadOp]:
+    """Loads of the node that read the kernel's argument buffers (memory, not registers)."""
+    globals_ = set(kernel.buffer_args())
+    outer = dict(zip(node.input_args(), node.inputs, strict=True))
+    return [
+        op
+        for op in node.body.walk()
+        if isinstance(op, LoadOp) and outer.get(op.buffer) in globals_
+    ]
+
+
+def reduction_hint(kernel: KernelOp) -> str:
+    """``inner`` when some reduction reads contiguously along its last reduction variable."""
+    for node in kernel.nodes():
+        if not isinstance(node, ReductionOp) or not node.reduction_sizes.data:
+            continue
+        last_r = reduction_var(len(node.reduction_sizes.data) - 1)
+        for load in _global_loads(kernel, node) or [
+            op for op in node.body.walk() if isinstance(op, LoadOp)
+        ]:
+            if _stride(load.index.data, last_r) == 1:
+                return "inner"
+    return "outer"
+
+
+def transposed_split(kernel: KernelOp) -> sympy.Expr | None:
+    """``ynumel`` for a 2-D tile when a load is contiguous along another dimension than
+    the kernel's writes (a transpose); None when 1-D tiles suffice."""
+    numel = kernel.numel.data
+    for node in kernel.nodes():
+        sizes = [s.data for s in node.sizes.data]
+        exprs = node_vars(node)
+        # Only nodes whose own variables unflatten the kernel's d0 in order can be tiled
+        # by splitting d0 at one of their dimensions.
+        if len(sizes) < 2 or any(e.has(reduction_var(0)) for e in exprs):
+            continue
+        last = len(sizes) - 1
+        for load in _global_loads(kernel, node):
+            for k in range(last):
+                if sizes[k] == 1 or _stride(load.index.data, index_var(k)) != 1:
+                    continue
+                if _stride(load.index.data, index_var(last)) == 1:
+                    continue
+                ynumel = sympy.Integer(1)
+                for size in sizes[: k + 1]:
+                    ynumel = ynumel * size
+                if ynumel.free_symbols or kernel.sym_args():
+                    return None
+                if 1 < int(ynumel) < hint(numel):
+                    return ynumel
+    return None
+
+
+def split_factor(numel: int, rnumel: int, sm_count: int) -> int:
+    """How many chunks to split a reduction into (1: do not split)."""
+    if rnumel <= SPLIT_MIN_RNUMEL or numel >= 2 * sm_count:
+        return 1
+    wanted = next_pow2(-(-4 * sm_count // numel))
+    splits = min(MAX_SPLITS, wanted, 1 << ((rnumel // SPLIT_MIN_CHUNK).bit_length() - 1))
+    while splits > 1 and rnumel % splits:
+        splits //= 2
+    return splits
+
+
+def pointwise_tiling(kernel: KernelOp) -> Tiling:
+    numel = hint(kernel.numel.data)
+    ynumel = transposed_split(kernel)
+    if ynumel is not None:
+        y = int(ynumel)
+        x = numel // y
+        candidates = [
+            _config(YBLOCK=min(next_pow2(y), yb, MAX_YBLOCK), XBLOCK=min(next_pow2(x), xb), num_warps=4)
+            for yb, xb in ((32, 32), (64, 16), (16, 64), (8, 128))
+        ]
+        return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates), ynumel=ynumel)
+    block = max(256, min(numel // 128, 1024))
+    block = min(next_pow2(block), next_pow2(numel), MAX_XBLOCK)
+    candidates = [
+        _config(XBLOCK=b, num_warps=_num_warps(b, cap=8))
+        for b in (block, max(1, block // 2), min(MAX_XBLOCK, block * 2, next_pow2(numel)))
+    ]
+    return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates))
+
+
+def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling:
+    numel = hint(kernel.numel.data)
+    rnumel = hint(kernel.rnumel.data)
+    where = reduction_hint(kernel)
+    static = not kernel.rnumel.data.free_symbols
+    limit = PERSISTENT_INNER_MAX if where == "inner" else PERSISTENT_OUTER_MAX
+    if kind is None:
+        kind = KernelKind.PERSISTENT if static and rnumel <= limit else KernelKind.LOOPED
+    if kind is KernelKind.PERSISTENT:
+        rblock = next_pow2(rnumel)
+        xblocks = [
+            x
+            for x in (1, 8, 32, 128)
+            if x == 1 or (x * rblock <= PERSISTENT_BLOCK_ELEMENTS and x <= next_pow2(numel))
+        ]
+        candidates = [
+            _config(XBLOCK=x, RBLOCK=rblock, num_warps=_num_warps(x * rblock)) for x in xblocks
+        ]
+        chosen = candidates[0] if where == "inner" else candidates[-1]
+        return Tiling(kind, chosen, _unique([chosen, *candidates]), where)
+    inner_r = min(next_pow2(rnumel), 2048)
+    shapes = [(1, inner_r), (64, 64), (8, 512), (64, 4)]
+    if where == "outer":
+        shapes = [(64, 8), *shapes]
+    candidates = [
+        _config(
+            XBLOCK=min(x, next_pow2(numel)),
+            RBLOCK=min(r, next_pow2(rnumel)),
+            num_warps=_num_warps(min(x, next_pow2(numel)) * min(r, next_pow2(rnumel))),
+        )
+        for x, r in shapes
+    ]
+    return Tiling(kind, candidates[0], _unique(candidates), where)
+
+
+__all__ = [
+    "Tiling",
+    "hint",
+    "next_pow2",
+    "pointwise_tiling",
+    "reduction_hint",
+    "reduction_tiling",
+    "split_factor",
+    "transposed_split",
+]

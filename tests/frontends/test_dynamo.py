@@ -1,0 +1,104 @@
+"""torch.compile(backend="kiln"): inference, training, fallbacks, options, debug output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import kiln
+from kiln.compiler import CompileError, last_compile_stats
+from models import ALL_MODELS  # tests/models.py
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> None:
+    torch._dynamo.reset()
+
+
+def test_backend_is_found_without_importing_kiln() -> None:
+    code = (
+        "import sys, torch\n"
+        "f = torch.compile(lambda x: (x.relu() + 1) * 2, backend='kiln')\n"
+        "x = torch.randn(8, 4)\n"
+        "torch.testing.assert_close(f(x), (x.relu() + 1) * 2)\n"
+        "assert 'kiln' in torch._dynamo.list_backends()\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok")
+    assert "kiln: " in proc.stderr  # the one-line summary per graph
+
+
+@pytest.mark.parametrize("name", ["mlp", "layer_norm", "attention", "gpt_block", "embedding_indexing"])
+def test_models_compile_and_equal_eager(name: str) -> None:
+    model, inputs = ALL_MODELS[name]()
+    model.eval()
+    compiled = kiln.compile(model, verbose=False)
+    with torch.no_grad():
+        expected = model(*inputs)
+        actual = compiled(*inputs)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_training_step_gives_eager_gradients() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    reference = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    reference.load_state_dict(model.state_dict())
+    x, target = torch.randn(6, 8), torch.randn(6, 4)
+
+    compiled = kiln.compile(model, verbose=False)
+    for net, fn in ((model, compiled), (reference, reference)):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        loss = F.mse_loss(fn(x), target)
+        loss.backward()
+        opt.step()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        assert p.grad is not None
+        assert q.grad is not None
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+
+
+def test_unsupported_op_falls_back_to_aten() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x.relu(), dim=1) + torch.linalg.vector_norm(x, dim=1, keepdim=True)
+
+    x = torch.randn(4, 8)
+    out = kiln.compile(fn, verbose=False)(x)
+    torch.testing.assert_close(out, fn(x))
+    assert any("cumsum" in name for name in last_compile_stats().externs)
+
+
+def test_debug_dir_holds_graph_ir_and_report(tmp_path: Path) -> None:
+    fn = kiln.compile(lambda x: torch.softmax(x, -1) * 2, debug_dir=str(tmp_path), verbose=False)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(fn(x), torch.softmax(x, -1) * 2)
+    (graph_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    files = sorted(p.name for p in graph_dir.iterdir())
+    assert "fx_graph.py" in files
+    assert "00_aten.mlir" in files
+    assert any(name.endswith("_lower-aten.mlir") for name in files)
+
+
+def test_unknown_option_is_a_clear_error() -> None:
+    with pytest.raises(Exception, match="unknown kiln option"):
+        kiln.compile(lambda x: x + 1, no_such_option=True)(torch.randn(2))
+
+
+def test_custom_pipeline_option() -> None:
+    fn = kiln.compile(lambda x: torch.softmax(x, -1), pipeline="decompose,lower-aten", verbose=False)
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(fn(x), torch.softmax(x, -1))
+    assert last_compile_stats().pass_seconds.keys() == {"decompose", "lower-aten"}
+
+
+def test_compile_error_type_is_exported() -> None:
+    assert issubclass(CompileError, RuntimeError)
