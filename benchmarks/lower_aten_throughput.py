@@ -34,6 +34,7 @@ def main() -> None:
     DecomposePass().apply(make_context(), source)
     count = sum(1 for op in source.walk() if isinstance(op, AtenOp))
     best = float("inf")
+    module = source.clone()
     for _ in range(args.repeats):
         module = source.clone()
         start = time.perf_counter()

@@ -27,7 +27,11 @@ def _randn(*shape: int, device: torch.device, dtype: torch.dtype, seed: int = 1)
 class MLP(nn.Module):
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(dim, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, dim)
+        self.fc1, self.fc2, self.fc3 = (
+            nn.Linear(dim, hidden),
+            nn.Linear(hidden, hidden),
+            nn.Linear(hidden, dim),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc3(F.gelu(self.fc2(F.relu(self.fc1(x)))))
@@ -49,7 +53,9 @@ class ResBlock(nn.Module):
 class ResNet(nn.Module):
     def __init__(self, channels: int, blocks: int, classes: int = 100) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU()
+        )
         self.blocks = nn.Sequential(*[ResBlock(channels) for _ in range(blocks)])
         self.head = nn.Linear(channels, classes)
 
@@ -113,7 +119,9 @@ class GPT2(nn.Module):
 class BERTEncoder(nn.Module):
     def __init__(self, dim: int, heads: int, layers: int) -> None:
         super().__init__()
-        self.layers = nn.Sequential(*[TransformerLayer(dim, heads, False, False) for _ in range(layers)])
+        self.layers = nn.Sequential(
+            *[TransformerLayer(dim, heads, False, False) for _ in range(layers)]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
@@ -123,7 +131,9 @@ class ViT(nn.Module):
     def __init__(self, dim: int, heads: int, layers: int, patch: int, classes: int = 100) -> None:
         super().__init__()
         self.embed = nn.Conv2d(3, dim, patch, stride=patch)
-        self.layers = nn.Sequential(*[TransformerLayer(dim, heads, False, True) for _ in range(layers)])
+        self.layers = nn.Sequential(
+            *[TransformerLayer(dim, heads, False, True) for _ in range(layers)]
+        )
         self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -164,7 +174,9 @@ class LlamaBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         h = self.norm1(x)
-        q, k, v = (w(h).view(b, t, self.heads, -1).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        q, k, v = (
+            w(h).view(b, t, self.heads, -1).transpose(1, 2) for w in (self.wq, self.wk, self.wv)
+        )
         cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
@@ -198,61 +210,99 @@ def _sizes(size: str, small: tuple[int, ...], large: tuple[int, ...]) -> tuple[i
     return small if size == "small" else large
 
 
-def _prepare(module: nn.Module, device: torch.device, dtype: torch.dtype, seed: int = 0) -> nn.Module:
+def _prepare(
+    module: nn.Module, device: torch.device, dtype: torch.dtype, seed: int = 0
+) -> nn.Module:
     torch.manual_seed(seed)  # module init is the only consumer of the global RNG here
     return module.to(device=device, dtype=dtype).eval()
 
 
-def mlp(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def mlp(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, dim, hidden = _sizes(size, (64, 256, 1024), (4096, 1024, 4096))
-    return _prepare(MLP(dim, hidden), device, dtype), (_randn(batch, dim, device=device, dtype=dtype),)
+    return _prepare(MLP(dim, hidden), device, dtype), (
+        _randn(batch, dim, device=device, dtype=dtype),
+    )
 
 
-def resnet(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def resnet(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, channels, blocks, res = _sizes(size, (4, 32, 2, 32), (64, 128, 4, 56))
     model = _prepare(ResNet(channels, blocks), device, dtype)
     return model, (_randn(batch, 3, res, res, device=device, dtype=dtype),)
 
 
-def vit(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def vit(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, dim, heads, layers = _sizes(size, (4, 128, 4, 2), (64, 768, 12, 4))
     model = _prepare(ViT(dim, heads, layers, patch=16), device, dtype)
-    return model, (_randn(batch, 3, 64 if size == "small" else 224, 64 if size == "small" else 224, device=device, dtype=dtype),)
+    return model, (
+        _randn(
+            batch,
+            3,
+            64 if size == "small" else 224,
+            64 if size == "small" else 224,
+            device=device,
+            dtype=dtype,
+        ),
+    )
 
 
-def gpt2(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    batch, ctx, dim, heads, layers, vocab = _sizes(size, (2, 64, 128, 4, 2, 1024), (16, 512, 768, 12, 4, 32768))
+def gpt2(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    batch, ctx, dim, heads, layers, vocab = _sizes(
+        size, (2, 64, 128, 4, 2, 1024), (16, 512, 768, 12, 4, 32768)
+    )
     model = _prepare(GPT2(vocab, dim, heads, layers, ctx), device, dtype)
     idx = torch.randint(0, vocab, (batch, ctx), generator=_gen(2)).to(device)
     return model, (idx,)
 
 
-def llama_block(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def llama_block(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, ctx, dim, heads, hidden = _sizes(size, (2, 64, 128, 4, 352), (8, 1024, 2048, 16, 5632))
     model = _prepare(LlamaBlock(dim, heads, hidden, ctx), device, dtype)
     return model, (_randn(batch, ctx, dim, device=device, dtype=dtype),)
 
 
-def bert(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def bert(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, seq, dim, heads, layers = _sizes(size, (2, 64, 128, 4, 2), (16, 512, 768, 12, 4))
     model = _prepare(BERTEncoder(dim, heads, layers), device, dtype)
     return model, (_randn(batch, seq, dim, device=device, dtype=dtype),)
 
 
-def layer_norm(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def layer_norm(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, dim = _sizes(size, (2048, 1024), (32768, 4096))
-    return _prepare(LayerNormOnly(dim), device, dtype), (_randn(rows, dim, device=device, dtype=dtype),)
+    return _prepare(LayerNormOnly(dim), device, dtype), (
+        _randn(rows, dim, device=device, dtype=dtype),
+    )
 
 
-def softmax(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def softmax(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, dim = _sizes(size, (2048, 1024), (32768, 4096))
     return _prepare(Softmax(), device, dtype), (_randn(rows, dim, device=device, dtype=dtype),)
 
 
-def cross_entropy(device: torch.device, dtype: torch.dtype, size: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def cross_entropy(
+    device: torch.device, dtype: torch.dtype, size: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, classes = _sizes(size, (1024, 1000), (16384, 32768))
     target = torch.randint(0, classes, (rows,), generator=_gen(3)).to(device)
-    return _prepare(CrossEntropy(), device, dtype), (_randn(rows, classes, device=device, dtype=dtype), target)
+    return _prepare(CrossEntropy(), device, dtype), (
+        _randn(rows, classes, device=device, dtype=dtype),
+        target,
+    )
 
 
 SUITE: dict[str, Factory] = {

@@ -83,8 +83,16 @@ def _compiled(backend: str, model: torch.nn.Module) -> Callable[..., Any]:
     return torch.compile(model, backend=backend)
 
 
-def run_one(name: str, backend: str, device: torch.device, dtype: torch.dtype, size: str, iters: int,
-            eager_ms: float | None, reference: Any) -> Result:
+def run_one(
+    name: str,
+    backend: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    size: str,
+    iters: int,
+    eager_ms: float | None,
+    reference: Any,
+) -> Result:
     result = Result(name, backend)
     model, inputs = SUITE[name](device, dtype, size)
     try:
@@ -123,17 +131,24 @@ def _kiln_kernels(fn: Any) -> int | None:
 
 
 def _fmt(value: float | None, spec: str) -> str:
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+    return (
+        "—"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else format(value, spec)
+    )
 
 
 def markdown(results: list[Result], header: str) -> str:
     by_model: dict[str, dict[str, Result]] = {}
     for r in results:
         by_model.setdefault(r.model, {})[r.backend] = r
-    lines = [header, "",
-             "| model | eager ms | inductor ms | kiln ms | kiln/eager speedup | kiln/inductor | "
-             "inductor compile s | kiln compile s | kernels (inductor / kiln) | peak MB (eager / inductor / kiln) | notes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        header,
+        "",
+        "| model | eager ms | inductor ms | kiln ms | kiln/eager speedup | kiln/inductor | "
+        "inductor compile s | kiln compile s | kernels (inductor / kiln) | peak MB (eager / inductor / kiln) | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     speedups, ratios, compile_ratios = [], [], []
     for model, rs in by_model.items():
         e, i, k = rs.get("eager"), rs.get("inductor"), rs.get("kiln")
@@ -150,8 +165,10 @@ def markdown(results: list[Result], header: str) -> str:
             compile_ratios.append(k.compile_s / i.compile_s)
         notes = "; ".join(f"{r.backend}: {r.error}" for r in rs.values() if r.error)
         peak = " / ".join(_fmt(r.peak_mb if r else None, ".0f") for r in (e, i, k))
-        kernels = f"{_fmt(float(i.kernels) if i and i.kernels is not None else None, '.0f')} / " \
-                  f"{_fmt(float(k.kernels) if k and k.kernels is not None else None, '.0f')}"
+        kernels = (
+            f"{_fmt(float(i.kernels) if i and i.kernels is not None else None, '.0f')} / "
+            f"{_fmt(float(k.kernels) if k and k.kernels is not None else None, '.0f')}"
+        )
         lines.append(
             f"| {model} | {_fmt(e_ms, '.3f')} | {_fmt(i_ms, '.3f')} | {_fmt(k_ms, '.3f')} | "
             f"{_fmt(speed, '.2f')} | {_fmt(ratio, '.2f')} | {_fmt(i.compile_s if i else None, '.2f')} | "
@@ -161,9 +178,12 @@ def markdown(results: list[Result], header: str) -> str:
     def geomean(xs: list[float]) -> float | None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
-    lines += ["", f"geomean kiln/eager speedup: {_fmt(geomean(speedups), '.2f')} over {len(speedups)} models; "
-              f"kiln vs inductor (inductor ms / kiln ms): {_fmt(geomean(ratios), '.2f')}; "
-              f"compile time kiln/inductor: {_fmt(geomean(compile_ratios), '.2f')}"]
+    lines += [
+        "",
+        f"geomean kiln/eager speedup: {_fmt(geomean(speedups), '.2f')} over {len(speedups)} models; "
+        f"kiln vs inductor (inductor ms / kiln ms): {_fmt(geomean(ratios), '.2f')}; "
+        f"compile time kiln/inductor: {_fmt(geomean(compile_ratios), '.2f')}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -190,22 +210,41 @@ def main(argv: list[str] | None = None) -> int:
                 model, inputs = SUITE[name](device, dtype, size)
                 with torch.no_grad():
                     reference = model(*inputs)
-            r = run_one(name, backend, device, dtype, size, args.iters, eager_ms,
-                        None if backend == "eager" else reference)
+            r = run_one(
+                name,
+                backend,
+                device,
+                dtype,
+                size,
+                args.iters,
+                eager_ms,
+                None if backend == "eager" else reference,
+            )
             if backend == "eager":
                 eager_ms = r.latency_ms
             results.append(r)
-            print(f"{name:<14} {backend:<9} latency {_fmt(r.latency_ms, '9.3f')} ms  compile "
-                  f"{_fmt(r.compile_s, '7.2f')} s  kernels {r.kernels if r.kernels is not None else '—':>4}"
-                  f"{'  ERROR ' + r.error if r.error else ''}", flush=True)
-    machine = torch.cuda.get_device_name() if device.type == "cuda" else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
-    header = (f"## {device.type.upper()} — {machine}\n\n{datetime.now(UTC):%Y-%m-%d}, torch {torch.__version__}, "
-              f"{args.dtype}, size {size}, median of {args.iters}")
+            print(
+                f"{name:<14} {backend:<9} latency {_fmt(r.latency_ms, '9.3f')} ms  compile "
+                f"{_fmt(r.compile_s, '7.2f')} s  kernels {r.kernels if r.kernels is not None else '—':>4}"
+                f"{'  ERROR ' + r.error if r.error else ''}",
+                flush=True,
+            )
+    machine = (
+        torch.cuda.get_device_name()
+        if device.type == "cuda"
+        else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
+    header = (
+        f"## {device.type.upper()} — {machine}\n\n{datetime.now(UTC):%Y-%m-%d}, torch {torch.__version__}, "
+        f"{args.dtype}, size {size}, median of {args.iters}"
+    )
     table = markdown(results, header)
     print()
     print(table)
     if args.json:
-        args.json.write_text(json.dumps({"header": header, "results": [asdict(r) for r in results]}, indent=2))
+        args.json.write_text(
+            json.dumps({"header": header, "results": [asdict(r) for r in results]}, indent=2)
+        )
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(table)

@@ -242,6 +242,13 @@ def _build(
 ) -> Callable[[list[Any]], Sequence[Any]]:
     if executor == "interpret":
         return _interpreter(module)
+    if executor == "cpp":
+        from kiln.backends.cpp.wrapper import build_program
+
+        program = build_program(module)
+        _dump(debug, "kernels.cpp", program.cpp_source)
+        _dump(debug, "wrapper.py", program.python_source)
+        return program.run
     raise CompileError(f"executor {executor!r} is not available in this build")
 
 

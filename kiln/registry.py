@@ -26,6 +26,7 @@ KILN_DIALECTS: dict[str, tuple[str, str]] = {
     "aten": ("kiln.dialects.aten", "Aten"),
     "loop": ("kiln.dialects.loop", "Loop"),
     "kernel": ("kiln.dialects.kernel", "Kernel"),
+    "cpp": ("kiln.dialects.cpp", "Cpp"),
 }
 
 # kiln's own passes: name -> (module, class). One pass per file under passes/.
@@ -38,6 +39,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "fuse": ("kiln.passes.fuse", "FusePass"),
     "tile": ("kiln.passes.tile", "TilePass"),
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
+    "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),
 }
 
 # kiln's own output targets (``kiln-opt -t name``): name -> (module, Target class).

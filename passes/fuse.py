@@ -33,8 +33,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.dialects.loop.ops import LoopNestOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
+from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph

@@ -8,7 +8,11 @@ reductions, indexing, concatenation, padding and creation ops become
 ``loop.pointwise``/``loop.reduction``; everything else, and any op whose types or
 arguments have no exact lowering, becomes a ``loop.extern`` calling ATen. A view
 returned from the function is materialized by a pointwise copy (results are
-contiguous buffers).
+contiguous buffers), as is a view an extern needs that no strided layout expresses.
+
+Buffers are immutable: an in-place op (``add_``) runs as an extern that writes a copy,
+and reading the tensor it wrote afterwards is refused with a diagnostic (lower a
+functionalized graph instead) rather than silently computed from the old value.
 
 ```mlir
 %1 = aten.permute.default(%x, dims = [1, 0]) : (tensor<4x8xf32>) -> tensor<8x4xf32>
@@ -169,5 +173,12 @@ class LowerAtenPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         table = lowering_table()
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            if func.body.blocks:
+            if func.body.blocks and _has_tensors(func):
                 lower_function(func, table)
+
+
+def _has_tensors(func: FuncOp) -> bool:
+    """Whether anything in ``func`` is still at the aten level (lowering is idempotent)."""
+    if any(isinstance(t, TensorType) for t in func.function_type.inputs.data):
+        return True
+    return any(isinstance(op, AtenOp | ConstantOp) and op.parent_op() is func for op in func.walk())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,9 +12,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_contains_every_subpackage_and_entry_point(tmp_path: Path) -> None:
+    # Build from a copy: setuptools writes build/ and *.egg-info next to the sources.
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".whl", ".site", "build", "__pycache__", "*.egg-info"),
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(tmp_path), str(source)],
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -134,6 +134,12 @@ def _load_module(name: str) -> Any:
 
 def load_target(target: str) -> Callable[..., Any]:
     """The program ``module:callable`` names, as a module or function to capture."""
+    return load_program(target)[0]
+
+
+def load_program(target: str) -> tuple[Callable[..., Any], list[Any] | None]:
+    """The program ``module:callable`` names, and its example inputs if it brings them
+    (a factory returning ``(module, inputs)``, like ``kiln.examples:gpt_block``)."""
     import torch
 
     module_name, sep, attr_path = target.rpartition(":")
@@ -146,19 +152,26 @@ def load_target(target: str) -> Callable[..., Any]:
         value = getattr(value, part)
     if isinstance(value, type) and issubclass(value, torch.nn.Module):
         try:
-            return value()
+            return value(), None
         except TypeError as e:
             raise UsageError(f"cannot instantiate {attr_path} without arguments: {e}") from e
     if isinstance(value, torch.nn.Module):
-        return value
+        return value, None
     if not callable(value):
         raise UsageError(f"{attr_path} is a {type(value).__name__}, not a callable")
     if _takes_no_arguments(value):
         made = value()
+        if (
+            isinstance(made, tuple)
+            and len(made) == 2  # pyright: ignore[reportUnknownArgumentType]
+            and callable(made[0])
+            and isinstance(made[1], list | tuple)
+        ):
+            return made[0], list(made[1])  # pyright: ignore[reportUnknownArgumentType]
         if not callable(made):
             raise UsageError(f"factory {attr_path}() returned a {type(made).__name__}")
-        return made
-    return value
+        return made, None
+    return value, None
 
 
 def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
@@ -181,8 +194,10 @@ def build_module(args: argparse.Namespace) -> Any:
 
     if args.training and args.mode != "aot":
         raise UsageError("--training needs --mode aot")
-    program = load_target(args.target)
+    program, default_inputs = load_program(args.target)
     inputs = [random_input(*parse_input(spec)) for spec in args.input]
+    if not inputs and default_inputs is not None:
+        inputs = default_inputs
     if args.mode == "aot" and args.training:
         graphs = capture.capture_aot_training(program, *inputs, dynamic=args.dynamic)
         functions: list[Operation] = []

@@ -65,7 +65,8 @@ class ConfigAttr(Data[tuple[tuple[str, int], ...]]):
         """A config from a mapping, keys in :data:`CONFIG_KEYS` order."""
         return ConfigAttr(tuple((k, int(values[k])) for k in CONFIG_KEYS if k in values))
 
-    def get(self, key: str, default: int | None = None) -> int | None:
+    def value(self, key: str, default: int | None = None) -> int | None:
+        """The value of ``key`` (e.g. ``XBLOCK``), or ``default``."""
         return dict(self.data).get(key, default)
 
     def as_dict(self) -> dict[str, int]:

@@ -144,7 +144,9 @@ class KernelFunctions(InterpreterFunctions):
         return (tensor,)
 
     @impl(ExternOp)
-    def run_extern(self, interpreter: Interpreter, op: ExternOp, args: PythonValues) -> PythonValues:
+    def run_extern(
+        self, interpreter: Interpreter, op: ExternOp, args: PythonValues
+    ) -> PythonValues:
         results = interpreter.run_ssacfg_region(op.body, args, op.name)
         out: list[object] = []
         for value, result in zip(results, op.outputs, strict=True):
@@ -168,7 +170,9 @@ class KernelFunctions(InterpreterFunctions):
         return kernel
 
     @impl(LaunchOp)
-    def run_launch(self, interpreter: Interpreter, op: LaunchOp, args: PythonValues) -> PythonValues:
+    def run_launch(
+        self, interpreter: Interpreter, op: LaunchOp, args: PythonValues
+    ) -> PythonValues:
         kernel = self._kernel(interpreter, op.kernel)
         n_args = len(op.args)
         kernel_args, outs = args[:n_args], args[n_args:]
@@ -178,10 +182,10 @@ class KernelFunctions(InterpreterFunctions):
             destinations.setdefault(value, []).append(out)
         interpreter.push_scope(kernel.sym_name.data)
         try:
-            interpreter.set_values(zip(block.args, kernel_args))
+            interpreter.set_values(zip(block.args, kernel_args, strict=False))
             for node in kernel.nodes():
                 results = interpreter.run_op(node, interpreter.get_values(node.operands))
-                interpreter.set_values(zip(node.results, results))
+                interpreter.set_values(zip(node.results, results, strict=False))
                 for result, value in zip(node.results, results, strict=True):
                     for out in destinations.get(result, ()):
                         out.view(-1).copy_(value.reshape(-1))
@@ -239,7 +243,9 @@ def run_program(
     inputs = program.function_type.inputs.data
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
-    checked = [_check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))]
+    checked = [
+        _check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+    ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter, functions = make_kernel_interpreter(module, device)
     results = tuple(interpreter.call_op(program, tuple(checked)))

@@ -94,7 +94,7 @@ def _check_symbols(op: IRDLOperation, what: str, expr: sympy.Expr, allowed: dict
     for symbol in expr.free_symbols:
         kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
         if k >= allowed.get(kind, 0):
-            raise VerifyException(f"{op.name}: {what} '{expr}' uses {symbol}, which is not defined here")
+            raise VerifyException(f"{what} '{expr}' uses {symbol}, which is not defined here")
 
 
 @irdl_op_definition
@@ -167,7 +167,7 @@ class KernelOp(IRDLOperation):
         inputs = self.function_type.inputs.data
         if tuple(block.arg_types) != inputs:
             raise VerifyException(
-                f"{self.name} @{self.sym_name.data}: block arguments do not match the "
+                f"@{self.sym_name.data}: block arguments do not match the "
                 f"signature {self.function_type}"
             )
         seen_index = False
@@ -176,13 +176,13 @@ class KernelOp(IRDLOperation):
                 seen_index = True
             elif not is_contiguous_buffer(ty) or seen_index:
                 raise VerifyException(
-                    f"{self.name} @{self.sym_name.data}: arguments must be contiguous memrefs "
+                    f"@{self.sym_name.data}: arguments must be contiguous memrefs "
                     f"followed by index size symbols, got {ty}"
                 )
         for ty in self.function_type.outputs.data:
             if not is_contiguous_buffer(ty):
                 raise VerifyException(
-                    f"{self.name} @{self.sym_name.data}: result {ty} is not a contiguous buffer"
+                    f"@{self.sym_name.data}: result {ty} is not a contiguous buffer"
                 )
         n_syms = len(self.sym_args())
         for what, attr in (("numel", self.numel), ("rnumel", self.rnumel)):
@@ -191,13 +191,11 @@ class KernelOp(IRDLOperation):
             _check_symbols(self, "ynumel", self.ynumel.data, {"s": n_syms})
         if not self.kernel_kind.reduces and self.rnumel.data != 1:
             raise VerifyException(
-                f"{self.name} @{self.sym_name.data}: a pointwise kernel has rnumel 1, "
-                f"not {self.rnumel.text}"
+                f"@{self.sym_name.data}: a pointwise kernel has rnumel 1, not {self.rnumel.text}"
             )
         if self.reduction_hint is not None and self.reduction_hint.data not in REDUCTION_HINTS:
             raise VerifyException(
-                f"{self.name}: reduction_hint must be one of {REDUCTION_HINTS}, "
-                f"not '{self.reduction_hint.data}'"
+                f"reduction_hint must be one of {REDUCTION_HINTS}, not '{self.reduction_hint.data}'"
             )
         self._verify_body(n_syms)
 
@@ -205,7 +203,7 @@ class KernelOp(IRDLOperation):
         block = self.body.block
         last = block.last_op
         if not isinstance(last, YieldOp):
-            raise VerifyException(f"{self.name} @{self.sym_name.data}: body must end with kernel.yield")
+            raise VerifyException(f"@{self.sym_name.data}: body must end with kernel.yield")
         sym_args = set(self.sym_args())
         kernel_vars = {"d": 1, "r": 1 if self.kernel_kind.reduces else 0, "s": n_syms}
         for op in block.ops:
@@ -213,18 +211,18 @@ class KernelOp(IRDLOperation):
                 break
             if not isinstance(op, LoopNestOp):
                 raise VerifyException(
-                    f"{self.name} @{self.sym_name.data}: only loop.pointwise and loop.reduction "
+                    f"@{self.sym_name.data}: only loop.pointwise and loop.reduction "
                     f"may run in a kernel, not {op.name}"
                 )
             for sym in op.syms:
                 if sym not in sym_args:
                     raise VerifyException(
-                        f"{self.name}: the sizes of {op.name} must be the kernel's index arguments"
+                        f"@{self.sym_name.data}: the sizes of {op.name} must be the kernel's index arguments"
                     )
             exprs = node_vars(op)
             if len(exprs) != op.num_loop_vars:
                 raise VerifyException(
-                    f"{self.name}: '{VARS_ATTR}' of {op.name} has {len(exprs)} expressions for "
+                    f"@{self.sym_name.data}: '{VARS_ATTR}' of {op.name} has {len(exprs)} expressions for "
                     f"{op.num_loop_vars} loop variables"
                 )
             for expr in exprs:
@@ -232,13 +230,13 @@ class KernelOp(IRDLOperation):
         outputs = self.function_type.outputs.data
         if tuple(last.values.types) != outputs:
             raise VerifyException(
-                f"{self.name} @{self.sym_name.data}: yields ({', '.join(map(str, last.values.types))})"
+                f"@{self.sym_name.data}: yields ({', '.join(map(str, last.values.types))})"
                 f" but the signature returns ({', '.join(map(str, outputs))})"
             )
         for value in last.values:
             if not isinstance(value.owner, LoopNestOp):
                 raise VerifyException(
-                    f"{self.name} @{self.sym_name.data}: a yielded buffer must be computed by a "
+                    f"@{self.sym_name.data}: a yielded buffer must be computed by a "
                     "node of the kernel"
                 )
 
@@ -269,7 +267,8 @@ class KernelOp(IRDLOperation):
             kind = KernelKind(word)
         except ValueError:
             parser.raise_error(
-                f"unknown kernel kind '{word}' (one of {', '.join(k.value for k in KernelKind)})", pos
+                f"unknown kernel kind '{word}' (one of {', '.join(str(k) for k in KernelKind)})",
+                pos,
             )
         numel = _parse_one_size(parser)
         parser.parse_keyword("x")

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, auto
-from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.kernel.program_ops import (
@@ -25,9 +24,6 @@ from kiln.dialects.kernel.program_ops import (
     ReturnOp,
     ReuseOp,
 )
-
-if TYPE_CHECKING:
-    from kiln.dialects.kernel.program_ops import ProgramOp
 
 
 @dataclass
@@ -81,7 +77,9 @@ def describe(value: SSAValue) -> str:
         return f"%{value.name_hint}"
     if isinstance(value, BlockArgument):
         return f"argument #{value.index}"
-    return f"the buffer from {value.owner.name}"
+    owner = value.owner
+    assert isinstance(owner, Operation)
+    return f"the buffer from {owner.name}"
 
 
 class _State(Enum):
@@ -92,8 +90,8 @@ class _State(Enum):
     REUSED = auto()
 
 
-def check_lifetimes(program: ProgramOp) -> None:
-    block = program.body.block
+def check_lifetimes(block: Block) -> None:
+    """Verify the buffer rules over the body of a ``kernel.program``."""
     state: dict[SSAValue, _State] = {a: _State.ARGUMENT for a in block.args if is_buffer(a)}
 
     def require_alive(op: Operation, value: SSAValue) -> _State:
@@ -105,14 +103,18 @@ def check_lifetimes(program: ProgramOp) -> None:
                 f"{op.name} uses {describe(value)} after kernel.reuse gave its memory away"
             )
         if current is None:
-            raise VerifyException(f"{op.name} uses {describe(value)}, which the program does not define")
+            raise VerifyException(
+                f"{op.name} uses {describe(value)}, which the program does not define"
+            )
         return current
 
     for op in block.ops:
         effects = buffer_effects(op)
         for value in effects.reads:
             if require_alive(op, value) is _State.ALLOCATED:
-                raise VerifyException(f"{op.name} reads {describe(value)} before anything writes it")
+                raise VerifyException(
+                    f"{op.name} reads {describe(value)} before anything writes it"
+                )
         for value in effects.touches:
             require_alive(op, value)
         for value in effects.writes:

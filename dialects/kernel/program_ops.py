@@ -32,6 +32,7 @@ program argument, and never used after its free or reuse. Scalar ops (``arith`` 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -65,6 +66,7 @@ from xdsl.traits import (
     HasParent,
     IsolatedFromAbove,
     IsTerminator,
+    OpTrait,
     SymbolOpInterface,
     SymbolTable,
     SymbolUserOpInterface,
@@ -133,18 +135,18 @@ class ProgramOp(IRDLOperation):
         block = self.body.block
         if tuple(block.arg_types) != self.function_type.inputs.data:
             raise VerifyException(
-                f"{self.name} @{self.sym_name.data}: block arguments do not match the "
+                f"@{self.sym_name.data}: block arguments do not match the "
                 f"signature {self.function_type}"
             )
         last = block.last_op
         if not isinstance(last, ReturnOp):
-            raise VerifyException(f"{self.name} @{self.sym_name.data}: body must end with kernel.return")
+            raise VerifyException(f"@{self.sym_name.data}: body must end with kernel.return")
         if tuple(last.values.types) != self.function_type.outputs.data:
             raise VerifyException(
-                f"{self.name} @{self.sym_name.data}: returns ({', '.join(map(str, last.values.types))})"
+                f"@{self.sym_name.data}: returns ({', '.join(map(str, last.values.types))})"
                 f" but the signature says ({', '.join(map(str, self.function_type.outputs.data))})"
             )
-        check_lifetimes(self)
+        check_lifetimes(block)
 
     def print(self, printer: Printer) -> None:
         print_func_op_like(
@@ -175,12 +177,6 @@ class ProgramOp(IRDLOperation):
         return op
 
 
-def _memref(value: SSAValue, what: str, op: Operation) -> MemRefType:
-    if not isinstance(value.type, MemRefType):
-        raise VerifyException(f"{op.name}: {what} must be a memref, got {value.type}")
-    return value.type
-
-
 @irdl_op_definition
 class AllocOp(IRDLOperation):
     """A new contiguous buffer; one ``index`` operand per dynamic dimension.
@@ -206,12 +202,12 @@ class AllocOp(IRDLOperation):
     def verify_(self) -> None:
         ty = self.result.type
         if not is_contiguous_buffer(ty):
-            raise VerifyException(f"{self.name}: {ty} is not a contiguous buffer")
+            raise VerifyException(f"{ty} is not a contiguous buffer")
         assert isinstance(ty, MemRefType)
         dynamic = sum(1 for d in ty.get_shape() if d < 0)
         if dynamic != len(self.dynamic_sizes):
             raise VerifyException(
-                f"{self.name}: {ty} has {dynamic} dynamic dimension(s) but "
+                f"{ty} has {dynamic} dynamic dimension(s) but "
                 f"{len(self.dynamic_sizes)} size operand(s) were given"
             )
 
@@ -237,6 +233,7 @@ class FreeOp(IRDLOperation):
         super().__init__(operands=[buffer])
 
 
+@cache
 def byte_size(ty: MemRefType) -> int | None:
     """Bytes of a static contiguous buffer (None for dynamic shapes)."""
     from kiln.dialects.loop.body_eval import torch_dtype
@@ -287,35 +284,45 @@ class ReuseOp(IRDLOperation):
     def verify_(self) -> None:
         old = self.source.type
         new = self.result.type
-        assert isinstance(old, MemRefType) and isinstance(new, MemRefType)
+        assert isinstance(old, MemRefType)
+        assert isinstance(new, MemRefType)
         if not is_contiguous_buffer(new):
-            raise VerifyException(f"{self.name}: {new} is not a contiguous buffer")
+            raise VerifyException(f"{new} is not a contiguous buffer")
         if not can_reuse(old, new):
             raise VerifyException(
-                f"{self.name}: {new} cannot reuse {old} (dtype, memory space and size must match)"
+                f"{new} cannot reuse {old} (dtype, memory space and size must match)"
             )
+
+
+class LaunchTarget(OpTrait):
+    """A lowered kernel that ``kernel.launch`` may call in place of a ``kernel.kernel``
+    (a backend's kernel function, e.g. ``cpp.func``): a symbol with the kernel's
+    ``function_type``, (read buffers, sizes) -> (written buffers)."""
 
 
 class _LaunchSymbolUser(SymbolUserOpInterface):
     def verify(self, op: Operation) -> None:
         assert isinstance(op, LaunchOp)
         kernel = SymbolTable.lookup_symbol(op, op.kernel)
-        if not isinstance(kernel, KernelOp):
-            raise VerifyException(f"{op.name}: '{op.kernel}' is not a kernel.kernel")
-        signature = kernel.function_type
+        if not isinstance(kernel, KernelOp) and not (
+            kernel is not None and kernel.has_trait(LaunchTarget)
+        ):
+            raise VerifyException(f"'{op.kernel}' is not a kernel.kernel")
+        signature = kernel.function_type  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
         if tuple(op.args.types) != signature.inputs.data:
             raise VerifyException(
-                f"{op.name} {op.kernel}: arguments ({', '.join(map(str, op.args.types))}) do not "
+                f"{op.kernel}: arguments ({', '.join(map(str, op.args.types))}) do not "
                 f"match the kernel's ({', '.join(map(str, signature.inputs.data))})"
             )
         if len(op.outs) != len(signature.outputs):
             raise VerifyException(
-                f"{op.name} {op.kernel}: {len(op.outs)} outs for {len(signature.outputs)} kernel results"
+                f"{op.kernel}: {len(op.outs)} outs for {len(signature.outputs)} kernel results"
             )
         for out, ty in zip(op.outs.types, signature.outputs.data, strict=True):
-            assert isinstance(out, MemRefType) and isinstance(ty, MemRefType)
+            assert isinstance(out, MemRefType)
+            assert isinstance(ty, MemRefType)
             if out != ty and not can_reuse(out, ty):
-                raise VerifyException(f"{op.name} {op.kernel}: out {out} cannot hold a {ty} result")
+                raise VerifyException(f"{op.kernel}: out {out} cannot hold a {ty} result")
 
 
 @irdl_op_definition
@@ -351,7 +358,7 @@ class LaunchOp(IRDLOperation):
 
     def verify_(self) -> None:
         if len(set(self.outs)) != len(self.outs):
-            raise VerifyException(f"{self.name} {self.kernel}: a buffer appears twice in outs")
+            raise VerifyException(f"{self.kernel}: a buffer appears twice in outs")
 
 
 @irdl_op_definition
@@ -385,24 +392,22 @@ class ExternOp(IRDLOperation):
         expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
         if list(block.arg_types) != expected:
             raise VerifyException(
-                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
+                f"body arguments must be the inputs as tensors and then the syms: "
                 f"expected ({', '.join(map(str, expected))}), got "
                 f"({', '.join(map(str, block.arg_types))})"
             )
         last = block.last_op
         if not isinstance(last, YieldOp):
-            raise VerifyException(f"{self.name}: body must end with 'kernel.yield'")
+            raise VerifyException("body must end with 'kernel.yield'")
         if len(last.values) != len(self.outputs):
             raise VerifyException(
-                f"{self.name}: body yields {len(last.values)} values for {len(self.outputs)} results"
+                f"body yields {len(last.values)} values for {len(self.outputs)} results"
             )
         for value, out in zip(last.values, self.outputs, strict=True):
             if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
-                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
+                raise VerifyException(f"result {out.type} is not a contiguous buffer")
             if tensor_for_buffer(out.type) != value.type:
-                raise VerifyException(
-                    f"{self.name}: yielded {value.type} does not match result {out.type}"
-                )
+                raise VerifyException(f"yielded {value.type} does not match result {out.type}")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" (")

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Mapping
 from functools import cache
+from typing import Any, cast
 
 import sympy
 
@@ -91,23 +92,44 @@ class FloorDiv(sympy.Function):
         if divisor == 0:
             raise ZeroDivisionError("index expression divides by zero")
         if base.is_Integer and divisor.is_Integer:
-            return sympy.Integer(int(base) // int(divisor))
+            return sympy.Integer(as_int(base) // as_int(divisor))
         if base == 0:
             return sympy.Integer(0)
         if isinstance(base, FloorDiv):
-            return FloorDiv(base.args[0], base.args[1] * divisor)
-        terms = sympy.Add.make_args(base)
+            inner, inner_divisor = operands(base)
+            return floordiv(inner, inner_divisor * divisor)
+        terms = cast(tuple[Expr, ...], sympy.Add.make_args(base))
         exact = [t for t in terms if (t / divisor).is_integer]
         if exact:
             rest = sympy.Add(*[t for t in terms if not (t / divisor).is_integer])
-            return sympy.Add(*[t / divisor for t in exact]) + FloorDiv(rest, divisor)
+            return sympy.Add(*[t / divisor for t in exact]) + floordiv(rest, divisor)
         if divisor.is_Integer:
-            g = int(divisor)
+            g = as_int(divisor)
             for t in terms:
-                g = sympy.gcd(g, t.as_coeff_Mul()[0]) if t.as_coeff_Mul()[0].is_Integer else 1
+                coeff = t.as_coeff_Mul()[0]
+                g = math.gcd(g, as_int(coeff)) if coeff.is_Integer else 1
             if g > 1:
-                return FloorDiv(sympy.Add(*[t / g for t in terms]), divisor / g)
+                return floordiv(sympy.Add(*[t / g for t in terms]), divisor / g)
         return None
+
+
+def floordiv(base: Expr | int, divisor: Expr | int) -> Expr:
+    """``base // divisor``, simplified (a typed front for :class:`FloorDiv`)."""
+    return cast(Expr, FloorDiv(base, divisor))
+
+
+def mod(base: Expr | int, divisor: Expr | int) -> Expr:
+    """``base % divisor`` (Python's sign rule), simplified."""
+    return cast(Expr, sympy.Mod(base, divisor))
+
+
+def operands(e: sympy.Basic) -> tuple[Expr, ...]:
+    """``e.args`` as expressions (sympy types them as Basic)."""
+    return cast(tuple[Expr, ...], e.args)
+
+
+def as_int(e: sympy.Basic | int) -> int:
+    return int(cast(Any, e))
 
 
 def is_index_expr(expr: Expr) -> bool:
@@ -160,8 +182,9 @@ def _fmt(e: Expr) -> tuple[str, int]:
         return (f"{_wrap(_fmt(e.base), _ATOM)}**{int(e.exp)}", _POW)
     if isinstance(e, FloorDiv | sympy.Mod):
         op = "//" if isinstance(e, FloorDiv) else "%"
-        left = _wrap(_fmt(e.args[0]), _MUL)
-        right = _wrap(_fmt(e.args[1]), _POW)
+        num, den = operands(e)
+        left = _wrap(_fmt(num), _MUL)
+        right = _wrap(_fmt(den), _POW)
         return (f"{left} {op} {right}", _MUL)
     raise ValueError(f"not an index expression: {e}")
 
@@ -172,7 +195,8 @@ def _fmt_add(e: sympy.Add) -> str:
         coeff, _rest = term.as_coeff_Mul()
         negative = coeff.is_Number and coeff < 0
         body = _fmt(-term)[0] if negative else _wrap(_fmt(term), _ADD)
-        if negative and isinstance(-term, sympy.Add):
+        # A leading minus binds tighter than // and %: -(a // b) needs its parentheses.
+        if negative and isinstance(-term, sympy.Add | FloorDiv | sympy.Mod):
             body = f"({body})"
         if i == 0:
             out = f"-{body}" if negative else body
@@ -183,7 +207,7 @@ def _fmt_add(e: sympy.Add) -> str:
 
 def _ordered_terms(e: sympy.Add) -> list[Expr]:
     """Non-constant terms in sympy's print order, then the constant."""
-    terms = list(e.as_ordered_terms())
+    terms = cast(list[Expr], list(e.as_ordered_terms()))
     constants = [t for t in terms if t.is_Number]
     return [t for t in terms if not t.is_Number] + constants
 
@@ -261,14 +285,15 @@ class _Parser:
             if self.take("*"):
                 e = e * self.unary()
             elif self.take("//"):
-                e = FloorDiv(e, self._divisor())
+                e = floordiv(e, self._divisor())
             elif self.take("%"):
-                e = sympy.Mod(e, self._divisor())
+                e = mod(e, self._divisor())
             else:
                 return e
 
     def _divisor(self) -> Expr:
-        pos = self.peek()[2] if self.peek() else len(self.text)
+        tok = self.peek()
+        pos = tok[2] if tok is not None else len(self.text)
         d = self.unary()
         if d == 0:
             raise ExprSyntaxError("division by zero", pos)
@@ -331,7 +356,7 @@ def simplify_with_ranges(expr: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Exp
 def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
     if not e.args or not e.has(FloorDiv, sympy.Mod):
         return e
-    args = [_simplify(a, ranges) for a in e.args]
+    args = [_simplify(a, ranges) for a in operands(e)]
     if isinstance(e, FloorDiv | sympy.Mod):
         base, divisor = args
         lo, hi = _bounds(base, ranges)
@@ -345,9 +370,9 @@ def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
         if divisor.is_Integer and (split := _split_small_terms(base, int(divisor), ranges)):
             g, big, small = split
             if isinstance(e, FloorDiv):
-                return _simplify(FloorDiv(big, int(divisor) // g), ranges)
-            return _simplify(g * sympy.Mod(big, int(divisor) // g) + small, ranges)
-        return type(e)(base, divisor)
+                return _simplify(floordiv(big, int(divisor) // g), ranges)
+            return _simplify(g * mod(big, int(divisor) // g) + small, ranges)
+        return floordiv(base, divisor) if isinstance(e, FloorDiv) else mod(base, divisor)
     rebuilt = e.func(*args)
     if isinstance(rebuilt, sympy.Add):
         return _join_divmod(rebuilt)
@@ -430,15 +455,16 @@ def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, i
             return (min(c * lo, c * hi), max(c * lo, c * hi))
         return None, None
     if isinstance(e, FloorDiv):
-        lo, hi = _bounds(e.args[0], ranges)
-        d = e.args[1]
-        if d.is_Integer and int(d) > 0:
-            return (None if lo is None else lo // int(d), None if hi is None else hi // int(d))
+        num, den = operands(e)
+        lo, hi = _bounds(num, ranges)
+        if den.is_Integer and as_int(den) > 0:
+            d = as_int(den)
+            return (None if lo is None else lo // d, None if hi is None else hi // d)
         return None, None
     if isinstance(e, sympy.Mod):
-        d = e.args[1]
-        lo, _ = _bounds(e.args[0], ranges)
-        if d.is_Integer and int(d) > 0 and lo is not None and lo >= 0:
-            return 0, int(d) - 1
+        num, den = operands(e)
+        lo, _ = _bounds(num, ranges)
+        if den.is_Integer and as_int(den) > 0 and lo is not None and lo >= 0:
+            return 0, as_int(den) - 1
         return None, None
     return None, None

@@ -244,8 +244,8 @@ def _parse_tail(
     resolved = parser.resolve_operands([*inputs, *syms], types, pos)
     region = parser.parse_region()
     return (
-        resolved[: len(inputs)],
-        resolved[len(inputs) :],
+        list(resolved[: len(inputs)]),
+        list(resolved[len(inputs) :]),
         attributes,
         list(fn_type.outputs.data),
         region,
@@ -368,7 +368,7 @@ class ReductionOp(LoopNestOp):
             kind = ReductionKind(word)
         except ValueError:
             parser.raise_error(
-                f"unknown reduction kind '{word}' (one of {', '.join(k.value for k in ReductionKind)})",
+                f"unknown reduction kind '{word}' (one of {', '.join(map(str, ReductionKind))})",
                 pos,
             )
         sizes = parse_sizes(parser)

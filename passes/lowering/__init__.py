@@ -1,24 +1,21 @@
 """Lowering tables for ``lower-aten``, one module per op family.
 
 Each family module exports ``LOWERINGS: dict[str, Lowering]`` keyed by the overload's
-qualified name (``"add.Tensor"``). :func:`lowering_table` merges them into one dict
+qualified name (``"add.Tensor"``; another namespace than aten is spelled out:
+``"prims::iota"``). :func:`lowering_table` merges them into one dict
 keyed by op class (generated aten ops) and one keyed by overload name (``aten.generic``
 ops), so that finding an op's lowering is one dict lookup.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from xdsl.ir import Operation
 
 from kiln.dialects.aten.ops import AtenOp, GenericOp
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
-
-Lowering = Callable[[LoweringContext, OpArgs], Sequence[Lowered]]
-"""Lower one op: a value per result, or raise NoLowering to run it as extern."""
+from kiln.passes.lowering.context import Lowering
 
 
 @dataclass(frozen=True)
@@ -42,13 +39,14 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
     """Each family's lowerings by qualified overload name."""
     from kiln.passes.lowering import creation, indexing, pointwise, reductions, views
 
-    return {
+    tables: dict[str, dict[str, Lowering]] = {
         "pointwise": pointwise.LOWERINGS,
         "reductions": reductions.LOWERINGS,
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,
         "creation": creation.LOWERINGS,
     }
+    return tables
 
 
 @cache
@@ -59,12 +57,13 @@ def lowering_table() -> LoweringTable:
     by_overload: dict[str, Lowering] = {}
     for table in family_tables().values():
         for name, lowering in table.items():
+            namespace, _, name = name.rpartition("::")
             qualified = name if "." in name else f"{name}.default"
-            cls = op_class(qualified)
+            cls = op_class(qualified) if not namespace else None
             if cls is not None:
                 by_type[cls] = lowering
             else:
-                by_overload[f"aten::{qualified}"] = lowering
+                by_overload[f"{namespace or 'aten'}::{qualified}"] = lowering
     return LoweringTable(by_type, by_overload)
 
 

@@ -11,8 +11,9 @@ the formula they implement.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
+from typing import cast
 
 import sympy
 from xdsl.dialects import arith
@@ -24,6 +25,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    f32,
     i1,
     i64,
 )
@@ -105,18 +107,18 @@ class BodyBuilder:
         """Rename function-level size symbols to this op's ``s<k>`` (adding operands)."""
         if not self._global_syms:
             return e
-        free = e.free_symbols & self._global_syms.keys()
+        free = [s for s in e.free_symbols if isinstance(s, sympy.Symbol) and s in self._global_syms]
         if not free:
             return e
         mapping: dict[sympy.Basic, sympy.Basic] = {}
-        for symbol in sorted(free, key=str):  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-            local = self._local_syms.get(symbol)  # pyright: ignore[reportUnknownArgumentType]
+        for symbol in sorted(free, key=str):
+            local = self._local_syms.get(symbol)
             if local is None:
                 local = size_var(len(self.sym_values))
-                self._local_syms[symbol] = local  # pyright: ignore[reportUnknownArgumentType]
-                self.sym_values.append(self._global_syms[symbol])  # pyright: ignore[reportUnknownArgumentType]
-            mapping[symbol] = local  # pyright: ignore[reportUnknownArgumentType]
-        return e.xreplace(mapping)
+                self._local_syms[symbol] = local
+                self.sym_values.append(self._global_syms[symbol])
+            mapping[symbol] = local
+        return cast(Expr, e.xreplace(mapping))
 
     def input_arg(self, buffer: SSAValue) -> SSAValue:
         arg = self._input_args.get(buffer)
@@ -201,22 +203,20 @@ class BodyBuilder:
         if is_bool(ty):
             zero = self.const(0, src)
             return self.cmp("ne", v, zero)
-        if is_float(src) and is_float(ty):
-            assert isinstance(src, AnyFloat)
-            assert isinstance(ty, AnyFloat)
+        if isinstance(src, AnyFloat) and isinstance(ty, AnyFloat):
             if src.bitwidth == ty.bitwidth:  # f16 <-> bf16 go through f32
-                from xdsl.dialects.builtin import f32
-
                 return self.cast(self.cast(v, f32), ty)
             op = arith.ExtFOp(v, ty) if src.bitwidth < ty.bitwidth else arith.TruncFOp(v, ty)
             return self.emit(op)
-        if is_float(ty):
+        if isinstance(ty, AnyFloat):
             op = arith.UIToFPOp(v, ty) if is_bool(src) else arith.SIToFPOp(v, ty)
             return self.emit(op)
-        if is_float(src):
-            return self.emit(arith.FPToSIOp(v, ty))
         if isinstance(ty, IndexType):
             return self.emit(arith.IndexCastOp(self.cast(v, i64), ty))
+        if not isinstance(ty, IntegerType):
+            raise NoLowering(f"cannot convert {src} to {ty}")
+        if is_float(src):
+            return self.emit(arith.FPToSIOp(v, ty))
         if bitwidth(src) < bitwidth(ty):
             op = arith.ExtUIOp(v, ty) if is_bool(src) else arith.ExtSIOp(v, ty)
             return self.emit(op)
@@ -290,24 +290,6 @@ class BodyBuilder:
     def isnan(self, a: SSAValue) -> SSAValue:
         return self.emit(arith.CmpfOp(a, a, "uno"))
 
-    def in_range(self, e: Expr, lo: Expr, hi: Expr) -> SSAValue | None:
-        """``lo <= e < hi`` as an i1 value (None when always true for ``e``'s range)."""
-        checks: list[SSAValue] = []
-        v = None
-        if lo != 0 or not _nonnegative(e):
-            v = self.index_value(e)
-            checks.append(self.emit(arith.CmpiOp(v, self.index_value(lo), "sge")))
-        v = v or self.index_value(e)
-        checks.append(self.emit(arith.CmpiOp(v, self.index_value(hi), "slt")))
-        out = checks[0]
-        for c in checks[1:]:
-            out = self.and_(out, c)
-        return out
-
-
-def _nonnegative(e: Expr) -> bool:
-    return bool(sympy.sympify(e).is_nonnegative)
-
 
 def _fit(value: float | int | bool, ty: Attribute) -> float | int | bool:
     """``value`` as torch converts a Python scalar to ``ty`` (ints wrap)."""
@@ -322,6 +304,3 @@ def _fit(value: float | int | bool, ty: Attribute) -> float | int | bool:
         value = int(value) & ((1 << width) - 1)
         return value - (1 << width) if value >= 1 << (width - 1) else value
     return float(value)
-
-
-BodyFn = Callable[[BodyBuilder], SSAValue]

@@ -130,9 +130,9 @@ class LoweringContext:
         cached = self._index_values.get(e)
         if cached is not None:
             return cached
-        from kiln.dialects.loop.expr import FloorDiv
+        from kiln.dialects.loop.expr import FloorDiv, operands
 
-        args = [self.index_value(a) for a in e.args]
+        args = [self.index_value(a) for a in operands(e)]
         if isinstance(e, sympy.Add):
             op_cls: type[Operation] = arith.AddiOp
         elif isinstance(e, sympy.Mul):
@@ -264,7 +264,9 @@ class LoweringContext:
                 ):
                     views.append((operand, lowered))
                 else:
-                    mapping[operand] = input_arg(self.materialize(lowered, operand.name_hint))
+                    # No strided view expresses it (a reshape torch copies too): copy.
+                    name = f"{operand.name_hint}_contiguous" if operand.name_hint else None
+                    mapping[operand] = input_arg(self.materialize(lowered, name))
             elif lowered is not None:
                 arg = sym_args.get(lowered)
                 if arg is None:
@@ -417,11 +419,16 @@ class OpArgs:
         return out
 
 
+Lowering = Callable[[LoweringContext, OpArgs], Sequence[Lowered]]
+"""Lower one op: a value per result, or raise NoLowering to run it as extern."""
+
+
 class _SymbolicFloat:
     """Placeholder for a SymFloat argument (no loop-level representation)."""
 
 
 __all__ = [
+    "Lowering",
     "LoweringContext",
     "LoweringError",
     "NoLowering",

@@ -17,8 +17,9 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32, f64
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.aten.dialect import ConstantOp
+from kiln.dialects.loop.expr import floordiv
 from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.pointwise import scalar
 from kiln.passes.lowering.tensors import TensorRef, expr
 from kiln.passes.lowering.types import NoLowering, is_float, is_low_precision
@@ -65,48 +66,54 @@ def _fill_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(x.sizes, args.result_dtype(), lambda bb, idx: bb.load(value, []))]
 
 
-def _arange_values(
-    args: OpArgs, start: Any, end: Any, step: Any
-) -> tuple[float | int, float | int]:
-    for v in (start, end, step):
-        if isinstance(v, sympy.Expr) and not v.is_Number:
-            raise NoLowering("symbolic arange bounds")
-    start_v = 0 if start is None else start
-    step_v = 1 if step is None else step
-    return start_v, step_v
-
-
-def _arange(ctx: LoweringContext, args: OpArgs, start: Any, step: Any) -> list[Lowered]:
+def _arange(ctx: LoweringContext, args: OpArgs, start: Any, end: Any, step: Any) -> list[Lowered]:
+    """``start + step*i``; a symbolic length is ``ceil((end - start) / step)`` (ATen checks
+    that ``end >= start`` for a positive step, so the traced graph's guards ensure it)."""
     ty = args.result_dtype()
     shape = args.result_type().get_shape()
-    if len(shape) != 1 or shape[0] < 0:
+    if len(shape) != 1:
+        raise NoLowering("arange result is not 1-D")
+    if shape[0] >= 0:
+        sizes = [sympy.Integer(shape[0])]
+    elif (
+        isinstance(step, int)
+        and step > 0
+        and isinstance(start, int | sympy.Expr)
+        and isinstance(end, int | sympy.Expr)
+    ):
+        sizes = [floordiv(expr(end) - expr(start) + step - 1, step)]
+    else:
         raise NoLowering("arange with a symbolic length")
-    sizes = [sympy.Integer(shape[0])]
-    start_v, step_v = _arange_values(args, start, None, step)
     # ATen accumulates in double for float/double results and in float for half types.
     acc = f64 if is_float(ty) and not is_low_precision(ty) else (f32 if is_float(ty) else ty)
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> SSAValue:
         i = bb.index_as(idx[0], acc)
-        if step_v != 1:
-            i = bb.mul(i, scalar(bb, step_v, acc))
-        if start_v != 0:
-            i = bb.add_(scalar(bb, start_v, acc), i)
+        if step != 1:
+            i = bb.mul(i, scalar(bb, step, acc))
+        if start != 0:
+            i = bb.add_(scalar(bb, start, acc), i)
         return i
 
     return [ctx.pointwise(sizes, ty, body)]
 
 
 def _arange_end(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
-    return _arange(ctx, args, 0, 1)
+    return _arange(ctx, args, 0, args.value("end"), 1)
 
 
 def _arange_start(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
-    return _arange(ctx, args, args.value("start"), 1)
+    return _arange(ctx, args, args.value("start"), args.value("end"), 1)
 
 
 def _arange_start_step(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
-    return _arange(ctx, args, args.value("start"), args.value("step"))
+    return _arange(ctx, args, args.value("start"), args.value("end"), args.value("step"))
+
+
+def _iota(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """``prims.iota(length, start, step)``: integers ``start + step*i``."""
+    start, step, length = args.value("start"), args.value("step"), args.value("length")
+    return _arange(ctx, args, start, expr(start) + expr(step) * expr(length), step)
 
 
 def lower_constant(ctx: LoweringContext, op: ConstantOp) -> Lowered:
@@ -136,7 +143,7 @@ def _splat_value(value: DenseIntOrFPElementsAttr) -> float | int | None:
     return first  # pyright: ignore[reportUnknownVariableType, reportReturnType]
 
 
-LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+LOWERINGS: dict[str, Lowering] = {
     "full": _full_of(None),
     "zeros": _full_of(0),
     "ones": _full_of(1),
@@ -156,4 +163,5 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "arange": _arange_end,
     "arange.start": _arange_start,
     "arange.start_step": _arange_start_step,
+    "prims::iota": _iota,
 }

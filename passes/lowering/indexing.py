@@ -18,11 +18,19 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, i64
 from xdsl.ir import SSAValue
 
-from kiln.dialects.loop.expr import indirect_var
+from kiln.dialects.loop.expr import floordiv, indirect_var
 from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.pointwise import broadcast_sizes
-from kiln.passes.lowering.tensors import ONE, ZERO, TensorRef, expr, safe_mod
+from kiln.passes.lowering.tensors import (
+    ONE,
+    ZERO,
+    TensorRef,
+    contiguous_strides,
+    expr,
+    numel,
+    safe_mod,
+)
 from kiln.passes.lowering.types import NoLowering, compute_type, is_bool, is_float
 from kiln.passes.lowering.views import wrap_dim
 
@@ -123,8 +131,8 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     value = args.value("value")
     if len(pad) % 2 or len(pad) // 2 > x.rank:
         raise NoLowering("bad pad length")
-    lows = [ZERO] * x.rank
-    highs = [ZERO] * x.rank
+    lows: list[Expr] = [ZERO] * x.rank
+    highs: list[Expr] = [ZERO] * x.rank
     for k in range(len(pad) // 2):
         dim = x.rank - 1 - k
         lows[dim], highs[dim] = pad[2 * k], pad[2 * k + 1]
@@ -336,7 +344,7 @@ def _roll(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     shifts = list(args.value("shifts"))
     dims = list(args.value("dims") or [])
     if not dims:
-        raise NoLowering("roll of the flattened tensor")
+        return [_roll_flat(x, expr(shifts[0]) if shifts else ZERO)]
     amount = {wrap_dim(d, x.rank): expr(s) for d, s in zip(dims, shifts, strict=True)}
 
     def fn(idx: Sequence[Expr]) -> list[Expr]:
@@ -345,6 +353,25 @@ def _roll(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         ]
 
     return [x.with_map(x.sizes, fn)]
+
+
+def _roll_flat(x: TensorRef, shift: Expr) -> TensorRef:
+    """``roll`` without dims: along the flattened (row-major) tensor."""
+    strides = contiguous_strides(x.sizes)
+    count = numel(x.sizes)
+    if count == ZERO:
+        return x
+
+    def fn(idx: Sequence[Expr]) -> list[Expr]:
+        flat = safe_mod(
+            sum((s * i for s, i in zip(strides, idx, strict=True)), ZERO) - shift, count
+        )
+        return [
+            floordiv(flat, stride) if k == 0 else safe_mod(floordiv(flat, stride), size)
+            for k, (stride, size) in enumerate(zip(strides, x.sizes, strict=True))
+        ]
+
+    return x.with_map(x.sizes, fn)
 
 
 def _triangle(lower: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
@@ -403,7 +430,9 @@ def _backward_sizes(args: OpArgs) -> list[Expr]:
     return [expr(s) for s in args.value("input_sizes")]
 
 
-def _slice_where(size: Expr, start: Any, end: Any, step: int) -> Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]]:
+def _slice_where(
+    size: Expr, start: Any, end: Any, step: int
+) -> Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]]:
     from kiln.passes.lowering.views import clamp_slice
 
     first, length = clamp_slice(size, start, end, step)
@@ -413,12 +442,14 @@ def _slice_where(size: Expr, start: Any, end: Any, step: int) -> Callable[[BodyB
         mask = _range_mask(bb, d, first, first + length * step)
         if step != 1:
             on_step = bb.emit(
-                arith.CmpiOp(bb.index_value(safe_mod(offset, sympy.Integer(step))), bb.index_value(ZERO), "eq")
+                arith.CmpiOp(
+                    bb.index_value(safe_mod(offset, sympy.Integer(step))),
+                    bb.index_value(ZERO),
+                    "eq",
+                )
             )
             mask = on_step if mask is None else bb.and_(mask, on_step)
-        from kiln.dialects.loop.expr import FloorDiv
-
-        return mask, FloorDiv(offset, step) if step != 1 else offset
+        return mask, floordiv(offset, step) if step != 1 else offset
 
     return where
 
@@ -472,7 +503,7 @@ def _select_backward(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [_embed(ctx, args, None, src, dim, _select_where(index))]
 
 
-LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+LOWERINGS: dict[str, Lowering] = {
     "slice_scatter": _slice_scatter,
     "select_scatter": _select_scatter,
     "slice_backward": _slice_backward,

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import i1
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.tensors import ONE, TensorRef
 from kiln.passes.lowering.types import (
     NoLowering,
@@ -801,7 +801,7 @@ def _math(op_cls: type) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
     return unary(_unary_math(op_cls))
 
 
-LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+LOWERINGS: dict[str, Lowering] = {
     # unary math (integer inputs promote to float)
     "exp": _math(xmath.ExpOp),
     "exp2": _math(xmath.Exp2Op),
@@ -880,6 +880,7 @@ LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
     "fmin": binary(_fmin),
     "atan2": binary(_atan2),
     "copysign.Tensor": binary(_copysign),
+    "copysign.Scalar": binary(_copysign),
     "hypot": binary(_hypot),
     "pow.Tensor_Scalar": _pow_tensor_scalar,
     "pow.Tensor_Tensor": binary(_pow_float, ("self", "exponent")),

@@ -19,7 +19,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.tensors import ONE, TensorRef, numel
 from kiln.passes.lowering.types import NoLowering, compute_type, is_float
 from kiln.passes.lowering.views import wrap_dim
@@ -333,7 +333,7 @@ def _logsumexp(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(total.sizes, out, epilogue)]
 
 
-LOWERINGS: dict[str, Callable[[LoweringContext, OpArgs], list[Lowered]]] = {
+LOWERINGS: dict[str, Lowering] = {
     "sum": _simple(K.SUM, all_dims=True),
     "sum.dim_IntList": _simple(K.SUM),
     "prod": _simple(K.PROD, all_dims=True),

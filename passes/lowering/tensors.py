@@ -18,10 +18,13 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
 
-from kiln.dialects.loop.expr import FloorDiv
+from kiln.dialects.loop.expr import floordiv, mod
 
 Expr = sympy.Expr
 IndexMap = Callable[[Sequence[Expr]], Expr]
+"""Element index -> storage index."""
+DimMap = Callable[[Sequence[Expr]], Sequence[Expr]]
+"""Element index of a view -> element index of the tensor it views."""
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -42,7 +45,7 @@ def contiguous_strides(sizes: Sequence[Expr]) -> tuple[Expr, ...]:
 
 def safe_mod(value: Expr, size: Expr) -> Expr:
     """``value % size``, or 0 for an empty dim (never indexed)."""
-    return ZERO if size == ZERO else sympy.Mod(value, size)
+    return ZERO if size == ZERO else mod(value, size)
 
 
 def numel(sizes: Sequence[Expr]) -> Expr:
@@ -113,12 +116,12 @@ class TensorRef:
 
     # -- views: each returns a new map over the same buffer -------------------------
 
-    def with_map(self, sizes: Sequence[Expr], fn: IndexMap) -> TensorRef:
+    def with_map(self, sizes: Sequence[Expr], fn: DimMap) -> TensorRef:
         """A general view: element ``idx`` of the result is element ``fn(idx)`` of self."""
         inner = self
 
         def general(idx: Sequence[Expr]) -> Expr:
-            return inner.storage_index(fn(idx))  # pyright: ignore[reportArgumentType]
+            return inner.storage_index(fn(idx))
 
         return TensorRef(self.buffer, tuple(sizes), self.dtype, None, ZERO, general)
 
@@ -139,7 +142,7 @@ class TensorRef:
         lead = len(sizes) - self.rank
         keep = [not (self.sizes[k] == ONE and sizes[lead + k] != ONE) for k in range(self.rank)]
         if self.strides is not None:
-            strides = [ZERO] * lead + [
+            strides: list[Expr] = [ZERO] * lead + [
                 s if kept else ZERO for s, kept in zip(self.strides, keep, strict=True)
             ]
             return self.strided(sizes, strides, self.offset)
@@ -165,7 +168,7 @@ class TensorRef:
         kept = [k for k in range(self.rank) if k not in drop]
 
         def fn(idx: Sequence[Expr]) -> list[Expr]:
-            full = [ZERO] * self.rank
+            full: list[Expr] = [ZERO] * self.rank
             for pos, k in enumerate(kept):
                 full[k] = idx[pos]
             return full
@@ -200,7 +203,7 @@ class TensorRef:
         sizes = [self.sizes[k] for k in rest] + [length]
 
         def fn(idx: Sequence[Expr]) -> list[Expr]:
-            full = [ZERO] * self.rank
+            full: list[Expr] = [ZERO] * self.rank
             for pos, k in enumerate(rest):
                 full[k] = idx[pos]
             full[dim1] = idx[-1] + (0 if offset >= 0 else -offset)
@@ -231,8 +234,8 @@ class TensorRef:
             flat = strided_index(new_strides, ZERO, tuple(idx))
             out: list[Expr] = []
             for k, (size, stride) in enumerate(zip(old_sizes, old_strides, strict=True)):
-                part = FloorDiv(flat, stride)
-                out.append(part if k == 0 else sympy.Mod(part, size))
+                part = floordiv(flat, stride)
+                out.append(part if k == 0 else mod(part, size))
             return out
 
         return self.with_map(sizes, fn)
@@ -260,9 +263,7 @@ def view_strides(
             old[tensor_d - 1][0] != ONE
             and not _same(old[tensor_d - 1][1], tensor_numel * chunk_base_stride)
         ):
-            while view_d >= 0 and (
-                view_numel != tensor_numel or new_sizes[view_d] == ONE
-            ):
+            while view_d >= 0 and (view_numel != tensor_numel or new_sizes[view_d] == ONE):
                 new_strides[view_d] = view_numel * chunk_base_stride
                 view_numel = view_numel * new_sizes[view_d]
                 view_d -= 1

@@ -16,7 +16,8 @@ from typing import Any
 
 import sympy
 
-from kiln.passes.lowering.context import Lowered, LoweringContext, OpArgs
+from kiln.dialects.loop.expr import floordiv
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.tensors import ONE, TensorRef, expr, numel
 from kiln.passes.lowering.types import NoLowering
 
@@ -42,9 +43,7 @@ def infer_view_sizes(ref: TensorRef, requested: Sequence[Any]) -> list[Expr]:
         raise NoLowering("more than one -1 in view sizes")
     if holes:
         known = numel([s for k, s in enumerate(sizes) if k != holes[0]])
-        from kiln.dialects.loop.expr import FloorDiv
-
-        sizes[holes[0]] = FloorDiv(numel(ref.sizes), known) if known != 0 else ONE
+        sizes[holes[0]] = floordiv(numel(ref.sizes), known) if known != 0 else ONE
     return sizes
 
 
@@ -134,9 +133,7 @@ def clamp_slice(size: Expr, start: Any, end: Any, step: int) -> tuple[Expr, Expr
     # Symbolic sizes: bounds must be plainly in range (what torch's guards ensured).
     if (start_e.is_Integer and int(start_e) < 0) or (end_e.is_Integer and int(end_e) < 0):
         raise NoLowering("negative slice bounds on a symbolic dim")
-    from kiln.dialects.loop.expr import FloorDiv
-
-    return start_e, FloorDiv(end_e - start_e + step - 1, step)
+    return start_e, floordiv(end_e - start_e + step - 1, step)
 
 
 def _slice(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -276,7 +273,20 @@ def _narrow(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ref.slice(dim, start, length, ONE)]
 
 
-LOWERINGS = {
+def _sym_size(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """A size as an ``index`` value (static: a constant; symbolic: the size symbols'
+    arithmetic)."""
+    ref = args.tensor("self")
+    return [ctx.index_value(ref.sizes[wrap_dim(args.value("dim"), ref.rank)])]
+
+
+def _sym_numel(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    return [ctx.index_value(numel(args.tensor("self").sizes))]
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "sym_size.int": _sym_size,
+    "sym_numel": _sym_numel,
     "view": _view,
     "reshape": _view,
     "_unsafe_view": _view,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import sympy
 from xdsl.dialects import arith
@@ -23,9 +24,16 @@ from kiln.dialects.kernel.attributes import KernelKind
 from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, vars_attr
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp, ReturnOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import (
+    FloorDiv,
+    index_var,
+    reduction_var,
+    simplify_with_ranges,
+    size_var,
+)
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.fusion import FusionResult, Group
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph
 from kiln.passes.scheduling.legality import Level, same_size
@@ -46,9 +54,9 @@ def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]
         stride = stride * size
     strides.reverse()
     for k, (size, stride_k) in enumerate(zip(sizes, strides, strict=True)):
-        coordinate = FloorDiv(flat, stride_k)
+        coordinate = floordiv(flat, stride_k)
         if k > 0:
-            coordinate = sympy.Mod(coordinate, size)
+            coordinate = mod(coordinate, size)
         out.append(coordinate)
     return out
 
@@ -114,9 +122,11 @@ class _SizeBuilder:
             for _ in range(int(expr.exp) - 1):
                 out = self.emit(arith.MuliOp(out, base))
         elif isinstance(expr, FloorDiv | sympy.Mod):
-            a, b = (self.value(x, syms) for x in expr.args)
+            a, b = (self.value(cast(sympy.Expr, x), syms) for x in expr.args)
             # Sizes are non-negative, so the remainder is the modulus.
-            out = self.emit(arith.FloorDivSIOp(a, b) if isinstance(expr, FloorDiv) else arith.RemSIOp(a, b))
+            out = self.emit(
+                arith.FloorDivSIOp(a, b) if isinstance(expr, FloorDiv) else arith.RemSIOp(a, b)
+            )
         else:
             raise ValueError(f"cannot compute size {expr}")
         self.cache[key] = out
@@ -244,15 +254,21 @@ class ProgramBuilder:
         for old, new in zip([*inputs, *syms], block.args, strict=True):
             new.name_hint = old.name_hint
             mapping[old] = new
-        to_kernel_syms = {self.graph.symbols[v]: size_var(k) for k, v in enumerate(syms) if v in self.graph.symbols}
-        numel = group.numel.xreplace(to_kernel_syms)
-        rnumel = group.rnumel.xreplace(to_kernel_syms)
+        to_kernel_syms = {
+            self.graph.symbols[v]: size_var(k)
+            for k, v in enumerate(syms)
+            if v in self.graph.symbols
+        }
+        numel = substitute(group.numel, to_kernel_syms)
+        rnumel = substitute(group.rnumel, to_kernel_syms)
         for node in nodes:
             clone = node.loop.clone(value_mapper=mapping)
             local = {size_var(k): size_var(syms.index(v)) for k, v in enumerate(node.loop.syms)}
-            node_sizes = [s.data.xreplace(local) for s in node.loop.sizes.data]
-            node_rsizes = [s.data.xreplace(local) for s in node.loop.reduction_sizes_list()]
-            exprs = node_kernel_vars(node_sizes, node_rsizes, group.levels[node.index], numel, rnumel)
+            node_sizes = [substitute(s.data, local) for s in node.loop.sizes.data]
+            node_rsizes = [substitute(s.data, local) for s in node.loop.reduction_sizes_list()]
+            exprs = node_kernel_vars(
+                node_sizes, node_rsizes, group.levels[node.index], numel, rnumel
+            )
             clone.attributes[VARS_ATTR] = vars_attr(exprs)
             block.add_op(clone)
         block.add_op(YieldOp(*[mapping[v] for v in outputs]))

@@ -29,7 +29,6 @@ from xdsl.ir import SSAValue
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
 from kiln.passes.scheduling.legality import (
     Level,
-    level_in,
     read_target,
     reads_same_point,
     same_size,
@@ -108,9 +107,25 @@ class Scheduler:
     @staticmethod
     def _singleton(node: Node) -> Group:
         if node.kind is NodeKind.REDUCTION:
-            return Group(node.index, [node.index], node.numel, node.rnumel, True, {node.index: Level.RED}, True)
+            return Group(
+                node.index,
+                [node.index],
+                node.numel,
+                node.rnumel,
+                True,
+                {node.index: Level.RED},
+                True,
+            )
         if node.kind is NodeKind.POINTWISE:
-            return Group(node.index, [node.index], node.numel, sympy.Integer(1), False, {node.index: Level.X}, True)
+            return Group(
+                node.index,
+                [node.index],
+                node.numel,
+                sympy.Integer(1),
+                False,
+                {node.index: Level.X},
+                True,
+            )
         return Group(node.index, [node.index], sympy.Integer(0), sympy.Integer(0), False, {}, False)
 
     # -- naming ------------------------------------------------------------------------
@@ -169,7 +184,11 @@ class Scheduler:
         for group in (a, b):
             if not group.fusable:
                 node = self.graph.nodes[group.first]
-                what = "an extern call (ATen)" if node.kind is NodeKind.EXTERN else f"a {node.op.name} op"
+                what = (
+                    "an extern call (ATen)"
+                    if node.kind is NodeKind.EXTERN
+                    else f"a {node.op.name} op"
+                )
                 return f"{node.name} is {what}, which is never fused"
         if len(a.nodes) + len(b.nodes) > self.max_nodes:
             return f"the kernel would have more than max-nodes={self.max_nodes} nodes"
@@ -220,9 +239,7 @@ class Scheduler:
                 return red.numel, red.rnumel, True, levels
         elif same_size(a.numel, b.numel):
             return a.numel, sympy.Integer(1), False, levels
-        return (
-            f"different iteration space ({self._describe_space(a)} vs {self._describe_space(b)})"
-        )
+        return f"different iteration space ({self._describe_space(a)} vs {self._describe_space(b)})"
 
     def _check_reads(
         self, a: Group, b: Group, levels: dict[int, Level], rnumel: sympy.Expr
@@ -273,12 +290,16 @@ class Scheduler:
         del self.groups[gone.id]
         return keep
 
-    def _record(self, round_no: int, a: Group, b: Group, fused: bool, reason: str, saved: int) -> None:
+    def _record(
+        self, round_no: int, a: Group, b: Group, fused: bool, reason: str, saved: int
+    ) -> None:
         key = (tuple(a.nodes), tuple(b.nodes))
         if not fused and key in self._reported:
             return
         self._reported.add(key)
-        self.decisions.append(Decision(round_no, self.label(a), self.label(b), fused, reason, saved))
+        self.decisions.append(
+            Decision(round_no, self.label(a), self.label(b), fused, reason, saved)
+        )
 
     def run(self, max_rounds: int = 16) -> FusionResult:
         for round_no in range(1, max_rounds + 1):

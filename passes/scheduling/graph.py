@@ -22,6 +22,7 @@ from xdsl.ir import Operation, SSAValue
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import size_var
 from kiln.dialects.loop.ops import ExternOp, LoopNestOp, ReductionOp
+from kiln.passes.scheduling.exprs import substitute
 
 SIZE_HINT = 1024
 """What a dynamic dimension counts for when estimating bytes (scores only)."""
@@ -132,7 +133,7 @@ def _global_sizes(
         if symbol is None:
             symbol = symbols[value] = sympy.Symbol(f"g{len(symbols)}", integer=True, positive=True)
         mapping[size_var(k)] = symbol
-    return [sympy.sympify(s).xreplace(mapping) for s in sizes]
+    return [substitute(s, mapping) for s in sizes]
 
 
 def _loads_by_buffer(op: LoopNestOp) -> dict[SSAValue, list[LoadOp]]:

@@ -15,11 +15,12 @@ a broadcast constant or mask feeding a reduction kernel, for example.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import sympy
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import IndexType, MemRefType
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -29,6 +30,7 @@ from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import index_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp
 from kiln.passes.scheduling.build import unflatten
+from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.legality import loop_ranges
 
 MAX_BODY_OPS = 8
@@ -101,11 +103,17 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
 
 
 def _loads_of(consumer: LoopNestOp, buffer: SSAValue) -> list[LoadOp]:
-    args = {arg for outer, arg in zip(consumer.inputs, consumer.input_args(), strict=True) if outer is buffer}
+    args = {
+        arg
+        for outer, arg in zip(consumer.inputs, consumer.input_args(), strict=True)
+        if outer is buffer
+    }
     return [op for op in consumer.body.walk() if isinstance(op, LoadOp) and op.buffer in args]
 
 
-def _rebuild(consumer: LoopNestOp, inputs: Sequence[SSAValue], syms: Sequence[SSAValue]) -> LoopNestOp:
+def _rebuild(
+    consumer: LoopNestOp, inputs: Sequence[SSAValue], syms: Sequence[SSAValue]
+) -> LoopNestOp:
     """The consumer with new operand lists (its body moved over; block args already fixed)."""
     properties = {k: v for k, v in consumer.properties.items() if k != "operandSegmentSizes"}
     new = type(consumer).build(
@@ -130,7 +138,9 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
     inputs = list(consumer.inputs)
     syms = list(consumer.syms)
     # The producer's inputs and sizes, as the consumer's block arguments and s<k>.
-    arg_for: dict[SSAValue, SSAValue] = dict(zip(consumer.inputs, consumer.input_args(), strict=True))
+    arg_for: dict[SSAValue, SSAValue] = dict(
+        zip(consumer.inputs, consumer.input_args(), strict=True)
+    )
     for outer in producer.inputs:
         if outer not in arg_for:
             inputs.append(outer)
@@ -140,7 +150,7 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
         if value not in syms:
             syms.append(value)
         sym_rename[size_var(k)] = size_var(syms.index(value))
-    producer_sizes = [s.data.xreplace(sym_rename) for s in producer.sizes.data]
+    producer_sizes = [substitute(s.data, sym_rename) for s in producer.sizes.data]
     ranges = loop_ranges(consumer)
     p_block = producer.body.block
     p_vars = p_block.args[: producer.num_loop_vars]
@@ -154,7 +164,9 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
         for k, var_arg in enumerate(p_vars):
             if var_arg.uses:
                 index_op = IndexOp.build(
-                    properties={"expr": IndexExprAttr(simplify_with_ranges(coordinates[k], ranges))},
+                    properties={
+                        "expr": IndexExprAttr(simplify_with_ranges(coordinates[k], ranges))
+                    },
                     result_types=[IndexType()],
                 )
                 block.insert_op_before(index_op, load)
@@ -174,7 +186,7 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
                 mapping[inner.results[0]] = masked
         assert value is not None
         if load.mask is not None and load.fill is not None:
-            fill = arith.ConstantOp(load.fill)
+            fill = arith.ConstantOp(cast(FloatAttr | IntegerAttr, load.fill))
             select = arith.SelectOp(load.mask, value, fill.result)
             block.insert_ops_before([fill, select], load)
             value = select.result
@@ -212,7 +224,11 @@ def _with_mask(load: LoadOp, mask: SSAValue, block: Block) -> SSAValue:
     return masked.result
 
 
-def _substitute(op: Operation, substitution: dict[sympy.Symbol, sympy.Expr], ranges: dict[sympy.Symbol, sympy.Expr]) -> None:
+def _substitute(
+    op: Operation,
+    substitution: dict[sympy.Symbol, sympy.Expr],
+    ranges: dict[sympy.Symbol, sympy.Expr],
+) -> None:
     for inner in op.walk():
         if isinstance(inner, LoadOp):
             expr = inner.index.data.xreplace(substitution)

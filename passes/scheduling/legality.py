@@ -27,8 +27,9 @@ from enum import Enum, auto
 import sympy
 
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.scheduling.exprs import floordiv, substitute
 from kiln.passes.scheduling.graph import Node, NodeKind
 
 
@@ -92,14 +93,14 @@ def read_target(
             return flat_index([*d, *r], [*sizes, *rsizes])
         return None
     if consumer_level is Level.XR:
-        return FloorDiv(flat_index(d, sizes), rnumel_local)
+        return floordiv(flat_index(d, sizes), rnumel_local)
     return flat_index(d, sizes)
 
 
 def same_index(a: sympy.Expr, b: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> bool:
     # A variable over a size-1 dimension is always 0.
     zero = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
-    a, b = sympy.sympify(a).xreplace(zero), sympy.sympify(b).xreplace(zero)
+    a, b = substitute(a, zero), substitute(b, zero)
     a = simplify_with_ranges(sympy.expand(a), ranges)
     b = simplify_with_ranges(sympy.expand(b), ranges)
     return sympy.expand(a - b) == 0
@@ -122,8 +123,10 @@ def to_local(expr: sympy.Expr, node: Node, symbols: dict[object, sympy.Symbol]) 
     """A global-symbol expression over ``node``'s own ``s<k>`` symbols."""
     from kiln.dialects.loop.expr import size_var
 
-    mapping = {symbols[v]: size_var(k) for k, v in enumerate(node.loop.syms) if v in symbols}
-    return expr.xreplace(mapping)
+    mapping: dict[sympy.Symbol, sympy.Expr] = {
+        symbols[v]: size_var(k) for k, v in enumerate(node.loop.syms) if v in symbols
+    }
+    return substitute(expr, mapping)
 
 
 def level_in(node: Node, numel: sympy.Expr, rnumel: sympy.Expr) -> Level | None:

@@ -82,9 +82,7 @@ def _partial_reduction(red: ReductionOp, splits: int, chunk: sympy.Expr) -> Redu
     n_d = len(red.sizes.data)
     rsizes = [s.data for s in red.reduction_sizes.data]
     old_block = red.body.block
-    new_block = Block(
-        arg_types=[IndexType()] * (n_d + 2) + [v.type for v in red.inputs]
-    )
+    new_block = Block(arg_types=[IndexType()] * (n_d + 2) + [v.type for v in red.inputs])
     flat_r = index_var(n_d) * chunk + reduction_var(0)
     old_r = unflatten(flat_r, rsizes)
     substitution = {reduction_var(k): e for k, e in enumerate(old_r)}
@@ -108,7 +106,9 @@ def _partial_reduction(red: ReductionOp, splits: int, chunk: sympy.Expr) -> Redu
     ranges[reduction_var(0)] = chunk
 
     def rewrite(expr: sympy.Expr) -> IndexExprAttr:
-        return IndexExprAttr(simplify_with_ranges(sympy.expand(expr.xreplace(substitution)), ranges))
+        return IndexExprAttr(
+            simplify_with_ranges(sympy.expand(expr.xreplace(substitution)), ranges)
+        )
 
     for op in old_block.ops:
         clone = op.clone(value_mapper=mapping)
@@ -212,9 +212,7 @@ def split_kernel(kernel: KernelOp, splits: int, names: tuple[str, str]) -> Split
     )
 
     # Second kernel: combine the partials, then the epilogue.
-    used_args = [
-        a for a in args if any(a in n.operands for n in after)
-    ]
+    used_args = [a for a in args if any(a in n.operands for n in after)]
     partial_type = partial.outputs[0].type
     assert isinstance(partial_type, MemRefType)
     second_block = Block(arg_types=[partial_type, *(a.type for a in used_args)])

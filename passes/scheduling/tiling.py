@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import sympy
 
@@ -69,7 +70,7 @@ def _unique(configs: Sequence[ConfigAttr]) -> tuple[ConfigAttr, ...]:
 def _stride(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
     """The coefficient of ``var`` in an index expression (None: not affine in it)."""
     expanded = sympy.expand(expr)
-    coefficient = expanded.coeff(var)
+    coefficient = cast(sympy.Expr, expanded.coeff(var))
     if coefficient.has(var) or (expanded - coefficient * var).has(var):
         return None
     return coefficient
@@ -80,9 +81,7 @@ def _global_loads(kernel: KernelOp, node: LoopNestOp) -> list[LoadOp]:
     globals_ = set(kernel.buffer_args())
     outer = dict(zip(node.input_args(), node.inputs, strict=True))
     return [
-        op
-        for op in node.body.walk()
-        if isinstance(op, LoadOp) and outer.get(op.buffer) in globals_
+        op for op in node.body.walk() if isinstance(op, LoadOp) and outer.get(op.buffer) in globals_
     ]
 
 
@@ -146,7 +145,9 @@ def pointwise_tiling(kernel: KernelOp) -> Tiling:
         y = int(ynumel)
         x = numel // y
         candidates = [
-            _config(YBLOCK=min(next_pow2(y), yb, MAX_YBLOCK), XBLOCK=min(next_pow2(x), xb), num_warps=4)
+            _config(
+                YBLOCK=min(next_pow2(y), yb, MAX_YBLOCK), XBLOCK=min(next_pow2(x), xb), num_warps=4
+            )
             for yb, xb in ((32, 32), (64, 16), (16, 64), (8, 128))
         ]
         return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates), ynumel=ynumel)

@@ -70,7 +70,8 @@ def test_views_of_inputs_returned_are_copied_once() -> None:
     (op,) = loop_ops(module)
     assert isinstance(op, PointwiseOp)
     ret = function(module).body.block.last_op
-    assert ret is not None and ret.operands[1] is function(module).args[0]
+    assert ret is not None
+    assert ret.operands[1] is function(module).args[0]
 
 
 def test_extern_receives_strided_views_not_copies() -> None:
@@ -208,7 +209,10 @@ INDEXING: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (torch.randn(2, 3, 4),),
     ),
     "scatter into slices": (
-        lambda x, y: (torch.slice_scatter(x, y, 1, 1, 5, 2), torch.select_scatter(x, y[:, 0], 1, 3)),
+        lambda x, y: (
+            torch.slice_scatter(x, y, 1, 1, 5, 2),
+            torch.select_scatter(x, y[:, 0], 1, 3),
+        ),
         (torch.randn(3, 6), torch.randn(3, 2)),
     ),
     "creation": (

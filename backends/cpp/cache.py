@@ -1,0 +1,135 @@
+"""The on-disk cache of compiled kernel libraries, keyed by content hash.
+
+* Where: ``$KILN_CACHE_DIR`` or ``$XDG_CACHE_HOME/kiln/cpp`` (``~/.cache/kiln/cpp``),
+  created with mode 0700. A directory that another user owns or that others may write
+  to is refused: loading a library runs its code.
+* Key: SHA-256 of the source and of :func:`~kiln.backends.cpp.compiler.compiler_identity`
+  (compiler version, flags, CPU), so a changed compiler or machine rebuilds.
+* Atomic: a library is built into a unique temporary file in the same directory and
+  renamed into place, so two processes building the same source both succeed and a
+  reader never sees half a file.
+* Never trusted blindly: each file ends with a trailer holding the SHA-256 of the bytes
+  before it; a file whose trailer does not match (truncated, corrupted, not ours), or that
+  fails to load, is deleted and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from kiln.backends.cpp.compiler import CppCompileError, compiler_identity
+
+MAGIC = b"KILN-CPP-SO-v1\x00\x00"
+TRAILER_SIZE = len(MAGIC) + 32
+
+
+class CacheError(RuntimeError):
+    """The cache directory cannot be used safely."""
+
+
+def cache_dir() -> Path:
+    """The cache directory, created if needed and checked to be private."""
+    configured = os.environ.get("KILN_CACHE_DIR")
+    if configured:
+        path = Path(configured)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "kiln" / "cpp"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise CacheError(f"kiln's C++ cache {path} belongs to another user; set KILN_CACHE_DIR")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheError(
+            f"kiln's C++ cache {path} is writable by other users (mode {oct(info.st_mode & 0o777)}); "
+            "run chmod 700 on it or set KILN_CACHE_DIR"
+        )
+    return path
+
+
+def cache_key(source: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(compiler_identity().encode())
+    digest.update(b"\x00")
+    digest.update(source.encode())
+    return digest.hexdigest()
+
+
+def _seal(path: Path) -> None:
+    """Append the checksum trailer to a freshly built library."""
+    data = path.read_bytes()
+    with path.open("ab") as f:
+        f.write(MAGIC + hashlib.sha256(data).digest())
+
+
+def is_intact(path: Path) -> bool:
+    """Whether a cached library carries a trailer matching its contents."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if len(data) <= TRAILER_SIZE:
+        return False
+    body, trailer = data[:-TRAILER_SIZE], data[-TRAILER_SIZE:]
+    return trailer[: len(MAGIC)] == MAGIC and trailer[len(MAGIC) :] == hashlib.sha256(body).digest()
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def load_or_build(
+    source: str,
+    build: Callable[[str, Path, Path], None],
+    directory: Path | None = None,
+) -> tuple[ctypes.CDLL, Path, bool]:
+    """The loaded library for ``source``: from the cache, else built with
+    ``build(source, source_path, output_path)`` and cached. Returns (library, path, hit)."""
+    directory = directory or cache_dir()
+    key = cache_key(source)
+    path = directory / f"{key}.so"
+    if path.exists():
+        if is_intact(path):
+            try:
+                return ctypes.CDLL(str(path)), path, True
+            except OSError:
+                pass
+        _remove(path)  # corrupt or unloadable: rebuild it
+    fd, temp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=directory)
+    os.close(fd)
+    temp_path = Path(temp)
+    source_path = temp_path.with_suffix(".cpp")
+    try:
+        build(source, source_path, temp_path)
+        _seal(temp_path)
+        os.replace(temp_path, path)
+    except CppCompileError as e:
+        _remove(temp_path)
+        kept = _keep_failed(source_path, directory, key)
+        raise CppCompileError(str(e).replace(str(source_path), str(kept)), e.kernel, kept) from None
+    except BaseException:
+        _remove(temp_path)
+        _remove(source_path)
+        raise
+    _remove(source_path)
+    return ctypes.CDLL(str(path)), path, False
+
+
+def _keep_failed(source_path: Path, directory: Path, key: str) -> Path:
+    """Keep a source the compiler rejected, for the user to read."""
+    failed = directory / "failed"
+    failed.mkdir(mode=0o700, exist_ok=True)
+    kept = failed / f"{key[:16]}.cpp"
+    os.replace(source_path, kept)
+    return kept
+
+
+__all__ = ["CacheError", "cache_dir", "cache_key", "is_intact", "load_or_build"]

@@ -1,0 +1,158 @@
+"""The system C++ compiler: flags, invocation and readable errors.
+
+Kernels are built as a shared library with ``-O3 -march=native -fopenmp`` plus:
+
+* ``-mprefer-vector-width=512``: on AVX-512 machines GCC otherwise vectorizes with 256-bit
+  registers; measured here, 512 makes ``#pragma omp simd`` loops as fast as hand-written
+  vector-extension code (and 2x faster than 256 on a tanh-GELU pointwise kernel);
+* ``-ffp-contract=off``: no fused multiply-adds the source does not ask for, so results
+  round like eager PyTorch's;
+* ``-fno-math-errno -fno-trapping-math``: lets ``sqrtf`` & co. vectorize (kiln never
+  reads ``errno`` or floating-point exception flags; NaN and inf semantics are kept);
+* ``-lmvec`` (glibc's vector math library, when present) and ``-Wl,--no-undefined``
+  (a missing symbol fails the build, not the first call).
+
+The compiler is ``$KILN_CXX`` or the first of ``g++``, ``c++``, ``clang++`` found. A
+failure raises :class:`CppCompileError` naming the kernel the first error is in, with
+the compiler's message and the path of the kept source.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from kiln.backends.cpp.prelude import libmvec_path
+
+BASE_FLAGS = (
+    "-O3",
+    "-march=native",
+    "-mprefer-vector-width=512",
+    "-fopenmp",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-fPIC",
+    "-shared",
+    "-std=c++17",
+    "-w",
+)
+
+
+class CppCompileError(RuntimeError):
+    """The C++ compiler rejected generated code."""
+
+    def __init__(self, message: str, kernel: str | None, source_path: Path | None) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.source_path = source_path
+
+
+class CompilerNotFound(RuntimeError):
+    """No C++ compiler on this machine."""
+
+
+@cache
+def find_compiler() -> str:
+    candidates = [os.environ["KILN_CXX"]] if os.environ.get("KILN_CXX") else ["g++", "c++", "clang++"]
+    for name in candidates:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    raise CompilerNotFound(
+        f"the C++ backend needs a C++ compiler; none of {', '.join(candidates)} is on PATH "
+        "(set KILN_CXX to choose one)"
+    )
+
+
+@cache
+def compiler_identity() -> str:
+    """What a cached library depends on besides its source: the compiler's version, the
+    flags and the CPU (``-march=native`` code may not run on another one)."""
+    compiler = find_compiler()
+    version = subprocess.run(
+        [compiler, "--version"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()[:1]
+    return "\n".join([compiler, *version, *link_flags(), *BASE_FLAGS, cpu_identity()])
+
+
+def cpu_identity() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+
+        return platform.machine() + platform.processor()
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "flags") and key not in fields:
+            fields[key] = value.strip()
+        if len(fields) == 2:
+            break
+    return f"{fields.get('model name', '')}|{fields.get('flags', '')}"
+
+
+def link_flags() -> list[str]:
+    flags = ["-Wl,--no-undefined", "-lm"]
+    if libmvec_path() is not None:
+        flags.append("-lmvec")
+    return flags
+
+
+_FUNCTION = re.compile(r'^extern "C" int ([A-Za-z_][A-Za-z0-9_]*)\(')
+_DIAGNOSTIC = re.compile(r"^[^:\s]+\.cpp:(\d+):(\d+): (?:fatal )?error: (.*)$")
+
+
+def kernel_at_line(source: str, line: int) -> str | None:
+    """The function whose body holds ``line`` (1-based) of ``source``."""
+    found = None
+    for number, text in enumerate(source.splitlines(), start=1):
+        if number > line:
+            break
+        if match := _FUNCTION.match(text):
+            found = match.group(1)
+    return found
+
+
+def compile_library(source: str, source_path: Path, output_path: Path) -> None:
+    """Compile ``source`` (written to ``source_path``) into ``output_path``."""
+    source_path.write_text(source)
+    command = [find_compiler(), *BASE_FLAGS, str(source_path), "-o", str(output_path), *link_flags()]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode == 0:
+        return
+    messages = result.stderr.strip().splitlines()
+    kernel = None
+    first = None
+    for text in messages:
+        if match := _DIAGNOSTIC.match(text):
+            kernel = kernel_at_line(source, int(match.group(1)))
+            first = text
+            break
+    where = f"kernel '{kernel}'" if kernel else "the generated C++"
+    detail = "\n".join(messages[:40])
+    raise CppCompileError(
+        f"the C++ compiler rejected {where}: {first or messages[-1] if messages else 'no output'}\n"
+        f"source kept at {source_path}\ncommand: {' '.join(command)}\n{detail}",
+        kernel,
+        source_path,
+    )
+
+
+__all__ = [
+    "BASE_FLAGS",
+    "CompilerNotFound",
+    "CppCompileError",
+    "compile_library",
+    "compiler_identity",
+    "cpu_identity",
+    "find_compiler",
+    "kernel_at_line",
+    "link_flags",
+]

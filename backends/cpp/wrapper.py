@@ -1,0 +1,353 @@
+"""The CPU wrapper: a Python callable that runs a ``kernel.program`` with C++ kernels.
+
+:func:`build_program` lowers the module's kernels to C++ (``lower-to-cpp``, on a copy),
+compiles them into one shared library (through the disk cache), loads it, and writes
+the program as straight-line Python (the *wrapper*, like Inductor's): argument checks,
+``torch.empty`` allocations, one ``ctypes`` call per kernel launch (argument types set
+once), ATen calls for ``kernel.extern`` bodies (:mod:`kiln.backends.cpp.externs`),
+``del`` where the program frees a buffer, views where it reuses one, and the results::
+
+    def forward(args):
+        (x, norm_weight) = args
+        if x.dtype is not _dt0 or x.shape != (2, 5, 16): _bad_arg(0, x)
+        ...
+        add1 = _empty((2, 5, 16), dtype=_dt0)
+        _rc = _kernel0(x.data_ptr(), norm_weight.data_ptr(), add1.data_ptr())
+        if _rc: _kernel_failed('kernel0', _rc)
+        return (add1,)
+
+A kernel that hits an out-of-range indirect index or an integer division by zero
+returns its error flags and the wrapper raises ``IndexError`` / ``ZeroDivisionError``,
+as eager PyTorch would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import keyword
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from kiln.backends.cpp.cache import load_or_build
+from kiln.backends.cpp.compiler import compile_library
+from kiln.backends.cpp.emit import cpp_functions, emit_functions
+from kiln.backends.cpp.externs import ExternCall
+from kiln.dialects.cpp.func_ops import FuncOp
+from kiln.dialects.kernel.program_ops import (
+    AllocOp,
+    ExternOp,
+    FreeOp,
+    LaunchOp,
+    ProgramOp,
+    ReturnOp,
+    ReuseOp,
+)
+from kiln.dialects.loop.body_eval import torch_dtype
+
+ERROR_INDEX = 1
+ERROR_DIV_ZERO = 2
+
+
+class WrapperError(ValueError):
+    """A program the C++ wrapper cannot run (the message names the op)."""
+
+
+def _kernel_failed(kernel: str, code: int) -> None:
+    if code & ERROR_INDEX:
+        raise IndexError(f"kiln: {kernel}: index out of bounds (an indirect index is out of range)")
+    if code & ERROR_DIV_ZERO:
+        raise ZeroDivisionError(f"kiln: {kernel}: integer division by zero")
+    raise RuntimeError(f"kiln: {kernel} failed with error flags {code}")
+
+
+def _bad_argument(position: int, expected: str, value: Any) -> None:
+    got = (
+        f"a {value.dtype} tensor of shape {list(value.shape)} on {value.device}"
+        if isinstance(value, torch.Tensor)
+        else f"{type(value).__name__} {value!r}"
+    )
+    raise TypeError(f"kiln: argument #{position} must be {expected}, got {got}")
+
+
+def _divsi(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _remsi(a: int, b: int) -> int:
+    return a - b * _divsi(a, b)
+
+
+_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass
+class _Writer:
+    """Writes the Python source of a program's wrapper."""
+
+    program: ProgramOp
+    kernels: dict[str, Callable[..., int]]
+    module: ModuleOp
+    lines: list[str] = field(default_factory=list[str])
+    names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+    used: set[str] = field(default_factory=set[str])
+    namespace: dict[str, Any] = field(default_factory=dict[str, Any])
+    pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+
+    def fresh(self, hint: str | None, default: str) -> str:
+        base = _IDENTIFIER.sub("_", hint) if hint else default
+        if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
+            base = f"v_{base}"
+        name, k = base, 1
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def name(self, value: SSAValue) -> str:
+        if value not in self.names:
+            self.names[value] = self.fresh(value.name_hint, "t")
+        return self.names[value]
+
+    def constant(self, value: object, hint: str) -> str:
+        """A module-level name for an object the wrapper uses."""
+        name = self.fresh(hint, "c")
+        name = "_" + name
+        self.namespace[name] = value
+        return name
+
+    def dtype(self, ty: MemRefType) -> str:
+        dtype = torch_dtype(ty.element_type)
+        return self.constant(dtype, str(dtype).removeprefix("torch."))
+
+    def pointer(self, value: SSAValue) -> str:
+        """The buffer's address, read once per buffer."""
+        if value not in self.pointers:
+            pointer = self.fresh(f"p_{self.name(value)}", "p")
+            self.line(f"{pointer} = {self.name(value)}.data_ptr()")
+            self.pointers[value] = pointer
+        return self.pointers[value]
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def operand(self, value: SSAValue) -> str:
+        owner = value.owner
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            return str(int(owner.value.value.data))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return self.name(value)
+
+    # -- the program -----------------------------------------------------------------------
+
+    def write(self) -> str:
+        block = self.program.body.block
+        args = [self.name(a) for a in block.args]
+        self.namespace.update(
+            {
+                "_empty": torch.empty,
+                "_kernel_failed": _kernel_failed,
+                "_bad_argument": _bad_argument,
+                "_divsi": _divsi,
+                "_remsi": _remsi,
+            }
+        )
+        header = f"def {self.program.sym_name.data}(args):"
+        self.lines = [header]
+        if args:
+            self.line(f"({', '.join(args)},) = args")
+        for position, arg in enumerate(block.args):
+            self.check_argument(position, arg)
+        for op in block.ops:
+            self.op(op)
+        return "\n".join(self.lines) + "\n"
+
+    def check_argument(self, position: int, arg: SSAValue) -> None:
+        ty = arg.type
+        name = self.name(arg)
+        if not isinstance(ty, MemRefType):
+            return
+        dtype = self.dtype(ty)
+        shape = ty.get_shape()
+        expected = str(ty)
+        if all(d >= 0 for d in shape):
+            shape_check = f"{name}.shape != {tuple(shape)!r}"
+        else:
+            static = " or ".join(f"{name}.shape[{k}] != {d}" for k, d in enumerate(shape) if d >= 0)
+            shape_check = f"{name}.dim() != {len(shape)}" + (f" or {static}" if static else "")
+        self.line(
+            f"if not isinstance({name}, _Tensor) or {name}.dtype is not {dtype} or {shape_check} "
+            f"or {name}.device.type != 'cpu': _bad_argument({position}, {expected!r}, {name})"
+        )
+        self.namespace["_Tensor"] = torch.Tensor
+        self.line(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
+
+    def op(self, op: Operation) -> None:
+        if isinstance(op, AllocOp):
+            ty = op.result.type
+            assert isinstance(ty, MemRefType)
+            dynamic = iter(self.operand(v) for v in op.dynamic_sizes)
+            dims = [str(d) if d >= 0 else next(dynamic) for d in ty.get_shape()]
+            shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+            self.line(f"{self.name(op.result)} = _empty({shape}, dtype={self.dtype(ty)})")
+        elif isinstance(op, LaunchOp):
+            self.launch(op)
+        elif isinstance(op, ExternOp):
+            self.extern(op)
+        elif isinstance(op, FreeOp):
+            name = self.name(op.buffer)
+            pointer = self.pointers.pop(op.buffer, None)
+            self.line(f"del {name}" + (f", {pointer}" if pointer else ""))
+        elif isinstance(op, ReuseOp):
+            ty = op.result.type
+            assert isinstance(ty, MemRefType)
+            source = self.name(op.source)
+            dims = [str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())]
+            shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+            self.line(f"{self.name(op.result)} = {source}.view({shape})")
+            if op.source in self.pointers:
+                self.pointers[op.result] = self.pointers[op.source]
+        elif isinstance(op, ReturnOp):
+            values = [self.name(v) for v in op.values]
+            self.line(f"return ({', '.join(values)}{',' if len(values) == 1 else ''})")
+        else:
+            self.scalar(op)
+
+    def launch(self, op: LaunchOp) -> None:
+        name = op.kernel.string_value()
+        function = self.kernels.get(name)
+        if function is None:
+            raise WrapperError(f"kernel.launch @{name}: no compiled kernel of that name")
+        handle = self.constant(function, name)
+        args = [
+            self.operand(v) if isinstance(v.type, IndexType) else self.pointer(v)
+            for v in (*op.args, *op.outs)
+        ]
+        self.line(f"_rc = {handle}({', '.join(args)})")
+        self.line(f"if _rc: _kernel_failed({name!r}, _rc)")
+
+    def extern(self, op: ExternOp) -> None:
+        call = ExternCall(op, self.module)
+        handle = self.constant(call, "extern")
+        results = [self.name(r) for r in op.outputs]
+        inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
+        target = ", ".join(results) + ("," if len(results) == 1 else "")
+        self.line(f"{target} = {handle}({', '.join(inputs)})  # {call.name}")
+
+    def scalar(self, op: Operation) -> None:
+        if isinstance(op, arith.ConstantOp):
+            return  # inlined where used
+        if len(op.results) != 1:
+            raise WrapperError(f"the C++ wrapper cannot run {op.name} in a kernel.program")
+        args = [self.operand(v) for v in op.operands]
+        text = _scalar_python(op, args)
+        if text is None:
+            raise WrapperError(f"the C++ wrapper cannot run {op.name} in a kernel.program")
+        self.line(f"{self.name(op.results[0])} = {text}")
+
+
+def _scalar_python(op: Operation, a: list[str]) -> str | None:
+    """Python for the size arithmetic a program may hold."""
+    if isinstance(op, memref.DimOp):
+        return f"{a[0]}.shape[{a[1]}]"
+    binary = {
+        arith.AddiOp: "({0} + {1})",
+        arith.SubiOp: "({0} - {1})",
+        arith.MuliOp: "({0} * {1})",
+        arith.FloorDivSIOp: "({0} // {1})",
+        arith.CeilDivSIOp: "(-((-{0}) // {1}))",
+        arith.DivSIOp: "_divsi({0}, {1})",
+        arith.RemSIOp: "_remsi({0}, {1})",
+        arith.MaxSIOp: "max({0}, {1})",
+        arith.MinSIOp: "min({0}, {1})",
+    }
+    template = binary.get(type(op))
+    if template is not None:
+        return template.format(*a)
+    if isinstance(op, arith.IndexCastOp):
+        return a[0]
+    if isinstance(op, arith.SelectOp):
+        return f"({a[1]} if {a[0]} else {a[2]})"
+    return None
+
+
+def kernel_functions(library: ctypes.CDLL, functions: Sequence[FuncOp]) -> dict[str, Callable[..., int]]:
+    """ctypes handles for the library's kernels, argument types set once."""
+    out: dict[str, Callable[..., int]] = {}
+    for func in functions:
+        handle = getattr(library, func.sym_name.data)
+        argtypes: list[type[Any]] = []
+        for arg in (*func.input_args(), *func.output_args()):
+            argtypes.append(ctypes.c_int64 if isinstance(arg.type, IndexType) else ctypes.c_void_p)
+        handle.argtypes = argtypes
+        handle.restype = ctypes.c_int
+        out[func.sym_name.data] = handle
+    return out
+
+
+@dataclass
+class CppProgram:
+    """A ``kernel.program`` compiled for the CPU: ``program(args)`` runs it."""
+
+    run: Callable[[Sequence[Any]], tuple[Any, ...]]
+    cpp_source: str
+    python_source: str
+    library_path: Path
+    cache_hit: bool
+    compile_seconds: float
+
+    def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        return self.run(args)
+
+
+def find_program(module: ModuleOp, name: str | None = None) -> ProgramOp:
+    programs = [op for op in module.body.block.ops if isinstance(op, ProgramOp)]
+    for program in programs:
+        if name is None or program.sym_name.data == name:
+            return program
+    raise WrapperError(
+        f"the module has no kernel.program{f' @{name}' if name else ''}; run lower-aten and fuse first"
+    )
+
+
+def build_program(module: ModuleOp, name: str | None = None, threads: int = 0) -> CppProgram:
+    """Compile the module's kernels to C++ and wrap its ``kernel.program`` (the module is
+    not modified)."""
+    from kiln.backends.cpp.emit import lower_if_needed
+    from kiln.registry import make_context
+
+    start = time.perf_counter()
+    program = find_program(module, name)
+    lowered = module
+    if threads:
+        from kiln.passes.lower_to_cpp import LowerToCppPass
+
+        lowered = module.clone()
+        LowerToCppPass(threads=threads).apply(make_context(), lowered)
+    else:
+        lowered = lower_if_needed(module, make_context())
+    program = find_program(lowered, program.sym_name.data)
+    functions = cpp_functions(lowered)
+    source = emit_functions(functions)
+    if functions:
+        library, path, hit = load_or_build(source, compile_library)
+        kernels = kernel_functions(library, functions)
+    else:
+        path, hit, kernels = Path(), True, {}
+    writer = _Writer(program, kernels, lowered)
+    python = writer.write()
+    namespace = dict(writer.namespace)
+    exec(compile(python, f"<kiln wrapper {program.sym_name.data}>", "exec"), namespace)
+    run = namespace[program.sym_name.data]
+    return CppProgram(run, source, python, path, hit, time.perf_counter() - start)
+
+
+__all__ = ["CppProgram", "WrapperError", "build_program", "find_program", "kernel_functions"]

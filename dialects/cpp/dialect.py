@@ -1,0 +1,16 @@
+"""The ``cpp`` Dialect object."""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from kiln.dialects.cpp.attributes import LoopKindAttr
+from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
+from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
+from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
+
+Cpp = Dialect(
+    "cpp",
+    [FuncOp, ReturnOp, ForOp, YieldOp, LoadOp, StoreOp, IndexOp, AllocaOp],
+    [LoopKindAttr],
+)

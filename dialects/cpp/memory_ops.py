@@ -1,0 +1,382 @@
+"""Buffer access in the cpp dialect: loads, stores, index arithmetic and local arrays.
+
+Addresses are index expressions (:mod:`kiln.dialects.loop.expr`) over the op's index
+operands, written ``i0``, ``i1``, ... in operand order: loop induction variables,
+sizes, or indices computed in the body. A buffer is a ``memref`` read through its flat,
+contiguous storage.
+
+```mlir
+%v = cpp.load %in_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
+%w = cpp.load %in_ptr1["i0 - 1"](%x0) if %inside else 0.0 : memref<16xf32>
+%e = cpp.load %in_ptr2["8*i0 + i1"](%row, %x1) checked : memref<20x8xf32>
+cpp.store %v, %out_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
+%i = cpp.index "i0 + 16*i1"(%l, %rb)
+%acc = cpp.alloca : memref<16xf32>
+```
+
+A ``checked`` load (an indirect, data-dependent address) first tests that the address
+lies inside the buffer: if not, it reads element 0 instead and the function reports an
+index error to its caller (C's out-of-bounds read would be undefined behaviour).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    UnitAttr,
+    i1,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import (
+    AnyAttr,
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
+from kiln.dialects.loop.expr import var_kind
+
+
+def check_operand_symbols(op: IRDLOperation, expr: IndexExprAttr, n_operands: int) -> None:
+    """An address may only use ``i0..i<n-1>``: the op's index operands."""
+    for symbol in sorted(expr.data.free_symbols, key=str):
+        kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
+        if kind != "i" or k >= n_operands:
+            raise VerifyException(
+                f"{op.name}: index '{expr.text}' uses {symbol}; only i0..i{n_operands - 1} "
+                f"(its {n_operands} index operand(s)) exist here"
+                if n_operands
+                else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
+            )
+
+
+def _print_address(printer: Printer, expr: IndexExprAttr, operands: Sequence[SSAValue]) -> None:
+    printer.print_string("[")
+    printer.print_string_literal(expr.text)
+    printer.print_string("]")
+    if operands:
+        printer.print_string("(")
+        printer.print_list(operands, printer.print_ssa_value)
+        printer.print_string(")")
+
+
+def _parse_address(parser: Parser) -> tuple[IndexExprAttr, list[UnresolvedOperand]]:
+    parser.parse_punctuation("[")
+    expr = IndexExprAttr(parse_expr_literal(parser))
+    parser.parse_punctuation("]")
+    operands: list[UnresolvedOperand] = []
+    if parser.parse_optional_punctuation("(") is not None:
+        operands = [parser.parse_unresolved_operand()]
+        while parser.parse_optional_punctuation(",") is not None:
+            operands.append(parser.parse_unresolved_operand())
+        parser.parse_punctuation(")")
+    return expr, operands
+
+
+def _fill_text(attr: Attribute) -> str:
+    from kiln.dialects.aten.encoding import format_float
+
+    if isinstance(attr, FloatAttr):
+        return format_float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    assert isinstance(attr, IntegerAttr)
+    value: int = attr.value.data  # pyright: ignore[reportUnknownMemberType]
+    if attr.type == i1:
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse_fill_value(parser: Parser) -> float | int | bool:
+    if (flag := parser.parse_optional_boolean()) is not None:
+        return flag
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    if not negative and parser.parse_optional_keyword("nan") is not None:
+        return math.nan
+    number = parser.parse_number()
+    return -number if negative else number
+
+
+def fill_attr(value: float | int | bool, element_type: Attribute) -> Attribute:
+    """The fill property for ``value`` in a buffer of ``element_type``."""
+    if isinstance(element_type, AnyFloat):
+        return FloatAttr(float(value), element_type)
+    if isinstance(element_type, IntegerType):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"fill {value} is not an integer")
+        return IntegerAttr(int(value), element_type)
+    raise ValueError(f"no fill value for element type {element_type}")
+
+
+def _memref(parser: Parser, what: str) -> MemRefType:
+    pos = parser.pos
+    ty = parser.parse_type()
+    if not isinstance(ty, MemRefType):
+        parser.raise_error(f"{what} accesses a memref, not {ty}", pos)
+    return ty
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Reads one element of a buffer (see the module docstring).
+
+    With a mask, lanes where it is false read nothing and give the fill value.
+    """
+
+    name = "cpp.load"
+
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    mask = opt_operand_def(i1)
+    index = prop_def(IndexExprAttr)
+    fill = opt_prop_def(AnyAttr())
+    checked = opt_prop_def(UnitAttr)
+    result = result_def()
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        buffer: SSAValue,
+        index: sympy.Expr,
+        indices: Sequence[SSAValue],
+        mask: SSAValue | None = None,
+        fill: Attribute | None = None,
+        checked: bool = False,
+    ) -> None:
+        ty = buffer.type
+        assert isinstance(ty, MemRefType)
+        properties: dict[str, Attribute] = {"index": IndexExprAttr(index)}
+        if fill is not None:
+            properties["fill"] = fill
+        if checked:
+            properties["checked"] = UnitAttr()
+        super().__init__(
+            operands=[buffer, list(indices), [] if mask is None else [mask]],
+            result_types=[ty.element_type],
+            properties=properties,
+        )
+
+    def verify_(self) -> None:
+        ty = self.buffer.type
+        assert isinstance(ty, MemRefType)
+        if self.result.type != ty.element_type:
+            raise VerifyException(
+                f"{self.name}: result {self.result.type} is not the element type of {ty}"
+            )
+        if (self.mask is None) != (self.fill is None):
+            raise VerifyException(f"{self.name}: a mask needs a fill value and vice versa")
+        if self.fill is not None and getattr(self.fill, "type", None) != ty.element_type:
+            raise VerifyException(f"{self.name}: fill {self.fill} must be a {ty.element_type} constant")
+        check_operand_symbols(self, self.index, len(self.indices))
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.buffer)
+        _print_address(printer, self.index, self.indices)
+        if self.mask is not None and self.fill is not None:
+            printer.print_string(" if ")
+            printer.print_ssa_value(self.mask)
+            printer.print_string(f" else {_fill_text(self.fill)}")
+        if self.checked is not None:
+            printer.print_string(" checked")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        buffer = parser.parse_unresolved_operand()
+        expr, indices = _parse_address(parser)
+        mask = None
+        fill_pos = parser.pos
+        fill_value: float | int | bool | None = None
+        if parser.parse_optional_keyword("if") is not None:
+            mask = parser.parse_unresolved_operand()
+            parser.parse_keyword("else")
+            fill_pos = parser.pos
+            fill_value = _parse_fill_value(parser)
+        checked = parser.parse_optional_keyword("checked") is not None
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ty = _memref(parser, "cpp.load")
+        fill = None
+        if fill_value is not None:
+            try:
+                fill = fill_attr(fill_value, ty.element_type)
+            except ValueError as e:
+                parser.raise_error(str(e), fill_pos)
+        op = cls(
+            parser.resolve_operand(buffer, ty),
+            expr.data,
+            [parser.resolve_operand(i, IndexType()) for i in indices],
+            None if mask is None else parser.resolve_operand(mask, i1),
+            fill,
+            checked,
+        )
+        op.attributes.update(attributes)
+        return op
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Writes one element of a buffer.
+
+    ```mlir
+    cpp.store %v, %out_ptr0["i0"](%x0) : memref<16xf32>
+    ```
+    """
+
+    name = "cpp.store"
+
+    value = operand_def()
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    index = prop_def(IndexExprAttr)
+
+    def __init__(
+        self, value: SSAValue, buffer: SSAValue, index: sympy.Expr, indices: Sequence[SSAValue]
+    ) -> None:
+        super().__init__(
+            operands=[value, buffer, list(indices)], properties={"index": IndexExprAttr(index)}
+        )
+
+    def verify_(self) -> None:
+        ty = self.buffer.type
+        assert isinstance(ty, MemRefType)
+        if self.value.type != ty.element_type:
+            raise VerifyException(
+                f"{self.name}: cannot store a {self.value.type} into {ty}"
+            )
+        check_operand_symbols(self, self.index, len(self.indices))
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.value)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.buffer)
+        _print_address(printer, self.index, self.indices)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        buffer = parser.parse_unresolved_operand()
+        expr, indices = _parse_address(parser)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ty = _memref(parser, "cpp.store")
+        op = cls(
+            parser.resolve_operand(value, ty.element_type),
+            parser.resolve_operand(buffer, ty),
+            expr.data,
+            [parser.resolve_operand(i, IndexType()) for i in indices],
+        )
+        op.attributes.update(attributes)
+        return op
+
+
+@irdl_op_definition
+class IndexOp(IRDLOperation):
+    """An index expression over index operands, as an ``index`` value.
+
+    ```mlir
+    %i = cpp.index "16*i0 + i1"(%rb, %l)
+    ```
+    """
+
+    name = "cpp.index"
+
+    indices = var_operand_def(IndexType)
+    expr = prop_def(IndexExprAttr)
+    result = result_def(IndexType)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, expr: sympy.Expr, indices: Sequence[SSAValue]) -> None:
+        super().__init__(
+            operands=[list(indices)],
+            result_types=[IndexType()],
+            properties={"expr": IndexExprAttr(expr)},
+        )
+
+    def verify_(self) -> None:
+        check_operand_symbols(self, self.expr, len(self.indices))
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.expr.text)
+        if self.indices:
+            printer.print_string("(")
+            printer.print_list(self.indices, printer.print_ssa_value)
+            printer.print_string(")")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IndexOp:
+        expr = IndexExprAttr(parse_expr_literal(parser))
+        indices: list[UnresolvedOperand] = []
+        if parser.parse_optional_punctuation("(") is not None:
+            indices = [parser.parse_unresolved_operand()]
+            while parser.parse_optional_punctuation(",") is not None:
+                indices.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        attributes = parser.parse_optional_attr_dict()
+        op = cls(expr.data, [parser.resolve_operand(i, IndexType()) for i in indices])
+        op.attributes.update(attributes)
+        return op
+
+
+@irdl_op_definition
+class AllocaOp(IRDLOperation):
+    """A local array of static size (a C array on the stack): accumulators, partials.
+
+    ```mlir
+    %acc = cpp.alloca : memref<16xf32>
+    ```
+    """
+
+    name = "cpp.alloca"
+
+    result = result_def(MemRefType)
+
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, ty: MemRefType) -> None:
+        super().__init__(result_types=[ty])
+
+    def verify_(self) -> None:
+        ty = self.result.type
+        assert isinstance(ty, MemRefType)
+        if any(d < 0 for d in ty.get_shape()):
+            raise VerifyException(f"{self.name}: a local array has a static size, not {ty}")
+
+
+__all__ = ["AllocaOp", "IndexOp", "LoadOp", "StoreOp", "check_operand_symbols", "fill_attr"]

@@ -1,0 +1,46 @@
+"""The ``triton`` Dialect object."""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from kiln.dialects.triton.block_ops import (
+    AddPtrOp,
+    ArangeOp,
+    BroadcastToOp,
+    ConstantOp,
+    ExpandDimsOp,
+    FullOp,
+    LoadOp,
+    StoreOp,
+)
+from kiln.dialects.triton.elementwise import BINARY_CLASSES, CastOp, CmpOp, MathOp, WhereOp
+from kiln.dialects.triton.kernel_ops import ConstexprOp, KernelOp, ProgramIdOp, ReturnOp
+from kiln.dialects.triton.reduce_ops import CombineOp, ReduceOp
+from kiln.dialects.triton.types import BlockType, PointerType
+
+Triton = Dialect(
+    "triton",
+    [
+        KernelOp,
+        ReturnOp,
+        ProgramIdOp,
+        ConstexprOp,
+        ArangeOp,
+        ExpandDimsOp,
+        BroadcastToOp,
+        ConstantOp,
+        FullOp,
+        AddPtrOp,
+        LoadOp,
+        StoreOp,
+        *BINARY_CLASSES.values(),
+        CmpOp,
+        MathOp,
+        WhereOp,
+        CastOp,
+        ReduceOp,
+        CombineOp,
+    ],
+    [BlockType, PointerType],
+)

@@ -1,0 +1,311 @@
+"""``triton.kernel`` (a ``@triton.jit`` function) and the ops that read its launch.
+
+A kernel's block arguments are its Python parameters in order (pointers, then integer
+sizes); ``params`` names them as the emitted source does, ``constexprs`` lists the
+``tl.constexpr`` block sizes that follow them. ``numel`` x ``rnumel`` is the iteration
+space (index expressions over ``s<k>``, the k-th integer parameter), ``ynumel`` the
+outer extent of a 2-D tile. Loops inside a kernel are ``scf.for`` (as in Triton's own
+IR), with ``i32``/``i64`` bounds.
+
+```mlir
+triton.kernel @kiln_poi_fused_add_0 pointwise [128] x [1] params [in_ptr0, in_ptr1, out_ptr0] constexprs [XBLOCK] {
+^bb0(%in_ptr0: !triton.ptr<f32>, %in_ptr1: !triton.ptr<f32>, %out_ptr0: !triton.ptr<f32>):
+  %pid = triton.program_id 0
+  %block = triton.constexpr XBLOCK : i32
+  %xoffset = triton.mul %pid, %block : i32, i32 -> i32
+  %lanes = triton.arange XBLOCK : !triton.block<[XBLOCK], i32>
+  %xindex = triton.add %xoffset, %lanes : i32, !triton.block<[XBLOCK], i32> -> !triton.block<[XBLOCK], i32>
+  ...
+  triton.return
+}
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntAttr,
+    IntegerType,
+    StringAttr,
+    SymbolNameConstraint,
+    i32,
+)
+from xdsl.ir import Attribute, Block, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure, SymbolOpInterface
+from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.attributes import IndexExprAttr
+from kiln.dialects.loop.expr import var_kind
+from kiln.dialects.loop.ops import parse_sizes, print_sizes
+from kiln.dialects.triton.types import PointerType
+
+KERNEL_KINDS = ("pointwise", "persistent", "looped", "split")
+"""``pointwise``; reductions with the whole reduction in one block (``persistent``) or a
+loop over reduction blocks (``looped``, and ``split``: the partial first stage of a split
+reduction, which loops too)."""
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A ``@triton.jit`` kernel (see the module docstring for the syntax)."""
+
+    name = "triton.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    kind = prop_def(StringAttr)
+    numel = prop_def(IndexExprAttr)
+    rnumel = prop_def(IndexExprAttr)
+    ynumel = opt_prop_def(IndexExprAttr)
+    params = prop_def(ArrayAttr[StringAttr])
+    constexprs = prop_def(ArrayAttr[StringAttr])
+    body = region_def("single_block")
+
+    traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        numel: sympy.Expr | int,
+        rnumel: sympy.Expr | int,
+        params: Sequence[tuple[str, Attribute]],
+        constexprs: Sequence[str],
+        ynumel: sympy.Expr | int | None = None,
+    ) -> None:
+        block = Block(arg_types=[ty for _, ty in params])
+        for arg, (param, _) in zip(block.args, params, strict=True):
+            arg.name_hint = param
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "kind": StringAttr(kind),
+                "numel": IndexExprAttr(sympy.sympify(numel)),
+                "rnumel": IndexExprAttr(sympy.sympify(rnumel)),
+                "ynumel": None if ynumel is None else IndexExprAttr(sympy.sympify(ynumel)),
+                "params": ArrayAttr(StringAttr(p) for p, _ in params),
+                "constexprs": ArrayAttr(StringAttr(c) for c in constexprs),
+            },
+            regions=[Region(block)],
+        )
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.data for p in self.params.data]
+
+    @property
+    def constexpr_names(self) -> list[str]:
+        return [c.data for c in self.constexprs.data]
+
+    def size_params(self) -> list[str]:
+        """The integer parameters, in order: ``s<k>`` of the size expressions is the k-th."""
+        return [
+            name
+            for name, arg in zip(self.param_names, self.body.block.args, strict=True)
+            if isinstance(arg.type, IntegerType)
+        ]
+
+    def verify_(self) -> None:
+        where = f"{self.name} @{self.sym_name.data}"
+        if self.kind.data not in KERNEL_KINDS:
+            raise VerifyException(f"{where}: kind must be one of {KERNEL_KINDS}, not '{self.kind.data}'")
+        block = self.body.block
+        names = self.param_names + self.constexpr_names
+        if len(self.param_names) != len(block.args):
+            raise VerifyException(
+                f"{where}: {len(self.param_names)} parameter names for {len(block.args)} arguments"
+            )
+        if len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
+            raise VerifyException(f"{where}: parameter names must be distinct identifiers: {names}")
+        seen_int = False
+        for arg in block.args:
+            if isinstance(arg.type, IntegerType):
+                seen_int = True
+            elif not isinstance(arg.type, PointerType) or seen_int:
+                raise VerifyException(
+                    f"{where}: parameters are pointers followed by integers, got {arg.type}"
+                )
+        n_sizes = len(self.size_params())
+        for what, attr in (("numel", self.numel), ("rnumel", self.rnumel), ("ynumel", self.ynumel)):
+            if attr is None:
+                continue
+            for symbol in attr.data.free_symbols:
+                kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
+                if kind != "s" or k >= n_sizes:
+                    raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
+        if self.kind.data == "pointwise" and self.rnumel.data != 1:
+            raise VerifyException(f"{where}: a pointwise kernel has rnumel 1, not {self.rnumel.text}")
+        if not isinstance(block.last_op, ReturnOp):
+            raise VerifyException(f"{where}: body must end with triton.return")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(f" {self.kind.data} ")
+        print_sizes(printer, [self.numel])
+        printer.print_string(" x ")
+        print_sizes(printer, [self.rnumel])
+        if self.ynumel is not None:
+            printer.print_string(" ynumel ")
+            print_sizes(printer, [self.ynumel])
+        printer.print_string(f" params [{', '.join(self.param_names)}]")
+        printer.print_string(f" constexprs [{', '.join(self.constexpr_names)}]")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        pos = parser.pos
+        kind = parser.parse_identifier("expected a kernel kind")
+        if kind not in KERNEL_KINDS:
+            parser.raise_error(f"unknown kernel kind '{kind}' (one of {', '.join(KERNEL_KINDS)})", pos)
+        numel = _one_size(parser)
+        parser.parse_keyword("x")
+        rnumel = _one_size(parser)
+        ynumel = _one_size(parser) if parser.parse_optional_keyword("ynumel") else None
+        parser.parse_keyword("params")
+        params = _names(parser)
+        parser.parse_keyword("constexprs")
+        constexprs = _names(parser)
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region()
+        op = cls.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "kind": StringAttr(kind),
+                "numel": IndexExprAttr(numel),
+                "rnumel": IndexExprAttr(rnumel),
+                "params": ArrayAttr(StringAttr(p) for p in params),
+                "constexprs": ArrayAttr(StringAttr(c) for c in constexprs),
+                **({"ynumel": IndexExprAttr(ynumel)} if ynumel is not None else {}),
+            },
+            regions=[region],
+        )
+        if attributes is not None:
+            op.attributes.update(attributes.data)
+        return op
+
+
+def _one_size(parser: Parser) -> sympy.Expr:
+    pos = parser.pos
+    sizes = parse_sizes(parser)
+    if len(sizes.data) != 1:
+        parser.raise_error("expected one size in brackets", pos)
+    return sizes.data[0].data
+
+
+def _names(parser: Parser) -> list[str]:
+    return parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parser.parse_identifier("expected a name")
+    )
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    """Ends a kernel.
+
+    ```mlir
+    triton.return
+    ```
+    """
+
+    name = "triton.return"
+
+    traits = traits_def(IsTerminator(), HasParent(KernelOp))
+
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class ProgramIdOp(IRDLOperation):
+    """``tl.program_id(axis)``: this program's position in the launch grid.
+
+    ```mlir
+    %pid = triton.program_id 0
+    ```
+    """
+
+    name = "triton.program_id"
+
+    axis = prop_def(IntAttr)
+    result = result_def(i32)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, axis: int) -> None:
+        super().__init__(properties={"axis": IntAttr(axis)}, result_types=[i32])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.axis.data}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ProgramIdOp:
+        op = cls(parser.parse_integer(allow_boolean=False, allow_negative=False))
+        op.attributes.update(parser.parse_optional_attr_dict())
+        return op
+
+    def verify_(self) -> None:
+        if self.axis.data not in (0, 1, 2):
+            raise VerifyException(f"{self.name}: axis must be 0, 1 or 2, not {self.axis.data}")
+
+
+@irdl_op_definition
+class ConstexprOp(IRDLOperation):
+    """The value of a ``tl.constexpr`` parameter of the kernel (a block size).
+
+    ```mlir
+    %block = triton.constexpr XBLOCK : i32
+    ```
+    """
+
+    name = "triton.constexpr"
+
+    param = prop_def(StringAttr)
+    result = result_def(IntegerType)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, param: str, ty: Attribute = i32) -> None:
+        super().__init__(properties={"param": StringAttr(param)}, result_types=[ty])
+
+    def verify_(self) -> None:
+        kernel = self.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is not None and self.param.data not in kernel.constexpr_names:
+            raise VerifyException(f"{self.name}: '{self.param.data}' is not a constexpr of the kernel")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.param.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstexprOp:
+        param = parser.parse_identifier("expected a constexpr name")
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(param, parser.parse_type())
+        op.attributes.update(attributes)
+        return op
+
+
+__all__ = ["KERNEL_KINDS", "ConstexprOp", "KernelOp", "ProgramIdOp", "ReturnOp"]

@@ -1,0 +1,81 @@
+"""Scalar literals in triton op syntax (``0.0``, ``-inf``, ``true``, ``7``) and their checks."""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType
+from xdsl.ir import Attribute
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+Literal = IntegerAttr | FloatAttr
+
+
+def literal_value(attr: Attribute) -> float | int | bool:
+    """The Python value of a literal attribute (``i1`` gives a bool)."""
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    assert isinstance(attr, IntegerAttr)
+    value = int(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    if isinstance(attr.type, IntegerType) and attr.type.width.data == 1:
+        return bool(value)
+    return value
+
+
+def make_literal(value: float | int | bool, element_type: Attribute) -> Literal:
+    """The literal attribute for ``value`` in ``element_type``."""
+    if isinstance(element_type, AnyFloat):
+        return FloatAttr(float(value), element_type)
+    if isinstance(element_type, IntegerType):
+        if element_type.width.data == 1:
+            return IntegerAttr(int(bool(value)), element_type)
+        return IntegerAttr(int(value), element_type)
+    raise VerifyException(f"no literal of type {element_type}")
+
+
+def literal_text(attr: Attribute) -> str:
+    """The syntax of a literal without its type."""
+    value = literal_value(attr)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return repr(value)
+
+
+def print_literal(printer: Printer, attr: Attribute) -> None:
+    printer.print_string(literal_text(attr))
+
+
+def parse_literal(parser: AttrParser) -> float | int | bool:
+    if (flag := parser.parse_optional_boolean()) is not None:
+        return flag
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    if not negative and parser.parse_optional_keyword("nan") is not None:
+        return math.nan
+    number = parser.parse_number()
+    return -number if negative else number
+
+
+def check_literal(op_name: str, attr: Attribute, element_type: Attribute) -> None:
+    if not isinstance(attr, IntegerAttr | FloatAttr) or attr.type != element_type:
+        raise VerifyException(f"{op_name}: {attr} is not a {element_type} literal")
+
+
+__all__ = [
+    "Literal",
+    "check_literal",
+    "literal_text",
+    "literal_value",
+    "make_literal",
+    "parse_literal",
+    "print_literal",
+]

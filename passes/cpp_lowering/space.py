@@ -1,0 +1,210 @@
+"""The loop nest a kernel runs as: its pointwise and reduction spaces split into dims.
+
+A kernel's ``kernel.vars`` describe every node over a *flat* ``x`` and ``r``; indexing
+flat positions costs a division and a modulo per dimension and hides contiguity from
+the vectorizer. So the flat spaces are split back into dimensions (the common
+refinement of the nodes' own shapes: ``[10, 16]`` and ``[2, 5, 16]`` give
+``[2, 5, 16]``), every index expression is rewritten over those loop variables, and
+adjacent dimensions are merged again wherever that adds no division or modulo (an
+elementwise op over ``[2, 5, 16]`` runs as one loop of 160; a bias broadcast over the
+last dim keeps it separate: ``[10, 16]``), which is what Inductor's loop simplification
+does too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, flat_index
+
+
+def loop_symbol(prefix: str, k: int) -> sympy.Symbol:
+    """An internal loop variable (``_x0``, ``_r1``): never clashes with IR symbols."""
+    return sympy.Symbol(f"_{prefix}{k}", integer=True, nonnegative=True)
+
+
+@dataclass
+class LoopSpace:
+    """``x = flat(x_syms over x_sizes)`` and ``r = flat(r_syms over r_sizes)``."""
+
+    x_sizes: list[sympy.Expr]
+    r_sizes: list[sympy.Expr]
+    x_syms: list[sympy.Symbol]
+    r_syms: list[sympy.Symbol]
+
+    @staticmethod
+    def of(x_sizes: Sequence[sympy.Expr], r_sizes: Sequence[sympy.Expr]) -> LoopSpace:
+        return LoopSpace(
+            list(x_sizes),
+            list(r_sizes),
+            [loop_symbol("x", k) for k in range(len(x_sizes))],
+            [loop_symbol("r", k) for k in range(len(r_sizes))],
+        )
+
+    def ranges(self) -> dict[sympy.Symbol, sympy.Expr]:
+        out = dict(zip(self.x_syms, self.x_sizes, strict=True))
+        out.update(zip(self.r_syms, self.r_sizes, strict=True))
+        return out
+
+    def flat_x(self) -> sympy.Expr:
+        return flat_index(list(self.x_syms), self.x_sizes)
+
+    def flat_r(self) -> sympy.Expr:
+        return flat_index(list(self.r_syms), self.r_sizes)
+
+    def kernel_substitution(self) -> dict[sympy.Symbol, sympy.Expr]:
+        """The kernel's ``d0``/``r0`` in terms of the loop variables."""
+        return {index_var(0): self.flat_x(), reduction_var(0): self.flat_r()}
+
+
+def simplify(expr: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    zero = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
+    expr = sympy.sympify(expr).xreplace(zero) if zero else sympy.sympify(expr)
+    return simplify_with_ranges(sympy.expand(expr), ranges)
+
+
+def node_sizes_in_kernel(
+    node: LoopNestOp, kernel: KernelOp
+) -> tuple[list[sympy.Expr], list[sympy.Expr]]:
+    """The node's sizes and reduction sizes over the kernel's ``s<k>``."""
+    mapping = to_kernel_symbols(node, kernel)
+    sizes = [s.data.xreplace(mapping) for s in node.sizes.data]
+    rsizes = [s.data.xreplace(mapping) for s in node.reduction_sizes_list()]
+    return sizes, rsizes
+
+
+def to_kernel_symbols(node: LoopNestOp, kernel: KernelOp) -> dict[sympy.Symbol, sympy.Symbol]:
+    """The node's own ``s<k>`` -> the kernel's ``s<j>`` (same SSA size)."""
+    kernel_syms = list(kernel.sym_args())
+    return {size_var(k): size_var(kernel_syms.index(v)) for k, v in enumerate(node.syms)}
+
+
+def _candidates(
+    analysis: KernelAnalysis, numel: sympy.Expr, rnumel: sympy.Expr
+) -> tuple[list[list[sympy.Expr]], list[list[sympy.Expr]]]:
+    xs: list[list[sympy.Expr]] = []
+    rs: list[list[sympy.Expr]] = []
+    for node in analysis.nodes:
+        sizes, rsizes = node_sizes_in_kernel(node, analysis.kernel)
+        level = analysis.level[node]
+        if level is Level.XR:
+            prefix: sympy.Expr = sympy.Integer(1)
+            for k in range(len(sizes) + 1):
+                if sympy.expand(prefix - numel) == 0:
+                    xs.append(sizes[:k])
+                    rs.append(sizes[k:])
+                    break
+                if k < len(sizes):
+                    prefix = prefix * sizes[k]
+            continue
+        xs.append(sizes)
+        if level is Level.RED:
+            rs.append(rsizes)
+    drop_ones = lambda dims: [d for d in dims if d != 1]  # noqa: E731
+    return [drop_ones(c) for c in xs], [drop_ones(c) for c in rs]
+
+
+def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> list[sympy.Expr]:
+    """The common refinement of several factorizations of ``total`` (static sizes), else
+    the one with the most dimensions."""
+    if total == 1:
+        return []
+    valid = [list(c) for c in candidates if sympy.expand(sympy.Mul(*c) - total) == 0]
+    if not valid:
+        return [total]
+    if total.is_Integer and all(all(d.is_Integer for d in c) for c in valid):
+        suffixes: set[int] = set()
+        for c in valid:
+            product = 1
+            for d in reversed(c[1:]):
+                product *= int(d)
+                suffixes.add(product)
+        chain = sorted(suffixes)
+        whole = int(total)
+        if all(b % a == 0 for a, b in zip(chain, chain[1:], strict=False)) and all(
+            whole % s == 0 for s in chain
+        ):
+            bounds = [1, *chain, whole]
+            dims = [sympy.Integer(bounds[i + 1] // bounds[i]) for i in range(len(bounds) - 1)]
+            return [d for d in reversed(dims) if d != 1]
+    return max(valid, key=len)
+
+
+def _divmod_count(exprs: Sequence[sympy.Expr]) -> int:
+    return sum(1 for e in exprs for node in sympy.preorder_traversal(e) if isinstance(node, FloorDiv | sympy.Mod))
+
+
+def merge_dims(
+    space: LoopSpace, exprs: Sequence[sympy.Expr]
+) -> tuple[LoopSpace, list[sympy.Expr]]:
+    """Merge adjacent dimensions (x with x, r with r) wherever the expressions of the
+    kernel (over the space's variables) need no more divisions or modulos for it."""
+    exprs = list(exprs)
+    changed = True
+    while changed:
+        changed = False
+        for which in ("x", "r"):
+            count = len(space.x_sizes if which == "x" else space.r_sizes)
+            for k in reversed(range(count - 1)):
+                trial = _try_merge(space, exprs, which, k)
+                if trial is not None:
+                    space, exprs = trial
+                    changed = True
+                    break
+    return space, exprs
+
+
+def _try_merge(
+    space: LoopSpace, exprs: list[sympy.Expr], which: str, k: int
+) -> tuple[LoopSpace, list[sympy.Expr]] | None:
+    sizes = list(space.x_sizes if which == "x" else space.r_sizes)
+    syms = list(space.x_syms if which == "x" else space.r_syms)
+    inner = sizes[k + 1]
+    merged = sympy.Symbol(f"_m{which}{k}", integer=True, nonnegative=True)
+    subs = {syms[k]: FloorDiv(merged, inner), syms[k + 1]: sympy.Mod(merged, inner)}
+    new_sizes = [*sizes[:k], sizes[k] * inner, *sizes[k + 2 :]]
+    new_syms = [*syms[:k], merged, *syms[k + 2 :]]
+    if which == "x":
+        candidate = LoopSpace(new_sizes, space.r_sizes, new_syms, space.r_syms)
+    else:
+        candidate = LoopSpace(space.x_sizes, new_sizes, space.x_syms, new_syms)
+    ranges = candidate.ranges()
+    new_exprs = [simplify(e.xreplace(subs), ranges) for e in exprs]
+    if _divmod_count(new_exprs) > _divmod_count(exprs):
+        return None
+    # Rename to the canonical _x<k>/_r<k> so later merges see fresh names.
+    final = LoopSpace.of(candidate.x_sizes, candidate.r_sizes)
+    rename = dict(zip([*candidate.x_syms, *candidate.r_syms], [*final.x_syms, *final.r_syms], strict=True))
+    return final, [e.xreplace(rename) for e in new_exprs]
+
+
+def choose_space(
+    analysis: KernelAnalysis, all_exprs: Callable[[LoopSpace], list[sympy.Expr]]
+) -> LoopSpace:
+    """The loop space for a kernel; ``all_exprs`` gives every index expression the
+    kernel computes (loads, stores, index values) over a candidate space."""
+    kernel = analysis.kernel
+    numel = kernel.numel.data
+    rnumel = kernel.rnumel.data
+    xs, rs = _candidates(analysis, numel, rnumel)
+    space = LoopSpace.of(refine(xs, numel), refine(rs, rnumel))
+    space, _ = merge_dims(space, all_exprs(space))
+    return space
+
+
+__all__ = [
+    "LoopSpace",
+    "choose_space",
+    "loop_symbol",
+    "merge_dims",
+    "node_sizes_in_kernel",
+    "refine",
+    "simplify",
+    "to_kernel_symbols",
+]

@@ -1,0 +1,64 @@
+"""``lower-to-cpp``: every ``kernel.kernel`` becomes a ``cpp.func`` (C++/OpenMP as IR).
+
+The ``kernel.program`` stays as it is: its ``kernel.launch`` ops now call the
+``cpp.func`` of the same name, whose signature is the kernel's. See
+:mod:`kiln.passes.cpp_lowering.kernel` for the code each kernel becomes.
+
+Options: ``threads`` (0: this machine's CPU count) is the thread count the loops are
+tuned for; ``lanes`` the vector width of reduction accumulators.
+
+```console
+$ kiln-opt m.mlir -p 'lower-aten,fuse,lower-to-cpp{threads=8}'
+```
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.passes.cpp_lowering.analysis import UnsupportedKernel
+from kiln.passes.cpp_lowering.kernel import CppOptions, lower_kernel
+
+
+class LowerToCppError(DiagnosticException):
+    """A kernel the C++ backend cannot lower."""
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class LowerToCppPass(ModulePass):
+    """Lower every kernel.kernel to a cpp.func."""
+
+    name: ClassVar[str] = "lower-to-cpp"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    threads: int = 0
+    """Threads to tune for (0: the CPUs this process may use)."""
+    lanes: int = 16
+    """Vector width (elements) of reduction accumulators."""
+
+    def options(self) -> CppOptions:
+        if self.lanes < 1:
+            raise LowerToCppError(f"lower-to-cpp: lanes must be positive, got {self.lanes}")
+        return CppOptions(threads=self.threads or default_threads(), lanes=self.lanes)
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        options = self.options()
+        block = op.body.block
+        for kernel in [k for k in block.ops if isinstance(k, KernelOp)]:
+            try:
+                func = lower_kernel(kernel, options)
+            except UnsupportedKernel as e:
+                raise LowerToCppError(f"lower-to-cpp: @{kernel.sym_name.data}: {e}") from e
+            block.insert_op_before(func, kernel)
+            block.erase_op(kernel)

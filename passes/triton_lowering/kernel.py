@@ -1,0 +1,395 @@
+"""One ``kernel.kernel`` as one ``triton.kernel``.
+
+The kernel's parameters are its input buffers (``in_ptr<k>``), its outputs
+(``out_ptr<k>``) and its size symbols (``ks<k>``), then the constexpr block sizes.
+Every program handles ``XBLOCK`` values of the flat index ``x`` (``YBLOCK`` x ``XBLOCK``
+for a 2-D tile) and, in a reduction, ``RBLOCK`` reduction lanes at a time:
+
+```python
+xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]   # [XBLOCK, 1]
+xmask = xindex < xnumel
+rindex = tl.arange(0, RBLOCK)[None, :]                                 # [1, RBLOCK]
+```
+
+Nodes' bodies are lowered in order (see :mod:`~kiln.passes.triton_lowering.body`); a
+node reads a fused producer's value from registers; global loads are masked by the lane
+masks of the dimensions their address depends on; yielded values are stored to their
+output buffers at the row-major position of the producing node's point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr
+from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from kiln.dialects.loop.body_ops import IndexOp, LoadOp
+from kiln.dialects.loop.expr import indirect_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.triton import (
+    AddPtrOp,
+    ArangeOp,
+    ConstexprOp,
+    KernelOp,
+    LoadOp as TritonLoadOp,
+    PointerType,
+    ProgramIdOp,
+    ReturnOp,
+    StoreOp,
+)
+from kiln.dialects.triton.literals import literal_value
+from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, shape_of
+from kiln.passes.scheduling.legality import flat_index
+from kiln.passes.triton_lowering.body import index_element, lower_body
+from kiln.passes.triton_lowering.builder import TritonBuilder
+from kiln.passes.triton_lowering.index import IndexEmitter
+from kiln.passes.triton_lowering.plan import R, X, Y, KernelPlan, Level, NodePlan
+from kiln.passes.triton_lowering.reduction import ReductionLowering
+
+
+class KernelLoweringError(DiagnosticException):
+    """A kernel that cannot be lowered to Triton (the message names it)."""
+
+
+def _element(ty: Attribute) -> Attribute:
+    assert isinstance(ty, MemRefType)
+    return ty.element_type
+
+
+class KernelLowering:
+    """Lowers one planned kernel (see the module docstring)."""
+
+    def __init__(self, plan: KernelPlan, name: str) -> None:
+        self.plan = plan
+        kernel = plan.kernel
+        self.index_type: IntegerType = plan.index_type
+        params: list[tuple[str, Attribute]] = []
+        for k, arg in enumerate(kernel.buffer_args()):
+            params.append((f"in_ptr{k}", PointerType(_element(arg.type))))
+        outputs = kernel.function_type.outputs.data
+        for k, ty in enumerate(outputs):
+            params.append((f"out_ptr{k}", PointerType(_element(ty))))
+        for k in range(len(kernel.sym_args())):
+            params.append((f"ks{k}", self.index_type))
+        self.constexprs = (
+            ["XBLOCK"]
+            if plan.structure == "pointwise" and plan.ynumel is None
+            else ["YBLOCK", "XBLOCK"]
+            if plan.structure == "pointwise"
+            else ["XBLOCK", "RBLOCK"]
+        )
+        self.op = KernelOp(
+            name,
+            plan.kind,
+            plan.numel,
+            plan.rnumel,
+            params,
+            self.constexprs,
+            ynumel=plan.ynumel,
+        )
+        args = list(self.op.body.block.args)
+        n_in = len(kernel.buffer_args())
+        self.in_ptrs = dict(zip(kernel.buffer_args(), args[:n_in], strict=True))
+        self.out_ptrs = args[n_in : n_in + len(outputs)]
+        self.size_args = args[n_in + len(outputs) :]
+        self.builder = TritonBuilder(self.op.body.block)
+        self.index = IndexEmitter(self.builder, self.index_type)
+        for k, arg in enumerate(self.size_args):
+            self.index.bases[size_var(k)] = arg
+        self.lane_masks: dict[str, SSAValue] = {}
+        self.lane_depth: dict[str, int] = {}
+        self.reductions = ReductionLowering(self)
+        self.stored: set[SSAValue] = set()
+
+    # -- sizes and lanes ---------------------------------------------------------------
+
+    def size(self, expr: sympy.Expr) -> SSAValue:
+        return self.index.emit(expr)
+
+    def _lanes(self, block_name: str, axis: int | None, rank: int) -> SSAValue:
+        """``tl.arange(0, BLOCK)`` placed along ``axis`` of a ``rank``-D tile."""
+        b = self.builder
+        value = b.add(ArangeOp(block_name))
+        value = b.cast(value, self.index_type)
+        if axis is not None and rank == 2:
+            value = b.expand(value, 1 - axis)
+        return value
+
+    def _offset_lanes(self, pid_axis: int, block_name: str, axis: int | None, rank: int, numel: SSAValue, prefix: str) -> SSAValue:
+        b = self.builder
+        pid = b.cast(b.add(ProgramIdOp(pid_axis)), self.index_type)
+        block = b.cast(b.add(ConstexprOp(block_name)), self.index_type)
+        offset = b.binary("mul", pid, block)
+        offset.name_hint = f"{prefix}offset"
+        lanes = self._lanes(block_name, axis, rank)
+        index = b.binary("add", offset, lanes)
+        index.name_hint = f"{prefix}index"
+        mask = b.cmp("lt", index, numel)
+        mask.name_hint = f"{prefix}mask"
+        self.lane_masks[block_name] = mask
+        self.lane_depth[block_name] = 0
+        return index
+
+    def prologue(self) -> None:
+        plan = self.plan
+        if plan.structure == "pointwise" and plan.ynumel is None:
+            xnumel = self.size(plan.numel)
+            self.index.bases[X] = self._offset_lanes(0, "XBLOCK", None, 1, xnumel, "x")
+            return
+        if plan.structure == "pointwise":
+            assert plan.ynumel is not None
+            ynumel, xnumel = self.size(plan.ynumel), self.size(plan.xnumel)
+            self.index.bases[Y] = self._offset_lanes(1, "YBLOCK", 0, 2, ynumel, "y")
+            self.index.bases[X] = self._offset_lanes(0, "XBLOCK", 1, 2, xnumel, "x")
+            return
+        xnumel = self.size(plan.numel)
+        self.index.bases[X] = self._offset_lanes(0, "XBLOCK", 0, 2, xnumel, "x")
+        self.rnumel = self.size(plan.rnumel)
+        self.rbase = self._lanes("RBLOCK", 1, 2)
+        self.rbase.name_hint = "rbase"
+        if plan.structure == "persistent":
+            self.set_rindex(self.rbase)
+
+    def set_rindex(self, rindex: SSAValue) -> None:
+        """Make ``rindex`` the reduction lanes of the current scope (and their mask)."""
+        rindex.name_hint = "rindex"
+        depth = len(self.builder.scopes) - 1
+        self.index.bases[R] = rindex
+        self.index.depths[R] = depth
+        mask = self.builder.cmp("lt", rindex, self.rnumel)
+        mask.name_hint = "rmask"
+        self.lane_masks["RBLOCK"] = mask
+        self.lane_depth["RBLOCK"] = depth
+
+    def mask_for(self, shape: Sequence[Dim]) -> SSAValue | None:
+        """The lanes in range for a block of ``shape`` (None: all are)."""
+        names = [d for d in shape if isinstance(d, str)]
+        if not names:
+            return None
+        depth = max(self.lane_depth[n] for n in names)
+        key = ("mask", tuple(names))
+        found = self.builder.lookup(key, depth)
+        if found is not None:
+            return found
+        mask: SSAValue | None = None
+        for n in names:
+            lane = self.lane_masks[n]
+            mask = lane if mask is None else self.builder.binary("and", mask, lane, depth)
+        assert mask is not None
+        return self.builder.remember(key, mask, depth)
+
+    @property
+    def tile_shape(self) -> tuple[Dim, ...]:
+        plan = self.plan
+        if plan.structure == "pointwise":
+            return ("XBLOCK",) if plan.ynumel is None else ("YBLOCK", "XBLOCK")
+        return ("XBLOCK", "RBLOCK")
+
+    # -- expressions -------------------------------------------------------------------
+
+    def kernel_expr(self, node: NodePlan, expr: sympy.Expr) -> sympy.Expr:
+        """A node-level index expression over the kernel's lanes, simplified."""
+        out = sympy.expand(sympy.sympify(expr).xreplace(node.subst))
+        return simplify_with_ranges(out, self.plan.ranges())
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def value_of(self, value: SSAValue) -> SSAValue:
+        """The triton value of a fused node's result (computing an ``XR`` node on demand)."""
+        found = self.builder.lookup(("node", value))
+        if found is not None:
+            return found
+        producer = self.plan.by_result.get(value)
+        if producer is None:
+            raise KernelLoweringError(f"{self.where}: a node reads a value the kernel does not compute")
+        node, _ = producer
+        if node.level is not Level.XR:
+            raise KernelLoweringError(
+                f"{self.where}: the result of {node.op.name} is read before it is computed"
+            )
+        self.evaluate(node)
+        found = self.builder.lookup(("node", value))
+        assert found is not None
+        return found
+
+    def evaluate(self, node: NodePlan) -> None:
+        """Compute a pointwise node's value in the current scope."""
+        values = lower_body(_NodeContext(self, node), list(node.op.body.block.ops), {})
+        depth = 0 if node.level is Level.X else None
+        for result, value in zip(node.op.results, values, strict=True):
+            self.builder.remember(("node", result), value, depth)
+
+    def body_values(self, node: NodePlan) -> list[SSAValue]:
+        return lower_body(_NodeContext(self, node), list(node.op.body.block.ops), {})
+
+    def store_outputs(self, node: NodePlan) -> None:
+        """Store the node's yielded results to their output buffers."""
+        yielded = list(self.plan.kernel.yield_op().values)
+        for result in node.op.results:
+            for k, out in enumerate(yielded):
+                if out is not result:
+                    continue
+                value = self.builder.lookup(("node", result))
+                assert value is not None
+                self._store(node, self.out_ptrs[k], value)
+
+    def _store(self, node: NodePlan, ptr: SSAValue, value: SSAValue) -> None:
+        op = node.op
+        sizes = [s.data for s in op.sizes.data]
+        from kiln.dialects.loop.expr import index_var
+
+        position = flat_index([index_var(k) for k in range(len(sizes))], sizes)
+        offset = self.index.emit(self.kernel_expr(node, position))
+        shape = broadcast_shapes(shape_of(offset.type), shape_of(value.type)) or ()
+        if node.level is Level.XR:
+            shape = self.tile_shape
+        b = self.builder
+        if shape_of(offset.type) != shape:
+            offset = b.broadcast(offset, shape)
+        pointers = b.add(AddPtrOp(ptr, offset))
+        b.insert(StoreOp(pointers, value, self.mask_for(shape)))
+
+    @property
+    def where(self) -> str:
+        return f"kernel.kernel @{self.plan.kernel.sym_name.data}"
+
+    # -- the kernel --------------------------------------------------------------------
+
+    def lower(self) -> KernelOp:
+        self.prologue()
+        plan = self.plan
+        if plan.structure == "looped":
+            self._lower_looped()
+        else:
+            for node in plan.nodes:
+                if node.level is Level.RED:
+                    self.reductions.persistent(node)
+                else:
+                    self.evaluate(node)
+                self.store_outputs(node)
+        self.builder.insert(ReturnOp())
+        return self.op
+
+    def _lower_looped(self) -> None:
+        plan = self.plan
+        b = self.builder
+        for stage in range(plan.n_stages):
+            for node in plan.nodes:
+                if node.stage == stage and node.level is Level.X:
+                    self.evaluate(node)
+                    self.store_outputs(node)
+            reductions = [n for n in plan.nodes if n.stage == stage and n.level is Level.RED]
+            yielded = set(plan.kernel.yield_op().values)
+            stores = [
+                n
+                for n in plan.nodes
+                if n.stage == stage
+                and n.level is Level.XR
+                and any(r in yielded for r in n.op.results)
+            ]
+            if not reductions and not stores:
+                continue
+            accumulators = [self.reductions.init(n) for n in reductions]
+            inits = [v for acc in accumulators for v in acc]
+            body = Block(arg_types=[self.index_type, *(v.type for v in inits)])
+            zero = b.const(0, self.index_type)
+            step = b.cast(b.add(ConstexprOp("RBLOCK")), self.index_type)
+            loop = scf.ForOp(zero, self.rnumel, step, inits, body)
+            b.insert(loop)
+            body.args[0].name_hint = "roffset"
+            with b.nested(body, loop):
+                self.set_rindex(b.binary("add", body.args[0], self.rbase))
+                carried = iter(body.args[1:])
+                updated: list[SSAValue] = []
+                for node, acc in zip(reductions, accumulators, strict=True):
+                    current = [next(carried) for _ in acc]
+                    updated += self.reductions.update(node, current)
+                for node in stores:
+                    for result in node.op.results:
+                        self.value_of(result)
+                    self.store_outputs(node)
+                b.insert(scf.YieldOp(*updated))
+            self.lane_masks.pop("RBLOCK", None)
+            results = iter(loop.results)
+            for node, acc in zip(reductions, accumulators, strict=True):
+                finals = [next(results) for _ in acc]
+                self.reductions.finish(node, finals)
+                self.store_outputs(node)
+        for node in plan.nodes:
+            if node.stage == plan.n_stages and node.level is Level.X:  # pragma: no cover
+                self.evaluate(node)
+                self.store_outputs(node)
+
+
+class _NodeContext:
+    """Body lowering's view of one node (see :class:`~kiln.passes.triton_lowering.body.KernelContext`)."""
+
+    def __init__(self, kernel: KernelLowering, node: NodePlan) -> None:
+        self.kernel = kernel
+        self.node = node
+        self.builder = kernel.builder
+        op: LoopNestOp = node.op
+        self.n_loop_vars = op.num_loop_vars
+        self.outer = dict(zip(op.input_args(), op.inputs, strict=True))
+        self.block_args = list(op.body.block.args)
+
+    def element(self, ty: Attribute) -> Attribute:
+        return index_element(ty, self.kernel.index_type)
+
+    def loop_var(self, arg: SSAValue) -> SSAValue:
+        k = self.block_args.index(arg)
+        if k >= self.n_loop_vars:
+            raise KernelLoweringError(f"{self.kernel.where}: a buffer is used as a value")
+        from kiln.dialects.loop.expr import index_var, reduction_var
+
+        n_sizes = len(self.node.op.sizes.data)
+        symbol = index_var(k) if k < n_sizes else reduction_var(k - n_sizes)
+        return self.kernel.index.emit(self.kernel.kernel_expr(self.node, symbol))
+
+    def index_value(self, op: IndexOp) -> SSAValue:
+        return self.kernel.index.emit(self.kernel.kernel_expr(self.node, op.expr.data))
+
+    def load(self, load: LoadOp, indirect: Sequence[SSAValue], mask: SSAValue | None) -> SSAValue:
+        outer = self.outer[load.buffer]
+        ptr = self.kernel.in_ptrs.get(outer)
+        if ptr is None:
+            return self.kernel.value_of(outer)
+        kernel = self.kernel
+        b = self.builder
+        expr = kernel.kernel_expr(self.node, load.index.data)
+        extra = {indirect_var(k): v for k, v in enumerate(indirect)}
+        offset = kernel.index.emit(expr, extra if indirect else None)
+        shape = shape_of(offset.type)
+        if mask is not None:
+            shape = broadcast_shapes(shape, shape_of(mask.type)) or shape
+        if shape_of(offset.type) != shape:
+            offset = b.broadcast(offset, shape)
+        lanes = kernel.mask_for(shape)
+        full_mask = b.logical_and(lanes, mask)
+        if full_mask is not None and shape_of(full_mask.type) != shape:
+            full_mask = b.broadcast(full_mask, shape)
+        pointers = b.add(AddPtrOp(ptr, offset))
+        other = None
+        if full_mask is not None:
+            other = literal_value(load.fill) if load.fill is not None and mask is not None else 0
+        return b.add(TritonLoadOp(pointers, full_mask, other))
+
+
+def provenance(kernel_ops: Sequence[LoopNestOp]) -> list[StringAttr]:
+    """One line per fused node: its name (the FX node) and what it computes."""
+    lines: list[StringAttr] = []
+    for op in kernel_ops:
+        names = ", ".join(f"%{r.name_hint}" if r.name_hint else "%?" for r in op.results)
+        if op.name == "loop.reduction":
+            what = f"{op.kind.data} over [{', '.join(s.text for s in op.sizes.data)}] reduce [{', '.join(s.text for s in op.reduction_sizes_list())}]"  # pyright: ignore[reportAttributeAccessIssue]
+        else:
+            what = f"pointwise over [{', '.join(s.text for s in op.sizes.data)}]"
+        lines.append(StringAttr(f"{names} = {what}"))
+    return lines
+
+
+__all__ = ["BlockType", "KernelLowering", "KernelLoweringError", "provenance"]

@@ -1,0 +1,196 @@
+"""What a ``kernel.kernel`` becomes: its structure, configs, nodes' levels and stages.
+
+* **Structure**: ``pointwise`` (1-D, or a 2-D ``YBLOCK`` x ``XBLOCK`` tile when ``tile``
+  set ``ynumel``), ``persistent`` (one block holds a whole reduction: ``RBLOCK`` covers
+  ``rnumel``) or ``looped`` (a loop over ``RBLOCK`` chunks; ``split`` kernels loop too).
+  Kernels that ``tile`` did not annotate get its heuristics here.
+* **Levels** (as in :mod:`kiln.passes.scheduling.legality`): a node runs once per ``x``
+  (``X``, a ``[XBLOCK, 1]`` block), once per point (``XR``, ``[XBLOCK, RBLOCK]``) or
+  reduces (``RED``; its results are ``X``-level).
+* **Stages** of a looped kernel: reduction loop ``s`` runs the reductions of stage ``s``;
+  a node that needs a reduction's result runs at a later stage. ``XR`` values live only
+  inside one loop iteration, so a node that needs one in a later loop recomputes it
+  (from its loads), as Inductor does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+import sympy
+from xdsl.dialects.builtin import IntegerType, MemRefType, i32, i64
+from xdsl.ir import SSAValue
+
+from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
+from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
+from kiln.dialects.loop.expr import index_var, reduction_var, size_var
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
+
+
+class PlanError(ValueError):
+    """A kernel whose shape lower-to-triton cannot handle."""
+
+
+class Level(Enum):
+    X = auto()
+    XR = auto()
+    RED = auto()
+
+
+X = index_var(0)
+R = reduction_var(0)
+Y = index_var(1)
+"""In a 2-D tile the kernel's ``d0`` is ``xnumel * Y + X``: ``Y`` the outer lane index."""
+
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclass
+class NodePlan:
+    op: LoopNestOp
+    level: Level
+    subst: dict[sympy.Symbol, sympy.Expr]
+    """The node's loop variables and size symbols as kernel-level expressions."""
+    stage: int = 0
+
+
+@dataclass
+class KernelPlan:
+    kernel: KernelOp
+    structure: str
+    """``pointwise``, ``persistent`` or ``looped``."""
+    kind: str
+    """The triton kernel kind (``pointwise``, ``persistent``, ``looped``, ``split``)."""
+    config: ConfigAttr
+    configs: tuple[ConfigAttr, ...]
+    index_type: IntegerType
+    ynumel: sympy.Expr | None
+    nodes: list[NodePlan] = field(default_factory=list[NodePlan])
+    by_result: dict[SSAValue, tuple[NodePlan, int]] = field(
+        default_factory=dict[SSAValue, tuple[NodePlan, int]]
+    )
+
+    @property
+    def numel(self) -> sympy.Expr:
+        return self.kernel.numel.data
+
+    @property
+    def rnumel(self) -> sympy.Expr:
+        return self.kernel.rnumel.data
+
+    @property
+    def xnumel(self) -> sympy.Expr:
+        """The extent of ``X``: ``numel`` (or ``numel / ynumel`` in a 2-D tile)."""
+        return self.numel if self.ynumel is None else sympy.simplify(self.numel / self.ynumel)
+
+    def ranges(self) -> dict[sympy.Symbol, sympy.Expr]:
+        ranges: dict[sympy.Symbol, sympy.Expr] = {X: self.xnumel, R: self.rnumel}
+        if self.ynumel is not None:
+            ranges[Y] = self.ynumel
+        return ranges
+
+    @property
+    def n_stages(self) -> int:
+        """Reduction loops of a looped kernel (plus one when outputs need a final loop)."""
+        return 1 + max((n.stage for n in self.nodes), default=0)
+
+
+def _level(node: LoopNestOp) -> Level:
+    if isinstance(node, ReductionOp):
+        return Level.RED
+    return Level.XR if any(e.has(R) for e in node_vars(node)) else Level.X
+
+
+def _config_of(kernel: KernelOp) -> tuple[KernelKind, ConfigAttr, tuple[ConfigAttr, ...], sympy.Expr | None]:
+    kind = kernel.kernel_kind
+    if kernel.tiling is not None:
+        configs = tuple(kernel.configs.data) if kernel.configs is not None else (kernel.tiling,)
+        ynumel = kernel.ynumel.data if kernel.ynumel is not None else None
+        return kind, kernel.tiling, configs or (kernel.tiling,), ynumel
+    from kiln.passes.scheduling.tiling import pointwise_tiling, reduction_tiling
+
+    tiling = pointwise_tiling(kernel) if not kind.reduces else reduction_tiling(kernel)
+    chosen_kind = tiling.kind if kind in (KernelKind.REDUCTION, KernelKind.POINTWISE) else kind
+    return chosen_kind, tiling.chosen, tiling.candidates, tiling.ynumel
+
+
+def _index_type(kernel: KernelOp) -> IntegerType:
+    """i32 when every offset fits (static sizes below 2^31), else i64."""
+    sizes = [kernel.numel.data * kernel.rnumel.data]
+    for arg in kernel.buffer_args():
+        ty = arg.type
+        assert isinstance(ty, MemRefType)
+        n = 1
+        for d in ty.get_shape():
+            if d < 0:
+                return i64
+            n *= d
+        sizes.append(sympy.Integer(n))
+    for ty in kernel.function_type.outputs.data:
+        assert isinstance(ty, MemRefType)
+        if any(d < 0 for d in ty.get_shape()):
+            return i64
+    if any(s.free_symbols or int(s) > INT32_LIMIT for s in map(sympy.sympify, sizes)):
+        return i64
+    return i32
+
+
+def plan_kernel(kernel: KernelOp) -> KernelPlan:
+    kind, config, configs, ynumel = _config_of(kernel)
+    if kind is KernelKind.POINTWISE:
+        structure, triton_kind = "pointwise", "pointwise"
+    elif kind is KernelKind.PERSISTENT:
+        structure, triton_kind = "persistent", "persistent"
+    elif kind in (KernelKind.LOOPED, KernelKind.SPLIT, KernelKind.REDUCTION):
+        structure, triton_kind = "looped", "split" if kind is KernelKind.SPLIT else "looped"
+    else:  # pragma: no cover - every kind is handled above
+        raise PlanError(f"unknown kernel kind {kind}")
+    if structure == "persistent":
+        rblock = config.as_dict().get("RBLOCK")
+        rnumel = kernel.rnumel.data
+        if rblock is None or rnumel.free_symbols or int(rnumel) > rblock:
+            structure, triton_kind = "looped", "looped"
+    if structure != "pointwise":
+        ynumel = None
+    plan = KernelPlan(kernel, structure, triton_kind, config, configs, _index_type(kernel), ynumel)
+    sym_args = list(kernel.sym_args())
+    for node in kernel.nodes():
+        exprs = node_vars(node)
+        if ynumel is not None:
+            xn = plan.xnumel
+            exprs = [e.xreplace({X: xn * Y + X}) for e in exprs]
+        subst: dict[sympy.Symbol, sympy.Expr] = {}
+        n_sizes = len(node.sizes.data)
+        for k, e in enumerate(exprs):
+            subst[index_var(k) if k < n_sizes else reduction_var(k - n_sizes)] = e
+        for k, sym in enumerate(node.syms):
+            subst[size_var(k)] = size_var(sym_args.index(sym))
+        level = _level(node)
+        if structure == "pointwise" and level is not Level.X:
+            raise PlanError(f"@{kernel.sym_name.data}: a pointwise kernel holds a {level.name} node")
+        node_plan = NodePlan(node, level, subst)
+        plan.nodes.append(node_plan)
+        for j, result in enumerate(node.results):
+            plan.by_result[result] = (node_plan, j)
+    if structure == "looped":
+        _assign_stages(plan)
+    return plan
+
+
+def _assign_stages(plan: KernelPlan) -> None:
+    for node in plan.nodes:
+        stage = 0
+        for value in node.op.inputs:
+            found = plan.by_result.get(value)
+            if found is None:
+                continue
+            producer = found[0]
+            if producer.level is Level.RED:
+                stage = max(stage, producer.stage + 1)
+            else:
+                stage = max(stage, producer.stage)
+        node.stage = stage
+
+
+__all__ = ["R", "X", "Y", "KernelPlan", "Level", "NodePlan", "PlanError", "plan_kernel"]

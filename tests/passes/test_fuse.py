@@ -1,0 +1,246 @@
+"""The ``fuse`` pass: which nodes share a kernel, the program it builds, and the same
+numbers before and after (loop interpreter vs kernel interpreter, random inputs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fuse_checks import (
+    assert_schedule_preserves,
+    kernels,
+    launches,
+    parse,
+    program,
+    schedule,
+)
+from xdsl.utils.exceptions import DiagnosticException
+
+from kiln.dialects.kernel import AllocOp, ExternOp, KernelKind
+from kiln.dialects.kernel.interpreter import run_program
+from kiln.dialects.loop import LoopNestOp
+from kiln.passes.buffer_reuse import BufferReusePass
+from kiln.passes.fuse import FusePass
+from kiln.passes.tile import TilePass
+from kiln.registry import default_registry
+
+
+def lowered(aten_text: str, decompose: bool = False) -> str:
+    """Loop IR (text) of an aten function."""
+    return str(schedule(parse(aten_text), "decompose,lower-aten" if decompose else "lower-aten"))
+
+
+def loop_nodes(module: object) -> int:
+    return sum(1 for k in kernels(module) for _ in k.nodes())  # pyright: ignore[reportArgumentType]
+
+
+RELU_CHAIN = """
+func.func @forward(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %relu = aten.relu.default(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %add = aten.add.Scalar(%relu, other = 1) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %mul = aten.mul.Scalar(%add, other = 2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %mul : tensor<4x8xf32>
+}
+"""
+
+CYCLE = """
+func.func @forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %relu = aten.relu.default(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %mm = aten.mm.default(%relu, %w) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %add = aten.add.Tensor(%relu, %mm) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %add : tensor<4x8xf32>
+}
+"""
+
+
+def test_registered() -> None:
+    registry = default_registry()
+    assert registry.get_pass("fuse") is FusePass
+    assert registry.get_pass("tile") is TilePass
+    assert registry.get_pass("buffer-reuse") is BufferReusePass
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_pointwise_chain_is_one_kernel(inline: bool) -> None:
+    loop = parse(lowered(RELU_CHAIN))
+    module, trace = assert_schedule_preserves(loop, f"fuse{{inline={str(inline).lower()}}}")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.POINTWISE
+    assert len(kernel.nodes()) == (1 if inline else 3)
+    # Only the result gets a buffer: the intermediates are kernel-local.
+    allocs = [op for op in program(module).body.block.ops if isinstance(op, AllocOp)]
+    assert len(allocs) == 1
+    assert trace.allocations == 1
+
+
+def test_reduction_epilogue_and_prologue() -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+              %e = aten.exp.default(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+              %sum = aten.sum.dim_IntList(%e, dim = [-1]) : (tensor<4x8xf32>) -> tensor<4xf32>
+              %add = aten.add.Tensor(%sum, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+              func.return %add : tensor<4xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse{inline=false}")
+    (kernel,) = kernels(module)
+    assert (kernel.kernel_kind, str(kernel.numel.data), str(kernel.rnumel.data)) == (
+        KernelKind.REDUCTION,
+        "4",
+        "8",
+    )
+    assert [n.name for n in kernel.nodes()] == ["loop.pointwise", "loop.reduction", "loop.pointwise"]
+    # The prologue runs at every (x, r) point, the epilogue once per row.
+    vars_ = [[e.text for e in n.attributes["kernel.vars"].data] for n in kernel.nodes()]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    assert vars_ == [["d0", "r0"], ["d0", "r0"], ["d0"]]
+
+
+def test_softmax_and_layer_norm_are_one_kernel() -> None:
+    text = lowered(
+        """
+        func.func @forward(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+          %s = aten._softmax.default(%x, dim = -1, half_to_float = false) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+          %y, %mean, %rstd = aten.native_layer_norm.default(%s, normalized_shape = [8], weight = %w, bias = %b, eps = 1.0e-05) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+          func.return %s, %y : tensor<4x8xf32>, tensor<4x8xf32>
+        }
+        """,
+        decompose=True,
+    )
+    for inline in ("true", "false"):
+        module, _ = assert_schedule_preserves(parse(text), f"fuse{{inline={inline}}}")
+        # softmax and the layer norm of its result share the row space: one kernel.
+        (kernel,) = kernels(module)
+        assert kernel.kernel_kind is KernelKind.REDUCTION
+
+
+def test_cycle_through_extern_stays_split(capsys: pytest.CaptureFixture[str]) -> None:
+    module, _ = assert_schedule_preserves(parse(lowered(CYCLE)), "fuse{report=true}")
+    assert len(kernels(module)) == 2
+    order = [op.name for op in program(module).body.block.ops]
+    assert order == [
+        "kernel.alloc",
+        "kernel.launch",
+        "kernel.extern",
+        "kernel.alloc",
+        "kernel.launch",
+        "kernel.return",
+    ]
+    report = capsys.readouterr().err
+    assert "[%relu] + [%add]: not fused: would create a cycle (through [%mm])" in report
+    assert "%mm is an extern call (ATen), which is never fused" in report
+
+
+def test_transposed_read_is_not_fused(capsys: pytest.CaptureFixture[str]) -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<4x8xf32>, %y: tensor<8x4xf32>) -> (tensor<4x8xf32>, tensor<8x4xf32>) {
+              %a = aten.mul.Tensor(%x, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+              %t = aten.t.default(%a) : (tensor<4x8xf32>) -> tensor<8x4xf32>
+              %b = aten.add.Tensor(%t, %y) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+              func.return %a, %b : tensor<4x8xf32>, tensor<8x4xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse{report=true}")
+    assert len(kernels(module)) == 2
+    assert 'reads %a at "d0 + 8*d1", not where it is computed' in capsys.readouterr().err
+
+
+def test_reductions_over_one_input_share_a_kernel() -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<6x16xf32>) -> (tensor<6xf32>, tensor<6xf32>) {
+              %m = aten.amax.default(%x, dim = [1]) : (tensor<6x16xf32>) -> tensor<6xf32>
+              %s = aten.sum.dim_IntList(%x, dim = [1]) : (tensor<6x16xf32>) -> tensor<6xf32>
+              func.return %m, %s : tensor<6xf32>, tensor<6xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse")
+    (kernel,) = kernels(module)
+    assert len(kernel.nodes()) == 2
+    assert len(kernel.function_type.outputs) == 2
+
+
+def test_cheap_broadcast_producer_is_inlined() -> None:
+    # The mask is computed on [4, 8] and read broadcast over [2, 4, 8]: too small to
+    # share the reduction's space, cheap enough to recompute in it.
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<2x4x8xf32>, %m: tensor<4x8xi1>) -> tensor<2x4x8xf32> {
+              %n = aten.bitwise_not.default(%m) : (tensor<4x8xi1>) -> tensor<4x8xi1>
+              %f = aten.masked_fill.Scalar(%x, %n, value = -1.0e+09) : (tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
+              %s = aten._softmax.default(%f, dim = -1, half_to_float = false) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+              func.return %s : tensor<2x4x8xf32>
+            }
+            """,
+            decompose=True,
+        )
+    )
+    assert len([op for op in loop.walk() if isinstance(op, LoopNestOp)]) >= 5
+    inputs = [torch.randn(2, 4, 8), torch.rand(4, 8) > 0.3]
+    module, _ = assert_schedule_preserves(loop, "fuse", inputs=inputs)
+    assert len(kernels(module)) == 1
+    module, _ = assert_schedule_preserves(loop, "fuse{inline=false}", inputs=inputs)
+    assert len(kernels(module)) > 1
+
+
+def test_max_nodes() -> None:
+    loop = parse(lowered(RELU_CHAIN))
+    module, _ = assert_schedule_preserves(loop, "fuse{max-nodes=1}")
+    assert [len(k.nodes()) for k in kernels(module)] == [1, 1, 1]
+    module, _ = assert_schedule_preserves(loop, "fuse{max-nodes=2 inline=false}")
+    assert sorted(len(k.nodes()) for k in kernels(module)) == [1, 2]
+
+
+def test_dynamic_shapes() -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
+              %a = aten.add.Tensor(%x, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+              %r = aten.relu.default(%a) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+              %s = aten._softmax.default(%r, dim = -1, half_to_float = false) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+              func.return %s : tensor<?x8xf32>
+            }
+            """
+        )
+    )
+    for rows in (3, 5):
+        inputs = [torch.randn(rows, 8), torch.randn(8)]
+        module, _ = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse", inputs=inputs)
+    assert all(k.sym_args() for k in kernels(module))
+
+
+def test_kernel_names_are_unique_across_functions() -> None:
+    text = lowered(RELU_CHAIN).replace("@forward", "@first")
+    second = lowered(RELU_CHAIN).replace("@forward", "@second")
+    module = parse(text.rstrip().removesuffix("}") + second.split("{", 1)[1])
+    schedule(module, "fuse")
+    assert [k.sym_name.data for k in kernels(module)] == ["kernel0", "kernel1"]
+    x = torch.randn(4, 8)
+    for name in ("first", "second"):
+        (out,), _ = run_program(module, [x], name)
+        assert torch.allclose(out, (x.relu() + 1) * 2)  # pyright: ignore[reportArgumentType]
+
+
+def test_externs_become_kernel_externs() -> None:
+    module = schedule(parse(lowered(CYCLE)), "fuse")
+    (extern,) = [op for op in program(module).body.block.ops if isinstance(op, ExternOp)]
+    assert [op.name for op in extern.body.block.ops] == ["aten.mm.default", "kernel.yield"]
+    assert len(launches(module)) == 2
+
+
+def test_aten_input_is_a_diagnostic() -> None:
+    with pytest.raises(DiagnosticException, match="run lower-aten first"):
+        schedule(parse(RELU_CHAIN), "fuse")
+    with pytest.raises(DiagnosticException, match="max-nodes must be at least 1"):
+        schedule(parse(lowered(RELU_CHAIN)), "fuse{max-nodes=0}")

@@ -1,0 +1,146 @@
+"""The ``tile`` pass: reduction strategies, block sizes, split reductions, 2-D tiles;
+the program computes the same numbers before and after."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fuse_checks import assert_schedule_preserves, kernels, launches, parse, schedule
+from xdsl.utils.exceptions import DiagnosticException
+
+from kiln.dialects.kernel import KernelKind
+from kiln.passes.scheduling.tiling import next_pow2, split_factor
+
+
+def lowered(aten_text: str) -> str:
+    return str(schedule(parse(aten_text), "decompose,lower-aten"))
+
+
+def reduction(shape: tuple[int, int], dim: int) -> str:
+    out = shape[1 - dim]
+    return f"""
+    func.func @forward(%x: tensor<{shape[0]}x{shape[1]}xf32>) -> tensor<{out}xf32> {{
+      %0 = aten.exp.default(%x) : (tensor<{shape[0]}x{shape[1]}xf32>) -> tensor<{shape[0]}x{shape[1]}xf32>
+      %1 = aten.sum.dim_IntList(%0, dim = [{dim}]) : (tensor<{shape[0]}x{shape[1]}xf32>) -> tensor<{out}xf32>
+      %2 = aten.mul.Scalar(%1, other = 3) : (tensor<{out}xf32>) -> tensor<{out}xf32>
+      func.return %2 : tensor<{out}xf32>
+    }}
+    """
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim", "kind", "hint"),
+    [
+        ((4, 16), 1, KernelKind.PERSISTENT, "inner"),
+        ((4, 1024), 1, KernelKind.PERSISTENT, "inner"),
+        ((4, 4096), 1, KernelKind.LOOPED, "inner"),
+        ((32, 4), 0, KernelKind.PERSISTENT, "outer"),
+        ((128, 4), 0, KernelKind.LOOPED, "outer"),
+    ],
+)
+def test_reduction_strategy(
+    shape: tuple[int, int], dim: int, kind: KernelKind, hint: str
+) -> None:
+    module, _ = assert_schedule_preserves(parse(lowered(reduction(shape, dim))), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is kind
+    assert kernel.reduction_hint is not None and kernel.reduction_hint.data == hint
+    assert kernel.tiling is not None and kernel.configs is not None
+    assert kernel.tiling in kernel.configs.data
+    rblock = kernel.tiling.value("RBLOCK")
+    assert rblock is not None
+    if kind is KernelKind.PERSISTENT:
+        assert rblock >= shape[dim]
+        assert all(c.value("RBLOCK") == next_pow2(shape[dim]) for c in kernel.configs.data)
+    else:
+        assert rblock < shape[dim]
+
+
+def test_split_reduction() -> None:
+    loop = parse(lowered(reduction((16, 1024), 0).replace("dim = [0]", "dim = [0, 1]").replace("tensor<1024xf32>", "tensor<f32>")))
+    module, trace = assert_schedule_preserves(loop, "fuse,tile")
+    first, second = kernels(module)
+    assert first.kernel_kind is KernelKind.SPLIT
+    assert (str(first.numel.data), str(first.rnumel.data)) == ("16", "1024")
+    assert (str(second.numel.data), str(second.rnumel.data)) == ("1", "16")
+    assert second.kernel_kind is KernelKind.PERSISTENT
+    assert [launch.kernel.string_value() for launch in launches(module)] == [
+        "kernel0_split",
+        "kernel0_combine",
+    ]
+    assert trace.allocations == 2  # the result and the partials
+    # No split when asked not to, or when the outputs alone fill the device.
+    module, _ = assert_schedule_preserves(loop, "fuse,tile{split=false}")
+    assert [k.kernel_kind for k in kernels(module)] == [KernelKind.LOOPED]
+    rows = parse(lowered(reduction((4, 16384), 1)))
+    module, _ = assert_schedule_preserves(rows, "fuse,tile")
+    assert [k.kernel_kind for k in kernels(module)] == [KernelKind.SPLIT, KernelKind.PERSISTENT]
+    module, _ = assert_schedule_preserves(rows, "fuse,tile{sm-count=1}")
+    assert [k.kernel_kind for k in kernels(module)] == [KernelKind.LOOPED]
+
+
+def test_split_factor() -> None:
+    assert split_factor(1, 1 << 24, 132) == 512  # Inductor's split of x.sum() over 2^24
+    assert split_factor(1, 8192, 132) == 1  # small reductions are never split
+    assert split_factor(1024, 1 << 20, 132) == 1  # enough outputs to fill the device
+    assert split_factor(1, 10010, 132) == 2  # the split divides rnumel
+
+
+def test_transpose_gets_a_2d_tile() -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<16x32xf32>) -> tensor<32x16xf32> {
+              %t = aten.t.default(%x) : (tensor<16x32xf32>) -> tensor<32x16xf32>
+              %y = aten.neg.default(%t) : (tensor<32x16xf32>) -> tensor<32x16xf32>
+              func.return %y : tensor<32x16xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.ynumel is not None and kernel.ynumel.text == "32"
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("YBLOCK") is not None and kernel.tiling.value("XBLOCK") is not None
+
+
+def test_pointwise_blocks() -> None:
+    text = """
+    func.func @forward(%x: tensor<256x512xf32>) -> tensor<256x512xf32> {
+      %0 = aten.relu.default(%x) : (tensor<256x512xf32>) -> tensor<256x512xf32>
+      func.return %0 : tensor<256x512xf32>
+    }
+    """
+    module = schedule(parse(lowered(text)), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.POINTWISE
+    assert kernel.tiling is not None and kernel.tiling.value("XBLOCK") == 1024
+    assert kernel.ynumel is None
+
+
+def test_tile_is_idempotent() -> None:
+    module = schedule(parse(lowered(reduction((4, 16), 1))), "fuse,tile")
+    once = str(module)
+    assert str(schedule(module, "tile")) == once
+
+
+def test_dynamic_reduction_is_looped() -> None:
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<4x?xf32>) -> tensor<4xf32> {
+              %0 = aten.sum.dim_IntList(%x, dim = [1]) : (tensor<4x?xf32>) -> tensor<4xf32>
+              func.return %0 : tensor<4xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse,tile", inputs=[torch.randn(4, 7)])
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.LOOPED
+
+
+def test_bad_option() -> None:
+    with pytest.raises(DiagnosticException, match="sm-count must be positive"):
+        schedule(parse(lowered(reduction((4, 16), 1))), "fuse,tile{sm-count=0}")
