@@ -245,6 +245,10 @@ def _build(
     if executor == "cpp":
         from kiln.backends.cpp.wrapper import build_program
 
+        if not any(op.name == "kernel.program" for op in module.ops):
+            if options.executor == "auto":
+                return _interpreter(module)  # the pipeline stopped before fuse
+            raise CompileError("executor 'cpp' runs kernel-level IR: the pipeline must include fuse")
         program = build_program(module)
         _dump(debug, "kernels.cpp", program.cpp_source)
         _dump(debug, "wrapper.py", program.python_source)

@@ -27,6 +27,7 @@ KILN_DIALECTS: dict[str, tuple[str, str]] = {
     "loop": ("kiln.dialects.loop", "Loop"),
     "kernel": ("kiln.dialects.kernel", "Kernel"),
     "cpp": ("kiln.dialects.cpp", "Cpp"),
+    "triton": ("kiln.dialects.triton", "Triton"),
 }
 
 # kiln's own passes: name -> (module, class). One pass per file under passes/.
@@ -40,10 +41,14 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "tile": ("kiln.passes.tile", "TilePass"),
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
     "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),
+    "lower-to-triton": ("kiln.passes.lower_to_triton", "LowerToTritonPass"),
 }
 
 # kiln's own output targets (``kiln-opt -t name``): name -> (module, Target class).
-KILN_TARGETS: dict[str, tuple[str, str]] = {}
+KILN_TARGETS: dict[str, tuple[str, str]] = {
+    "cpp": ("kiln.backends.cpp.emit", "CppTarget"),
+    "triton": ("kiln.backends.triton.emit", "TritonTarget"),
+}
 
 # The xDSL dialects kiln's IR uses.
 UPSTREAM_DIALECTS: tuple[str, ...] = ("builtin", "func", "arith", "math", "scf", "memref", "test")

@@ -147,8 +147,7 @@ def _reuse_key(ty: MemRefType) -> tuple[object, ...]:
 
 def reuse_freed(program: ProgramOp) -> None:
     """Turn a free and a later allocation of the same size into a reuse, where holding
-    the memory in between keeps the peak. The latest compatible free wins, one of the
-    very same type first."""
+    the memory in between keeps the peak. The latest compatible free wins."""
     profile = memory_timeline(program)
     live = list(profile.live)
     peak = profile.peak
@@ -159,16 +158,20 @@ def reuse_freed(program: ProgramOp) -> None:
         if isinstance(op, FreeOp):
             assert isinstance(op.buffer.type, MemRefType)
             frees.setdefault(_reuse_key(op.buffer.type), []).append((i, op))
+    used: set[int] = set()
     for p, op in enumerate(ops):
         if not isinstance(op, AllocOp):
             continue
         ty = op.result.type
         assert isinstance(ty, MemRefType)
-        bucket = frees.get(_reuse_key(ty), [])
-        earlier = [(f_pos, free) for f_pos, free in reversed(bucket) if f_pos < p]
-        earlier.sort(key=lambda item: item[1].buffer.type != ty)  # stable: latest first
         best: tuple[int, FreeOp] | None = None
-        for f_pos, free in earlier:
+        hold = 0  # the most live bytes between a candidate free and this allocation
+        end = p
+        for f_pos, free in reversed(frees.get(_reuse_key(ty), [])):
+            if f_pos >= p or f_pos in used:
+                continue
+            hold = max(hold, max(live[f_pos:end], default=0))
+            end = f_pos
             old = free.buffer
             size = buffer_bytes(old)
             if size is None:
@@ -180,14 +183,14 @@ def reuse_freed(program: ProgramOp) -> None:
                     and all(isinstance(o, FreeOp | AllocOp) for o in ops[f_pos:p])
                 ):
                     continue
-            elif max(live[f_pos:p], default=0) + size > peak:
-                continue
+            elif hold + size > peak:
+                break  # earlier frees would hold the memory even longer
             best = (f_pos, free)
             break
         if best is None:
             continue
         f_pos, free = best
-        bucket.remove(best)
+        used.add(f_pos)
         size = buffer_bytes(free.buffer) or 0
         for k in range(f_pos, p):
             live[k] += size

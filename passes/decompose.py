@@ -206,14 +206,20 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
     )
 
 
-_TRACE_CACHE: dict[tuple[Any, ...], FuncOp | None] = {}
+@dataclass(frozen=True)
+class Traced:
+    """A traced decomposition: its function, and which op results it does not compute."""
+
+    func: FuncOp
+    absent: tuple[int, ...]
+
+
+_TRACE_CACHE: dict[tuple[Any, ...], Traced | None] = {}
 """Traced decompositions by signature. A cache of pure functions of the key: sharing it
 between passes changes no result, only speed."""
 
 
-def _decomposed_body(
-    op: AtenOp, overload: Any, table: Decompositions
-) -> FuncOp | None:
+def _decomposed_body(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
     key = _signature(op)
     if key is None:
         return None
@@ -223,7 +229,7 @@ def _decomposed_body(
     return _TRACE_CACHE[key]
 
 
-def _trace(op: AtenOp, overload: Any, table: Decompositions) -> FuncOp | None:
+def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -253,11 +259,17 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> FuncOp | None:
                 args.append(value)
         return args, kwargs
 
+    absent: list[int] = []
+
     def fn(*runtime: torch.Tensor) -> Any:
         args, kwargs = build_args(list(runtime))
         result = table[overload](*args, **kwargs)
-        # Structseq/named-tuple results would be traced as a Python call.
-        return tuple(result) if isinstance(result, tuple) else result
+        if not isinstance(result, tuple | list):
+            return result
+        # A plain tuple (a structseq would be traced as a Python call), without the
+        # outputs the op does not compute (None under an ``output_mask``).
+        absent[:] = [i for i, r in enumerate(result) if r is None]  # pyright: ignore
+        return tuple(r for r in result if r is not None)  # pyright: ignore
 
     examples = []
     for value in flat_inputs:
@@ -265,7 +277,9 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> FuncOp | None:
         assert isinstance(ty, TensorType)
         examples.append(torch.empty(ty.get_shape(), dtype=type_to_dtype(ty.element_type)))
     try:
-        gm = make_fx(fn, decomposition_table=_with_prims(table), tracing_mode="fake")(*examples)
+        # Outside any ambient tracing context (AOTAutograd's would make shapes symbolic).
+        with torch._guards.tracing(None):  # pyright: ignore[reportPrivateUsage]
+            gm = make_fx(fn, decomposition_table=_with_prims(table), tracing_mode="fake")(*examples)
         module = import_graph(gm)
     except Exception:
         # The decomposition does not apply to these types: keep the op.
@@ -277,27 +291,31 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> FuncOp | None:
     ret = func.body.block.last_op
     if not isinstance(ret, ReturnOp):
         return None
-    if [v.type for v in ret.arguments] != [r.type for r in op.results]:
+    present = [r for i, r in enumerate(op.results) if i not in absent]
+    if [v.type for v in ret.arguments] != [r.type for r in present]:
         return None
     if any(_is_same_op(o, op) for o in func.walk()):
         return None  # the "decomposition" re-emits the op itself
     func.detach()
-    return func
+    return Traced(func, tuple(absent))
 
 
 def _is_same_op(candidate: Operation, op: AtenOp) -> bool:
     return isinstance(candidate, AtenOp) and candidate.overload_name == op.overload_name
 
 
-def _splice(op: AtenOp, func: FuncOp) -> None:
-    """Clone ``func``'s body before ``op`` and replace ``op`` with what it returns."""
-    block: Block = func.body.block
+def _splice(op: AtenOp, traced: Traced) -> None:
+    """Clone the traced body before ``op`` and replace ``op`` with what it returns."""
+    if any(op.results[i].uses for i in traced.absent):
+        return  # a result the decomposition does not compute is used: keep the op
+    block: Block = traced.func.body.block
     operands = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
     value_map: dict[SSAValue, SSAValue] = dict(zip(block.args, operands, strict=True))
-    returned: list[SSAValue] = []
+    returned: list[SSAValue | None] = []
     for inner in block.ops:
         if isinstance(inner, ReturnOp):
-            returned = [value_map.get(v, v) for v in inner.arguments]
+            values = iter(value_map.get(v, v) for v in inner.arguments)
+            returned = [None if i in traced.absent else next(values) for i in range(len(op.results))]
             break
         clone = inner.clone(value_mapper=value_map)
         clone.location = op.location

@@ -32,6 +32,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.dialects.triton import KernelOp as TritonKernelOp
 from kiln.passes.triton_lowering.body import BodyLoweringError
 from kiln.passes.triton_lowering.index import IndexLoweringError
@@ -49,15 +50,65 @@ class LowerToTritonError(DiagnosticException):
     """A kernel lower-to-triton cannot handle (the message names it)."""
 
 
+def _node_names(node: LoopNestOp) -> list[str]:
+    """What a node is called: its results' names (FX node names, numbering dropped), or
+    for an unnamed node its reduction kind or the arithmetic in its body."""
+    names: list[str] = []
+    for result in node.results:
+        base = re.sub(r"[_\d]+$", "", (result.name_hint or "").lower())
+        base = re.sub(r"[^a-z0-9_]", "_", base).strip("_")
+        if base:
+            names.append(base)
+    if names:
+        return names
+    if isinstance(node, ReductionOp):
+        return [str(node.kind.data)]
+    for op in node.body.walk():
+        if op.dialect_name() in ("arith", "math") and op.name not in _PLUMBING:
+            short = op.name.split(".", 1)[1]
+            names.append(_SHORT.get(short, short))
+    return names[:2]
+
+
+_PLUMBING = frozenset(
+    {
+        "arith.constant",
+        "arith.index_cast",
+        "arith.extf",
+        "arith.truncf",
+        "arith.sitofp",
+        "arith.uitofp",
+        "arith.fptosi",
+        "arith.extsi",
+        "arith.extui",
+        "arith.trunci",
+        "arith.select",
+    }
+)
+_SHORT = {
+    "addf": "add",
+    "addi": "add",
+    "subf": "sub",
+    "subi": "sub",
+    "mulf": "mul",
+    "muli": "mul",
+    "divf": "div",
+    "maximumf": "max",
+    "minimumf": "min",
+    "maxnumf": "max",
+    "minnumf": "min",
+    "negf": "neg",
+    "cmpf": "cmp",
+    "cmpi": "cmp",
+}
+
+
 def kernel_name(plan: KernelPlan, number: int) -> str:
-    """``kiln_<kind>_fused_<names>_<number>``, names from the fused nodes' results."""
+    """``kiln_<kind>_fused_<names>_<number>``, names from the fused nodes."""
     names: list[str] = []
     for node in plan.nodes:
-        for result in node.op.results:
-            hint = result.name_hint or ""
-            base = re.sub(r"[_\d]+$", "", hint.lower())
-            base = re.sub(r"[^a-z0-9_]", "_", base).strip("_")
-            if base and base not in names:
+        for base in _node_names(node.op):
+            if base not in names:
                 names.append(base)
     fused = "_".join(names[:_MAX_NAMES]) or "kernel"
     return f"kiln_{_PREFIX[plan.kind]}_fused_{fused}_{number}"
@@ -67,7 +118,9 @@ def implementations(module: ModuleOp) -> dict[str, TritonKernelOp]:
     """``kernel.kernel`` name -> the ``triton.kernel`` implementing it."""
     found: dict[str, TritonKernelOp] = {}
     for op in module.ops:
-        if isinstance(op, TritonKernelOp) and isinstance(ref := op.attributes.get(IMPLEMENTS), SymbolRefAttr):
+        if isinstance(op, TritonKernelOp) and isinstance(
+            ref := op.attributes.get(IMPLEMENTS), SymbolRefAttr
+        ):
             found[ref.string_value()] = op
     return found
 
@@ -114,4 +167,11 @@ class LowerToTritonPass(ModulePass):
             op.body.block.insert_op_after(triton_kernel, kernel)
 
 
-__all__ = ["IMPLEMENTS", "LowerToTritonError", "LowerToTritonPass", "implementations", "kernel_name", "lower_kernel"]
+__all__ = [
+    "IMPLEMENTS",
+    "LowerToTritonError",
+    "LowerToTritonPass",
+    "implementations",
+    "kernel_name",
+    "lower_kernel",
+]

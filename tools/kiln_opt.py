@@ -155,6 +155,16 @@ class KilnOptMain(xDSLOptMain):
                 const=name,
                 help=f"run the '{name}' pass",
             )
+        for name in self.registry.targets:
+            if f"--emit-{name}" in taken or name in self.registry.passes:
+                continue
+            arg_parser.add_argument(
+                f"--emit-{name}",
+                dest="target",
+                action="store_const",
+                const=name,
+                help=f"print the result with the '{name}' target (same as -t {name})",
+            )
 
     # -- pipeline, parsing and pass application hooks -------------------------------------
 

@@ -102,6 +102,7 @@ class _Writer:
     used: set[str] = field(default_factory=set[str])
     namespace: dict[str, Any] = field(default_factory=dict[str, Any])
     pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+    dtypes: dict[torch.dtype, str] = field(default_factory=dict[torch.dtype, str])
 
     def fresh(self, hint: str | None, default: str) -> str:
         base = _IDENTIFIER.sub("_", hint) if hint else default
@@ -127,7 +128,9 @@ class _Writer:
 
     def dtype(self, ty: MemRefType) -> str:
         dtype = torch_dtype(ty.element_type)
-        return self.constant(dtype, str(dtype).removeprefix("torch."))
+        if dtype not in self.dtypes:
+            self.dtypes[dtype] = self.constant(dtype, str(dtype).removeprefix("torch."))
+        return self.dtypes[dtype]
 
     def pointer(self, value: SSAValue) -> str:
         """The buffer's address, read once per buffer."""
@@ -177,7 +180,8 @@ class _Writer:
             return
         dtype = self.dtype(ty)
         shape = ty.get_shape()
-        expected = str(ty)
+        dims = ", ".join(str(d) if d >= 0 else "?" for d in shape)
+        expected = f"a {torch_dtype(ty.element_type)} CPU tensor of shape [{dims}]"
         if all(d >= 0 for d in shape):
             shape_check = f"{name}.shape != {tuple(shape)!r}"
         else:

@@ -24,10 +24,12 @@ def kiln_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import IO, ClassVar
 
+import numpy as np
+from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -35,11 +37,11 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntegerType,
+    ModuleOp,
     Signedness,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
-
-import numpy as np
+from xdsl.utils.target import Target
 
 from kiln.dialects.triton import (
     MATH_FUNCTIONS,
@@ -109,30 +111,27 @@ def literal(value: float | int | bool, ty: Attribute | None = None) -> str:
     return repr(value)
 
 
-_NUMBER = re.compile(r"\d+(\.\d*)?(e[-+]?\d+)?")
-
-
 # -- helpers the kernels call ----------------------------------------------------------------
 
 HELPERS: dict[str, str] = {
-    "_kiln_maximum": '''@triton.jit
+    "_kiln_maximum": """@triton.jit
 def _kiln_maximum(a, b):
     # max that propagates NaN, as torch.amax does
-    return tl.where((a > b) | (a != a), a, b)''',
-    "_kiln_minimum": '''@triton.jit
+    return tl.where((a > b) | (a != a), a, b)""",
+    "_kiln_minimum": """@triton.jit
 def _kiln_minimum(a, b):
     # min that propagates NaN, as torch.amin does
-    return tl.where((a < b) | (a != a), a, b)''',
-    "_kiln_prod": '''@triton.jit
+    return tl.where((a < b) | (a != a), a, b)""",
+    "_kiln_prod": """@triton.jit
 def _kiln_prod(a, b):
-    return a * b''',
-    "_kiln_any": '''@triton.jit
+    return a * b""",
+    "_kiln_any": """@triton.jit
 def _kiln_any(a, b):
-    return a | b''',
-    "_kiln_all": '''@triton.jit
+    return a | b""",
+    "_kiln_all": """@triton.jit
 def _kiln_all(a, b):
-    return a & b''',
-    "_kiln_argmax": '''@triton.jit
+    return a & b""",
+    "_kiln_argmax": """@triton.jit
 def _kiln_argmax(a_value, a_index, b_value, b_index):
     # the larger value (NaN is largest); among equal ones the first index
     a_nan = a_value != a_value
@@ -140,8 +139,8 @@ def _kiln_argmax(a_value, a_index, b_value, b_index):
     better = (a_value > b_value) | (a_nan & ~b_nan)
     tie = (a_value == b_value) | (a_nan & b_nan)
     take_a = better | (tie & (a_index < b_index))
-    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)''',
-    "_kiln_argmin": '''@triton.jit
+    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)""",
+    "_kiln_argmin": """@triton.jit
 def _kiln_argmin(a_value, a_index, b_value, b_index):
     # the smaller value (NaN wins, as in torch); among equal ones the first index
     a_nan = a_value != a_value
@@ -149,22 +148,22 @@ def _kiln_argmin(a_value, a_index, b_value, b_index):
     better = (a_value < b_value) | (a_nan & ~b_nan)
     tie = (a_value == b_value) | (a_nan & b_nan)
     take_a = better | (tie & (a_index < b_index))
-    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)''',
-    "_kiln_welford_update": '''@triton.jit
+    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)""",
+    "_kiln_welford_update": """@triton.jit
 def _kiln_welford_update(mean, m2, weight, x):
     # one Welford step per lane
     weight = weight + 1.0
     delta = x - mean
     mean = mean + delta / weight
     m2 = m2 + delta * (x - mean)
-    return mean, m2, weight''',
-    "_kiln_welford_combine": '''@triton.jit
+    return mean, m2, weight""",
+    "_kiln_welford_combine": """@triton.jit
 def _kiln_welford_combine(mean_a, m2_a, weight_a, mean_b, m2_b, weight_b):
     # Chan et al.'s parallel combination of two partial (mean, m2, weight)
     weight = weight_a + weight_b
     fraction = tl.where(weight == 0.0, 0.0, weight_b / weight)
     delta = mean_b - mean_a
-    return mean_a + delta * fraction, m2_a + m2_b + delta * delta * weight_a * fraction, weight''',
+    return mean_a + delta * fraction, m2_a + m2_b + delta * delta * weight_a * fraction, weight""",
 }
 
 
@@ -224,8 +223,7 @@ class _KernelPrinter:
                 return self._literal_operand(literal(v, value.type))
             return f"tl.full([], {literal(v, value.type)}, {dtype_name(value.type)})"
         if isinstance(owner, Operation) and owner in self.inline_ops:
-            text = self.expr(owner)
-            return f"({text})" if value in self.inlined else text
+            return self.expr(owner)
         name = self.names.get(value)
         if name is None:
             raise EmitError(f"value used before it is defined: {value}")
@@ -235,12 +233,28 @@ class _KernelPrinter:
     def _literal_operand(text: str) -> str:
         return f"({text})" if text.startswith("-") else text
 
+    def precedence(self, value: SSAValue) -> int:
+        """How tightly ``value``'s text binds (Python's operator precedence)."""
+        owner = value.owner
+        if value in self.inlined and isinstance(owner, BinaryOp):
+            return (
+                _PRECEDENCE.get(owner.PYTHON.split(" ")[1], _ATOM) if " " in owner.PYTHON else _ATOM
+            )
+        if isinstance(owner, AddPtrOp) and owner in self.inline_ops:
+            return _PRECEDENCE["+"]
+        return _ATOM
+
+    def operand(
+        self, value: SSAValue, outer: int, right: bool, partner: SSAValue | None = None
+    ) -> str:
+        """``value`` as an operand of an operator of precedence ``outer``."""
+        text = self.text(value, partner)
+        inner = self.precedence(value)
+        return f"({text})" if inner < outer or (right and inner == outer) else text
+
     def atom(self, value: SSAValue) -> str:
         """Operand text that binds as tightly as a name (parenthesized if needed)."""
-        text = self.text(value)
-        if text.isidentifier() or _is_call_or_index(text) or (text.startswith("(") and text.endswith(")")):
-            return text
-        return f"({text})"
+        return self.operand(value, _ATOM, False)
 
     def inline(self, op: Operation) -> bool:
         """Ops printed where they are used rather than assigned to a name."""
@@ -310,7 +324,8 @@ class _KernelPrinter:
             return self.binary(op)
         if isinstance(op, CmpOp):
             symbol = PREDICATES[op.predicate.data]
-            return f"{self.text(op.lhs, op.rhs)} {symbol} {self.text(op.rhs, op.lhs)}"
+            p = _PRECEDENCE["<"]
+            return f"{self.operand(op.lhs, p, False, op.rhs)} {symbol} {self.operand(op.rhs, p, True, op.lhs)}"
         if isinstance(op, MathOp):
             template = MATH_FUNCTIONS[op.fn.data][0]
             if template.startswith("libdevice."):
@@ -354,7 +369,10 @@ class _KernelPrinter:
             return f"tl.{name}({a}, {b}, tl.PropagateNan.ALL)"
         if op.PYTHON.startswith("tl."):
             return op.PYTHON.format(a, b)
-        return op.PYTHON.format(_operand(a), _operand(b))
+        p = _PRECEDENCE[op.PYTHON.split(" ")[1]]
+        return op.PYTHON.format(
+            self.operand(op.lhs, p, False, op.rhs), self.operand(op.rhs, p, True, op.lhs)
+        )
 
     def reduce(self, op: ReduceOp) -> str:
         kind = op.kind.data
@@ -420,13 +438,27 @@ class _KernelPrinter:
         return EmittedKernel(kernel.sym_name.data, source, self.helpers, self.uses_libdevice)
 
 
-def _operand(text: str) -> str:
-    """Parenthesize an operand of an infix operator unless it is an atom."""
-    if text.isidentifier() or _is_call_or_index(text) or _NUMBER.fullmatch(text):
-        return text
-    if text.startswith("(") and text.endswith(")"):
-        return text
-    return f"({text})"
+_ATOM = 100
+_PRECEDENCE = {
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "==": 4,
+    "!=": 4,
+    "|": 5,
+    "^": 6,
+    "&": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "//": 10,
+    "%": 10,
+}
+"""Python's binding strength of the infix operators kernels use (higher binds tighter)."""
 
 
 def _is_call_or_index(text: str) -> bool:
@@ -456,7 +488,11 @@ def _comment_block(kernel: KernelOp) -> list[str]:
     lines: list[str] = []
     implements = kernel.attributes.get("implements")
     numel = f"{kernel.numel.text} x {kernel.rnumel.text}"
-    source = f"kernel.kernel @{implements.string_value()}" if isinstance(implements, SymbolRefAttr) else "kernel"
+    source = (
+        f"kernel.kernel @{implements.string_value()}"
+        if isinstance(implements, SymbolRefAttr)
+        else "kernel"
+    )
     lines.append(f"# {source}: {kernel.kind.data}, {numel} points")
     provenance = kernel.attributes.get("provenance")
     if isinstance(provenance, ArrayAttr):
@@ -480,10 +516,10 @@ def emit_kernel(kernel: KernelOp) -> EmittedKernel:
     return _KernelPrinter(kernel).print()
 
 
-MODULE_HEADER = '''import triton
+MODULE_HEADER = """import triton
 import triton.language as tl
 
-from kiln.backends.triton.libdevice import libdevice'''
+from kiln.backends.triton.libdevice import libdevice"""
 
 
 def emit_kernels(kernels: Sequence[KernelOp]) -> str:
@@ -496,11 +532,48 @@ def emit_kernels(kernels: Sequence[KernelOp]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
+@dataclass(frozen=True)
+class TritonTarget(Target):
+    """``-t triton`` / ``--emit-triton``: the module as Python (kernels, then the wrapper).
+
+    Runs ``lower-to-triton`` on a copy first when the module still has ``kernel.kernel``
+    ops without a ``triton.kernel``; with a ``kernel.program`` (option ``wrapper``) the
+    output is the whole generated module, ``call`` included.
+    """
+
+    name: ClassVar[str] = "triton"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    wrapper: bool = True
+    """Also print ``call``, the launch sequence of the kernel.program."""
+    program: str = "forward"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from kiln.backends.triton.runtime import ensure_lowered, generate_source
+        from kiln.dialects.kernel.program_ops import ProgramOp
+
+        module = module.clone()
+        ensure_lowered(module)
+        has_program = any(
+            isinstance(op, ProgramOp) and op.sym_name.data == self.program for op in module.ops
+        )
+        if self.wrapper and has_program:
+            output.write(generate_source(module, self.program).text)
+            return
+        kernels = [op for op in module.ops if isinstance(op, KernelOp)]
+        if not kernels:
+            raise EmitError(
+                "emit-triton: the module has no kernels (triton.kernel or kernel.kernel); "
+                "run lower-aten and fuse first"
+            )
+        output.write(emit_kernels(kernels))
+
+
 __all__ = [
     "HELPERS",
     "MODULE_HEADER",
     "EmitError",
     "EmittedKernel",
+    "TritonTarget",
     "dtype_name",
     "emit_kernel",
     "emit_kernels",

@@ -83,7 +83,11 @@ def py_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list | tuple):
         items = ", ".join(py_value(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
-        return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"  # pyright: ignore[reportUnknownArgumentType]
+        return (
+            f"[{items}]"
+            if isinstance(value, list)
+            else f"({items}{',' if len(value) == 1 else ''})"
+        )  # pyright: ignore[reportUnknownArgumentType]
     if isinstance(value, torch.dtype | torch.layout | torch.memory_format):
         return str(value)
     if isinstance(value, torch.device):
@@ -121,7 +125,9 @@ class WrapperPrinter:
     lines: list[str] = field(default_factory=list[str])
     names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     taken: set[str] = field(default_factory=set[str])
-    constants: list[DenseIntOrFPElementsAttr] = field(default_factory=list[DenseIntOrFPElementsAttr])
+    constants: list[DenseIntOrFPElementsAttr] = field(
+        default_factory=list[DenseIntOrFPElementsAttr]
+    )
     counter: int = 0
 
     def fresh(self, hint: str | None, prefix: str = "buf") -> str:
@@ -157,14 +163,18 @@ class WrapperPrinter:
         arg_attrs = self.program.arg_attrs
         for k, arg in enumerate(block.args):
             hint = arg.name_hint
-            if arg_attrs is not None and isinstance(name := arg_attrs.data[k].data.get("kiln.name"), StringAttr):
+            if arg_attrs is not None and isinstance(
+                name := arg_attrs.data[k].data.get("kiln.name"), StringAttr
+            ):
                 hint = hint or name.data
             params.append(self.fresh(_identifier(hint), "arg"))
             self.names[arg] = params[-1]
-        self.emit(f"def call(args):", 0)
+        self.emit("def call(args):", 0)
         if params:
             self.emit(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
-        tensors = [p for p, a in zip(params, block.args, strict=True) if isinstance(a.type, MemRefType)]
+        tensors = [
+            p for p, a in zip(params, block.args, strict=True) if isinstance(a.type, MemRefType)
+        ]
         for p in tensors:
             self.emit(f"{p} = as_buffer({p})")
         self.emit(f"device = {tensors[0]}.device" if tensors else "device = default_device")
@@ -202,8 +212,12 @@ class WrapperPrinter:
             source = self.name(op.source)
             name = self.fresh(_identifier(op.result.name_hint))
             self.names[op.result] = name
-            shape = [str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())]
-            self.emit(f"{name} = reinterpret({source}, {_tuple(shape)})  # reuses {source}'s memory")
+            shape = [
+                str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())
+            ]
+            self.emit(
+                f"{name} = reinterpret({source}, {_tuple(shape)})  # reuses {source}'s memory"
+            )
         elif isinstance(op, ReturnOp):
             values = [self.name(v) for v in op.values]
             self.emit(f"return ({', '.join(values)}{',' if len(values) == 1 else ''})")
@@ -242,7 +256,9 @@ class WrapperPrinter:
                     name = self.fresh(_identifier(result.name_hint))
                     self.names[result] = name
                     if isinstance(result.type, MemRefType):
-                        self.emit(f"{name} = fresh_buffer({values[value]}, ({', '.join(inputs)}{',' if len(inputs) == 1 else ''}))")
+                        self.emit(
+                            f"{name} = fresh_buffer({values[value]}, ({', '.join(inputs)}{',' if len(inputs) == 1 else ''}))"
+                        )
                     else:
                         self.emit(f"{name} = {values[value]}")
                 return
@@ -250,7 +266,7 @@ class WrapperPrinter:
                 self.constants.append(inner.value)
                 name = self.fresh(None, "tmp")
                 values[inner.result] = name
-                self.emit(f"{name} = constants[{len(self.constants) - 1}].to(device)")
+                self.emit(f"{name} = constants.get({len(self.constants) - 1}, device)")
                 continue
             if not isinstance(inner, AtenOp):
                 raise WrapperError(f"cannot run {inner.name} in a kernel.extern")
@@ -280,7 +296,10 @@ class WrapperPrinter:
                     if text is not None and spec.mutable:
                         text = f"{text}.clone()"
                 else:
-                    items = ["None" if v is None else values[v] + (".clone()" if spec.mutable else "") for v in operands]
+                    items = [
+                        "None" if v is None else values[v] + (".clone()" if spec.mutable else "")
+                        for v in operands
+                    ]
                     text = f"[{', '.join(items)}]"
             else:
                 attr = op.arg_attr(spec.name)
@@ -295,7 +314,11 @@ class WrapperPrinter:
             else:
                 positional.append(text)
         namespace = schema.namespace
-        target = f"torch.ops.{namespace}.{schema.qualified_name}" if namespace != "aten" else f"aten.{schema.qualified_name}"
+        target = (
+            f"torch.ops.{namespace}.{schema.qualified_name}"
+            if namespace != "aten"
+            else f"aten.{schema.qualified_name}"
+        )
         if "." not in schema.qualified_name:
             target += ".default"
         return f"{target}({', '.join([*positional, *keywords])})"
@@ -318,9 +341,25 @@ _INDEX_BINARY: dict[type[Operation], str] = {
 }
 
 _RESERVED_NAMES = frozenset(
-    {"args", "device", "stream", "call", "torch", "aten", "math", "constants", "empty_strided",
-     "as_buffer", "fresh_buffer", "reinterpret", "get_stream", "default_device", "triton", "tl",
-     "libdevice"}
+    {
+        "args",
+        "device",
+        "stream",
+        "call",
+        "torch",
+        "aten",
+        "math",
+        "constants",
+        "empty_strided",
+        "as_buffer",
+        "fresh_buffer",
+        "reinterpret",
+        "get_stream",
+        "default_device",
+        "triton",
+        "tl",
+        "libdevice",
+    }
 )
 
 
@@ -337,15 +376,17 @@ def _tuple(items: Sequence[str]) -> str:
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
-WRAPPER_HEADER = '''import math
+WRAPPER_HEADER = """import math
 
 import torch
 
 aten = torch.ops.aten
-empty_strided = torch.empty_strided'''
+empty_strided = torch.empty_strided"""
 
 
-def print_wrapper(program: ProgramOp, runners: dict[str, str]) -> tuple[str, list[DenseIntOrFPElementsAttr]]:
+def print_wrapper(
+    program: ProgramOp, runners: dict[str, str]
+) -> tuple[str, list[DenseIntOrFPElementsAttr]]:
     """The ``call`` function's source and the constants it reads (``constants[k]``)."""
     printer = WrapperPrinter(program, runners)
     source = printer.print()

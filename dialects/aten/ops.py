@@ -288,7 +288,9 @@ class AtenOp(IRDLOperation):
         sym = self.sym_operands()
         tensors = self.tensor_operands()
         first = True
-        for spec in self.op_schema().arguments:
+        # Positional tensors first, then keywords, each in schema order.
+        ordered = sorted(self.op_schema().arguments, key=lambda a: not _is_positional(a))
+        for spec in ordered:
             if spec.kind.is_tensor:
                 values = tensors[spec.name]
                 if spec.kind is ArgKind.OPT_TENSOR and not values:

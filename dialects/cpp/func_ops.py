@@ -95,7 +95,7 @@ class FuncOp(IRDLOperation):
     # -- verification ------------------------------------------------------------
 
     def verify_(self) -> None:
-        where = f"{self.name} @{self.sym_name.data}"
+        where = f"@{self.sym_name.data}"
         inputs = self.function_type.inputs.data
         outputs = self.function_type.outputs.data
         if tuple(self.body.block.arg_types) != (*inputs, *outputs):

@@ -79,7 +79,9 @@ class ArangeOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.result.type != BlockType([self.end.data], i32):
-            raise VerifyException(f"{self.name}: result must be !triton.block<[{self.end.data}], i32>")
+            raise VerifyException(
+                f"{self.name}: result must be !triton.block<[{self.end.data}], i32>"
+            )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.end.data}")
@@ -137,7 +139,9 @@ class ExpandDimsOp(IRDLOperation):
             raise VerifyException(f"{self.name}: axis {self.axis.data} out of range")
         shape.insert(self.axis.data, 1)
         if self.result.type != BlockType(shape, ty.element_type):
-            raise VerifyException(f"{self.name}: result must be {BlockType(shape, ty.element_type)}")
+            raise VerifyException(
+                f"{self.name}: result must be {BlockType(shape, ty.element_type)}"
+            )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -377,7 +381,9 @@ class LoadOp(IRDLOperation):
         if self.other is not None:
             check_literal(self.name, self.other, pointee)
         if self.eviction_policy is not None and self.eviction_policy.data not in EVICTION_POLICIES:
-            raise VerifyException(f"{self.name}: eviction policy must be one of {EVICTION_POLICIES}")
+            raise VerifyException(
+                f"{self.name}: eviction policy must be one of {EVICTION_POLICIES}"
+            )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -456,7 +462,9 @@ class StoreOp(IRDLOperation):
             )
         value_shape = shape_of(self.value.type)
         if value_shape and broadcast_shapes(value_shape, shape) != shape:
-            raise VerifyException(f"{self.name}: value {self.value.type} does not broadcast to {shape}")
+            raise VerifyException(
+                f"{self.name}: value {self.value.type} does not broadcast to {shape}"
+            )
         _check_mask(self, self.mask, shape)
 
     def print(self, printer: Printer) -> None:

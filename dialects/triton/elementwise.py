@@ -47,15 +47,21 @@ from kiln.dialects.triton.types import (
 # -- shared checks ----------------------------------------------------------------------
 
 
-def broadcast_result(op: IRDLOperation, operands: Sequence[SSAValue], element: Attribute) -> Attribute:
+def broadcast_result(
+    op: IRDLOperation, operands: Sequence[SSAValue], element: Attribute
+) -> Attribute:
     """The type of an elementwise result over ``operands`` (blocks of one rank, or scalars)."""
     shapes = [shape_of(v.type) for v in operands]
     ranks = {len(s) for s in shapes if s}
     if len(ranks) > 1:
-        raise VerifyException(f"{op.name}: operands of different ranks {[str(v.type) for v in operands]}")
+        raise VerifyException(
+            f"{op.name}: operands of different ranks {[str(v.type) for v in operands]}"
+        )
     shape = broadcast_shapes(*shapes)
     if shape is None:
-        raise VerifyException(f"{op.name}: operands do not broadcast: {[str(v.type) for v in operands]}")
+        raise VerifyException(
+            f"{op.name}: operands do not broadcast: {[str(v.type) for v in operands]}"
+        )
     return with_shape(shape, element)
 
 
@@ -220,8 +226,12 @@ class CmpOp(IRDLOperation):
         pos = parser.pos
         predicate = parser.parse_identifier("expected a predicate")
         if predicate not in PREDICATES:
-            parser.raise_error(f"unknown predicate '{predicate}' (one of {', '.join(PREDICATES)})", pos)
-        operands = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+            parser.raise_error(
+                f"unknown predicate '{predicate}' (one of {', '.join(PREDICATES)})", pos
+            )
+        operands = parser.parse_comma_separated_list(
+            parser.Delimiter.NONE, parser.parse_unresolved_operand
+        )
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
@@ -311,7 +321,9 @@ class MathOp(IRDLOperation):
             raise VerifyException(f"{self.name}: unknown function '{fn}'")
         arity = MATH_FUNCTIONS[fn][1]
         if len(self.args) != arity:
-            raise VerifyException(f"{self.name} {fn} takes {arity} operand(s), got {len(self.args)}")
+            raise VerifyException(
+                f"{self.name} {fn} takes {arity} operand(s), got {len(self.args)}"
+            )
         element = element_of(self.args[0].type)
         if any(element_of(a.type) != element for a in self.args):
             raise VerifyException(f"{self.name} {fn}: element types differ")
@@ -342,7 +354,9 @@ class MathOp(IRDLOperation):
         fn = parser.parse_identifier("expected a function name")
         if fn not in MATH_FUNCTIONS:
             parser.raise_error(f"unknown function '{fn}'", pos)
-        operands = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        operands = parser.parse_comma_separated_list(
+            parser.Delimiter.NONE, parser.parse_unresolved_operand
+        )
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
@@ -413,7 +427,9 @@ class CastOp(IRDLOperation):
 
     traits = traits_def(Pure())
 
-    assembly_format = "$source (`bitcast` $bitcast^)? attr-dict `:` type($source) `->` type($result)"
+    assembly_format = (
+        "$source (`bitcast` $bitcast^)? attr-dict `:` type($source) `->` type($result)"
+    )
 
     def __init__(self, source: SSAValue, element: Attribute, bitcast: bool = False) -> None:
         super().__init__(
@@ -429,7 +445,9 @@ class CastOp(IRDLOperation):
         if shape_of(self.source.type) != shape_of(self.result.type):
             raise VerifyException(f"{self.name}: a cast keeps the shape")
         if self.bitcast is not None and _bits(src) != _bits(dst):
-            raise VerifyException(f"{self.name}: bitcast between {src} and {dst} of different widths")
+            raise VerifyException(
+                f"{self.name}: bitcast between {src} and {dst} of different widths"
+            )
 
 
 def _bits(ty: Attribute) -> int:

@@ -122,7 +122,9 @@ class KernelOp(IRDLOperation):
     def verify_(self) -> None:
         where = f"{self.name} @{self.sym_name.data}"
         if self.kind.data not in KERNEL_KINDS:
-            raise VerifyException(f"{where}: kind must be one of {KERNEL_KINDS}, not '{self.kind.data}'")
+            raise VerifyException(
+                f"{where}: kind must be one of {KERNEL_KINDS}, not '{self.kind.data}'"
+            )
         block = self.body.block
         names = self.param_names + self.constexpr_names
         if len(self.param_names) != len(block.args):
@@ -148,7 +150,9 @@ class KernelOp(IRDLOperation):
                 if kind != "s" or k >= n_sizes:
                     raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
         if self.kind.data == "pointwise" and self.rnumel.data != 1:
-            raise VerifyException(f"{where}: a pointwise kernel has rnumel 1, not {self.rnumel.text}")
+            raise VerifyException(
+                f"{where}: a pointwise kernel has rnumel 1, not {self.rnumel.text}"
+            )
         if not isinstance(block.last_op, ReturnOp):
             raise VerifyException(f"{where}: body must end with triton.return")
 
@@ -174,7 +178,9 @@ class KernelOp(IRDLOperation):
         pos = parser.pos
         kind = parser.parse_identifier("expected a kernel kind")
         if kind not in KERNEL_KINDS:
-            parser.raise_error(f"unknown kernel kind '{kind}' (one of {', '.join(KERNEL_KINDS)})", pos)
+            parser.raise_error(
+                f"unknown kernel kind '{kind}' (one of {', '.join(KERNEL_KINDS)})", pos
+            )
         numel = _one_size(parser)
         parser.parse_keyword("x")
         rnumel = _one_size(parser)
@@ -290,7 +296,9 @@ class ConstexprOp(IRDLOperation):
         while kernel is not None and not isinstance(kernel, KernelOp):
             kernel = kernel.parent_op()
         if kernel is not None and self.param.data not in kernel.constexpr_names:
-            raise VerifyException(f"{self.name}: '{self.param.data}' is not a constexpr of the kernel")
+            raise VerifyException(
+                f"{self.name}: '{self.param.data}' is not a constexpr of the kernel"
+            )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.param.data}")

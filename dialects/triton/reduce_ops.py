@@ -75,7 +75,9 @@ def _parse_generic_tail(
     kind = parser.parse_identifier("expected a kind")
     if kind not in kinds:
         parser.raise_error(f"unknown kind '{kind}' (one of {', '.join(kinds)})", pos)
-    operands = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+    operands = parser.parse_comma_separated_list(
+        parser.Delimiter.NONE, parser.parse_unresolved_operand
+    )
     axis_value = None
     if axis:
         parser.parse_keyword("axis")
@@ -133,7 +135,9 @@ class ReduceOp(IRDLOperation):
         element = element_of(self.inputs[0].type)
         if kind in ("any", "all") and element != i1:
             raise VerifyException(f"{self.name} {kind} reduces i1, not {element}")
-        if kind in ("argmax", "argmin") and not isinstance(element_of(self.inputs[1].type), IntegerType):
+        if kind in ("argmax", "argmin") and not isinstance(
+            element_of(self.inputs[1].type), IntegerType
+        ):
             raise VerifyException(f"{self.name} {kind}: the second operand holds integer indices")
         if kind == "welford" and not isinstance(element, AnyFloat):
             raise VerifyException(f"{self.name} welford reduces floats")
@@ -166,10 +170,14 @@ class CombineOp(IRDLOperation):
         n_results = COMBINE_ARITY[kind][1]
         result_types = []
         for k in range(n_results):
-            partners = [inputs[k], inputs[k + n_results]] if kind != "welford" else [inputs[k], inputs[3]]
+            partners = (
+                [inputs[k], inputs[k + n_results]] if kind != "welford" else [inputs[k], inputs[3]]
+            )
             result_types.append(broadcast_result(self, partners, element_of(inputs[k].type)))
         super().__init__(
-            operands=[list(inputs)], properties={"kind": StringAttr(kind)}, result_types=[result_types]
+            operands=[list(inputs)],
+            properties={"kind": StringAttr(kind)},
+            result_types=[result_types],
         )
 
     def verify_(self) -> None:
@@ -182,7 +190,9 @@ class CombineOp(IRDLOperation):
         shape = broadcast_result(self, list(self.inputs), i1)
         for result in self.outputs:
             if shape_of(result.type) != shape_of(shape):
-                raise VerifyException(f"{self.name}: results must have the operands' broadcast shape")
+                raise VerifyException(
+                    f"{self.name}: results must have the operands' broadcast shape"
+                )
 
     def print(self, printer: Printer) -> None:
         _print_generic_tail(self, printer, self.kind.data)

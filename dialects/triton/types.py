@@ -98,7 +98,9 @@ class BlockType(ParametrizedAttribute, TypeAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
         def dim() -> StringAttr | IntAttr:
-            if (n := parser.parse_optional_integer(allow_boolean=False, allow_negative=False)) is not None:
+            if (
+                n := parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+            ) is not None:
                 return IntAttr(n)
             return StringAttr(parser.parse_identifier("expected a block size name or an integer"))
 
@@ -155,7 +157,11 @@ def broadcast_shapes(*shapes: Shape) -> Shape | None:
 
 def is_value_type(ty: Attribute) -> bool:
     """Types an SSA value of a kernel body may have."""
-    return isinstance(ty, BlockType | PointerType) or is_scalar_element(ty) or isinstance(ty, IndexType)
+    return (
+        isinstance(ty, BlockType | PointerType)
+        or is_scalar_element(ty)
+        or isinstance(ty, IndexType)
+    )
 
 
 __all__ = [

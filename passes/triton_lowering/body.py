@@ -61,7 +61,9 @@ class KernelContext(Protocol):
 Lowering = Callable[[KernelContext, Operation, list[SSAValue]], SSAValue]
 
 
-def lower_body(ctx: KernelContext, block_ops: Sequence[Operation], args: dict[SSAValue, SSAValue]) -> list[SSAValue]:
+def lower_body(
+    ctx: KernelContext, block_ops: Sequence[Operation], args: dict[SSAValue, SSAValue]
+) -> list[SSAValue]:
     """Lower the ops of a node's body; returns the yielded values."""
     values = dict(args)
 
@@ -107,7 +109,9 @@ def _binary(name: str) -> Lowering:
 
 def _int_binary(name: str, on_bool: str) -> Lowering:
     def lower(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
-        return ctx.builder.binary(on_bool if _is_bool(element_of(xs[0].type)) else name, xs[0], xs[1])
+        return ctx.builder.binary(
+            on_bool if _is_bool(element_of(xs[0].type)) else name, xs[0], xs[1]
+        )
 
     return lower
 
@@ -137,7 +141,9 @@ def _floor_div(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValu
     q = b.binary("floordiv", a, d)
     r = b.binary("mod", a, d)
     zero = b.const(0, ty)
-    fix = b.binary("and", b.cmp("ne", r, zero), b.cmp("ne", b.cmp("lt", r, zero), b.cmp("lt", d, zero)))
+    fix = b.binary(
+        "and", b.cmp("ne", r, zero), b.cmp("ne", b.cmp("lt", r, zero), b.cmp("lt", d, zero))
+    )
     return b.binary("sub", q, b.cast(fix, ty))
 
 
@@ -148,7 +154,9 @@ def _ceil_div(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue
     q = b.binary("floordiv", a, d)
     r = b.binary("mod", a, d)
     zero = b.const(0, ty)
-    fix = b.binary("and", b.cmp("ne", r, zero), b.cmp("eq", b.cmp("lt", r, zero), b.cmp("lt", d, zero)))
+    fix = b.binary(
+        "and", b.cmp("ne", r, zero), b.cmp("eq", b.cmp("lt", r, zero), b.cmp("lt", d, zero))
+    )
     return b.binary("add", q, b.cast(fix, ty))
 
 
@@ -204,8 +212,10 @@ def _cmpf(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
         return b.binary("or", b.cmp("eq", a, c), b.not_(ordered))
     # "true"/"false": a constant mask of the operands' shape.
     same = b.cmp("eq", a, a)
-    return b.binary("or", same, b.not_(same)) if predicate == "true" else b.binary(
-        "and", same, b.not_(same)
+    return (
+        b.binary("or", same, b.not_(same))
+        if predicate == "true"
+        else b.binary("and", same, b.not_(same))
     )
 
 
@@ -363,4 +373,11 @@ def index_element(ty: Attribute, index_type: IntegerType) -> Attribute:
     return index_type if isinstance(ty, IndexType) else ty
 
 
-__all__ = ["BodyLoweringError", "KernelContext", "index_element", "lower_body", "supported_ops", "i1"]
+__all__ = [
+    "BodyLoweringError",
+    "KernelContext",
+    "i1",
+    "index_element",
+    "lower_body",
+    "supported_ops",
+]

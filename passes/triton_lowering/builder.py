@@ -129,7 +129,9 @@ class TritonBuilder:
             return self.const(folded, lhs.type)
         return self.add(BINARY_CLASSES[name](lhs, rhs), depth)
 
-    def cmp(self, predicate: str, lhs: SSAValue, rhs: SSAValue, depth: int | None = None) -> SSAValue:
+    def cmp(
+        self, predicate: str, lhs: SSAValue, rhs: SSAValue, depth: int | None = None
+    ) -> SSAValue:
         a, b = constant_value(lhs), constant_value(rhs)
         if a is not None and b is not None:
             return self.const(_COMPARE[predicate](a, b), i1)
@@ -230,7 +232,9 @@ def fold_binary(name: str, a: Scalar, b: Scalar) -> Scalar | None:
         if name == "mod":
             return int(a) - int(b) * _trunc_div(int(a), int(b)) if is_int else math.fmod(a, b)
         if name in ("maximum", "minimum", "maxnum", "minnum"):
-            return _fold_maximum(a, b, name in ("maximum", "minimum"), name in ("maximum", "maxnum"))
+            return _fold_maximum(
+                a, b, name in ("maximum", "minimum"), name in ("maximum", "maxnum")
+            )
         if name in ("and", "or", "xor") and is_int:
             ops = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__}
             out = ops[name](int(a), int(b))

@@ -35,11 +35,13 @@ from kiln.dialects.triton import (
     ArangeOp,
     ConstexprOp,
     KernelOp,
-    LoadOp as TritonLoadOp,
     PointerType,
     ProgramIdOp,
     ReturnOp,
     StoreOp,
+)
+from kiln.dialects.triton import (
+    LoadOp as TritonLoadOp,
 )
 from kiln.dialects.triton.literals import literal_value
 from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, shape_of
@@ -47,7 +49,7 @@ from kiln.passes.scheduling.legality import flat_index
 from kiln.passes.triton_lowering.body import index_element, lower_body
 from kiln.passes.triton_lowering.builder import TritonBuilder
 from kiln.passes.triton_lowering.index import IndexEmitter
-from kiln.passes.triton_lowering.plan import R, X, Y, KernelPlan, Level, NodePlan
+from kiln.passes.triton_lowering.plan import KernelPlan, Level, NodePlan, R, X, Y
 from kiln.passes.triton_lowering.reduction import ReductionLowering
 
 
@@ -119,7 +121,15 @@ class KernelLowering:
             value = b.expand(value, 1 - axis)
         return value
 
-    def _offset_lanes(self, pid_axis: int, block_name: str, axis: int | None, rank: int, numel: SSAValue, prefix: str) -> SSAValue:
+    def _offset_lanes(
+        self,
+        pid_axis: int,
+        block_name: str,
+        axis: int | None,
+        rank: int,
+        numel: SSAValue,
+        prefix: str,
+    ) -> SSAValue:
         b = self.builder
         pid = b.cast(b.add(ProgramIdOp(pid_axis)), self.index_type)
         block = b.cast(b.add(ConstexprOp(block_name)), self.index_type)
@@ -205,7 +215,9 @@ class KernelLowering:
             return found
         producer = self.plan.by_result.get(value)
         if producer is None:
-            raise KernelLoweringError(f"{self.where}: a node reads a value the kernel does not compute")
+            raise KernelLoweringError(
+                f"{self.where}: a node reads a value the kernel does not compute"
+            )
         node, _ = producer
         if node.level is not Level.XR:
             raise KernelLoweringError(
@@ -383,7 +395,8 @@ def provenance(kernel_ops: Sequence[LoopNestOp]) -> list[StringAttr]:
     """One line per fused node: its name (the FX node) and what it computes."""
     lines: list[StringAttr] = []
     for op in kernel_ops:
-        names = ", ".join(f"%{r.name_hint}" if r.name_hint else "%?" for r in op.results)
+        hints = [f"%{r.name_hint}" for r in op.results if r.name_hint]
+        names = ", ".join(hints) if hints else "(unnamed)"
         if op.name == "loop.reduction":
             what = f"{op.kind.data} over [{', '.join(s.text for s in op.sizes.data)}] reduce [{', '.join(s.text for s in op.reduction_sizes_list())}]"  # pyright: ignore[reportAttributeAccessIssue]
         else:

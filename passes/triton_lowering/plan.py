@@ -102,7 +102,9 @@ def _level(node: LoopNestOp) -> Level:
     return Level.XR if any(e.has(R) for e in node_vars(node)) else Level.X
 
 
-def _config_of(kernel: KernelOp) -> tuple[KernelKind, ConfigAttr, tuple[ConfigAttr, ...], sympy.Expr | None]:
+def _config_of(
+    kernel: KernelOp,
+) -> tuple[KernelKind, ConfigAttr, tuple[ConfigAttr, ...], sympy.Expr | None]:
     kind = kernel.kernel_kind
     if kernel.tiling is not None:
         configs = tuple(kernel.configs.data) if kernel.configs is not None else (kernel.tiling,)
@@ -168,7 +170,9 @@ def plan_kernel(kernel: KernelOp) -> KernelPlan:
             subst[size_var(k)] = size_var(sym_args.index(sym))
         level = _level(node)
         if structure == "pointwise" and level is not Level.X:
-            raise PlanError(f"@{kernel.sym_name.data}: a pointwise kernel holds a {level.name} node")
+            raise PlanError(
+                f"@{kernel.sym_name.data}: a pointwise kernel holds a {level.name} node"
+            )
         node_plan = NodePlan(node, level, subst)
         plan.nodes.append(node_plan)
         for j, result in enumerate(node.results):
@@ -193,4 +197,4 @@ def _assign_stages(plan: KernelPlan) -> None:
         node.stage = stage
 
 
-__all__ = ["R", "X", "Y", "KernelPlan", "Level", "NodePlan", "PlanError", "plan_kernel"]
+__all__ = ["KernelPlan", "Level", "NodePlan", "PlanError", "R", "X", "Y", "plan_kernel"]

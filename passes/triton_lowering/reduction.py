@@ -146,7 +146,7 @@ class ReductionLowering:
 
     def persistent(self, node: NodePlan) -> None:
         b = self.builder
-        kind, value, ty = self._input(node)
+        kind, value, _ty = self._input(node)
         acc = element_of(value.type)
         if kind in ("argmax", "argmin"):
             masked = self._masked(value, identity(kind, acc))
@@ -198,8 +198,10 @@ class ReductionLowering:
         elif kind in ("max", "min"):
             acc = accumulators[0]
             is_float = isinstance(element_of(value.type), AnyFloat)
-            name = ("maximum" if kind == "max" else "minimum") if is_float else (
-                "maxnum" if kind == "max" else "minnum"
+            name = (
+                ("maximum" if kind == "max" else "minimum")
+                if is_float
+                else ("maxnum" if kind == "max" else "minnum")
             )
             new = [b.binary(name, acc, value)]
         else:

@@ -1,0 +1,189 @@
+"""Launching one Triton kernel with little Python in the way.
+
+A :class:`KernelRunner` is what the generated wrapper calls for a ``kernel.launch``:
+``run_kiln_poi_fused_add_0(stream, in0, out0, ks0)``. It computes the grid from the
+kernel's ``numel`` and its config (once, for static shapes), and launches the compiled
+kernel through Triton's launcher directly (``CompiledKernel.run``), skipping
+``JITFunction.run``'s argument binding and cache-key computation on every call, as
+Inductor's launchers do. Compiled variants are keyed by what Triton specializes on:
+each pointer's 16-byte alignment and each integer's being 1 or a multiple of 16; a new
+key compiles (``JITFunction.warmup``) and is remembered. Under ``TRITON_INTERPRET=1`` the
+runner calls the interpreted kernel (``kernel[grid](...)``) instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from kiln.dialects.loop.index_eval import compile_expr
+
+MAX_GRID_Y = 65535
+
+
+class LaunchError(RuntimeError):
+    """A kernel that cannot be launched with these arguments."""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What the runtime needs to know about a ``triton.kernel`` to launch it."""
+
+    name: str
+    kind: str
+    n_inputs: int
+    """Pointers to buffers the kernel reads (``in_ptr<k>``); the rest are outputs."""
+    n_pointers: int
+    n_sizes: int
+    constexprs: tuple[str, ...]
+    numel: sympy.Expr
+    rnumel: sympy.Expr
+    ynumel: sympy.Expr | None
+    configs: tuple[dict[str, int], ...]
+    """Candidate configs, the chosen one first."""
+    implements: str
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass
+class Compiled:
+    run: Callable[..., Any]
+    function: Any
+    metadata: Any
+
+
+@dataclass
+class KernelRunner:
+    """Launches one kernel (see the module docstring)."""
+
+    spec: KernelSpec
+    fn: Any
+    """The ``@triton.jit`` function (a ``JITFunction``, or an interpreted one)."""
+    interpret: bool
+    config: dict[str, int] = field(default_factory=dict[str, int])
+    tuner: Any = None
+    """An :class:`~kiln.backends.triton.autotune.Autotuner` when autotuning is on."""
+    compiled: dict[tuple[int, ...], Compiled] = field(
+        default_factory=dict[tuple[int, ...], Compiled]
+    )
+    launches: int = 0
+
+    def __post_init__(self) -> None:
+        self.config = dict(self.config or self.spec.configs[0])
+        self._numel = compile_expr(self.spec.numel)
+        self._ynumel = compile_expr(self.spec.ynumel) if self.spec.ynumel is not None else None
+        self._static = not self.spec.numel.free_symbols and not (
+            self.spec.ynumel is not None and self.spec.ynumel.free_symbols
+        )
+        self._set_config(self.config)
+
+    def _set_config(self, config: dict[str, int]) -> None:
+        self.config = dict(config)
+        self.constexpr_values = tuple(config[c] for c in self.spec.constexprs)
+        self.constexpr_kwargs = {c: config[c] for c in self.spec.constexprs}
+        self.options = {k: config[k] for k in ("num_warps", "num_stages") if k in config}
+        self.compiled.clear()
+        self._static_grid = self._grid(()) if self._static else None
+
+    # -- grid ------------------------------------------------------------------------------
+
+    def _grid(self, sizes: Sequence[int]) -> tuple[int, int, int]:
+        env = {f"s{k}": int(v) for k, v in enumerate(sizes)}
+        numel = int(self._numel(env))
+        config = self.config
+        if self._ynumel is not None:
+            ynumel = int(self._ynumel(env))
+            xnumel = numel // ynumel if ynumel else 0
+            grid_y = _cdiv(ynumel, config["YBLOCK"])
+            if grid_y > MAX_GRID_Y:
+                raise LaunchError(f"{self.spec.name}: {grid_y} row blocks exceed the grid limit")
+            return (_cdiv(xnumel, config["XBLOCK"]), grid_y, 1)
+        return (_cdiv(numel, config["XBLOCK"]), 1, 1)
+
+    def grid(self, args: Sequence[Any]) -> tuple[int, int, int]:
+        if self._static_grid is not None:
+            return self._static_grid
+        return self._grid(args[self.spec.n_pointers :])
+
+    # -- launching ---------------------------------------------------------------------------
+
+    def __call__(self, stream: int, *args: Any) -> None:
+        grid = self._static_grid or self.grid(args)
+        if grid[0] == 0 or grid[1] == 0:
+            return  # an empty tensor: nothing to compute
+        if self.tuner is not None and self.launches == 0:
+            self._set_config(self.tuner.tune(self, stream, args))
+            grid = self.grid(args)
+        self.launches += 1
+        if self.interpret:
+            self.fn[grid](*args, **self.constexpr_kwargs)
+            return
+        key = self.key(args)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.compile(args, grid)
+            self.compiled[key] = compiled
+        compiled.run(
+            grid[0],
+            grid[1],
+            grid[2],
+            stream,
+            compiled.function,
+            compiled.metadata,
+            None,
+            None,
+            None,
+            *args,
+            *self.constexpr_values,
+        )
+
+    def key(self, args: Sequence[Any]) -> tuple[int, ...]:
+        """What Triton specializes on: pointer alignment, integers equal to 1 or to 0 mod 16."""
+        n = self.spec.n_pointers
+        key = [int(a.data_ptr() % 16 == 0) for a in args[:n]]
+        for v in args[n:]:
+            key.append(2 if v == 1 else int(v % 16 == 0))
+        return tuple(key)
+
+    def compile(self, args: Sequence[Any], grid: tuple[int, int, int] = (1, 1, 1)) -> Compiled:
+        """Compile (or load from Triton's cache) the variant for these arguments."""
+        kernel = self.fn.warmup(*args, grid=grid, **self.constexpr_kwargs, **self.options)
+        return Compiled(kernel.run, kernel.function, kernel.packed_metadata)
+
+    def launch_with(
+        self, config: dict[str, int], stream: int, args: Sequence[Any]
+    ) -> Callable[[], None]:
+        """A function launching the kernel with ``config`` (for benchmarking)."""
+        saved = self.config
+        self._set_config(config)
+        try:
+            grid = self.grid(args)
+            if self.interpret:
+                fn, kwargs = self.fn, dict(self.constexpr_kwargs)
+                return lambda: fn[grid](*args, **kwargs)
+            compiled = self.compile(args, grid)
+            values = self.constexpr_values
+            return lambda: compiled.run(
+                grid[0],
+                grid[1],
+                grid[2],
+                stream,
+                compiled.function,
+                compiled.metadata,
+                None,
+                None,
+                None,
+                *args,
+                *values,
+            )
+        finally:
+            self._set_config(saved)
+
+
+__all__ = ["MAX_GRID_Y", "Compiled", "KernelRunner", "KernelSpec", "LaunchError"]

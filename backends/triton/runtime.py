@@ -1,0 +1,364 @@
+"""Compile a scheduled module into a callable that runs it with Triton.
+
+:func:`compile_program` takes a module after ``fuse``/``tile``/``buffer-reuse`` (it runs
+``lower-to-triton`` if needed), prints one Python module (the kernels, the reduction
+helpers they use, and the wrapper ``call``), stores it in the per-user cache by content
+hash (:mod:`~kiln.backends.triton.cache`), imports it, and gives every kernel a
+:class:`~kiln.backends.triton.launch.KernelRunner`. On a GPU, kernels whose shapes are
+static are compiled in parallel right away (a thread pool: Triton's compile steps and
+``ptxas`` run outside the interpreter lock in part, and its own disk cache makes a
+second compile of the same kernel a load); the others compile on first launch.
+
+```python
+program = compile_program(module)                  # TRITON_INTERPRET=1 on the CPU
+(out,) = program([x, w])                           # the graph's calling convention
+print(program.source)                              # what runs
+```
+
+Options: ``autotune`` (benchmark each kernel's candidate configs on its first call,
+see :mod:`~kiln.backends.triton.autotune`), ``cuda_graphs`` (replay the whole launch
+sequence as one CUDA graph, see :mod:`~kiln.backends.triton.cudagraphs`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import sympy
+import torch
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, DenseIntOrFPElementsAttr, ModuleOp, SymbolRefAttr
+
+from kiln.backends.triton.autotune import Autotuner
+from kiln.backends.triton.cache import content_hash, default_cache_dir, private_dir, store_source
+from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
+from kiln.backends.triton.launch import KernelRunner, KernelSpec
+from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
+from kiln.dialects.kernel.attributes import ConfigAttr
+from kiln.dialects.kernel.kernel_ops import KernelOp as LoopKernelOp
+from kiln.dialects.kernel.program_ops import ProgramOp
+from kiln.dialects.loop.body_eval import torch_dtype
+from kiln.dialects.triton import KernelOp, PointerType
+
+
+class TritonRuntimeError(RuntimeError):
+    """The module cannot be built into a Triton program."""
+
+
+@dataclass(frozen=True)
+class TritonOptions:
+    autotune: bool = False
+    cuda_graphs: bool = False
+    cache_dir: str | None = None
+    """Default: ``$KILN_CACHE_DIR``, ``$XDG_CACHE_HOME/kiln`` or ``~/.cache/kiln``."""
+    compile_threads: int = 0
+    """Parallel compile workers (0: one per CPU, at most 16)."""
+    progress: bool = True
+    """Print autotuning progress on stderr."""
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# -- source -------------------------------------------------------------------------------
+
+
+@dataclass
+class GeneratedSource:
+    text: str
+    kernels: list[KernelOp]
+    runners: dict[str, str]
+    """``triton.kernel`` name -> its runner's name in the module."""
+    constants: list[DenseIntOrFPElementsAttr]
+    kernel_sources: dict[str, str]
+
+
+def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
+    for op in module.ops:
+        if isinstance(op, ProgramOp) and op.sym_name.data == name:
+            return op
+    names = [op.sym_name.data for op in module.ops if isinstance(op, ProgramOp)]
+    raise TritonRuntimeError(
+        f"the module has no kernel.program @{name} (programs: {names}); "
+        "run the pipeline through fuse first"
+    )
+
+
+def ensure_lowered(module: ModuleOp) -> dict[str, KernelOp]:
+    """Run lower-to-triton where a kernel.kernel has no triton.kernel yet."""
+    from kiln.passes.lower_to_triton import LowerToTritonPass, implementations
+
+    impls = implementations(module)
+    if any(isinstance(k, LoopKernelOp) and k.sym_name.data not in impls for k in module.ops):
+        LowerToTritonPass().apply(Context(), module)
+        impls = implementations(module)
+    return impls
+
+
+def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
+    """The Python module that runs ``kernel.program @name``."""
+    impls = ensure_lowered(module)
+    program = find_program(module, name)
+    used = [k.string_value() for k in _launched(program)]
+    kernels: list[KernelOp] = []
+    for kernel_name in used:
+        if kernel_name not in impls:
+            raise TritonRuntimeError(f"no triton.kernel implements @{kernel_name}")
+        if impls[kernel_name] not in kernels:
+            kernels.append(impls[kernel_name])
+    emitted = [emit_kernel(k) for k in kernels]
+    helpers: list[str] = []
+    for e in emitted:
+        helpers += [h for h in e.helpers if h not in helpers]
+    runners = {k.sym_name.data: f"run_{k.sym_name.data}" for k in kernels}
+    by_loop_kernel = {name: runners[impls[name].sym_name.data] for name in used}
+    wrapper, constants = print_wrapper(program, by_loop_kernel)
+    parts = [
+        MODULE_HEADER + "\n" + WRAPPER_HEADER,
+        *(HELPERS[h] for h in helpers),
+        *(e.source for e in emitted),
+        wrapper,
+    ]
+    return GeneratedSource(
+        "\n\n\n".join(parts) + "\n",
+        kernels,
+        runners,
+        constants,
+        {e.name: e.source for e in emitted},
+    )
+
+
+def _launched(program: ProgramOp) -> list[SymbolRefAttr]:
+    from kiln.dialects.kernel.program_ops import LaunchOp
+
+    return [op.kernel for op in program.body.block.ops if isinstance(op, LaunchOp)]
+
+
+def kernel_spec(kernel: KernelOp) -> KernelSpec:
+    args = list(kernel.body.block.args)
+    pointers = [a for a in args if isinstance(a.type, PointerType)]
+    n_inputs = sum(1 for p in kernel.param_names if p.startswith("in_ptr"))
+    chosen = kernel.attributes.get("config")
+    candidates = kernel.attributes.get("configs")
+    configs: list[dict[str, int]] = []
+    for attr in ([chosen] if chosen is not None else []) + (
+        list(candidates.data) if isinstance(candidates, ArrayAttr) else []
+    ):
+        if isinstance(attr, ConfigAttr) and attr.as_dict() not in configs:
+            configs.append(attr.as_dict())
+    missing = [c for c in kernel.constexpr_names if not configs or c not in configs[0]]
+    if missing:
+        raise TritonRuntimeError(
+            f"triton.kernel @{kernel.sym_name.data} has no config for {missing}"
+        )
+    configs = [c for c in configs if all(k in c for k in kernel.constexpr_names)]
+    implements = kernel.attributes.get("implements")
+    return KernelSpec(
+        name=kernel.sym_name.data,
+        kind=kernel.kind.data,
+        n_inputs=n_inputs,
+        n_pointers=len(pointers),
+        n_sizes=len(args) - len(pointers),
+        constexprs=tuple(kernel.constexpr_names),
+        numel=kernel.numel.data,
+        rnumel=kernel.rnumel.data,
+        ynumel=kernel.ynumel.data if kernel.ynumel is not None else None,
+        configs=tuple(configs),
+        implements=implements.string_value() if isinstance(implements, SymbolRefAttr) else "",
+    )
+
+
+def pointer_dtypes(kernel: KernelOp) -> list[torch.dtype]:
+    return [
+        torch_dtype(a.type.pointee)
+        for a in kernel.body.block.args
+        if isinstance(a.type, PointerType)
+    ]
+
+
+# -- run-time support the wrapper calls ---------------------------------------------------------
+
+
+def as_buffer(value: Any) -> Any:
+    """A program argument as a contiguous buffer (copied only when it is not)."""
+    if isinstance(value, torch.Tensor) and not value.is_contiguous():
+        return value.contiguous()
+    return value
+
+
+def fresh_buffer(value: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """An extern's result as a buffer the program owns: contiguous, aliasing no input."""
+    storage = value.untyped_storage().data_ptr()
+    if value.is_contiguous() and all(t.untyped_storage().data_ptr() != storage for t in inputs):
+        return value
+    return value.clone(memory_format=torch.contiguous_format)
+
+
+def reinterpret(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """A reused buffer seen with another shape (same element count, contiguous)."""
+    return buffer if tuple(buffer.shape) == tuple(shape) else buffer.view(shape)
+
+
+class Constants:
+    """The program's tensor constants, copied to each device once."""
+
+    def __init__(self, attrs: Sequence[DenseIntOrFPElementsAttr]) -> None:
+        from kiln.dialects.aten.interpreter import dense_to_tensor
+
+        self._host = [dense_to_tensor(a, torch.device("cpu")) for a in attrs]
+        self._on: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+    def get(self, index: int, device: torch.device) -> torch.Tensor:
+        key = (index, device)
+        found = self._on.get(key)
+        if found is None:
+            found = self._on[key] = self._host[index].to(device)
+        return found
+
+
+def _stream_getter(interpret: bool) -> Callable[[torch.device], int]:
+    if interpret:
+        return lambda device: 0
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # pyright: ignore[reportPrivateUsage]
+    if raw is not None:
+        return lambda device: raw(
+            device.index if device.index is not None else torch.cuda.current_device()
+        )
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+# -- the program ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TritonProgram:
+    """A compiled ``kernel.program``: call it with the program's arguments."""
+
+    source: str
+    path: Path
+    module: ModuleType
+    runners: dict[str, KernelRunner]
+    interpret: bool
+    tuner: Autotuner | None = None
+    call: Callable[[list[Any]], tuple[Any, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.call = self.module.call
+
+    def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        return self.call(list(args))
+
+
+def _load(path: Path, key: str) -> ModuleType:
+    name = f"kiln_triton_{key[:24]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TritonRuntimeError(f"cannot import generated module {path}")
+    module = importlib.util.module_from_spec(spec)
+    # triton.jit reads the kernels' source through the module's file (inspect).
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise TritonRuntimeError(f"generated module {path} failed to load: {e}") from e
+    return module
+
+
+def compile_program(
+    module: ModuleOp, name: str = "forward", options: TritonOptions | None = None
+) -> TritonProgram | Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """Build the callable for ``kernel.program @name`` (see the module docstring)."""
+    options = options or TritonOptions()
+    interpret = interpreting()
+    generated = generate_source(module, name)
+    cache = private_dir(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+    path = store_source(cache, "triton", generated.text)
+    key = content_hash("triton", generated.text)
+    loaded = _load(path, key)
+    device = "cpu" if interpret else torch.cuda.get_device_name()
+    tuner = (
+        Autotuner(
+            cache,
+            generated.kernel_sources,
+            device,
+            interpret,
+            progress=sys.stderr if options.progress else None,
+        )
+        if options.autotune
+        else None
+    )
+    runners: dict[str, KernelRunner] = {}
+    for kernel in generated.kernels:
+        spec = kernel_spec(kernel)
+        fn = getattr(loaded, spec.name)
+        runner = KernelRunner(spec, fn, interpret, tuner=tuner)
+        runners[spec.name] = runner
+        setattr(loaded, generated.runners[spec.name], runner)
+    loaded.constants = Constants(generated.constants)  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.as_buffer = as_buffer  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.fresh_buffer = fresh_buffer  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.get_stream = _stream_getter(interpret)  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.default_device = torch.device("cpu" if interpret else "cuda")  # pyright: ignore[reportAttributeAccessIssue]
+    if not interpret and not options.autotune:
+        precompile(generated.kernels, runners, options.compile_threads)
+    program = TritonProgram(generated.text, path, loaded, runners, interpret, tuner)
+    if options.cuda_graphs and not interpret:
+        from kiln.backends.triton.cudagraphs import CudaGraphRunner
+
+        return CudaGraphRunner(program)
+    return program
+
+
+def precompile(
+    kernels: Sequence[KernelOp], runners: dict[str, KernelRunner], threads: int = 0
+) -> None:
+    """Compile every static-shape kernel for aligned arguments, in parallel."""
+    jobs: list[tuple[KernelRunner, list[torch.dtype]]] = []
+    for kernel in kernels:
+        runner = runners[kernel.sym_name.data]
+        if runner.spec.n_sizes == 0 and not isinstance(runner.spec.numel, sympy.Symbol):
+            jobs.append((runner, pointer_dtypes(kernel)))
+    if not jobs:
+        return
+    workers = threads or min(16, os.cpu_count() or 1)
+
+    def build(job: tuple[KernelRunner, list[torch.dtype]]) -> None:
+        runner, dtypes = job
+        key = (1,) * runner.spec.n_pointers
+        runner.compiled[key] = runner.compile(dtypes, runner.grid(()))
+
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            build(job)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(build, jobs))
+
+
+__all__ = [
+    "Constants",
+    "GeneratedSource",
+    "TritonOptions",
+    "TritonProgram",
+    "TritonRuntimeError",
+    "as_buffer",
+    "compile_program",
+    "fresh_buffer",
+    "generate_source",
+    "interpreting",
+    "kernel_spec",
+    "precompile",
+    "reinterpret",
+]
