@@ -5,7 +5,8 @@ For every model of the zoo (``tests/models.py``), the make_fx graph is compiled 
 * kiln: ``decompose, lower-aten, fuse, tile, buffer-reuse``; counts loop nodes before
   fusion, kernels and extern (ATen) calls after, checks the kernel interpreter equals
   eager, and reports peak memory of the program as written, with frees at last use,
-  and after buffer reuse and in-place updates (static shapes, bytes);
+  and after buffer reuse and in-place updates (static shapes, bytes), and allocator
+  calls before and after;
 * Inductor: ``torch.compile(graph)`` on the CPU (caches off), counting the C++ kernels
   in the generated wrapper (``async_compile.cpp_pybinding`` definitions), the extern
   calls, and ``torch._inductor.metrics.generated_kernel_count`` (which on the CPU counts
@@ -20,9 +21,11 @@ OpenMP parallel region); a kiln kernel has one iteration space, like a Triton ke
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,21 @@ from kiln.frontends.fx import GET_ATTR_ATTR, import_graph, rebuild_outputs
 from kiln.passes.buffer_reuse import plan_program
 from kiln.registry import default_registry
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-from models import ALL_MODELS  # noqa: E402
+
+def _zoo() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]:
+    """The test zoo's models (tests/models.py; benchmarks/models.py is another module)."""
+    spec = importlib.util.spec_from_file_location(
+        "kiln_test_models", Path(__file__).parents[1] / "tests" / "models.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.ALL_MODELS
+
+
+ALL_MODELS = _zoo()
 
 
 @dataclass
@@ -54,6 +70,8 @@ class KilnCounts:
     peak_written: int
     peak_frees: int
     peak_after: int
+    allocations_written: int
+    allocations_after: int
 
 
 @dataclass
@@ -117,6 +135,8 @@ def kiln_counts(capture: Capture) -> KilnCounts:
         stats.as_written.peak,
         stats.with_frees.peak,
         stats.after.peak,
+        stats.as_written.allocations,
+        stats.after.allocations,
     )
 
 
@@ -146,7 +166,8 @@ def main() -> None:
     header = (
         f"{'model':20} {'loop nodes':>10} {'kiln kernels':>12} {'externs':>7} "
         f"{'inductor kernels':>16} {'externs':>7} {'loop nests':>10}  "
-        f"{'peak as written':>15} {'with frees':>10} {'after reuse':>11}  {'kiln s':>6} {'ind. s':>6}"
+        f"{'peak as written':>15} {'with frees':>10} {'after reuse':>11} {'allocs':>8}  "
+        f"{'kiln s':>6} {'ind. s':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -160,7 +181,8 @@ def main() -> None:
             f"{name:20} {kiln.loop_nodes:>10} {kiln.kernels:>12} {kiln.externs:>7} "
             f"{ind.kernels if ind else '-':>16} {ind.externs if ind else '-':>7} "
             f"{ind.loop_nests if ind else '-':>10}  {kiln.peak_written:>13} B "
-            f"{kiln.peak_frees:>8} B {kiln.peak_after:>9} B  {kiln.seconds:>6.2f} "
+            f"{kiln.peak_frees:>8} B {kiln.peak_after:>9} B "
+            f"{f'{kiln.allocations_written}->{kiln.allocations_after}':>8}  {kiln.seconds:>6.2f} "
             f"{ind.seconds if ind else float('nan'):>6.1f}{mark}"
         )
 

@@ -253,6 +253,17 @@ def _build(
         _dump(debug, "kernels.cpp", program.cpp_source)
         _dump(debug, "wrapper.py", program.python_source)
         return program.run
+    if executor == "triton":
+        from kiln.backends.triton.runtime import TritonOptions, compile_program
+
+        if not any(op.name == "kernel.program" for op in module.ops):
+            if options.executor == "auto":
+                return _interpreter(module)  # the pipeline stopped before fuse
+            raise CompileError("executor 'triton' runs kernel-level IR: the pipeline must include fuse")
+        triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
+        triton_program = compile_program(module, options=triton_options)
+        _dump(debug, "triton_module.py", triton_program.source)
+        return triton_program
     raise CompileError(f"executor {executor!r} is not available in this build")
 
 

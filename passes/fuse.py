@@ -9,14 +9,19 @@ replaces the function by ``kernel.kernel`` ops and a ``kernel.program`` of the s
 (:mod:`kiln.passes.scheduling.build`). An intermediate used only inside one kernel
 never becomes a buffer.
 
+Before fusing, cheap pointwise producers are inlined into their consumers where
+recomputing them moves fewer bytes than storing them (:mod:`kiln.passes.scheduling.inline`).
+
 Options: ``max-nodes`` caps the nodes per kernel (``max-nodes=1``: one loop node per
-kernel, no fusion); ``report`` prints every candidate pair considered and why it was or
-was not fused, on stderr:
+kernel, no fusion, no inlining); ``inline=false`` turns inlining off; ``report`` prints
+every candidate pair considered and why it was or was not fused, on stderr:
 
 ```console
 $ kiln-opt m.mlir -p 'lower-aten,fuse{report=true}'
-fuse: round 1: [%relu] + [%add]: fused (vertical), score 256 bytes
-fuse: round 1: [%add] + [%mm]: not fused: %mm is an extern call (ATen), which is never fused, score 128 bytes
+fuse: @forward: 5 nodes
+fuse: round 1: [%add] + [%sum]: fused (vertical, pointwise prologue), score 128 bytes
+fuse: round 1: [%relu] + [%mm]: not fused: %mm is an extern call (ATen), which is never fused, score 128 bytes
+fuse: round 1: [%relu] + [%add, %sum]: not fused: would create a cycle (through [%mm]), score 128 bytes
 ```
 """
 
@@ -32,6 +37,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.diagnostics import OpError
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
@@ -75,9 +81,8 @@ class FusePass(ModulePass):
     def _schedule_function(self, module: ModuleOp, func: FuncOp, names: list[str]) -> None:
         for inner in func.body.block.ops:
             if inner.dialect_name() == "aten":
-                raise FuseError(
-                    f"fuse: @{func.sym_name.data} still has aten ops ({inner.name}); "
-                    "run lower-aten first"
+                raise OpError(
+                    inner, f"fuse: @{func.sym_name.data} still has aten ops; run lower-aten first"
                 )
         remove_dead_nodes(func)
         if self.inline and self.max_nodes > 1:

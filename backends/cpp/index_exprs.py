@@ -9,6 +9,7 @@ variables and sizes): then the plain operators are printed; otherwise
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import sympy
 
@@ -29,7 +30,7 @@ def c_index(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool])
             if nonneg
             else sympy.Symbol(name, integer=True)
         )
-    return _c(sympy.sympify(expr).xreplace(symbols))[0]
+    return _c(cast(sympy.Expr, sympy.sympify(expr).xreplace(symbols)))[0]
 
 
 def _nonnegative(e: sympy.Expr) -> bool:
@@ -38,12 +39,16 @@ def _nonnegative(e: sympy.Expr) -> bool:
     if isinstance(e, sympy.Symbol):
         return bool(e.is_nonnegative)
     if isinstance(e, sympy.Add | sympy.Mul):
-        return all(_nonnegative(a) for a in e.args)
+        return all(_nonnegative(cast(sympy.Expr, a)) for a in e.args)
     if isinstance(e, sympy.Pow):
-        return _nonnegative(e.base)
+        return _nonnegative(cast(sympy.Expr, e.base))
     if isinstance(e, FloorDiv | sympy.Mod):
-        return _nonnegative(e.args[0]) and _positive(e.args[1])
+        return _nonnegative(_arg(e, 0)) and _positive(_arg(e, 1))
     return False
+
+
+def _arg(e: sympy.Expr, k: int) -> sympy.Expr:
+    return cast(sympy.Expr, e.args[k])
 
 
 def _positive(e: sympy.Expr) -> bool:
@@ -95,7 +100,7 @@ def _c(e: sympy.Expr) -> tuple[str, int]:
         base = _wrap(_c(e.base), _ATOM)
         return ("*".join([base] * int(e.exp)), _MUL)
     if isinstance(e, FloorDiv | sympy.Mod):
-        a, b = e.args
+        a, b = _arg(e, 0), _arg(e, 1)
         plain = _nonnegative(a) and _positive(b)
         left, right = _c(a)[0], _c(b)[0]
         if plain:

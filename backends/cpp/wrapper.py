@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from kiln.backends.cpp.cache import load_or_build
@@ -52,6 +52,7 @@ from kiln.dialects.kernel.program_ops import (
     ReuseOp,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
+from kiln.passes.cpp_lowering.kernel import READ_AFTER_WRITE
 
 ERROR_INDEX = 1
 ERROR_DIV_ZERO = 2
@@ -103,6 +104,8 @@ class _Writer:
     namespace: dict[str, Any] = field(default_factory=dict[str, Any])
     pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     dtypes: dict[torch.dtype, str] = field(default_factory=dict[torch.dtype, str])
+    hazards: dict[str, list[tuple[int, int]]] = field(default_factory=dict[str, list[tuple[int, int]]])
+    """Per kernel, its ``read_after_write`` pairs (see :mod:`kiln.passes.cpp_lowering.kernel`)."""
 
     def fresh(self, hint: str | None, default: str) -> str:
         base = _IDENTIFIER.sub("_", hint) if hint else default
@@ -231,9 +234,17 @@ class _Writer:
         if function is None:
             raise WrapperError(f"kernel.launch @{name}: no compiled kernel of that name")
         handle = self.constant(function, name)
+        copies: dict[int, str] = {}
+        for i, j in self.hazards.get(name, ()):
+            if op.args[i] is op.outs[j] and i not in copies:
+                # The kernel reads this input after writing the output it shares a buffer
+                # with: give it the old contents.
+                copy = self.fresh(f"{self.name(op.args[i])}_old", "old")
+                self.line(f"{copy} = {self.name(op.args[i])}.clone()")
+                copies[i] = f"{copy}.data_ptr()"
         args = [
-            self.operand(v) if isinstance(v.type, IndexType) else self.pointer(v)
-            for v in (*op.args, *op.outs)
+            copies[k] if k in copies else self.operand(v) if isinstance(v.type, IndexType) else self.pointer(v)
+            for k, v in enumerate((*op.args, *op.outs))
         ]
         self.line(f"_rc = {handle}({', '.join(args)})")
         self.line(f"if _rc: _kernel_failed({name!r}, _rc)")
@@ -281,6 +292,16 @@ def _scalar_python(op: Operation, a: list[str]) -> str | None:
     if isinstance(op, arith.SelectOp):
         return f"({a[1]} if {a[0]} else {a[2]})"
     return None
+
+
+def read_after_write(functions: Sequence[FuncOp]) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for func in functions:
+        attr = func.attributes.get(READ_AFTER_WRITE)
+        if isinstance(attr, ArrayAttr):
+            pairs = [tuple(int(x.data) for x in pair.data) for pair in attr.data]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportAttributeAccessIssue, reportUnknownArgumentType]
+            out[func.sym_name.data] = [(p[0], p[1]) for p in pairs]  # pyright: ignore[reportUnknownArgumentType]
+    return out
 
 
 def kernel_functions(library: ctypes.CDLL, functions: Sequence[FuncOp]) -> dict[str, Callable[..., int]]:
@@ -346,7 +367,7 @@ def build_program(module: ModuleOp, name: str | None = None, threads: int = 0) -
         kernels = kernel_functions(library, functions)
     else:
         path, hit, kernels = Path(), True, {}
-    writer = _Writer(program, kernels, lowered)
+    writer = _Writer(program, kernels, lowered, hazards=read_after_write(functions))
     python = writer.write()
     namespace = dict(writer.namespace)
     exec(compile(python, f"<kiln wrapper {program.sym_name.data}>", "exec"), namespace)

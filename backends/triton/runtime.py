@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import ArrayAttr, DenseIntOrFPElementsAttr, ModuleOp,
 
 from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cache import content_hash, default_cache_dir, private_dir, store_source
+from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
@@ -124,7 +125,7 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
     by_loop_kernel = {name: runners[impls[name].sym_name.data] for name in used}
     wrapper, constants = print_wrapper(program, by_loop_kernel)
     parts = [
-        MODULE_HEADER + "\n" + WRAPPER_HEADER,
+        MODULE_HEADER + "\n\n" + WRAPPER_HEADER,
         *(HELPERS[h] for h in helpers),
         *(e.source for e in emitted),
         wrapper,
@@ -277,7 +278,7 @@ def _load(path: Path, key: str) -> ModuleType:
 
 def compile_program(
     module: ModuleOp, name: str = "forward", options: TritonOptions | None = None
-) -> TritonProgram | Callable[[Sequence[Any]], tuple[Any, ...]]:
+) -> TritonProgram | CudaGraphRunner:
     """Build the callable for ``kernel.program @name`` (see the module docstring)."""
     options = options or TritonOptions()
     interpret = interpreting()
@@ -315,8 +316,6 @@ def compile_program(
         precompile(generated.kernels, runners, options.compile_threads)
     program = TritonProgram(generated.text, path, loaded, runners, interpret, tuner)
     if options.cuda_graphs and not interpret:
-        from kiln.backends.triton.cudagraphs import CudaGraphRunner
-
         return CudaGraphRunner(program)
     return program
 

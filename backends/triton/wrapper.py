@@ -200,7 +200,10 @@ class WrapperPrinter:
             runner = self.runners.get(kernel)
             if runner is None:
                 raise WrapperError(f"no Triton kernel implements @{kernel} (run lower-to-triton)")
-            args = [self.name(v) for v in (*op.args, *op.outs)]
+            # the kernel's parameters: input buffers, output buffers, then sizes
+            buffers = [v for v in op.args if isinstance(v.type, MemRefType)]
+            sizes = [v for v in op.args if not isinstance(v.type, MemRefType)]
+            args = [self.name(v) for v in (*buffers, *op.outs, *sizes)]
             self.emit(f"{runner}(stream, {', '.join(args)})")
         elif isinstance(op, ExternOp):
             self.extern(op)
@@ -376,12 +379,11 @@ def _tuple(items: Sequence[str]) -> str:
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
-WRAPPER_HEADER = """import math
-
-import torch
-
-aten = torch.ops.aten
-empty_strided = torch.empty_strided"""
+WRAPPER_HEADER = """aten = torch.ops.aten
+empty_strided = torch.empty_strided
+# When kiln.backends.triton.runtime loads this module it defines what call() uses
+# besides torch: the launchers run_<kernel>, get_stream, as_buffer, fresh_buffer,
+# reinterpret, constants and default_device."""
 
 
 def print_wrapper(

@@ -148,7 +148,7 @@ class ForOp(IRDLOperation):
             kind = LoopKind(word)
         except ValueError:
             parser.raise_error(
-                f"unknown loop kind '{word}' (one of {', '.join(k.value for k in LoopKind)})", pos
+                f"unknown loop kind '{word}' (one of {', '.join(str(k) for k in LoopKind)})", pos
             )
         ivs = parser.parse_comma_separated_list(
             parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)

@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.loop.attributes import ReductionKind
@@ -95,8 +95,8 @@ class Ops:
     emit: Emitter
     ty: Attribute
 
-    def __call__(self, op: arith.ArithmeticBinaryOperation | object) -> SSAValue:
-        return self.emit.value(op)  # pyright: ignore[reportArgumentType]
+    def __call__(self, op: Operation) -> SSAValue:
+        return self.emit.value(op)
 
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
         if _is_float(a.type):

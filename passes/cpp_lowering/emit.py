@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 import sympy
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+)
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
@@ -15,6 +22,7 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
 from kiln.dialects.loop.expr import var
+from kiln.passes.cpp_lowering.space import substitute
 
 Env = Mapping[sympy.Symbol, SSAValue]
 """What each symbol of an index expression stands for at the current point."""
@@ -44,15 +52,19 @@ class Constants:
 
     def fold(self, expr: sympy.Expr, env: Env) -> sympy.Expr:
         """``expr`` with the symbols bound to constants replaced by their values."""
-        subs = {s: sympy.Integer(self.known[env[s]]) for s in expr.free_symbols if s in env and env[s] in self.known}  # pyright: ignore[reportArgumentType]
-        return expr.xreplace(subs) if subs else expr
+        subs: dict[sympy.Symbol, sympy.Expr] = {}
+        for symbol in expr.free_symbols:
+            value = env.get(symbol)  # pyright: ignore[reportArgumentType, reportCallIssue]
+            if value is not None and value in self.known:
+                subs[symbol] = sympy.Integer(self.known[value])  # pyright: ignore[reportArgumentType]
+        return substitute(expr, subs) if subs else expr
 
 
 def address(expr: sympy.Expr, env: Env) -> tuple[sympy.Expr, list[SSAValue]]:
     """``expr`` over ``i0..`` and the operands those stand for (sorted by symbol name)."""
     symbols = sorted(expr.free_symbols, key=str)
     operands = [env[s] for s in symbols]  # pyright: ignore[reportArgumentType]
-    renamed = expr.xreplace({s: var(f"i{k}") for k, s in enumerate(symbols)})
+    renamed = substitute(expr, {s: var(f"i{k}") for k, s in enumerate(symbols)})  # pyright: ignore[reportArgumentType]
     return renamed, operands
 
 
@@ -81,7 +93,8 @@ class Emitter:
     def scalar(self, value: float | int | bool, ty: Attribute) -> SSAValue:
         if isinstance(ty, IntegerType | IndexType):
             return self.value(arith.ConstantOp(IntegerAttr(int(value), ty)))
-        return self.value(arith.ConstantOp(FloatAttr(float(value), ty)))  # pyright: ignore[reportArgumentType]
+        assert isinstance(ty, AnyFloat)
+        return self.value(arith.ConstantOp(FloatAttr(float(value), ty)))
 
     def index(self, expr: sympy.Expr, env: Env) -> SSAValue:
         expr = self.constants.fold(sympy.sympify(expr), env)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import sympy
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntAttr, StringAttr
 from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
@@ -32,22 +32,30 @@ from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, size_var, var
+from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type, finish
 from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, analyze, flat_index
 from kiln.passes.cpp_lowering.emit import Constants, Emitter, Env
+from kiln.passes.cpp_lowering.outer import lower_outer, prefers_outer
 from kiln.passes.cpp_lowering.provenance import kernel_provenance
 from kiln.passes.cpp_lowering.space import (
     LoopSpace,
     choose_space,
+    floordiv,
     node_sizes_in_kernel,
     simplify,
+    substitute,
     to_kernel_symbols,
 )
 
 PointFn = Callable[[Emitter, dict[sympy.Symbol, SSAValue], SSAValue], None]
 """Emits the work of one reduction element: (loop body, environment, lane index)."""
+
+READ_AFTER_WRITE = "read_after_write"
+"""``cpp.func`` attribute: ``[input, output]`` index pairs such that the function reads the
+input after it wrote the output. A caller passing one buffer for both (an in-place
+update) must pass a copy of the input instead."""
 
 SIZE_HINT = 8192
 """Assumed value of a symbolic size when choosing how to parallelize (Inductor's)."""
@@ -66,13 +74,18 @@ class CppOptions:
     split_threshold: int = 4096
     """Least reduction size worth splitting across threads when the pointwise space
     alone cannot keep them busy."""
+    outer_reductions: bool = True
+    """Vectorize reductions across outputs when that makes their loads contiguous."""
+    outer_lanes: int = 64
+    """Outputs per block of such a reduction (several vectors: whole cache lines, and
+    enough independent accumulators to hide the adds' latency)."""
 
 
 def size_hint(expr: sympy.Expr) -> int:
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         return int(expr)
-    return int(expr.xreplace({s: sympy.Integer(SIZE_HINT) for s in expr.free_symbols}))
+    return int(substitute(expr, {s: sympy.Integer(SIZE_HINT) for s in expr.free_symbols}))  # pyright: ignore[reportArgumentType]
 
 
 def parallel_depth(sizes: Sequence[sympy.Expr], inner_work: int, options: CppOptions) -> int:
@@ -106,6 +119,12 @@ class KernelLowering:
     buffers: dict[SSAValue, SSAValue] = field(init=False)
     outputs: dict[SSAValue, list[SSAValue]] = field(init=False)
     sizes: dict[sympy.Symbol, SSAValue] = field(init=False)
+    phase: int = field(init=False, default=0)
+    """Where the code being emitted runs: X stage k is phase 2k, r-loop k phase 2k + 1."""
+    last_read: dict[int, int] = field(init=False, default_factory=dict[int, int])
+    """Input buffer index -> the last phase that reads it."""
+    first_write: dict[int, int] = field(init=False, default_factory=dict[int, int])
+    """Output index -> the first phase that writes it."""
     _composed: dict[tuple[LoopNestOp, sympy.Expr], sympy.Expr] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,7 +140,7 @@ class KernelLowering:
         subst = space.kernel_substitution()
         ranges = space.ranges()
         return {
-            node: [simplify(e.xreplace(subst), ranges) for e in node_vars(node)]
+            node: [simplify(substitute(e, subst), ranges) for e in node_vars(node)]
             for node in self.analysis.nodes
         }
 
@@ -132,7 +151,7 @@ class KernelLowering:
         mapping: dict[sympy.Symbol, sympy.Expr] = {index_var(k): v for k, v in enumerate(vars_[:n_index])}
         mapping.update({reduction_var(k): v for k, v in enumerate(vars_[n_index:])})
         mapping.update(to_kernel_symbols(node, self.kernel))
-        return simplify(expr.xreplace(mapping), space.ranges())
+        return simplify(substitute(expr, mapping), space.ranges())
 
     def compose(self, node: LoopNestOp, expr: sympy.Expr) -> sympy.Expr:
         """A node-level index expression over the loop variables and kernel sizes."""
@@ -159,6 +178,14 @@ class KernelLowering:
                 sizes, _ = node_sizes_in_kernel(node, self.kernel)
                 out.append(simplify(flat_index(vars_[node][: len(sizes)], sizes), space.ranges()))
         return out
+
+    def global_load_exprs(self, node: LoopNestOp) -> list[sympy.Expr]:
+        """The node's loads of kernel arguments, over the loop variables."""
+        return [
+            self.compose(node, op.index.data)
+            for op in node.body.block.ops
+            if isinstance(op, LoopLoadOp) and self._global_input(node, op) is not None
+        ]
 
     def _global_input(self, node: LoopNestOp, load: LoopLoadOp) -> SSAValue | None:
         """The kernel argument a load reads, or None for a fused producer's value."""
@@ -195,12 +222,20 @@ class KernelLowering:
             self._pointwise(emit)
         else:
             self._reduction(emit)
+        hazards = [
+            ArrayAttr([IntAttr(i), IntAttr(j)])
+            for i, read in sorted(self.last_read.items())
+            for j, written in sorted(self.first_write.items())
+            if read > written
+        ]
+        if hazards:
+            func.attributes[READ_AFTER_WRITE] = ArrayAttr(hazards)
         return func
 
-    def _size(self, emit: Emitter, expr: sympy.Expr) -> SSAValue:
+    def size(self, emit: Emitter, expr: sympy.Expr) -> SSAValue:
         return emit.index(expr, self.sizes)
 
-    def _parallel_condition(
+    def parallel_condition(
         self, emit: Emitter, sizes: Sequence[sympy.Expr], inner: sympy.Expr
     ) -> SSAValue | None:
         """For symbolic sizes: parallel only when the work turns out large enough."""
@@ -208,7 +243,7 @@ class KernelLowering:
         if sympy.sympify(work).is_Integer:
             return None
         threshold = self.options.threads * self.options.min_chunk
-        value = self._size(emit, work)
+        value = self.size(emit, work)
         return emit.value(arith.CmpiOp(value, emit.const(threshold), "sge"))
 
     def _x_loops(
@@ -224,10 +259,10 @@ class KernelLowering:
         depth = parallel_depth(sizes, inner_work, self.options)
         n = len(sizes)
         names = [f"x{k}" for k in range(n)]
-        bounds = [self._size(emit, s) for s in sizes]
+        bounds = [self.size(emit, s) for s in sizes]
         zero = emit.const(0)
         condition = (
-            self._parallel_condition(emit, sizes, self.kernel.rnumel.data) if depth else None
+            self.parallel_condition(emit, sizes, self.kernel.rnumel.data) if depth else None
         )
         if vectorize_inner and depth >= n:
             # Parallel over the innermost dim too: chunks of it, each vectorized.
@@ -258,25 +293,38 @@ class KernelLowering:
         body, env = self._x_loops(emit, vectorize_inner=True)
         values: dict[SSAValue, SSAValue] = {}
         for node in self.analysis.nodes:
-            self._run_node(node, body, env, values)
+            self.run_node(node, body, env, values)
 
     # -- reduction kernels ----------------------------------------------------------------
 
     def _reduction(self, emit: Emitter) -> None:
+        if self.options.outer_reductions and prefers_outer(self):
+            lower_outer(self, emit)
+            return
         body, env = self._x_loops(emit, vectorize_inner=False)
         values: dict[SSAValue, SSAValue] = {}
         analysis = self.analysis
         for node in analysis.nodes:
             if analysis.level[node] is Level.X and analysis.stage[node] == 0:
-                self._run_node(node, body, env, values)
+                self.run_node(node, body, env, values)
         for stage in range(analysis.num_stages):
+            self.phase = 2 * stage + 1
             self._r_stage(body, env, values, stage)
+            self.phase = 2 * stage + 2
             for node in analysis.nodes:
                 if analysis.level[node] is Level.X and analysis.stage[node] == stage + 1:
-                    self._run_node(node, body, env, values)
+                    self.run_node(node, body, env, values)
 
-    def _needed_xr(self, roots: list[LoopNestOp]) -> list[LoopNestOp]:
-        """The XR nodes the roots need computed in this r-loop (themselves included)."""
+    def stored_before(self, node: LoopNestOp, stage: int) -> bool:
+        """Whether an XR node's value sits in an output buffer, stored by an earlier r-loop."""
+        analysis = self.analysis
+        return analysis.stage[node] < stage and any(r in analysis.yielded for r in node.results)
+
+    def needed_xr(self, roots: list[LoopNestOp], stage: int) -> list[LoopNestOp]:
+        """The XR nodes the roots need in this r-loop (themselves included). A value an
+        earlier r-loop stored is read back from its output buffer; others are recomputed
+        (they are pure), which is also what keeps an input updated in place correct: the
+        output holds the new value, the input may no longer hold the old one."""
         analysis = self.analysis
         needed: set[LoopNestOp] = set()
         work = list(roots)
@@ -285,10 +333,19 @@ class KernelLowering:
             if node in needed:
                 continue
             needed.add(node)
+            if self.stored_before(node, stage):
+                continue
             for producer in analysis.inputs_in_kernel(node):
                 if analysis.level[producer] is Level.XR:
                     work.append(producer)
         return [n for n in analysis.nodes if n in needed]
+
+    def reload(self, node: LoopNestOp, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]) -> None:
+        index = self.store_index(node)
+        for result in node.results:
+            targets = self.outputs.get(result)
+            if targets:
+                values[result] = emit.load(targets[0], index, env)
 
     def _split_chunks(self) -> int:
         """Chunks to split each r-loop into (1: no split)."""
@@ -315,7 +372,7 @@ class KernelLowering:
             and analysis.stage[n] == stage
             and any(r in analysis.yielded for r in n.results)
         ]
-        order = self._needed_xr([*reds, *stores])
+        order = self.needed_xr([*reds, *stores], stage)
         lanes = self.options.lanes
         chunks = self._split_chunks()
 
@@ -332,13 +389,15 @@ class KernelLowering:
             position: SSAValue | None = None
             for node in order:
                 if analysis.level[node] is Level.RED:
-                    (value,) = self._node_body(node, body, point, local)
+                    (value,) = self.node_body(node, body, point, local)
                     assert isinstance(node, ReductionOp)
                     if node.kind.data.value in ("argmax", "argmin") and position is None:
                         position = body.index(self.space.flat_r(), point)
                     states[node].accumulate(body, lane, value, position)
+                elif self.stored_before(node, stage):
+                    self.reload(node, body, point, local)
                 else:
-                    self._run_node(node, body, point, local, store=node in stores)
+                    self.run_node(node, body, point, local, store=node in stores)
 
         if chunks == 1:
             states = new_states(lanes, "")
@@ -364,7 +423,7 @@ class KernelLowering:
             results = finish(red.kind.data, emit, state, result_types)
             for result, value in zip(red.outputs, results, strict=True):
                 values[result] = value
-                self._store_result(red, result, value, emit, env)
+                self.store_result(red, result, value, emit, env)
 
     def _r_nest(
         self,
@@ -380,7 +439,7 @@ class KernelLowering:
             run(emit, dict(env), emit.const(0))
             return
         zero = emit.const(0)
-        bounds = [self._size(emit, s) for s in sizes]
+        bounds = [self.size(emit, s) for s in sizes]
         lo: SSAValue = zero
         hi: SSAValue = bounds[0]
         if chunk is not None:
@@ -388,7 +447,7 @@ class KernelLowering:
             # Equal chunks of the outer dim, a multiple of the lanes when it is also the
             # innermost (so only the last chunk has a tail).
             quantum = self.options.lanes if len(sizes) == 1 else 1
-            per = FloorDiv(FloorDiv(sizes[0] + count - 1, count) + quantum - 1, quantum) * quantum
+            per = floordiv(floordiv(sizes[0] + count - 1, count) + quantum - 1, quantum) * quantum
             c = sympy.Symbol("_chunk", integer=True, nonnegative=True)
             start = emit.index(c * per, {**self.sizes, c: chunk_iv})
             lo = emit.value(arith.MinSIOp(start, bounds[0]))
@@ -412,7 +471,7 @@ class KernelLowering:
         last = self.space.r_syms[-1]
         a = sympy.Symbol("_a", integer=True, nonnegative=True)
         b = sympy.Symbol("_b", integer=True, nonnegative=True)
-        main_end = emit.index(a + FloorDiv(b - a, lanes) * lanes, {a: start, b: stop})
+        main_end = emit.index(a + floordiv(b - a, lanes) * lanes, {a: start, b: stop})
         name = f"r{len(self.space.r_syms) - 1}"
         blocks, (block_start,) = emit.loop(LoopKind.SERIAL, [start], [main_end], [f"{name}_block"], [lanes])
         lane_body, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
@@ -429,7 +488,7 @@ class KernelLowering:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def _run_node(
+    def run_node(
         self,
         node: LoopNestOp,
         emit: Emitter,
@@ -438,13 +497,13 @@ class KernelLowering:
         store: bool = True,
     ) -> None:
         """Compute an X or XR node at the current point; store it if the kernel yields it."""
-        results = self._node_body(node, emit, env, values)
+        results = self.node_body(node, emit, env, values)
         for result, value in zip(node.results, results, strict=True):
             values[result] = value
             if store:
-                self._store_result(node, result, value, emit, env)
+                self.store_result(node, result, value, emit, env)
 
-    def _store_result(
+    def store_result(
         self, node: LoopNestOp, result: SSAValue, value: SSAValue, emit: Emitter, env: Env
     ) -> None:
         targets = self.outputs.get(result, [])
@@ -453,8 +512,10 @@ class KernelLowering:
         index = self.store_index(node)
         for target in targets:
             emit.store(value, target, index, env)
+            position = list(self.func.output_args()).index(target)  # pyright: ignore[reportArgumentType]
+            self.first_write.setdefault(position, self.phase)
 
-    def _node_body(
+    def node_body(
         self, node: LoopNestOp, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]
     ) -> list[SSAValue]:
         """Translate the node's body at the current point; returns the yielded values."""
@@ -467,14 +528,14 @@ class KernelLowering:
             if isinstance(op, LoopYieldOp):
                 return [mapping[v] for v in op.values]
             if isinstance(op, LoopLoadOp):
-                mapping[op.result] = self._load(node, op, emit, env, values, mapping)
+                mapping[op.result] = self.load_global(node, op, emit, env, values, mapping)
             elif isinstance(op, LoopIndexOp):
                 mapping[op.result] = emit.index(self.compose(node, op.expr.data), env)
             else:
                 emit.add(op.clone(value_mapper=mapping))
         raise AssertionError(f"{node.name} body has no loop.yield")
 
-    def _load(
+    def load_global(
         self,
         node: LoopNestOp,
         op: LoopLoadOp,
@@ -492,6 +553,8 @@ class KernelLowering:
         for k, value in enumerate(op.indirect):
             local[var(f"i{k}")] = mapping[value]
         mask = None if op.mask is None else mapping[op.mask]
+        position = list(self.kernel.body.block.args).index(source)  # pyright: ignore[reportArgumentType]
+        self.last_read[position] = max(self.last_read.get(position, 0), self.phase)
         return emit.load(
             self.buffers[source], expr, local, mask=mask, fill=op.fill, checked=bool(op.indirect)
         )
@@ -501,4 +564,11 @@ def lower_kernel(kernel: KernelOp, options: CppOptions) -> FuncOp:
     return KernelLowering(kernel, options).lower()
 
 
-__all__ = ["CppOptions", "KernelLowering", "lower_kernel", "parallel_depth", "size_hint"]
+__all__ = [
+    "READ_AFTER_WRITE",
+    "CppOptions",
+    "KernelLowering",
+    "lower_kernel",
+    "parallel_depth",
+    "size_hint",
+]

@@ -13,15 +13,32 @@ does too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import sympy
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import (
+    FloorDiv,
+    index_var,
+    reduction_var,
+    simplify_with_ranges,
+    size_var,
+)
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, flat_index
+
+
+def substitute(expr: sympy.Expr, mapping: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """``expr`` with the symbols replaced simultaneously (typed ``xreplace``)."""
+    return cast(sympy.Expr, sympy.sympify(expr).xreplace(dict(mapping)))
+
+
+def floordiv(a: sympy.Expr | int, b: sympy.Expr | int) -> sympy.Expr:
+    return cast(sympy.Expr, FloorDiv(sympy.sympify(a), sympy.sympify(b)))
 
 
 def loop_symbol(prefix: str, k: int) -> sympy.Symbol:
@@ -64,8 +81,8 @@ class LoopSpace:
 
 
 def simplify(expr: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    zero = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
-    expr = sympy.sympify(expr).xreplace(zero) if zero else sympy.sympify(expr)
+    zero: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
+    expr = substitute(expr, zero) if zero else sympy.sympify(expr)
     return simplify_with_ranges(sympy.expand(expr), ranges)
 
 
@@ -74,8 +91,8 @@ def node_sizes_in_kernel(
 ) -> tuple[list[sympy.Expr], list[sympy.Expr]]:
     """The node's sizes and reduction sizes over the kernel's ``s<k>``."""
     mapping = to_kernel_symbols(node, kernel)
-    sizes = [s.data.xreplace(mapping) for s in node.sizes.data]
-    rsizes = [s.data.xreplace(mapping) for s in node.reduction_sizes_list()]
+    sizes = [substitute(s.data, mapping) for s in node.sizes.data]
+    rsizes = [substitute(s.data, mapping) for s in node.reduction_sizes_list()]
     return sizes, rsizes
 
 
@@ -127,7 +144,7 @@ def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> lis
                 suffixes.add(product)
         chain = sorted(suffixes)
         whole = int(total)
-        if all(b % a == 0 for a, b in zip(chain, chain[1:], strict=False)) and all(
+        if all(b % a == 0 for a, b in itertools.pairwise(chain)) and all(
             whole % s == 0 for s in chain
         ):
             bounds = [1, *chain, whole]
@@ -167,7 +184,7 @@ def _try_merge(
     syms = list(space.x_syms if which == "x" else space.r_syms)
     inner = sizes[k + 1]
     merged = sympy.Symbol(f"_m{which}{k}", integer=True, nonnegative=True)
-    subs = {syms[k]: FloorDiv(merged, inner), syms[k + 1]: sympy.Mod(merged, inner)}
+    subs = {syms[k]: floordiv(merged, inner), syms[k + 1]: cast(sympy.Expr, sympy.Mod(merged, inner))}
     new_sizes = [*sizes[:k], sizes[k] * inner, *sizes[k + 2 :]]
     new_syms = [*syms[:k], merged, *syms[k + 2 :]]
     if which == "x":
@@ -175,13 +192,15 @@ def _try_merge(
     else:
         candidate = LoopSpace(space.x_sizes, new_sizes, space.x_syms, new_syms)
     ranges = candidate.ranges()
-    new_exprs = [simplify(e.xreplace(subs), ranges) for e in exprs]
+    new_exprs = [simplify(substitute(e, subs), ranges) for e in exprs]
     if _divmod_count(new_exprs) > _divmod_count(exprs):
         return None
     # Rename to the canonical _x<k>/_r<k> so later merges see fresh names.
     final = LoopSpace.of(candidate.x_sizes, candidate.r_sizes)
-    rename = dict(zip([*candidate.x_syms, *candidate.r_syms], [*final.x_syms, *final.r_syms], strict=True))
-    return final, [e.xreplace(rename) for e in new_exprs]
+    rename: dict[sympy.Symbol, sympy.Expr] = dict(
+        zip([*candidate.x_syms, *candidate.r_syms], [*final.x_syms, *final.r_syms], strict=True)
+    )
+    return final, [substitute(e, rename) for e in new_exprs]
 
 
 def choose_space(

@@ -22,15 +22,22 @@ from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
-from kiln.dialects.loop.expr import index_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import (
+    index_var,
+    indirect_var,
+    simplify_with_ranges,
+    size_var,
+    var_kind,
+)
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
+from kiln.passes.scheduling.graph import SIZE_HINT
 from kiln.passes.scheduling.legality import loop_ranges
 
 MAX_BODY_OPS = 8
@@ -88,18 +95,39 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
     reads = [load for c in consumers for load in _loads_of(c, producer.result)]
     if len(reads) > MAX_READS:
         return False
-    if any(load.indirect for load in reads):
+    if any(load.indirect for load in reads) and not _position_free(producer):
         return False
-    own = _element_bytes(producer.result)
-    input_bytes = sum(
-        _element_bytes(outer)
-        for outer, arg in zip(producer.inputs, producer.input_args(), strict=True)
-        for use in arg.uses
-        if isinstance(use.operation, LoadOp)
-    )
+    own = _bytes(producer.result)
+    points = own // _element_bytes(producer.result)
+    inputs_bytes = 0
+    for outer, arg in zip(producer.inputs, producer.input_args(), strict=True):
+        loads = sum(1 for use in arg.uses if isinstance(use.operation, LoadOp))
+        # A broadcast or gathered input is read at most whole, at most once per load.
+        inputs_bytes += min(_bytes(outer), points * loads * _element_bytes(outer))
     store_cost = own * (1 + len(reads))
-    inline_cost = input_bytes * len(reads)
+    inline_cost = inputs_bytes * len(reads)
     return inline_cost <= store_cost
+
+
+def _position_free(producer: PointwiseOp) -> bool:
+    """Whether the producer uses its loop variables only in load indices (so they may
+    become expressions of a consumer's indirect indices)."""
+    if any(arg.uses for arg in producer.body.block.args[: producer.num_loop_vars]):
+        return False
+    return not any(
+        isinstance(op, IndexOp) and any(var_kind(s)[0] == "d" for s in op.expr.data.free_symbols)  # pyright: ignore[reportArgumentType]
+        for op in producer.body.walk()
+    )
+
+
+def _bytes(value: SSAValue) -> int:
+    """Bytes of a buffer (dynamic dimensions count :data:`SIZE_HINT`)."""
+    ty = value.type
+    assert isinstance(ty, MemRefType)
+    n = 1
+    for d in ty.get_shape():
+        n *= d if d >= 0 else SIZE_HINT
+    return n * _element_bytes(value)
 
 
 def _loads_of(consumer: LoopNestOp, buffer: SSAValue) -> list[LoadOp]:
@@ -177,13 +205,23 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
                 value = mapping.get(inner.values[0], inner.values[0])
                 break
             clone = inner.clone(value_mapper=mapping)
-            _substitute(clone, substitution, ranges)
             block.insert_op_before(clone, load)
-            if load.mask is not None and isinstance(clone, LoadOp):
-                # Where the consumer's load is masked off, the producer's position may be
-                # out of bounds: its loads must not read there either.
-                masked = _with_mask(clone, load.mask, block)
-                mapping[inner.results[0]] = masked
+            if isinstance(clone, LoadOp):
+                # The consumer's indirect indices follow the producer load's own (i<k>
+                # renumbered); where the consumer's load is masked off, the producer's
+                # position may be out of bounds, so its loads are masked too.
+                shift = {
+                    indirect_var(j): indirect_var(len(clone.indirect) + j)
+                    for j in range(len(load.indirect))
+                }
+                moved = {v: substitute(e, shift) for v, e in substitution.items()}
+                clone.index = IndexExprAttr(
+                    simplify_with_ranges(sympy.expand(substitute(clone.index.data, moved)), ranges)
+                )
+                if load.indirect or load.mask is not None:
+                    mapping[inner.results[0]] = _retarget(clone, load, block)
+            else:
+                _substitute(clone, substitution, ranges)
         assert value is not None
         if load.mask is not None and load.fill is not None:
             fill = arith.ConstantOp(cast(FloatAttr | IntegerAttr, load.fill))
@@ -202,20 +240,32 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
     return _rebuild(consumer, keep_inputs, syms)
 
 
-def _with_mask(load: LoadOp, mask: SSAValue, block: Block) -> SSAValue:
-    """Replace ``load`` by one that also reads nothing where ``mask`` is false."""
+def _retarget(load: LoadOp, consumer_load: LoadOp, block: Block) -> SSAValue:
+    """Replace ``load`` (a producer's load inlined at ``consumer_load``) by one that also
+    takes the consumer's indirect indices and reads nothing where its mask is false."""
     new_ops: list[Operation] = []
-    if load.mask is not None:
+    mask = consumer_load.mask
+    properties: dict[str, Attribute] = {"index": load.index}
+    if mask is not None and load.mask is not None:
         both = arith.AndIOp(load.mask, mask)
         new_ops.append(both)
         mask = both.result
-    buffer_type = load.buffer.type
-    assert isinstance(buffer_type, MemRefType)
-    fill = load.fill if load.fill is not None else fill_attr(0, buffer_type.element_type)
+    elif mask is None:
+        mask = load.mask
+    if mask is not None:
+        buffer_type = load.buffer.type
+        assert isinstance(buffer_type, MemRefType)
+        properties["fill"] = (
+            load.fill if load.fill is not None else fill_attr(0, buffer_type.element_type)
+        )
     masked = LoadOp.build(
-        operands=[load.buffer, list(load.indirect), [mask]],
+        operands=[
+            load.buffer,
+            [*load.indirect, *consumer_load.indirect],
+            [mask] if mask is not None else [],
+        ],
         result_types=[load.result.type],
-        properties={"index": load.index, "fill": fill},
+        properties=properties,
     )
     new_ops.append(masked)
     block.insert_ops_before(new_ops, load)

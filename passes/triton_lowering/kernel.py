@@ -312,6 +312,13 @@ class KernelLowering:
             step = b.cast(b.add(ConstexprOp("RBLOCK")), self.index_type)
             loop = scf.ForOp(zero, self.rnumel, step, inits, body)
             b.insert(loop)
+            names = [
+                _accumulator_name(n, k)
+                for n, acc in zip(reductions, accumulators, strict=True)
+                for k in range(len(acc))
+            ]
+            for name, arg, result in zip(names, body.args[1:], loop.results, strict=True):
+                arg.name_hint = result.name_hint = name
             body.args[0].name_hint = "roffset"
             with b.nested(body, loop):
                 self.set_rindex(b.binary("add", body.args[0], self.rbase))
@@ -335,6 +342,22 @@ class KernelLowering:
             if node.stage == plan.n_stages and node.level is Level.X:  # pragma: no cover
                 self.evaluate(node)
                 self.store_outputs(node)
+
+
+def _accumulator_name(node: NodePlan, k: int) -> str:
+    kind = str(node.op.kind.data)  # pyright: ignore[reportAttributeAccessIssue]
+    parts = _ACCUMULATOR_PARTS.get(kind)
+    if parts is not None:
+        return f"acc_{parts[k]}"
+    hint = next((r.name_hint for r in node.op.results if r.name_hint), None)
+    return f"acc_{hint or kind}"
+
+
+_ACCUMULATOR_PARTS = {
+    "welford": ("mean", "m2", "weight"),
+    "argmax": ("max", "argmax"),
+    "argmin": ("min", "argmin"),
+}
 
 
 class _NodeContext:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 import sympy
 from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, SymbolRefAttr, f32
 from xdsl.ir import Block, Region
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from kiln.dialects.kernel import (
@@ -66,17 +69,22 @@ def test_round_trip() -> None:
     module.verify()
     assert str(module) == MODULE.strip()
     assert parse(str(module)).is_structurally_equivalent(module)
+    generic = StringIO()
+    Printer(stream=generic, print_generic_format=True).print_op(module)
+    assert parse(generic.getvalue()).is_structurally_equivalent(module)
 
 
 def test_accessors() -> None:
     module = parse(MODULE)
     kernel, program = list(module.ops)
-    assert isinstance(kernel, KernelOp) and isinstance(program, ProgramOp)
+    assert isinstance(kernel, KernelOp)
+    assert isinstance(program, ProgramOp)
     assert kernel.kernel_kind is KernelKind.PERSISTENT
     assert [n.name for n in kernel.nodes()] == ["loop.reduction", "loop.pointwise"]
     assert list(kernel.buffer_args()) == list(kernel.body.block.args)
     assert not kernel.sym_args()
-    assert kernel.tiling is not None and kernel.tiling.value("RBLOCK") == 8
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("RBLOCK") == 8
     assert kernel.tiling.value("YBLOCK") is None
 
 
@@ -172,7 +180,7 @@ def test_launch_checks_its_kernel() -> None:
     program = list(module.ops)[1]
     launch = next(op for op in program.walk() if isinstance(op, LaunchOp))
     launch.kernel = SymbolRefAttr("missing")
-    with pytest.raises(VerifyException, match="'@missing' is not a kernel.kernel"):
+    with pytest.raises(VerifyException, match=r"'@missing' is not a kernel\.kernel"):
         module.verify()
 
 

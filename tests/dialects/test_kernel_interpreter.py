@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 from torch.testing import assert_close
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from xdsl.parser import Parser
 
 from kiln.dialects.aten.interpreter import ArgumentError
+from kiln.dialects.kernel import KernelOp
+from kiln.dialects.kernel.consistency import kernel_problems
 from kiln.dialects.kernel.interpreter import poison, run_program
+from kiln.dialects.loop import IndexExprAttr
+from kiln.dialects.loop.expr import index_var
 from kiln.registry import make_context
 
 SOFTMAX_MM = """
@@ -107,7 +112,8 @@ def test_in_place_hazard_is_visible() -> None:
     x = torch.randn(4)
     (out,), trace = run_program(module, [x])
     assert_close(out, x + 2)  # not x + 1: %b read %buf after %a overwrote it
-    assert trace.live == 2 * 16 and trace.peak == 3 * 16
+    assert trace.live == 2 * 16
+    assert trace.peak == 3 * 16
 
 
 def test_freed_and_fresh_memory_is_poisoned() -> None:
@@ -153,5 +159,35 @@ def test_argument_errors() -> None:
         run_program(module, [torch.randn(4, 8)])
     with pytest.raises(ArgumentError, match=r"argument #1 must be memref<8x8xf32>"):
         run_program(module, [torch.randn(4, 8), torch.randn(8, 4)])
-    with pytest.raises(ArgumentError, match="no kernel.program @other"):
+    with pytest.raises(ArgumentError, match=r"no kernel\.program @other"):
         run_program(module, [torch.randn(4, 8), torch.randn(8, 8)], "other")
+
+
+def test_consistency_check_catches_a_misplaced_read() -> None:
+    # %t reads %a transposed: right in the interpreter (whole nodes one after the
+    # other), wrong for a backend that runs both nodes at each point.
+    module = parse(
+        """
+        kernel.kernel @k pointwise [16] x [1] (%x: memref<4x4xf32>) -> (memref<4x4xf32>) {
+          %a = loop.pointwise [4, 4] (%x) {kernel.vars = [#loop.expr<"d0 // 4">, #loop.expr<"d0 % 4">]} : (memref<4x4xf32>) -> memref<4x4xf32> {
+          ^bb0(%d0: index, %d1: index, %in0: memref<4x4xf32>):
+            %v = loop.load %in0["4*d0 + d1"] : memref<4x4xf32>
+            loop.yield %v : f32
+          }
+          %t = loop.pointwise [4, 4] (%a) {kernel.vars = [#loop.expr<"d0 // 4">, #loop.expr<"d0 % 4">]} : (memref<4x4xf32>) -> memref<4x4xf32> {
+          ^bb0(%d0: index, %d1: index, %in0: memref<4x4xf32>):
+            %v = loop.load %in0["d0 + 4*d1"] : memref<4x4xf32>
+            loop.yield %v : f32
+          }
+          kernel.yield %t : memref<4x4xf32>
+        }
+        """
+    )
+    kernel = next(iter(module.ops))
+    assert isinstance(kernel, KernelOp)
+    assert kernel_problems(kernel) == [
+        '%t reads %a\'s value at "d0 + 4*d1", not where it is computed'
+    ]
+    vars_ = kernel.nodes()[0].attributes
+    vars_["kernel.vars"] = ArrayAttr([IndexExprAttr(sympy.Integer(0)), IndexExprAttr(index_var(0))])
+    assert kernel_problems(kernel)[0] == "%a: kernel.vars do not enumerate its space row-major"

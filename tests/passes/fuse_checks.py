@@ -2,7 +2,8 @@
 
 ``schedule`` runs a pipeline on parsed IR; ``assert_schedule_preserves`` runs the loop
 function before and the kernel program after through their interpreters on the same
-random (non-zero) inputs and compares them with dtype tolerances; ``capture_args``
+random (non-zero) inputs and compares them with dtype tolerances, and checks every
+kernel can run point by point (:func:`~kiln.dialects.kernel.consistency.kernel_problems`); ``capture_args``
 gives a captured model's inputs in the order of the imported function.
 """
 
@@ -19,6 +20,7 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
 from kiln.dialects.kernel import KernelOp, LaunchOp, ProgramOp
+from kiln.dialects.kernel.consistency import kernel_problems
 from kiln.dialects.kernel.interpreter import MemoryTrace, run_program
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.interpreter import run_function
@@ -97,7 +99,14 @@ def assert_schedule_preserves(
     scheduled = schedule(loop_module.clone(), pipeline)
     got, trace = run_program(scheduled, [a.clone() for a in args], name)
     assert_results_close(got, expected)
+    assert_runnable_point_by_point(scheduled)
     return scheduled, trace
+
+
+def assert_runnable_point_by_point(module: ModuleOp) -> None:
+    """Every kernel reads kernel-local values only where they are computed."""
+    problems = [p for k in kernels(module) for p in kernel_problems(k)]
+    assert not problems, problems
 
 
 def capture_args(module: ModuleOp, capture: Capture) -> list[Any]:

@@ -48,7 +48,9 @@ def test_long_chain_peak_memory(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"peak {2 * steps * buffer} B as written, {2 * buffer} B with frees" in report
     assert f"{2 * buffer} B after reuse and in-place" in report
     # The products come from ATen; every activation goes in place or into a dead product.
-    assert f"allocations {2 * steps} -> {steps}, {steps // 2} reused, {steps // 2} in place" in report
+    assert (
+        f"allocations {2 * steps} -> {steps}, {steps // 2} reused, {steps // 2} in place" in report
+    )
     static = memory_timeline(program(module))
     assert trace.peak == static.peak == 2 * buffer
     assert trace.allocations == static.allocations == steps
@@ -73,7 +75,8 @@ def test_in_place_halves_softmax_peak() -> None:
     )
     module, trace = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse")
     (launch,) = ops(module, LaunchOp)
-    assert isinstance(launch, LaunchOp) and tuple(launch.args) == tuple(launch.outs)
+    assert isinstance(launch, LaunchOp)
+    assert tuple(launch.args) == tuple(launch.outs)
     assert trace.peak == 8 * 16 * 4
     module, trace = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse{in-place=false}")
     assert trace.peak == 2 * 8 * 16 * 4
@@ -101,7 +104,8 @@ def test_frees_never_touch_arguments_or_results() -> None:
     freed = {op.buffer for op in ops(module, FreeOp) if isinstance(op, FreeOp)}
     assert freed.isdisjoint(prog.body.block.args)
     terminator = prog.body.block.last_op
-    assert terminator is not None and freed.isdisjoint(terminator.operands)
+    assert terminator is not None
+    assert freed.isdisjoint(terminator.operands)
 
 
 def test_reuse_never_raises_the_peak() -> None:

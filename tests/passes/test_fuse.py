@@ -92,7 +92,11 @@ def test_reduction_epilogue_and_prologue() -> None:
         "4",
         "8",
     )
-    assert [n.name for n in kernel.nodes()] == ["loop.pointwise", "loop.reduction", "loop.pointwise"]
+    assert [n.name for n in kernel.nodes()] == [
+        "loop.pointwise",
+        "loop.reduction",
+        "loop.pointwise",
+    ]
     # The prologue runs at every (x, r) point, the epilogue once per row.
     vars_ = [[e.text for e in n.attributes["kernel.vars"].data] for n in kernel.nodes()]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
     assert vars_ == [["d0", "r0"], ["d0", "r0"], ["d0"]]

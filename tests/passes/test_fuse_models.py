@@ -2,7 +2,8 @@
 
 Each model's make_fx graph runs through ``decompose, lower-aten, fuse, tile,
 buffer-reuse``; the kernel interpreter (poisoning freed and fresh memory) must give
-eager's numbers, fusion must leave no more kernels than there were loop nodes, and
+eager's numbers, every kernel must be runnable point by point (as a backend runs it),
+fusion must leave no more kernels than there were loop nodes, and
 buffer-reuse must not raise the peak. Dynamic-shape captures and AOTAutograd training
 graphs (forward and backward) of a few models run too.
 """
@@ -15,7 +16,13 @@ from typing import Any
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from fuse_checks import capture_args, kernels, program, schedule
+from fuse_checks import (
+    assert_runnable_point_by_point,
+    capture_args,
+    kernels,
+    program,
+    schedule,
+)
 from models import ALL_MODELS
 from torch.testing import assert_close
 from xdsl.dialects.builtin import ModuleOp
@@ -39,11 +46,17 @@ def compile_and_run(capture: Capture, inputs: list[Any] | None = None) -> tuple[
     args = capture_args(module, capture)
     if inputs is not None:
         args[len(args) - len(inputs) :] = inputs
-    expected = capture.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args[: len(capture.example_inputs)]])
+    expected = capture.gm(
+        *[
+            a.clone() if isinstance(a, torch.Tensor) else a
+            for a in args[: len(capture.example_inputs)]
+        ]
+    )
     func = next(op for op in module.ops)
     lowered = schedule(module.clone(), "decompose,lower-aten")
     loop_nodes = sum(1 for op in lowered.walk() if isinstance(op, LoopNestOp))
     schedule(module, PIPELINE)
+    assert_runnable_point_by_point(module)
     results, _ = run_program(module, args)
     got = rebuild_outputs(func, results)  # pyright: ignore[reportArgumentType]
     assert len(kernels(module)) <= loop_nodes

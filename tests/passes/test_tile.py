@@ -38,14 +38,14 @@ def reduction(shape: tuple[int, int], dim: int) -> str:
         ((128, 4), 0, KernelKind.LOOPED, "outer"),
     ],
 )
-def test_reduction_strategy(
-    shape: tuple[int, int], dim: int, kind: KernelKind, hint: str
-) -> None:
+def test_reduction_strategy(shape: tuple[int, int], dim: int, kind: KernelKind, hint: str) -> None:
     module, _ = assert_schedule_preserves(parse(lowered(reduction(shape, dim))), "fuse,tile")
     (kernel,) = kernels(module)
     assert kernel.kernel_kind is kind
-    assert kernel.reduction_hint is not None and kernel.reduction_hint.data == hint
-    assert kernel.tiling is not None and kernel.configs is not None
+    assert kernel.reduction_hint is not None
+    assert kernel.reduction_hint.data == hint
+    assert kernel.tiling is not None
+    assert kernel.configs is not None
     assert kernel.tiling in kernel.configs.data
     rblock = kernel.tiling.value("RBLOCK")
     assert rblock is not None
@@ -57,7 +57,13 @@ def test_reduction_strategy(
 
 
 def test_split_reduction() -> None:
-    loop = parse(lowered(reduction((16, 1024), 0).replace("dim = [0]", "dim = [0, 1]").replace("tensor<1024xf32>", "tensor<f32>")))
+    loop = parse(
+        lowered(
+            reduction((16, 1024), 0)
+            .replace("dim = [0]", "dim = [0, 1]")
+            .replace("tensor<1024xf32>", "tensor<f32>")
+        )
+    )
     module, trace = assert_schedule_preserves(loop, "fuse,tile")
     first, second = kernels(module)
     assert first.kernel_kind is KernelKind.SPLIT
@@ -100,9 +106,11 @@ def test_transpose_gets_a_2d_tile() -> None:
     )
     module, _ = assert_schedule_preserves(loop, "fuse,tile")
     (kernel,) = kernels(module)
-    assert kernel.ynumel is not None and kernel.ynumel.text == "32"
+    assert kernel.ynumel is not None
+    assert kernel.ynumel.text == "32"
     assert kernel.tiling is not None
-    assert kernel.tiling.value("YBLOCK") is not None and kernel.tiling.value("XBLOCK") is not None
+    assert kernel.tiling.value("YBLOCK") is not None
+    assert kernel.tiling.value("XBLOCK") is not None
 
 
 def test_pointwise_blocks() -> None:
@@ -115,7 +123,8 @@ def test_pointwise_blocks() -> None:
     module = schedule(parse(lowered(text)), "fuse,tile")
     (kernel,) = kernels(module)
     assert kernel.kernel_kind is KernelKind.POINTWISE
-    assert kernel.tiling is not None and kernel.tiling.value("XBLOCK") == 1024
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("XBLOCK") == 1024
     assert kernel.ynumel is None
 
 

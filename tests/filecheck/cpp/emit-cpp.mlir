@@ -11,20 +11,10 @@
 // CHECK:       extern "C" int kernel0(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)
 // CHECK-NEXT:  {
 // CHECK-NEXT:      for (int64_t x0 = 0; x0 < 4; ++x0)
-// CHECK-NEXT:      {
-// CHECK-NEXT:          float acc0[16];
-// CHECK-NEXT:          #pragma omp simd
-// CHECK:               for (int64_t r0_block = 0; r0_block < 16; r0_block += 16)
-// CHECK:                   #pragma omp simd
-// CHECK-NEXT:              for (int64_t l_1 = 0; l_1 < 16; ++l_1)
-// CHECK-NEXT:              {
-// CHECK-NEXT:                  int64_t r0 = l_1 + r0_block;
-// CHECK-NEXT:                  float tmp0 = in_ptr0[r0 + 24*x0];
 // CHECK:               #pragma omp simd
-// CHECK-NEXT:          for (int64_t l_2 = 0; l_2 < 8; ++l_2)
-// CHECK:               float [[SUM:tmp[0-9]+]] = acc0_0_all0[0];
-// CHECK-NEXT:          float [[BIAS:tmp[0-9]+]] = in_ptr1[x0];
-// CHECK-NEXT:          float [[OUT:tmp[0-9]+]] = [[SUM]] + [[BIAS]];
+// CHECK:                   float [[X:tmp[0-9]+]] = in_ptr0[r0 + 24*x0];
+// CHECK:               float [[BIAS:tmp[0-9]+]] = in_ptr1[x0];
+// CHECK-NEXT:          float [[OUT:tmp[0-9]+]] = {{tmp[0-9]+}} + [[BIAS]];
 // CHECK-NEXT:          out_ptr0[x0] = [[OUT]];
 // CHECK-NEXT:      }
 // CHECK-NEXT:      return 0;

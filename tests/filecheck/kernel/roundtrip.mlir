@@ -1,6 +1,4 @@
-// RUN: kiln-opt %s | filecheck %s
 // RUN: kiln-opt %s | kiln-opt | filecheck %s
-// RUN: kiln-opt %s --print-op-generic | kiln-opt | filecheck %s
 
 // The kernel dialect prints and parses back: kernels with their iteration space, nodes
 // and tiling attributes; the program with allocations, launches, extern calls, reuse

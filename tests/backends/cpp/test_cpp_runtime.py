@@ -1,0 +1,263 @@
+"""The C++ backend's runtime: disk cache, compiler errors, kernel errors, the wrapper."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from cpp_checks import check, lower
+
+import kiln
+from kiln.backends.cpp import cache
+from kiln.backends.cpp.compiler import CppCompileError, compile_library, kernel_at_line
+from kiln.backends.cpp.wrapper import build_program
+
+SOURCE = textwrap.dedent(
+    """\
+    #include <cstdint>
+    extern "C" int twice(const float* in_ptr0, int64_t n, float* out_ptr0)
+    {
+        for (int64_t i = 0; i < n; ++i) out_ptr0[i] = 2.0f * in_ptr0[i];
+        return 0;
+    }
+    """
+)
+
+
+def _call_twice(library: object) -> torch.Tensor:
+    import ctypes
+
+    fn = library.twice  # pyright: ignore[reportAttributeAccessIssue]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    x = torch.arange(5, dtype=torch.float32)
+    out = torch.empty(5)
+    assert fn(x.data_ptr(), 5, out.data_ptr()) == 0
+    return out
+
+
+# --- the disk cache --------------------------------------------------------------------------
+
+
+def test_cache_builds_once_then_hits(tmp_path: Path) -> None:
+    library, path, hit = cache.load_or_build(SOURCE, compile_library, tmp_path)
+    assert not hit
+    assert path.parent == tmp_path
+    assert cache.is_intact(path)
+    torch.testing.assert_close(_call_twice(library), torch.arange(5.0) * 2)
+    _, again, hit = cache.load_or_build(SOURCE, compile_library, tmp_path)
+    assert hit
+    assert again == path
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary files left
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_byte", "garbage"])
+def test_corrupt_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    _, path, _ = cache.load_or_build(SOURCE, compile_library, tmp_path)
+    data = path.read_bytes()
+    if damage == "truncate":
+        damaged = data[: len(data) // 2]
+    elif damage == "flip_byte":
+        damaged = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
+    else:
+        damaged = b"not a library"
+    # A new file in its place: this process still maps the library it loaded above.
+    replacement = tmp_path / "damaged"
+    replacement.write_bytes(damaged)
+    os.replace(replacement, path)
+    assert not cache.is_intact(path)
+    library, rebuilt, hit = cache.load_or_build(SOURCE, compile_library, tmp_path)
+    assert not hit
+    assert rebuilt == path
+    assert cache.is_intact(path)
+    torch.testing.assert_close(_call_twice(library), torch.arange(5.0) * 2)
+
+
+def test_two_processes_building_the_same_source_both_succeed(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from kiln.backends.cpp import cache
+        from kiln.backends.cpp.compiler import compile_library
+        library, path, hit = cache.load_or_build({SOURCE!r}, compile_library, Path({str(tmp_path)!r}))
+        assert cache.is_intact(path)
+        print("built" if not hit else "hit")
+        """
+    )
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert out.strip() in ("built", "hit")
+    libraries = [p for p in tmp_path.iterdir() if p.suffix == ".so"]
+    assert len(libraries) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_cache_directory_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "fresh" / "cpp"
+    monkeypatch.setenv("KILN_CACHE_DIR", str(target))
+    assert cache.cache_dir() == target
+    assert stat.S_IMODE(target.stat().st_mode) & 0o077 == 0
+
+
+def test_world_writable_cache_directory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("KILN_CACHE_DIR", str(shared))
+    with pytest.raises(cache.CacheError, match="writable by other users"):
+        cache.cache_dir()
+
+
+def test_cache_key_depends_on_the_source() -> None:
+    assert cache.cache_key(SOURCE) != cache.cache_key(SOURCE + "\n")
+
+
+# --- compiler errors -------------------------------------------------------------------------
+
+
+def test_compile_error_names_the_kernel_and_keeps_the_source(tmp_path: Path) -> None:
+    broken = SOURCE + textwrap.dedent(
+        """\
+        extern "C" int kernel7(const float* in_ptr0, float* out_ptr0)
+        {
+            out_ptr0[0] = undefined_name;
+            return 0;
+        }
+        """
+    )
+    with pytest.raises(CppCompileError) as info:
+        cache.load_or_build(broken, compile_library, tmp_path)
+    error = info.value
+    assert error.kernel == "kernel7"
+    assert "kernel 'kernel7'" in str(error)
+    assert "undefined_name" in str(error)
+    assert error.source_path is not None
+    assert error.source_path.read_text() == broken
+    assert str(error.source_path) in str(error)
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".so"]
+
+
+def test_kernel_at_line() -> None:
+    source = 'x\nextern "C" int a(int)\n{\n}\nextern "C" int b(int)\n{\n  oops;\n}\n'
+    assert kernel_at_line(source, 1) is None
+    assert kernel_at_line(source, 3) == "a"
+    assert kernel_at_line(source, 7) == "b"
+
+
+# --- kernel errors and argument checks -------------------------------------------------------
+
+
+def test_out_of_range_index_raises_index_error() -> None:
+    program = build_program(lower(lambda w, i: F.embedding(i, w) * 2, (torch.randn(10, 8), torch.randint(0, 10, (3, 4)))))
+    with pytest.raises(IndexError, match="index out of bounds"):
+        program([torch.randn(10, 8), torch.tensor([[1, 2, 3, 40]] * 3)])
+    with pytest.raises(IndexError):  # eager agrees
+        F.embedding(torch.tensor([[1, 2, 3, 40]] * 3), torch.randn(10, 8))
+
+
+def test_integer_division_by_zero_raises() -> None:
+    program = build_program(lower(lambda a, b: a // b, (torch.randint(1, 5, (4,)), torch.randint(1, 5, (4,)))))
+    with pytest.raises(ZeroDivisionError):
+        program([torch.randint(1, 5, (4,)), torch.tensor([1, 0, 2, 3])])
+
+
+def test_wrong_argument_is_reported() -> None:
+    program = build_program(lower(lambda x: x.relu(), (torch.randn(4, 8),)))
+    with pytest.raises(TypeError, match=r"argument #0 must be a torch.float32 CPU tensor of shape \[4, 8\]"):
+        program([torch.randn(4, 9)])
+    with pytest.raises(TypeError, match=r"torch\.float32"):
+        program([torch.randint(0, 3, (4, 8))])
+
+
+def test_non_contiguous_input_is_read_correctly() -> None:
+    program = build_program(lower(lambda x: x * 3, (torch.randn(6, 5),)))
+    x = torch.randn(5, 6).t()
+    (out,) = program([x])
+    torch.testing.assert_close(out, x * 3)
+
+
+def test_dynamic_shapes() -> None:
+    from cpp_checks import lower_graph
+
+    from kiln.frontends.capture import capture_make_fx
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+        return [F.softmax(x, -1) * w, x.sum(0), (x + 1).relu()]
+
+    captured = capture_make_fx(fn, torch.randn(6, 10), torch.randn(10), dynamic=True)
+    program = build_program(lower_graph(captured.gm), threads=2)
+    for shape in [(6, 10), (3, 7), (200, 333), (1, 1)]:
+        x, w = torch.randn(*shape), torch.randn(shape[1])
+        for got, want in zip(program([x, w]), fn(x, w), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_extern_results_and_reused_buffers() -> None:
+    """mm and convolution run through ATen between kernels; buffer-reuse's views work."""
+
+    def fn(x: torch.Tensor, w: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        h = (x @ w).relu() + 1
+        c = F.conv2d(h.view(1, 1, 8, 6), k, padding=1)
+        return (c.tanh() * 2).sum(-1)
+
+    inputs = (torch.randn(8, 5), torch.randn(5, 6), torch.randn(2, 1, 3, 3))
+    program = build_program(lower(fn, inputs))
+    x = (torch.randn(8, 5), torch.randn(5, 6), torch.randn(2, 1, 3, 3))
+    (out,) = program(list(x))
+    torch.testing.assert_close(out, fn(*x), atol=1e-5, rtol=1e-5)
+
+
+def test_kiln_compile_uses_the_cpp_backend() -> None:
+    fn = kiln.compile(lambda x: torch.softmax(x, -1) * 2, verbose=False)
+    x = torch.randn(3, 7)
+    torch.testing.assert_close(fn(x), torch.softmax(x, -1) * 2)
+    from kiln.compiler import last_compile_stats
+
+    assert last_compile_stats().executor == "cpp"
+
+
+# --- in-place updates (buffer-reuse) ---------------------------------------------------------
+
+
+def test_in_place_residual_then_layer_norm() -> None:
+    """buffer-reuse writes ``h = x + c`` into ``x``'s buffer; the layer norm's second
+    r-loop reads ``h`` back from that output, not ``x`` (overwritten by then)."""
+
+    def fn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = a @ b + c
+        return h, F.layer_norm(h, (40,))
+
+    def make() -> tuple[torch.Tensor, ...]:
+        return torch.randn(6, 5), torch.randn(5, 40), torch.randn(40)
+
+    module = lower(fn, make())
+    launches = [op for op in module.walk() if op.name == "kernel.launch"]
+    assert any(set(op.operands[: len(op.args)]) & set(op.outs) for op in launches)  # pyright: ignore[reportAttributeAccessIssue]
+    program = check(fn, make)
+    assert ".clone()" not in program.python_source
+
+
+def test_in_place_input_recomputed_later_is_copied() -> None:
+    """``p = exp(x)`` is recomputed by the second r-loop after ``h = x + 1`` overwrote
+    ``x`` in place: the wrapper passes the kernel a copy of the old ``x``."""
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = a @ b
+        p = x.exp()
+        return x + 1, p / p.sum(-1, keepdim=True)
+
+    program = check(fn, lambda: (torch.randn(6, 5), torch.randn(5, 40)))
+    assert ".clone()" in program.python_source

@@ -1,0 +1,193 @@
+"""Running functions through kiln's Triton backend and comparing with eager.
+
+On the CI machine kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set by
+conftest.py); with ``KILN_TRITON_DEVICE=cuda`` the same tests compile real kernels and
+run them on the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+
+from kiln.backends.triton.runtime import TritonOptions, compile_program, find_program
+from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind, KernelKindAttr
+from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.frontends.capture import Capture, capture_make_fx
+from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
+from kiln.registry import default_registry
+
+DEVICE = torch.device("cuda" if os.environ.get("KILN_TRITON_DEVICE") == "cuda" else "cpu")
+
+PIPELINE = ("decompose", "canonicalize", "cse", "dce", "lower-aten", "fuse", "tile", "buffer-reuse")
+
+TOLERANCE = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float64: (1e-7, 1e-9),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+"""(rtol, atol) by dtype."""
+
+Retile = Callable[[KernelOp], None]
+
+
+def run_pipeline(module: ModuleOp, passes: Sequence[str] = PIPELINE) -> None:
+    registry = default_registry()
+    ctx = registry.make_context()
+    for name in passes:
+        registry.get_pass(name)().apply(ctx, module)
+
+
+def program_arguments(module: ModuleOp, capture: Capture) -> list[Any]:
+    """The capture's inputs, then the ``get_attr`` tensors the importer made arguments."""
+    args: list[Any] = [
+        v.clone().to(DEVICE) if isinstance(v, torch.Tensor) else v for v in capture.example_inputs
+    ]
+    program = find_program(module)
+    attrs = program.arg_attrs
+    for attr in attrs.data[len(args) :] if attrs is not None else ():
+        assert isinstance(attr, DictionaryAttr)
+        target = attr.data[GET_ATTR_ATTR]
+        assert isinstance(target, StringAttr)
+        value: Any = capture.gm
+        for part in target.data.split("."):
+            value = getattr(value, part)
+        args.append(value.detach().clone().to(DEVICE))
+    return args
+
+
+@dataclass
+class Compiled:
+    program: Any
+    module: ModuleOp
+    args: list[Any]
+    expected: tuple[Any, ...]
+    """What the graph returns, flattened (as :meth:`run` returns it)."""
+
+    def run(self, args: Sequence[Any] | None = None) -> tuple[Any, ...]:
+        """Run the program; its results in the graph's output structure, flattened."""
+        from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+
+        args = self.args if args is None else args
+        outputs = self.program([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        structure = find_program(self.module).attributes.get(OUTPUTS_ATTR)
+        if isinstance(structure, StringAttr):
+            outputs = rebuild_structure(structure.data, outputs)
+        return tuple(pytree.tree_leaves(outputs, is_leaf=lambda v: v is None))
+
+
+def compile_capture(
+    capture: Capture,
+    passes: Sequence[str] = PIPELINE,
+    retile: Retile | None = None,
+    options: TritonOptions | None = None,
+) -> Compiled:
+    module = import_graph(capture.gm)
+    run_pipeline(module, passes)
+    if retile is not None:
+        for op in module.ops:
+            if isinstance(op, KernelOp):
+                retile(op)
+    args = program_arguments(module, capture)
+    expected = capture.gm(*[a.cpu().clone() if isinstance(a, torch.Tensor) else a for a in args])
+    expected = tuple(pytree.tree_leaves(expected, is_leaf=lambda v: v is None))
+    program = compile_program(module, options=options)
+    return Compiled(program, module, args, expected)
+
+
+def assert_close(actual: Any, expected: Any) -> None:
+    if isinstance(expected, torch.Tensor) and isinstance(actual, int | float) and expected.dim() == 0:
+        actual = torch.tensor(actual, dtype=expected.dtype)
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected
+        return
+    assert isinstance(actual, torch.Tensor)
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    rtol, atol = TOLERANCE.get(expected.dtype, (0.0, 0.0))
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def check(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    passes: Sequence[str] = PIPELINE,
+    retile: Retile | None = None,
+    options: TritonOptions | None = None,
+) -> Compiled:
+    """Compile ``fn`` for ``inputs`` with Triton, run it, compare with eager; returns it."""
+    compiled = compile_capture(capture_make_fx(fn, *inputs), passes, retile, options)
+    outputs = compiled.run()
+    assert len(outputs) == len(compiled.expected)
+    for actual, expected in zip(outputs, compiled.expected, strict=True):
+        assert_close(actual, expected)
+    return compiled
+
+
+def _config(values: dict[str, int]) -> ConfigAttr:
+    return ConfigAttr.of({**values, "num_warps": 2, "num_stages": 1})
+
+
+def looped(rblock: int, xblock: int = 2) -> Retile:
+    """Make every reduction kernel loop over ``rblock``-wide chunks."""
+
+    def apply(kernel: KernelOp) -> None:
+        if not kernel.kernel_kind.reduces:
+            return
+        config = _config({"XBLOCK": xblock, "RBLOCK": rblock})
+        if kernel.kernel_kind is not KernelKind.SPLIT:
+            kernel.kind = KernelKindAttr(KernelKind.LOOPED)
+        kernel.tiling = config
+        kernel.configs = ArrayAttr([config])
+
+    return apply
+
+
+def persistent(xblock: int = 2) -> Retile:
+    """Make every reduction kernel hold its whole (static) reduction in one block."""
+
+    def apply(kernel: KernelOp) -> None:
+        if not kernel.kernel_kind.reduces:
+            return
+        rnumel = int(kernel.rnumel.data)
+        rblock = 1 << max(0, (rnumel - 1).bit_length())
+        config = _config({"XBLOCK": xblock, "RBLOCK": rblock})
+        kernel.kind = KernelKindAttr(KernelKind.PERSISTENT)
+        kernel.tiling = config
+        kernel.configs = ArrayAttr([config])
+
+    return apply
+
+
+def kernel_kinds(compiled: Compiled) -> list[str]:
+    from kiln.dialects.triton import KernelOp as TritonKernelOp
+
+    return [op.kind.data for op in compiled.module.ops if isinstance(op, TritonKernelOp)]
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+__all__ = [
+    "DEVICE",
+    "PIPELINE",
+    "Compiled",
+    "assert_close",
+    "check",
+    "compile_capture",
+    "kernel_kinds",
+    "looped",
+    "persistent",
+    "program_arguments",
+    "randn",
+    "run_pipeline",
+]
