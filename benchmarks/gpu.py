@@ -25,12 +25,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+MIN_MBYTES = 16.0
+"""Kernels touching less memory are launch-bound and left out of the bandwidth table."""
 
 PIPELINE = ("decompose", "canonicalize", "cse", "dce", "lower-aten", "fuse", "tile", "buffer-reuse")
 
@@ -39,7 +42,7 @@ def bench(fn: Callable[[], Any], rep_ms: int = 200) -> float:
     """Median time in milliseconds (CUDA events, after warm-up)."""
     from triton.testing import do_bench
 
-    return float(do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
+    return cast(float, do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
 
 
 def copy_bandwidth(gib: float = 1.0) -> float:
@@ -55,10 +58,13 @@ def copy_bandwidth(gib: float = 1.0) -> float:
 
 
 def kiln_compile(
-    fn: Callable[..., Any], inputs: Sequence[torch.Tensor]
+    fn: Callable[..., Any],
+    inputs: Sequence[torch.Tensor],
+    autotune: bool = False,
+    cuda_graphs: bool = False,
 ) -> tuple[Any, list[Any], float]:
     """(program, its arguments, compile seconds) through capture + kiln's pipeline."""
-    from kiln.backends.triton.runtime import compile_program, find_program
+    from kiln.backends.triton.runtime import TritonOptions, compile_program, find_program
     from kiln.frontends.capture import capture_make_fx
     from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
     from kiln.registry import default_registry
@@ -71,7 +77,8 @@ def kiln_compile(
     ctx = registry.make_context()
     for name in PIPELINE:
         registry.get_pass(name)().apply(ctx, module)
-    program = compile_program(module)
+    options = TritonOptions(autotune=autotune, cuda_graphs=cuda_graphs)
+    program = compile_program(module, options=options)
     args: list[Any] = list(capture.example_inputs)
     attrs = find_program(module).arg_attrs
     for attr in attrs.data[len(args) :] if attrs is not None else ():
@@ -220,11 +227,12 @@ MEMORY_BOUND: dict[str, tuple[Callable[..., Any], Callable[[], list[torch.Tensor
 
 def run_memory_bound(copy_gbps: float, names: Sequence[str]) -> list[ProgramRow]:
     rows: list[ProgramRow] = []
-    for name in names:
+    for label in names:
+        name = label.removesuffix("+autotune")
         fn, make = MEMORY_BOUND[name]
         inputs = make()
         try:
-            program, args, _ = kiln_compile(fn, inputs)
+            program, args, _ = kiln_compile(fn, inputs, autotune=label.endswith("+autotune"))
             with torch.no_grad():
                 expected = fn(*inputs)
                 got = program(args)
@@ -233,7 +241,7 @@ def run_memory_bound(copy_gbps: float, names: Sequence[str]) -> list[ProgramRow]
                 float((g.float() - e.float()).abs().max())
                 for g, e in zip(got, flat_expected, strict=True)
             )
-            kernels = profile_kernels(name, program, args, copy_gbps)
+            kernels = profile_kernels(label, program, args, copy_gbps)
             kiln_ms = bench(lambda p=program, a=args: p(a))
             eager_ms = bench(lambda f=fn, x=inputs: f(*x))
             try:
@@ -243,9 +251,16 @@ def run_memory_bound(copy_gbps: float, names: Sequence[str]) -> list[ProgramRow]
             except Exception as e:  # report, never stop the run
                 print(f"inductor failed on {name}: {type(e).__name__}: {e}", file=sys.stderr)
                 inductor_ms = None
-            rows.append(ProgramRow(name, kiln_ms, eager_ms, inductor_ms, error, kernels))
+            rows.append(ProgramRow(label, kiln_ms, eager_ms, inductor_ms, error, kernels))
+            best = max((k.fraction for k in kernels), default=0.0)
+            print(
+                f"[gpu.py] {label}: kiln {kiln_ms:.4f} ms, eager {eager_ms:.4f}, inductor "
+                f"{_f(inductor_ms, '.4f')}; best kernel {best:.0%} of copy BW",
+                file=sys.stderr,
+                flush=True,
+            )
         except Exception as e:
-            print(f"kiln failed on {name}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+            print(f"kiln failed on {label}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
         del inputs
         torch.cuda.empty_cache()
     return rows
@@ -291,7 +306,7 @@ def launch_overhead(calls: int = 3000) -> dict[str, float]:
         from torch._inductor.compile_fx import compile_fx_inner
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        gm = make_fx(fn)(x)
+        gm = make_fx(lambda t: (fn(t),))(x)  # Inductor compiles graphs that return tuples
         compiled = compile_fx_inner(gm, [x])
         compiled([x])
         result["inductor compiled graph (compile_fx_inner, wrapper: alloc + launch)"] = per_call(
@@ -320,6 +335,7 @@ class ModelRow:
     kiln_compile_s: float | None
     kiln_kernels: int | None
     max_error: float | None
+    kiln_graphs_ms: float | None = None
     note: str = ""
 
 
@@ -350,9 +366,13 @@ def run_models(names: Sequence[str], dtype: torch.dtype) -> list[ModelRow]:
                 got = program(args)[0]
                 row.max_error = float((got.float() - expected.float()).abs().max())
                 row.kiln_ms = bench(lambda p=program, a=args: p(a))
+                graphed, graph_args, _ = kiln_compile(model, inputs, cuda_graphs=True)
+                graphed(graph_args)
+                row.kiln_graphs_ms = bench(lambda p=graphed, a=graph_args: p(a))
             except Exception as e:
                 row.note += f"kiln: {type(e).__name__}: {str(e)[:120]}"
         rows.append(row)
+        print(f"[gpu.py] model {name}: {row}", file=sys.stderr, flush=True)
         del model, inputs
         torch.cuda.empty_cache()
     return rows
@@ -381,6 +401,8 @@ def report(
     ]
     for p in programs:
         for k in p.kernels:
+            if k.mbytes < MIN_MBYTES:
+                continue  # a split reduction's second stage: too small to be bandwidth-bound
             lines.append(
                 f"| {p.program} | {k.kernel} | {k.kind} | {k.ms:.4f} | {k.mbytes:.0f} | {k.gbps:.0f} | {k.fraction:.0%} |"
             )
@@ -402,8 +424,8 @@ def report(
             "",
             "## models (benchmarks/models.py, large)",
             "",
-            "| model | eager ms | inductor ms | kiln ms | kiln vs eager | kiln vs inductor | compile s (inductor / kiln) | kiln kernels | max abs error | note |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| model | eager ms | inductor ms | kiln ms | kiln vs eager | kiln vs inductor | kiln + CUDA graphs ms | compile s (inductor / kiln) | kiln kernels | max abs error | note |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for m in models:
             vs_eager = None if m.kiln_ms is None else m.eager_ms / m.kiln_ms
@@ -412,15 +434,20 @@ def report(
             )
             lines.append(
                 f"| {m.model} | {m.eager_ms:.3f} | {_f(m.inductor_ms)} | {_f(m.kiln_ms)} | {_f(vs_eager, '.2f')}x | "
-                f"{_f(vs_ind, '.2f')}x | {_f(m.inductor_compile_s, '.1f')} / {_f(m.kiln_compile_s, '.1f')} | "
+                f"{_f(vs_ind, '.2f')}x | {_f(m.kiln_graphs_ms)} | "
+                f"{_f(m.inductor_compile_s, '.1f')} / {_f(m.kiln_compile_s, '.1f')} | "
                 f"{m.kiln_kernels} | {_f(m.max_error, '.2e')} | {m.note} |"
             )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", default=",".join(MEMORY_BOUND))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--programs",
+        default=",".join([*MEMORY_BOUND, "amax_cols+autotune"]),
+        help="names from MEMORY_BOUND; NAME+autotune benchmarks the tile pass's candidates",
+    )
     parser.add_argument("--models", default="layer_norm,softmax,cross_entropy,mlp,gpt2,llama_block")
     parser.add_argument("--skip-models", action="store_true")
     parser.add_argument("--dtype", default="float32")
@@ -451,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 indent=1,
             )
         )
-    fractions = [k.fraction for p in programs for k in p.kernels]
+    fractions = [k.fraction for p in programs for k in p.kernels if k.mbytes >= MIN_MBYTES]
     if fractions:
         print(f"\nmedian kernel bandwidth: {statistics.median(fractions):.0%} of copy bandwidth")
     return 0

@@ -32,7 +32,7 @@ def kiln_backend(
     **_: Any,
 ) -> Callable[..., Any]:
     """Dynamo backend entry point (``backend="kiln"``)."""
-    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import make_boxed_func  # pyright: ignore[reportPrivateImportUsage]
     from torch._dynamo.backends.common import aot_autograd
 
     opts = CompileOptions.from_mapping(options)

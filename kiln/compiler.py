@@ -84,6 +84,8 @@ class GraphStats:
     executor: str = ""
     seconds: float = 0.0
     pass_seconds: dict[str, float] = field(default_factory=dict[str, float])
+    pass_ops: dict[str, int] = field(default_factory=dict[str, int])
+    """Ops in the module after each pass (and after ``import``)."""
 
     def summary(self) -> str:
         extern = ", ".join(f"{name} x{n}" for name, n in self.externs.most_common())
@@ -154,6 +156,7 @@ def compile_graph(
     func = next(op for op in module.ops if isinstance(op, FuncOp))
     output_structure = func.attributes.get("kiln.outputs")
     _dump(debug, "00_aten.mlir", str(module))
+    stats.pass_ops["import"] = _count_ops(module)
 
     registry = _registry(options)
     ctx = registry.make_context()
@@ -164,6 +167,7 @@ def compile_graph(
         now = time.perf_counter()
         if prev is not None:
             stats.pass_seconds[prev.name] = stats.pass_seconds.get(prev.name, 0.0) + now - last[0]
+            stats.pass_ops[prev.name] = _count_ops(mod)
             _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
         last[0] = now
 
@@ -175,8 +179,7 @@ def compile_graph(
     pipeline.apply(ctx, module)
 
     executor = _choose_executor(options.executor, example_inputs)
-    run = _build(executor, module, options, debug)
-    stats.executor = executor
+    run, stats.executor = _build(executor, module, options, debug)
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
     stats.externs = extern_overloads(module)
     stats.seconds = time.perf_counter() - start
@@ -237,33 +240,49 @@ def _available_executors() -> set[str]:
     return found
 
 
+def _count_ops(module: ModuleOp) -> int:
+    return sum(1 for _ in module.walk()) - 1
+
+
+Runner = Callable[[list[Any]], Sequence[Any]]
+
+
 def _build(
     executor: str, module: ModuleOp, options: CompileOptions, debug: Path | None
-) -> Callable[[list[Any]], Sequence[Any]]:
+) -> tuple[Runner, str]:
+    """The runner for ``module``, and the executor that actually runs it."""
     if executor == "interpret":
-        return _interpreter(module)
+        return _interpreter(module), "interpret"
     if executor == "cpp":
         from kiln.backends.cpp.wrapper import build_program
 
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
-                return _interpreter(module)  # the pipeline stopped before fuse
+                return _interpreter(module), "interpret"  # the pipeline stopped before fuse
             raise CompileError("executor 'cpp' runs kernel-level IR: the pipeline must include fuse")
-        program = build_program(module)
+        from kiln.backends.cpp.compiler import CompilerNotFound
+
+        try:
+            program = build_program(module)
+        except CompilerNotFound as e:
+            if options.executor != "auto":
+                raise CompileError(str(e)) from e
+            print(f"kiln: {e}; running the reference interpreter instead", file=sys.stderr)
+            return _interpreter(module), "interpret"
         _dump(debug, "kernels.cpp", program.cpp_source)
         _dump(debug, "wrapper.py", program.python_source)
-        return program.run
+        return program.run, "cpp"
     if executor == "triton":
         from kiln.backends.triton.runtime import TritonOptions, compile_program
 
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
-                return _interpreter(module)  # the pipeline stopped before fuse
+                return _interpreter(module), "interpret"  # the pipeline stopped before fuse
             raise CompileError("executor 'triton' runs kernel-level IR: the pipeline must include fuse")
         triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
         triton_program = compile_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)
-        return triton_program
+        return triton_program, "triton"
     raise CompileError(f"executor {executor!r} is not available in this build")
 
 

@@ -1,26 +1,25 @@
 """kiln's main job (``python -m kiln``): compile an example model and check its numbers.
 
 Captures the model with ``make_fx`` (parameters lifted to inputs), imports it to aten
-IR, runs a pass pipeline, prints the final IR and a per-step summary, then runs the
-result in kiln's reference interpreter(s) and compares it with eager PyTorch.
+IR, runs the default pipeline (decompose ... fuse, tile, buffer-reuse), builds it with
+the C++/OpenMP backend, prints the final IR and a per-step summary, then runs it and
+compares it with eager PyTorch (numbers and time per call).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
 
-from kiln.registry import Registry, default_registry
-
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce"
+from kiln.compiler import DEFAULT_PIPELINE, CompileOptions, compile_graph
 
 
 def _examples() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]:
@@ -36,47 +35,34 @@ def _examples() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Ten
 def _op_histogram(module: ModuleOp) -> Counter[str]:
     counts: Counter[str] = Counter()
     for op in module.walk():
-        if op.name in ("builtin.module", "func.func", "func.return"):
-            continue
-        counts[op.name] += 1
+        if op.name not in ("builtin.module", "func.func", "func.return"):
+            counts[op.name] += 1
     return counts
 
 
-def _summary_line(step: str, module: ModuleOp, seconds: float) -> str:
-    hist = _op_histogram(module)
-    return f"  {step:<14} {sum(hist.values()):>6} ops  {seconds * 1000:>8.1f} ms"
-
-
-def _run_reference(module: ModuleOp, inputs: Sequence[Any]) -> tuple[Any, ...]:
-    """Interpret the IR at whatever level it is (aten, or loop when lowered)."""
-    if any(op.name.startswith("loop.") for op in module.walk()):
-        from kiln.dialects.loop.interpreter import run_function as run_loop  # pyright: ignore
-
-        return tuple(run_loop(module, list(inputs)))
-    from kiln.dialects.aten.interpreter import run_function
-
-    return run_function(module, list(inputs))
+def _median_ms(fn: Callable[[], Any], repeats: int = 20) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kiln", description=__doc__)
     parser.add_argument("--model", choices=sorted(_examples()), default="gpt_block")
+    parser.add_argument("-p", "--pipeline", default=DEFAULT_PIPELINE, help="pass pipeline (kiln-opt -p syntax)")
     parser.add_argument(
-        "-p",
-        "--pipeline",
-        default=None,
-        help=f"pass pipeline (default: {DEFAULT_PIPELINE}, then lower-aten when available)",
+        "--executor", choices=("auto", "cpp", "triton", "interpret"), default="auto",
+        help="auto: C++ for CPU tensors (the default here), Triton for CUDA tensors",
     )
-    parser.add_argument("--quiet", action="store_true", help="print the summary only")
+    parser.add_argument("--debug-dir", default=None, help="write the IR after every pass and the generated code")
+    parser.add_argument("--quiet", action="store_true", help="print the summary only, not the final IR")
     args = parser.parse_args(argv)
 
     from kiln.frontends.capture import capture_make_fx
-    from kiln.frontends.fx import import_graph
-
-    registry: Registry = default_registry()
-    pipeline_text = args.pipeline
-    if pipeline_text is None:
-        pipeline_text = DEFAULT_PIPELINE + (",lower-aten" if "lower-aten" in registry.passes else "")
 
     model, user_inputs = _examples()[args.model]()
     print(f"kiln main job: {args.model} ({type(model).__name__}), inputs "
@@ -85,50 +71,39 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     captured = capture_make_fx(model, *user_inputs)
     capture_s = time.perf_counter() - start
-    fx_nodes = sum(1 for n in captured.gm.graph.nodes if n.op == "call_function")
 
-    start = time.perf_counter()
-    module = import_graph(captured.gm)
-    import_s = time.perf_counter() - start
-
-    ctx = registry.make_context()
-    steps: list[str] = [_summary_line("import", module, import_s)]
-    timings: dict[str, float] = {}
-    last = [time.perf_counter()]
-
-    def callback(prev: ModulePass | None, mod: ModuleOp, nxt: ModulePass | None) -> None:
-        now = time.perf_counter()
-        if prev is not None:
-            timings[prev.name] = now - last[0]
-            steps.append(_summary_line(prev.name, mod, now - last[0]))
-        last[0] = now
-
-    pipeline = PassPipeline.parse_spec(registry.passes, pipeline_text, callback)
-    last[0] = time.perf_counter()
-    pipeline.apply(ctx, module)
-    module.verify()
-
+    options = CompileOptions(
+        pipeline=args.pipeline, executor=args.executor, debug_dir=args.debug_dir, verbose=False
+    )
+    compiled = compile_graph(captured.gm, captured.example_inputs, options, name=args.model)
+    stats = compiled.stats
     if not args.quiet:
-        print(module)
+        print(compiled.module)
 
-    start = time.perf_counter()
-    outputs = _run_reference(module, captured.example_inputs)
-    interp_s = time.perf_counter() - start
     with torch.no_grad():
+        outputs = compiled(*captured.example_inputs)
         expected = model(*user_inputs)
-    max_err = (outputs[0] - expected).abs().max().item()  # pyright: ignore
-    torch.testing.assert_close(outputs[0], expected, atol=1e-4, rtol=1e-4)
+    actual = outputs[0] if isinstance(outputs, tuple | list) else outputs
+    max_err = (actual - expected).abs().max().item()
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        kiln_ms = _median_ms(lambda: compiled(*captured.example_inputs))
+        eager_ms = _median_ms(lambda: model(*user_inputs))
 
     print("\nsummary")
-    print(f"  {'capture':<14} {fx_nodes:>6} FX nodes {capture_s * 1000:>7.1f} ms")
-    print("\n".join(steps))
-    hist = _op_histogram(module)
-    top = ", ".join(f"{name} x{n}" for name, n in hist.most_common(8))
-    print(f"  final ops: {top}")
-    print(
-        f"  interpreter vs eager: max abs error {max_err:.2e} "
-        f"(output {tuple(expected.shape)}, {interp_s * 1000:.0f} ms)  OK"
-    )
+    print(f"  {'capture':<14} {stats.fx_nodes:>6} FX nodes  {capture_s * 1000:>8.1f} ms")
+    for step, ops in stats.pass_ops.items():
+        seconds = stats.pass_seconds.get(step)
+        timing = f"{seconds * 1000:>8.1f} ms" if seconds is not None else ""
+        print(f"  {step:<14} {ops:>6} ops       {timing}")
+    hist = _op_histogram(compiled.module)
+    top = ", ".join(f"{name} x{n}" for name, n in hist.most_common(6))
+    print(f"  final IR: {top}")
+    externs = ", ".join(f"{k} x{n}" for k, n in stats.externs.most_common()) or "none"
+    print(f"  {stats.kernels} fused kernels, ATen fallback: {externs}")
+    print(f"  executor {stats.executor}: compiled in {stats.seconds:.2f} s, "
+          f"{kiln_ms:.3f} ms per call (eager {eager_ms:.3f} ms)")
+    print(f"  kiln vs eager: max abs error {max_err:.2e} (output {tuple(expected.shape)})  OK")
     return 0
 
 

@@ -231,6 +231,7 @@ def _decomposed_body(op: AtenOp, overload: Any, table: Decompositions) -> Traced
 
 def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
     import torch
+    from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from kiln.dialects.aten.dtypes import type_to_dtype
@@ -278,7 +279,7 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
         examples.append(torch.empty(ty.get_shape(), dtype=type_to_dtype(ty.element_type)))
     try:
         # Outside any ambient tracing context (AOTAutograd's would make shapes symbolic).
-        with torch._guards.tracing(None):  # pyright: ignore[reportPrivateUsage]
+        with _guards.tracing(None):
             gm = make_fx(fn, decomposition_table=_with_prims(table), tracing_mode="fake")(*examples)
         module = import_graph(gm)
     except Exception:

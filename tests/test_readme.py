@@ -26,7 +26,8 @@ def test_main_job_runs_and_matches_eager() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "interpreter vs eager" in proc.stdout
+    assert "kiln vs eager" in proc.stdout
+    assert "executor cpp" in proc.stdout
     assert proc.stdout.rstrip().endswith("OK")
 
 

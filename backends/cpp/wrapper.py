@@ -23,7 +23,6 @@ as eager PyTorch would.
 
 from __future__ import annotations
 
-import ctypes
 import keyword
 import re
 import time
@@ -37,10 +36,9 @@ from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from kiln.backends.cpp.cache import load_or_build
-from kiln.backends.cpp.compiler import compile_library
-from kiln.backends.cpp.emit import cpp_functions, emit_functions
+from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.externs import ExternCall
+from kiln.backends.cpp.loader import load_kernels
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
@@ -304,29 +302,17 @@ def read_after_write(functions: Sequence[FuncOp]) -> dict[str, list[tuple[int, i
     return out
 
 
-def kernel_functions(library: ctypes.CDLL, functions: Sequence[FuncOp]) -> dict[str, Callable[..., int]]:
-    """ctypes handles for the library's kernels, argument types set once."""
-    out: dict[str, Callable[..., int]] = {}
-    for func in functions:
-        handle = getattr(library, func.sym_name.data)
-        argtypes: list[type[Any]] = []
-        for arg in (*func.input_args(), *func.output_args()):
-            argtypes.append(ctypes.c_int64 if isinstance(arg.type, IndexType) else ctypes.c_void_p)
-        handle.argtypes = argtypes
-        handle.restype = ctypes.c_int
-        out[func.sym_name.data] = handle
-    return out
-
-
 @dataclass
 class CppProgram:
     """A ``kernel.program`` compiled for the CPU: ``program(args)`` runs it."""
 
     run: Callable[[Sequence[Any]], tuple[Any, ...]]
     cpp_source: str
+    """The translation units' sources, one after the other."""
     python_source: str
-    library_path: Path
+    library_paths: list[Path]
     cache_hit: bool
+    """Whether every library came from the cache."""
     compile_seconds: float
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
@@ -343,36 +329,42 @@ def find_program(module: ModuleOp, name: str | None = None) -> ProgramOp:
     )
 
 
-def build_program(module: ModuleOp, name: str | None = None, threads: int = 0) -> CppProgram:
+def build_program(
+    module: ModuleOp, name: str | None = None, threads: int = 0, lanes: int = 0
+) -> CppProgram:
     """Compile the module's kernels to C++ and wrap its ``kernel.program`` (the module is
-    not modified)."""
+    not modified). ``threads``/``lanes`` override ``lower-to-cpp``'s defaults when the
+    module still has kernel-level IR."""
     from kiln.backends.cpp.emit import lower_if_needed
     from kiln.registry import make_context
 
     start = time.perf_counter()
     program = find_program(module, name)
     lowered = module
-    if threads:
+    if threads or lanes:
         from kiln.passes.lower_to_cpp import LowerToCppPass
 
         lowered = module.clone()
-        LowerToCppPass(threads=threads).apply(make_context(), lowered)
+        options = LowerToCppPass(threads=threads, **({"lanes": lanes} if lanes else {}))
+        options.apply(make_context(), lowered)
     else:
         lowered = lower_if_needed(module, make_context())
     program = find_program(lowered, program.sym_name.data)
     functions = cpp_functions(lowered)
-    source = emit_functions(functions)
-    if functions:
-        library, path, hit = load_or_build(source, compile_library)
-        kernels = kernel_functions(library, functions)
-    else:
-        path, hit, kernels = Path(), True, {}
-    writer = _Writer(program, kernels, lowered, hazards=read_after_write(functions))
+    loaded = load_kernels(functions)
+    writer = _Writer(program, loaded.functions, lowered, hazards=read_after_write(functions))
     python = writer.write()
     namespace = dict(writer.namespace)
     exec(compile(python, f"<kiln wrapper {program.sym_name.data}>", "exec"), namespace)
     run = namespace[program.sym_name.data]
-    return CppProgram(run, source, python, path, hit, time.perf_counter() - start)
+    return CppProgram(
+        run,
+        "\n".join(loaded.sources),
+        python,
+        loaded.paths,
+        loaded.cache_hits == len(loaded.sources),
+        time.perf_counter() - start,
+    )
 
 
-__all__ = ["CppProgram", "WrapperError", "build_program", "find_program", "kernel_functions"]
+__all__ = ["CppProgram", "WrapperError", "build_program", "find_program"]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from kiln.backends.triton.cache import content_hash, load_json, store_json
 
@@ -120,7 +120,7 @@ class Autotuner:
             return time.perf_counter() - start
         from triton.testing import do_bench
 
-        return float(do_bench(launch, warmup=5, rep=25)) * 1e-3
+        return cast(float, do_bench(launch, warmup=5, rep=25)) * 1e-3
 
     def _say(self, line: str) -> None:
         if self.progress is not None:

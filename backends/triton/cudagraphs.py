@@ -51,7 +51,9 @@ class CudaGraphRunner:
 
     program: Program
     clone_outputs: bool = False
-    graphs: dict[tuple[object, ...], _Graph] = field(default_factory=dict[tuple[object, ...], _Graph])
+    graphs: dict[tuple[object, ...], _Graph] = field(
+        default_factory=dict[tuple[object, ...], _Graph]
+    )
     pool: Any = None
 
     @property

@@ -86,7 +86,7 @@ def _parse_generic_tail(
     parser.parse_punctuation(":")
     fn_type = parser.parse_function_type()
     values = parser.resolve_operands(operands, fn_type.inputs.data, pos)
-    return kind, values, list(fn_type.outputs.data), axis_value, attributes
+    return kind, list(values), list(fn_type.outputs.data), axis_value, attributes
 
 
 @irdl_op_definition

@@ -149,8 +149,18 @@ class Ops:
         return self(arith.SelectOp(cond, a, b))
 
 
-def update(kind: ReductionKind, ops: Ops, state: list[SSAValue], value: SSAValue, position: SSAValue | None) -> list[SSAValue]:
-    """The state after one more element (positions increase along a lane)."""
+def update(
+    kind: ReductionKind,
+    ops: Ops,
+    state: list[SSAValue],
+    value: SSAValue,
+    position: SSAValue | None,
+    seen: SSAValue | None = None,
+) -> list[SSAValue]:
+    """The state after one more element (positions increase along a lane). For welford,
+    ``seen`` (when known) is how many elements the lane holds already, the same for every
+    lane: the division by the new count becomes a multiplication by its reciprocal,
+    computed once outside the vector loop."""
     if kind is K.SUM:
         return [ops.add(state[0], value)]
     if kind is K.PROD:
@@ -168,7 +178,13 @@ def update(kind: ReductionKind, ops: Ops, state: list[SSAValue], value: SSAValue
     one = ops.emit.scalar(1.0, ops.ty)
     n = ops(arith.AddfOp(count, one))
     delta = ops(arith.SubfOp(value, mean))
-    new_mean = ops(arith.AddfOp(mean, ops(arith.DivfOp(delta, n))))
+    if seen is not None:
+        held = ops(arith.IndexCastOp(seen, i64))
+        uniform = ops(arith.AddfOp(ops(arith.SIToFPOp(held, ops.ty)), one))
+        step = ops(arith.MulfOp(delta, ops(arith.DivfOp(one, uniform))))
+    else:
+        step = ops(arith.DivfOp(delta, n))
+    new_mean = ops(arith.AddfOp(mean, step))
     new_m2 = ops(arith.AddfOp(m2, ops(arith.MulfOp(delta, ops(arith.SubfOp(value, new_mean))))))
     return [new_mean, new_m2, n]
 
@@ -234,14 +250,32 @@ class LaneState:
         for array, value in zip(self.arrays, values, strict=True):
             emit.store(value, array, var("i0"), env)
 
-    def accumulate(self, emit: Emitter, lane: SSAValue, value: SSAValue, position: SSAValue | None) -> None:
+    def accumulate(
+        self,
+        emit: Emitter,
+        lane: SSAValue,
+        value: SSAValue,
+        position: SSAValue | None,
+        seen: SSAValue | None = None,
+    ) -> None:
         if value.type != self.acc_type:
             value = emit.value(arith.ExtFOp(value, self.acc_type))
         ops = Ops(emit, self.acc_type)
-        self.store(emit, lane, update(self.kind, ops, self.load(emit, lane), value, position))
+        self.store(emit, lane, update(self.kind, ops, self.load(emit, lane), value, position, seen))
 
     def reduce_lanes(self, emit: Emitter) -> list[SSAValue]:
-        """Combine all lanes, in order; returns the state as scalars."""
+        """Combine all lanes into one state; returns it as scalars. With a power-of-two
+        lane count this is a tree (each step a vector operation); its shape is fixed, so
+        results do not depend on the machine."""
+        if self.lanes & (self.lanes - 1) == 0:
+            step = self.lanes // 2
+            while step >= 1:
+                body, (lane,) = emit.loop(LoopKind.SIMD, [emit.const(0)], [emit.const(step)], ["l"])
+                ops = Ops(body, self.acc_type)
+                other = body.index(var("i0") + step, {var("i0"): lane})
+                self.store(body, lane, combine(self.kind, ops, self.load(body, lane), self.load(body, other)))
+                step //= 2
+            return self.load(emit, emit.const(0))
         total = LaneState(self.kind, self.acc_type, 1, f"{self.name}_all")
         types = state_types(self.kind, self.acc_type)
         total.arrays = [emit.alloca(MemRefType(ty, [1]), f"{self.name}_all{k}") for k, ty in enumerate(types)]

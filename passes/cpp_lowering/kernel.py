@@ -32,12 +32,15 @@ from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
+from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type, finish
 from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, analyze, flat_index
 from kiln.passes.cpp_lowering.emit import Constants, Emitter, Env
 from kiln.passes.cpp_lowering.outer import lower_outer, prefers_outer
+from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
+from kiln.passes.cpp_lowering.tiling import tiled_loops, transposed_dim
 from kiln.passes.cpp_lowering.provenance import kernel_provenance
 from kiln.passes.cpp_lowering.space import (
     LoopSpace,
@@ -49,8 +52,9 @@ from kiln.passes.cpp_lowering.space import (
     to_kernel_symbols,
 )
 
-PointFn = Callable[[Emitter, dict[sympy.Symbol, SSAValue], SSAValue], None]
-"""Emits the work of one reduction element: (loop body, environment, lane index)."""
+PointFn = Callable[[Emitter, dict[sympy.Symbol, SSAValue], SSAValue, SSAValue | None], None]
+"""Emits the work of one reduction element: (loop body, environment, lane index, how
+many elements every lane holds already when that is the same for all lanes)."""
 
 READ_AFTER_WRITE = "read_after_write"
 """``cpp.func`` attribute: ``[input, output]`` index pairs such that the function reads the
@@ -76,6 +80,12 @@ class CppOptions:
     alone cannot keep them busy."""
     outer_reductions: bool = True
     """Vectorize reductions across outputs when that makes their loads contiguous."""
+    tile: int = 32
+    """Side of the 2-D tiles of transposing pointwise kernels (1: no tiling)."""
+    stash: bool = True
+    """Keep expensive values a later r-loop needs in an output (see :mod:`.stash`)."""
+    cascade: int = 64
+    """Block of the reduction that such a reduction sums into fresh partials (precision)."""
     outer_lanes: int = 64
     """Outputs per block of such a reduction (several vectors: whole cache lines, and
     enough independent accumulators to hide the adds' latency)."""
@@ -126,6 +136,7 @@ class KernelLowering:
     first_write: dict[int, int] = field(init=False, default_factory=dict[int, int])
     """Output index -> the first phase that writes it."""
     _composed: dict[tuple[LoopNestOp, sympy.Expr], sympy.Expr] = field(init=False)
+    stashes: dict[LoopNestOp, Stash] = field(init=False)
 
     def __post_init__(self) -> None:
         self.analysis = analyze(self.kernel)
@@ -133,6 +144,9 @@ class KernelLowering:
         self.space = choose_space(self.analysis, self._all_exprs)
         self.vars = self._node_vars(self.space)
         self._composed = {}
+        self.stashes = {}
+        if self.options.stash:
+            self.stashes = plan_stashes(self)
 
     # -- index expressions -----------------------------------------------------------
 
@@ -290,7 +304,11 @@ class KernelLowering:
     # -- pointwise kernels --------------------------------------------------------------
 
     def _pointwise(self, emit: Emitter) -> None:
-        body, env = self._x_loops(emit, vectorize_inner=True)
+        dim = transposed_dim(self) if self.options.tile > 1 else None
+        if dim is not None:
+            body, env = tiled_loops(self, emit, dim)
+        else:
+            body, env = self._x_loops(emit, vectorize_inner=True)
         values: dict[SSAValue, SSAValue] = {}
         for node in self.analysis.nodes:
             self.run_node(node, body, env, values)
@@ -317,8 +335,30 @@ class KernelLowering:
 
     def stored_before(self, node: LoopNestOp, stage: int) -> bool:
         """Whether an XR node's value sits in an output buffer, stored by an earlier r-loop."""
+        return self._memory_source(node, stage) is not None
+
+    def _memory_source(self, node: LoopNestOp, stage: int) -> LoopNestOp | None:
+        """The node whose output buffer holds ``node``'s values during r-loop ``stage``."""
         analysis = self.analysis
-        return analysis.stage[node] < stage and any(r in analysis.yielded for r in node.results)
+        if analysis.stage[node] < stage and any(r in analysis.yielded for r in node.results):
+            return node
+        stash = self.stashes.get(node)
+        if stash is not None and stash.written < stage <= stash.until:
+            holder = stash.holder.owner
+            assert isinstance(holder, LoopNestOp)
+            return holder
+        return None
+
+    def stash_value(
+        self, node: LoopNestOp, stage: int, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]
+    ) -> None:
+        """Keep a value a later r-loop needs in the output that will overwrite it."""
+        stash = self.stashes.get(node)
+        if stash is None or stash.written != stage:
+            return
+        holder = stash.holder.owner
+        assert isinstance(holder, LoopNestOp)
+        self.store_result(holder, stash.holder, values[node.results[0]], emit, env)
 
     def needed_xr(self, roots: list[LoopNestOp], stage: int) -> list[LoopNestOp]:
         """The XR nodes the roots need in this r-loop (themselves included). A value an
@@ -340,10 +380,14 @@ class KernelLowering:
                     work.append(producer)
         return [n for n in analysis.nodes if n in needed]
 
-    def reload(self, node: LoopNestOp, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]) -> None:
-        index = self.store_index(node)
-        for result in node.results:
-            targets = self.outputs.get(result)
+    def reload(
+        self, node: LoopNestOp, stage: int, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]
+    ) -> None:
+        source = self._memory_source(node, stage)
+        assert source is not None
+        index = self.store_index(source)
+        for result, held in zip(node.results, source.results, strict=True):
+            targets = self.outputs.get(held)
             if targets:
                 values[result] = emit.load(targets[0], index, env)
 
@@ -375,6 +419,7 @@ class KernelLowering:
         order = self.needed_xr([*reds, *stores], stage)
         lanes = self.options.lanes
         chunks = self._split_chunks()
+        welford = any(isinstance(r, ReductionOp) and r.kind.data is ReductionKind.WELFORD for r in reds)
 
         def new_states(count: int, suffix: str) -> dict[LoopNestOp, LaneState]:
             states: dict[LoopNestOp, LaneState] = {}
@@ -384,7 +429,13 @@ class KernelLowering:
                 states[red] = LaneState(red.kind.data, ty, count, f"acc{stage}_{k}{suffix}")
             return states
 
-        def run_point(body: Emitter, point: dict[sympy.Symbol, SSAValue], lane: SSAValue, states: dict[LoopNestOp, LaneState]) -> None:
+        def run_point(
+            body: Emitter,
+            point: dict[sympy.Symbol, SSAValue],
+            lane: SSAValue,
+            seen: SSAValue | None,
+            states: dict[LoopNestOp, LaneState],
+        ) -> None:
             local = dict(values)
             position: SSAValue | None = None
             for node in order:
@@ -393,17 +444,20 @@ class KernelLowering:
                     assert isinstance(node, ReductionOp)
                     if node.kind.data.value in ("argmax", "argmin") and position is None:
                         position = body.index(self.space.flat_r(), point)
-                    states[node].accumulate(body, lane, value, position)
+                    states[node].accumulate(body, lane, value, position, seen)
                 elif self.stored_before(node, stage):
-                    self.reload(node, body, point, local)
+                    self.reload(node, stage, body, point, local)
                 else:
                     self.run_node(node, body, point, local, store=node in stores)
+                    self.stash_value(node, stage, body, point, local)
 
         if chunks == 1:
             states = new_states(lanes, "")
             for state in states.values():
                 state.init(emit)
-            self._r_nest(emit, env, None, lambda b, p, lane: run_point(b, p, lane, states))
+            self._r_nest(
+                emit, env, None, lambda b, p, lane, seen: run_point(b, p, lane, seen, states), welford
+            )
             finals = {red: state.reduce_lanes(emit) for red, state in states.items()}
         else:
             partials = new_states(chunks, "_chunks")
@@ -413,7 +467,13 @@ class KernelLowering:
             states = new_states(lanes, "")
             for state in states.values():
                 state.init(chunk_body)
-            self._r_nest(chunk_body, env, (chunk, chunks), lambda b, p, lane: run_point(b, p, lane, states))
+            self._r_nest(
+                chunk_body,
+                env,
+                (chunk, chunks),
+                lambda b, p, lane, seen: run_point(b, p, lane, seen, states),
+                welford,
+            )
             for red, state in states.items():
                 partials[red].store(chunk_body, chunk, state.reduce_lanes(chunk_body))
             finals = {red: state.reduce_lanes(emit) for red, state in partials.items()}
@@ -431,12 +491,14 @@ class KernelLowering:
         env: dict[sympy.Symbol, SSAValue],
         chunk: tuple[SSAValue, int] | None,
         run: PointFn,
+        welford: bool = False,
     ) -> None:
-        """Loops over the reduction space (or one chunk of its outer dim)."""
+        """Loops over the reduction space (or one chunk of its outer dim); ``welford``
+        asks for the per-lane element count where it is uniform."""
         space = self.space
         sizes = space.r_sizes
         if not sizes:
-            run(emit, dict(env), emit.const(0))
+            run(emit, dict(env), emit.const(0), emit.const(0))
             return
         zero = emit.const(0)
         bounds = [self.size(emit, s) for s in sizes]
@@ -461,30 +523,47 @@ class KernelLowering:
             body, (iv,) = body.loop(LoopKind.SERIAL, [begin], [stop], [f"r{k}"])
             local[space.r_syms[k]] = iv
         begin, stop = (lo, hi) if m == 1 else (zero, bounds[-1])
-        self._lane_loops(body, local, begin, stop, run)
+        # With one reduction dim every lane holds the same number of elements at each
+        # block (the tail adds one to the first lanes only after all blocks).
+        self._lane_loops(body, local, begin, stop, run, uniform=welford and m == 1)
 
     def _lane_loops(
-        self, emit: Emitter, env: dict[sympy.Symbol, SSAValue], start: SSAValue, stop: SSAValue, run: PointFn
+        self,
+        emit: Emitter,
+        env: dict[sympy.Symbol, SSAValue],
+        start: SSAValue,
+        stop: SSAValue,
+        run: PointFn,
+        uniform: bool,
     ) -> None:
-        """Blocks of ``lanes`` elements (a constant-trip vector loop), then the tail."""
+        """Blocks of ``lanes`` elements (a constant-trip vector loop), then the tail;
+        loops that statically run zero times are left out."""
         lanes = self.options.lanes
         last = self.space.r_syms[-1]
+        known = emit.constants.known
         a = sympy.Symbol("_a", integer=True, nonnegative=True)
         b = sympy.Symbol("_b", integer=True, nonnegative=True)
         main_end = emit.index(a + floordiv(b - a, lanes) * lanes, {a: start, b: stop})
         name = f"r{len(self.space.r_syms) - 1}"
-        blocks, (block_start,) = emit.loop(LoopKind.SERIAL, [start], [main_end], [f"{name}_block"], [lanes])
-        lane_body, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
-        point = dict(env)
-        point[last] = lane_body.index(a + b, {a: block_start, b: lane})
-        point[last].name_hint = name
-        run(lane_body, point, lane)
+        if not (start in known and main_end in known and known[start] == known[main_end]):
+            blocks, (block_start,) = emit.loop(
+                LoopKind.SERIAL, [start], [main_end], [f"{name}_block"], [lanes]
+            )
+            seen = blocks.index(floordiv(b - a, lanes), {a: start, b: block_start}) if uniform else None
+            lane_body, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
+            point = dict(env)
+            point[last] = lane_body.index(a + b, {a: block_start, b: lane})
+            point[last].name_hint = name
+            run(lane_body, point, lane, seen)
         tail_count = emit.index(b - a, {a: main_end, b: stop})
+        if known.get(tail_count) == 0:
+            return
+        seen = emit.index(floordiv(b - a, lanes), {a: start, b: main_end}) if uniform else None
         tail_body, (lane,) = emit.loop(LoopKind.SIMD, [emit.const(0)], [tail_count], ["l"])
         point = dict(env)
         point[last] = tail_body.index(a + b, {a: main_end, b: lane})
         point[last].name_hint = name
-        run(tail_body, point, lane)
+        run(tail_body, point, lane, seen)
 
     # -- nodes ------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.expr import var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type
+from kiln.passes.cpp_lowering.accumulators import LaneState, Ops, accumulator_type, combine
 from kiln.passes.cpp_lowering.analysis import Level
 from kiln.passes.cpp_lowering.emit import Emitter
 from kiln.passes.cpp_lowering.space import floordiv
@@ -132,22 +132,50 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
             states[red] = state
         inner = body
         point_env = dict(env)
-        for k, size in enumerate(space.r_sizes):
+        m = len(space.r_sizes)
+        for k, size in enumerate(space.r_sizes[:-1]):
             inner, (iv,) = inner.loop(LoopKind.SERIAL, [inner.const(0)], [lowering.size(inner, size)], [f"r{k}"])
             point_env[space.r_syms[k]] = iv
+        # Cascade: the innermost reduction dim in blocks, each reduced into fresh partial
+        # states that are then combined into the totals (a long sequential sum per lane
+        # would lose precision).
+        cascade = lowering.options.cascade
+        extent = lowering.size(inner, space.r_sizes[-1])
+        blocks, (r_start,) = inner.loop(
+            LoopKind.SERIAL, [inner.const(0)], [extent], [f"r{m - 1}_block"], [cascade]
+        )
+        partials: dict[LoopNestOp, LaneState] = {}
+        for red, state in states.items():
+            partial = LaneState(state.kind, state.acc_type, lanes, f"{state.name}_part")
+            partial.init(blocks)
+            partials[red] = partial
+        s = sympy.Symbol("_s", integer=True, nonnegative=True)
+        stop = blocks.value(arith.MinSIOp(blocks.index(s + cascade, {s: r_start}), extent))
+        inner, (iv,) = blocks.loop(LoopKind.SERIAL, [r_start], [stop], [f"r{m - 1}"])
+        point_env[space.r_syms[-1]] = iv
         lane_body, point, values = lane_loop(inner, point_env)
+        # Every lane has taken one element per reduction point of the block so far.
+        t = sympy.Symbol("_t", integer=True, nonnegative=True)
+        seen = lane_body.index(s - t, {s: iv, t: r_start})
         position: SSAValue | None = None
         for node in order:
             if analysis.level[node] is Level.RED:
                 assert isinstance(node, ReductionOp)
                 (value,) = lowering.node_body(node, lane_body, point, values)
-                if node.kind.data in (ReductionKind.ARGMAX, ReductionKind.ARGMIN) and position is None:
+                if position is None:
                     position = lane_body.index(space.flat_r(), point)
-                states[node].accumulate(lane_body, values.lane, value, position)
+                partials[node].accumulate(lane_body, values.lane, value, position, seen)
             elif lowering.stored_before(node, stage):
-                lowering.reload(node, lane_body, point, values)
+                lowering.reload(node, stage, lane_body, point, values)
             else:
                 lowering.run_node(node, lane_body, point, values, store=node in stores)
+                lowering.stash_value(node, stage, lane_body, point, values)
+        if partials:
+            merge, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
+            for red, state in states.items():
+                ops = Ops(merge, state.acc_type)
+                merged = combine(state.kind, ops, state.load(merge, lane), partials[red].load(merge, lane))
+                state.store(merge, lane, merged)
         # Each lane's accumulators hold its own output's reduction.
         for red, state in states.items():
             assert isinstance(red, ReductionOp)

@@ -127,6 +127,13 @@ class TritonBuilder:
         a, b = constant_value(lhs), constant_value(rhs)
         if a is not None and b is not None and (folded := fold_binary(name, a, b)) is not None:
             return self.const(folded, lhs.type)
+        # x & true, x | false: x (when x already has the result's shape)
+        for constant, other in ((a, rhs), (b, lhs)):
+            neutral = (name == "and" and constant is True) or (name == "or" and constant is False)
+            if neutral and shape_of(other.type) == shape_of(
+                BINARY_CLASSES[name](lhs, rhs).result.type
+            ):
+                return other
         return self.add(BINARY_CLASSES[name](lhs, rhs), depth)
 
     def cmp(

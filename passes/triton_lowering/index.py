@@ -69,7 +69,8 @@ class IndexEmitter:
         return self._build(expr, {}, self._depth(expr))
 
     def _depth(self, expr: sympy.Expr) -> int:
-        return max((self.depths.get(s, 0) for s in expr.free_symbols), default=0)  # pyright: ignore[reportArgumentType]
+        symbols = cast(set[sympy.Symbol], expr.free_symbols)
+        return max((self.depths.get(s, 0) for s in symbols), default=0)
 
     def _build(self, expr: sympy.Expr, extra: dict[sympy.Symbol, SSAValue], depth: int) -> SSAValue:
         if expr.is_Integer:
@@ -99,7 +100,7 @@ class IndexEmitter:
                 raise IndexLoweringError(f"index expression uses {expr}, which has no value here")
             return b.cast(value, self.index_type, depth)
         if isinstance(expr, sympy.Add):
-            terms = list(expr.as_ordered_terms())
+            terms = cast(list[sympy.Expr], list(expr.as_ordered_terms()))
             positive = [t for t in terms if not _is_negated(t)]
             negative = [-t for t in terms if _is_negated(t)]
             if not positive:

@@ -370,7 +370,7 @@ class _NodeContext:
         op: LoopNestOp = node.op
         self.n_loop_vars = op.num_loop_vars
         self.outer = dict(zip(op.input_args(), op.inputs, strict=True))
-        self.block_args = list(op.body.block.args)
+        self.block_args: list[SSAValue] = list(op.body.block.args)
 
     def element(self, ty: Attribute) -> Attribute:
         return index_element(ty, self.kernel.index_type)

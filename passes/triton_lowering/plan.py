@@ -19,12 +19,16 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 import sympy
+from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import IntegerType, MemRefType, i32, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
-from kiln.dialects.loop.expr import index_var, reduction_var, size_var
+from kiln.dialects.loop.attributes import ReductionKind
+from kiln.dialects.loop.body_ops import IndexOp, LoadOp
+from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
+from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 
 
@@ -53,6 +57,12 @@ class NodePlan:
     subst: dict[sympy.Symbol, sympy.Expr]
     """The node's loop variables and size symbols as kernel-level expressions."""
     stage: int = 0
+    online_skips: set[SSAValue] = field(default_factory=set[SSAValue])
+    """Inputs an online sum does not read (the max, the exp node it sums)."""
+    online_max: NodePlan | None = None
+    """For a sum of ``exp(v - max(v))`` in a looped kernel: the node computing that max.
+    The sum then accumulates online in the max's loop, rescaled whenever the running
+    max grows (online softmax), which saves one pass over the input."""
 
 
 @dataclass
@@ -178,6 +188,7 @@ def plan_kernel(kernel: KernelOp) -> KernelPlan:
         for j, result in enumerate(node.results):
             plan.by_result[result] = (node_plan, j)
     if structure == "looped":
+        _find_online_softmax(plan)
         _assign_stages(plan)
     return plan
 
@@ -190,11 +201,119 @@ def _assign_stages(plan: KernelPlan) -> None:
             if found is None:
                 continue
             producer = found[0]
-            if producer.level is Level.RED:
+            if value in node.online_skips:
+                # accumulated online from the max's running state instead
+                stage = max(stage, node.online_max.stage if node.online_max else 0)
+            elif producer.level is Level.RED:
                 stage = max(stage, producer.stage + 1)
             else:
                 stage = max(stage, producer.stage)
+        if node.online_max is not None and stage != node.online_max.stage:
+            # Another input needs a later loop than the max's: no online accumulation.
+            node.online_max = None
+            node.online_skips = set()
+            _assign_stages(plan)
+            return
         node.stage = stage
+
+
+def _find_online_softmax(plan: KernelPlan) -> None:
+    """Mark ``sum(exp(v - m))`` nodes whose ``m`` is a fused ``max(v)`` over the same ``v``."""
+    for node in plan.nodes:
+        op = node.op
+        if not isinstance(op, ReductionOp) or op.kind.data is not ReductionKind.SUM:
+            continue
+        yielded = op.body.block.last_op
+        if not isinstance(yielded, LoopYieldOp) or len(yielded.values) != 1:
+            continue
+        source, value = _through_fused_loads(plan, node, yielded.values[0])
+        exp = value.owner
+        if not isinstance(exp, math.ExpOp) or not isinstance(
+            sub := exp.operand.owner, arith.SubfOp
+        ):
+            continue
+        load = sub.rhs.owner
+        if not isinstance(load, LoadOp) or load.mask is not None or load.indirect:
+            continue
+        outer = dict(zip(source.op.input_args(), source.op.inputs, strict=True)).get(load.buffer)
+        found = plan.by_result.get(outer) if outer is not None else None
+        if found is None or found[1] != 0:
+            continue
+        producer = found[0]
+        max_op = producer.op
+        if not isinstance(max_op, ReductionOp) or max_op.kind.data is not ReductionKind.MAX:
+            continue
+        max_yield = max_op.body.block.last_op
+        assert isinstance(max_yield, LoopYieldOp)
+        if _same_value(plan, source, sub.lhs, producer, max_yield.values[0]):
+            node.online_max = producer
+            node.online_skips = {
+                r for n in (producer, source) for r in n.op.results if n is not node
+            }
+
+
+def _through_fused_loads(
+    plan: KernelPlan, node: NodePlan, value: SSAValue
+) -> tuple[NodePlan, SSAValue]:
+    """Follow a body value that is a load of a fused pointwise node's result to the value
+    that node's body yields (repeatedly)."""
+    while isinstance(load := value.owner, LoadOp) and not load.indirect and load.mask is None:
+        outer = dict(zip(node.op.input_args(), node.op.inputs, strict=True)).get(load.buffer)
+        found = plan.by_result.get(outer) if outer is not None else None
+        if found is None or found[0].level is not Level.XR or len(found[0].op.results) != 1:
+            break
+        node = found[0]
+        yielded = node.op.body.block.last_op
+        assert isinstance(yielded, LoopYieldOp)
+        value = yielded.values[0]
+    return node, value
+
+
+def _same_value(
+    plan: KernelPlan, a_node: NodePlan, a: SSAValue, b_node: NodePlan, b: SSAValue
+) -> bool:
+    """Whether two nodes' body values compute the same thing at every kernel point."""
+    if a.type != b.type:
+        return False
+    ranges = plan.ranges()
+
+    def kernel_expr(node: NodePlan, expr: sympy.Expr) -> sympy.Expr:
+        return simplify_with_ranges(sympy.expand(expr.xreplace(node.subst)), ranges)
+
+    if isinstance(a, BlockArgument) or isinstance(b, BlockArgument):
+        if not (isinstance(a, BlockArgument) and isinstance(b, BlockArgument)):
+            return False
+        la, lb = a_node.op, b_node.op
+        if a.index >= la.num_loop_vars or b.index >= lb.num_loop_vars:
+            return False
+        return kernel_expr(a_node, _loop_var(la, a.index)) == kernel_expr(
+            b_node, _loop_var(lb, b.index)
+        )
+    op_a, op_b = a.owner, b.owner
+    assert isinstance(op_a, Operation)
+    assert isinstance(op_b, Operation)
+    if op_a.name != op_b.name or len(op_a.operands) != len(op_b.operands):
+        return False
+    if isinstance(op_a, LoadOp) and isinstance(op_b, LoadOp):
+        outer_a = dict(zip(a_node.op.input_args(), a_node.op.inputs, strict=True))[op_a.buffer]
+        outer_b = dict(zip(b_node.op.input_args(), b_node.op.inputs, strict=True))[op_b.buffer]
+        if outer_a is not outer_b or op_a.fill != op_b.fill:
+            return False
+        if kernel_expr(a_node, op_a.index.data) != kernel_expr(b_node, op_b.index.data):
+            return False
+        operands = list(zip(op_a.operands[1:], op_b.operands[1:], strict=True))
+    elif isinstance(op_a, IndexOp) and isinstance(op_b, IndexOp):
+        return kernel_expr(a_node, op_a.expr.data) == kernel_expr(b_node, op_b.expr.data)
+    else:
+        if op_a.properties != op_b.properties or op_a.regions or op_b.regions:
+            return False
+        operands = list(zip(op_a.operands, op_b.operands, strict=True))
+    return all(_same_value(plan, a_node, x, b_node, y) for x, y in operands)
+
+
+def _loop_var(op: LoopNestOp, k: int) -> sympy.Symbol:
+    n_sizes = len(op.sizes.data)
+    return index_var(k) if k < n_sizes else reduction_var(k - n_sizes)
 
 
 __all__ = ["KernelPlan", "Level", "NodePlan", "PlanError", "R", "X", "Y", "plan_kernel"]

@@ -19,7 +19,8 @@ reduction index (the row-major position in the node's reduction space, ``i64``).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -39,10 +40,31 @@ from kiln.dialects.loop.ops import ReductionOp
 from kiln.dialects.triton import CombineOp, FullOp, ReduceOp
 from kiln.dialects.triton.types import BlockType, element_of
 from kiln.passes.scheduling.legality import flat_index
+from kiln.passes.triton_lowering.builder import TritonBuilder
 
 if TYPE_CHECKING:
-    from kiln.passes.triton_lowering.kernel import KernelLowering
+    import sympy
+
+    from kiln.dialects.triton.types import Dim
+    from kiln.passes.triton_lowering.index import IndexEmitter
     from kiln.passes.triton_lowering.plan import NodePlan
+
+
+class KernelHost(Protocol):
+    """What reductions need from the kernel being lowered (its KernelLowering)."""
+
+    builder: TritonBuilder
+    index: IndexEmitter
+    lane_masks: dict[str, SSAValue]
+    rnumel: SSAValue
+
+    @property
+    def tile_shape(self) -> tuple[Dim, ...]: ...
+
+    def kernel_expr(self, node: NodePlan, expr: sympy.Expr) -> sympy.Expr: ...
+
+    def body_values(self, node: NodePlan) -> list[SSAValue]: ...
+
 
 _REDUCE_KIND = {
     ReductionKind.SUM: "sum",
@@ -100,9 +122,13 @@ _COMBINE = {"sum": "add", "prod": "mul", "any": "or", "all": "and"}
 class ReductionLowering:
     """The reductions of one kernel (see the module docstring)."""
 
-    def __init__(self, kernel: KernelLowering) -> None:
+    def __init__(self, kernel: KernelHost) -> None:
         self.kernel = kernel
         self.builder = kernel.builder
+        self.running: dict[int, tuple[SSAValue, SSAValue, SSAValue]] = {}
+        """Per max node (by id) inside its loop: its input, old and new running max."""
+        self.finals: dict[int, tuple[SSAValue, SSAValue]] = {}
+        """Per max node after its loop: its lanes' final running max and the row max."""
 
     # -- shared --------------------------------------------------------------------------
 
@@ -182,8 +208,10 @@ class ReductionLowering:
             return [b.add(FullOp(0, BlockType(shape, ty))) for _ in range(3)]
         return [b.add(FullOp(identity(kind, ty), BlockType(shape, ty)))]
 
-    def update(self, node: NodePlan, accumulators: list[SSAValue]) -> list[SSAValue]:
+    def update(self, node: NodePlan, accumulators: Sequence[SSAValue]) -> list[SSAValue]:
         """The accumulators after one chunk (inside the loop)."""
+        if node.online_max is not None:
+            return self._update_online(node, accumulators)
         b = self.builder
         kind, value, _ = self._input(node)
         rmask = self.kernel.lane_masks["RBLOCK"]
@@ -206,17 +234,60 @@ class ReductionLowering:
             new = [b.binary(name, acc, value)]
         else:
             new = [b.binary(_COMBINE[kind], accumulators[0], value)]
-        return [b.where(rmask, n, a) for n, a in zip(new, accumulators, strict=True)]
+        masked = [b.where(rmask, n, a) for n, a in zip(new, accumulators, strict=True)]
+        if kind == "max":
+            self.running[id(node)] = (value, accumulators[0], masked[0])
+        return masked
 
-    def finish(self, node: NodePlan, accumulators: list[SSAValue]) -> None:
+    def _update_online(self, node: NodePlan, accumulators: Sequence[SSAValue]) -> list[SSAValue]:
+        """``s = s * exp(m_old - m_new) + exp(x - m_new)`` per lane, with the running max
+        ``m`` of the fused max node (lanes whose max is still -inf hold 0)."""
+        assert node.online_max is not None
+        b = self.builder
+        (total,) = accumulators
+        ty = element_of(total.type)
+        x, m_old, m_new = (b.cast(v, ty) for v in self.running[id(node.online_max)])
+        zero = b.const(0.0, ty)
+        empty = b.cmp("eq", m_new, b.const(-math.inf, ty))
+        rescale = b.where(empty, zero, b.math("exp", b.binary("sub", m_old, m_new)))
+        term = b.where(empty, zero, b.math("exp", b.binary("sub", x, m_new)))
+        new = b.binary("add", b.binary("mul", total, rescale), term)
+        return [b.where(self.kernel.lane_masks["RBLOCK"], new, total)]
+
+    def finish(self, node: NodePlan, accumulators: Sequence[SSAValue]) -> None:
         """Reduce the accumulators across lanes (after the loop)."""
+        if node.online_max is not None:
+            self._finish_online(node, accumulators)
+            return
         kind = _kind(node)
         if kind in ("argmax", "argmin"):
-            self._publish(node, self._reduce(kind, accumulators)[1:])
+            self._publish(node, self._reduce(kind, list(accumulators))[1:])
         elif kind == "welford":
-            self._publish(node, self._reduce("welford", accumulators))
+            self._publish(node, self._reduce("welford", list(accumulators)))
         else:
-            self._publish(node, self._reduce(kind, accumulators))
+            results = self._reduce(kind, list(accumulators))
+            if kind == "max":
+                self.finals[id(node)] = (accumulators[0], results[0])
+            self._publish(node, results)
+
+    def _finish_online(self, node: NodePlan, accumulators: Sequence[SSAValue]) -> None:
+        """Rescale each lane's sum to the row's max, then add the lanes up."""
+        assert node.online_max is not None
+        b = self.builder
+        (total,) = accumulators
+        ty = element_of(total.type)
+        lanes_max, row_max = (b.cast(v, ty) for v in self.finals[id(node.online_max)])
+        minus_inf = b.const(-math.inf, ty)
+        empty = b.cmp("eq", lanes_max, minus_inf)
+        scaled = b.binary("mul", total, b.math("exp", b.binary("sub", lanes_max, row_max)))
+        (result,) = self._reduce("sum", [b.where(empty, b.const(0.0, ty), scaled)])
+        # exp(v - max) over a row that is all -inf is NaN in eager: keep it so.
+        all_minus_inf = b.binary(
+            "and",
+            b.cmp("eq", row_max, minus_inf),
+            b.cmp("gt", self.kernel.rnumel, b.const(0, element_of(self.kernel.rnumel.type))),
+        )
+        self._publish(node, [b.where(all_minus_inf, b.const(math.nan, ty), result)])
 
 
 __all__ = ["ReductionLowering", "accumulator_type", "identity"]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from models import ALL_MODELS  # tests/models.py
 from torch import nn
 
 import kiln
 from kiln.compiler import CompileError, last_compile_stats
-from models import ALL_MODELS  # tests/models.py
 
 
 @pytest.fixture(autouse=True)

@@ -168,3 +168,16 @@ def test_split_reduction_without_the_tile_pass() -> None:
         threads=2,
     )
     assert "chunk" in program.cpp_source
+
+
+def test_outer_reductions_vectorize_across_outputs() -> None:
+    """Reductions over a non-contiguous dim (each kind, with epilogues and a prologue)
+    run as blocks of outputs, one per SIMD lane."""
+    program = check(
+        lambda x: [
+            x.sum(0), x.amax(0), x.argmax(0), x.argmin(0), torch.var_mean(x, 0),
+            F.softmax(x, 0), (x.exp() * 2).prod(0), (x > 0).any(0), x.to(torch.bfloat16).sum(0),
+        ],
+        lambda: (with_nans(70, 150),),
+    )
+    assert "x_block" in program.cpp_source

@@ -251,13 +251,22 @@ def test_in_place_residual_then_layer_norm() -> None:
 
 
 def test_in_place_input_recomputed_later_is_copied() -> None:
-    """``p = exp(x)`` is recomputed by the second r-loop after ``h = x + 1`` overwrote
-    ``x`` in place: the wrapper passes the kernel a copy of the old ``x``."""
+    """``p = 2 * x`` (cheap: recomputed, not kept) is needed by the second r-loop after
+    ``h = x + 1`` overwrote ``x`` in place: the wrapper passes the kernel a copy of ``x``.
+    (Without ``inline=false`` the scheduler inlines ``p`` and declines the update.)"""
 
     def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = a @ b
-        p = x.exp()
+        p = x * 2
         return x + 1, p / p.sum(-1, keepdim=True)
 
-    program = check(fn, lambda: (torch.randn(6, 5), torch.randn(5, 40)))
+    pipeline = "decompose,canonicalize,cse,dce,lower-aten,fuse{inline=false},tile,buffer-reuse"
+    program = check(fn, lambda: (torch.randn(6, 5), torch.randn(5, 40)), pipeline=pipeline)
     assert ".clone()" in program.python_source
+
+
+def test_softmax_keeps_exp_in_its_output() -> None:
+    """The second r-loop reads exp(x - max) back from the output instead of recomputing it."""
+    program = check(lambda x: torch.softmax(x, -1), lambda: (torch.randn(8, 100),))
+    kernels = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    assert kernels.count("expf(") == 2  # in the main blocks and the tail of one r-loop

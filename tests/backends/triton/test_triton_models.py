@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 from models import ALL_MODELS
-from triton_checks import DEVICE, assert_close, compile_capture
+from triton_checks import DEVICE, assert_close, capture, compile_capture, to_device
 
-from kiln.frontends.capture import capture_aot_training, capture_make_fx
+from kiln.frontends.capture import capture_aot_training
 
 
 @pytest.mark.parametrize("model_name", sorted(ALL_MODELS))
 def test_model(model_name: str) -> None:
     model, inputs = ALL_MODELS[model_name]()
-    compiled = compile_capture(capture_make_fx(model, *inputs))
+    compiled = compile_capture(capture(model, *inputs))
     outputs = compiled.run()
     assert len(outputs) == len(compiled.expected)
     for actual, expected in zip(outputs, compiled.expected, strict=True):
@@ -23,9 +23,9 @@ def test_model(model_name: str) -> None:
 
 def test_gpt_block_training_backward() -> None:
     model, inputs = ALL_MODELS["gpt_block"]()
-    graphs = capture_aot_training(model, *inputs)
-    for capture in (graphs.forward, graphs.backward):
-        compiled = compile_capture(capture)
+    graphs = capture_aot_training(to_device(model), *(to_device(x) for x in inputs))
+    for graph in (graphs.forward, graphs.backward):
+        compiled = compile_capture(graph)
         outputs = compiled.run()
         assert len(outputs) == len(compiled.expected)
         for actual, expected in zip(outputs, compiled.expected, strict=True):
@@ -37,7 +37,7 @@ def test_dynamic_shapes() -> None:
         return torch.softmax(x * 2, -1), (x + 1).sum(-1)
 
     x = torch.randn(6, 50)
-    compiled = compile_capture(capture_make_fx(fn, x, dynamic=True))
+    compiled = compile_capture(capture(fn, x, dynamic=True))
     assert "ks0" in compiled.program.source
     for shape in ((3, 50), (7, 19), (1, 1030)):
         other = torch.randn(*shape)

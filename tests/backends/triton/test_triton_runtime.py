@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from triton_checks import DEVICE, check, compile_capture, looped, randn
+from triton_checks import DEVICE, capture, check, compile_capture, looped, randn
 
 from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cache import CacheError, private_dir, store_json, store_source
 from kiln.backends.triton.runtime import TritonOptions, TritonProgram
-from kiln.frontends.capture import capture_make_fx
 
 
 def test_wrapper_runs_externs_reuse_and_in_place() -> None:
@@ -30,7 +29,7 @@ def test_wrapper_runs_externs_reuse_and_in_place() -> None:
 
 
 def test_non_contiguous_arguments_are_copied() -> None:
-    compiled = compile_capture(capture_make_fx(lambda x: x * 2.0, randn(4, 6)))
+    compiled = compile_capture(capture(lambda x: x * 2.0, randn(4, 6)))
     x = randn(6, 4).to(DEVICE).t()  # same shape, transposed strides
     (out,) = compiled.program([x])
     torch.testing.assert_close(out.cpu(), x.cpu() * 2.0)
@@ -39,22 +38,25 @@ def test_non_contiguous_arguments_are_copied() -> None:
 
 def test_generated_module_is_cached_by_content(tmp_path: Path) -> None:
     options = TritonOptions(cache_dir=str(tmp_path))
-    capture = capture_make_fx(lambda x: x + 1.0, randn(8))
-    first = compile_capture(capture, options=options).program
-    second = compile_capture(capture, options=options).program
-    assert isinstance(first, TritonProgram) and isinstance(second, TritonProgram)
-    assert first.path == second.path and first.path.is_relative_to(tmp_path)
+    graph = capture(lambda x: x + 1.0, randn(8))
+    first = compile_capture(graph, options=options).program
+    second = compile_capture(graph, options=options).program
+    assert isinstance(first, TritonProgram)
+    assert isinstance(second, TritonProgram)
+    assert first.path == second.path
+    assert first.path.is_relative_to(tmp_path)
     assert stat.S_IMODE(first.path.parent.stat().st_mode) == 0o700
     # A corrupt entry is rewritten, never trusted.
     first.path.write_text("garbage")
-    third = compile_capture(capture, options=options).program
+    third = compile_capture(graph, options=options).program
     assert third.path.read_text() == first.source
 
 
 def test_store_source_is_atomic_and_idempotent(tmp_path: Path) -> None:
     path = store_source(tmp_path, "triton", "print(1)\n")
     again = store_source(tmp_path, "triton", "print(1)\n")
-    assert path == again and path.read_text() == "print(1)\n"
+    assert path == again
+    assert path.read_text() == "print(1)\n"
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]
 
 
@@ -81,22 +83,25 @@ def test_autotune_benchmarks_configs_and_caches_the_winner(tmp_path: Path) -> No
         kernel.configs = ArrayAttr(configs)  # pyright: ignore[reportAttributeAccessIssue]
 
     options = TritonOptions(cache_dir=str(tmp_path), autotune=True)
-    capture = capture_make_fx(lambda x: x.sum(-1), randn(7, 40))
-    compiled = compile_capture(capture, retile=retile, options=options)
+    graph = capture(lambda x: x.sum(-1), randn(7, 40))
+    compiled = compile_capture(graph, retile=retile, options=options)
     program = compiled.program
-    assert isinstance(program, TritonProgram) and program.tuner is not None
+    assert isinstance(program, TritonProgram)
+    assert program.tuner is not None
     progress = io.StringIO()
     program.tuner.progress = progress
     (out,) = program(compiled.args)
     torch.testing.assert_close(out.cpu(), compiled.expected[0], rtol=1e-4, atol=1e-5)
     (runner,) = program.runners.values()
     assert runner.config in [dict(c) for c in runner.spec.configs]
-    assert "3 configs" in progress.getvalue() and "->" in progress.getvalue()
+    assert "3 configs" in progress.getvalue()
+    assert "->" in progress.getvalue()
     winners = list((tmp_path / "autotune").rglob("*.json"))
     assert len(winners) == 1
     # A new process (here: a new program) reads the winner instead of searching again.
-    again = compile_capture(capture, retile=retile, options=options).program
-    assert isinstance(again, TritonProgram) and again.tuner is not None
+    again = compile_capture(graph, retile=retile, options=options).program
+    assert isinstance(again, TritonProgram)
+    assert again.tuner is not None
     again.tuner.progress = progress
     again(compiled.args)
     assert "cached" in progress.getvalue()
@@ -117,14 +122,16 @@ def test_autotune_cache_entry_is_validated(tmp_path: Path) -> None:
 
 
 def test_launch_key_tracks_alignment_and_size_classes() -> None:
-    compiled = compile_capture(capture_make_fx(lambda x: x.exp(), randn(32)))
+    compiled = compile_capture(capture(lambda x: x.exp(), randn(32)))
     (runner,) = compiled.program.runners.values()
     x = torch.randn(33)
     assert runner.key([x, x]) == (1, 1)
     assert runner.key([x[1:], x]) == (0, 1)
 
 
-@pytest.mark.skipif(DEVICE.type != "cuda", reason="CUDA graphs need a GPU (KILN_TRITON_DEVICE=cuda)")
+@pytest.mark.skipif(
+    DEVICE.type != "cuda", reason="CUDA graphs need a GPU (KILN_TRITON_DEVICE=cuda)"
+)
 def test_cuda_graphs_replay_matches_eager() -> None:
     from kiln.backends.triton.cudagraphs import CudaGraphRunner
 
@@ -132,8 +139,7 @@ def test_cuda_graphs_replay_matches_eager() -> None:
         return torch.softmax(torch.relu(x @ w) * 0.5, -1)
 
     x, w = randn(64, 32), randn(32, 48)
-    capture = capture_make_fx(fn, x, w)
-    compiled = compile_capture(capture, options=TritonOptions(cuda_graphs=True))
+    compiled = compile_capture(capture(fn, x, w), options=TritonOptions(cuda_graphs=True))
     assert isinstance(compiled.program, CudaGraphRunner)
     for _ in range(3):  # first call runs and captures, the others replay
         x2, w2 = randn(64, 32), randn(32, 48)

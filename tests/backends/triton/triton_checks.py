@@ -96,14 +96,21 @@ def compile_capture(
             if isinstance(op, KernelOp):
                 retile(op)
     args = program_arguments(module, capture)
-    expected = capture.gm(*[a.cpu().clone() if isinstance(a, torch.Tensor) else a for a in args])
-    expected = tuple(pytree.tree_leaves(expected, is_leaf=lambda v: v is None))
+    expected = capture.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    expected = tuple(
+        v.detach().cpu() if isinstance(v, torch.Tensor) else v
+        for v in pytree.tree_leaves(expected, is_leaf=lambda v: v is None)
+    )
     program = compile_program(module, options=options)
     return Compiled(program, module, args, expected)
 
 
 def assert_close(actual: Any, expected: Any) -> None:
-    if isinstance(expected, torch.Tensor) and isinstance(actual, int | float) and expected.dim() == 0:
+    if (
+        isinstance(expected, torch.Tensor)
+        and isinstance(actual, int | float)
+        and expected.dim() == 0
+    ):
         actual = torch.tensor(actual, dtype=expected.dtype)
     if not isinstance(expected, torch.Tensor):
         assert actual == expected
@@ -124,12 +131,23 @@ def check(
     options: TritonOptions | None = None,
 ) -> Compiled:
     """Compile ``fn`` for ``inputs`` with Triton, run it, compare with eager; returns it."""
-    compiled = compile_capture(capture_make_fx(fn, *inputs), passes, retile, options)
+    compiled = compile_capture(capture(fn, *inputs), passes, retile, options)
     outputs = compiled.run()
     assert len(outputs) == len(compiled.expected)
     for actual, expected in zip(outputs, compiled.expected, strict=True):
         assert_close(actual, expected)
     return compiled
+
+
+def to_device(value: Any) -> Any:
+    if isinstance(value, torch.Tensor | torch.nn.Module):
+        return value.to(DEVICE)
+    return value
+
+
+def capture(fn: Callable[..., Any], *inputs: Any, dynamic: bool = False) -> Capture:
+    """``capture_make_fx`` on :data:`DEVICE` (ATen picks device-specific overloads)."""
+    return capture_make_fx(to_device(fn), *(to_device(x) for x in inputs), dynamic=dynamic)
 
 
 def _config(values: dict[str, int]) -> ConfigAttr:
@@ -182,6 +200,7 @@ __all__ = [
     "PIPELINE",
     "Compiled",
     "assert_close",
+    "capture",
     "check",
     "compile_capture",
     "kernel_kinds",
@@ -190,4 +209,5 @@ __all__ = [
     "program_arguments",
     "randn",
     "run_pipeline",
+    "to_device",
 ]

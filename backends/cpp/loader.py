@@ -1,0 +1,110 @@
+"""Building a graph's kernels into shared libraries and loading them in-process.
+
+The kernels are split into translation units and the units compiled in parallel (one
+compiler process each, through the disk cache), then loaded with ``ctypes``: every
+kernel gets its argument types once, so a launch costs a plain ``ctypes`` call
+(measured here: 0.2 to 0.5 microseconds). Why several units: the compiler's fixed cost
+per unit (the prelude and ``<cmath>``) is about 0.14 s on this 2-core machine, so small
+graphs compile fastest as one unit and large ones as one unit per core (GPT-2 block,
+14 kernels: 0.60 s as one unit, 0.36 s as two in parallel; LLaMA block, 8 kernels:
+0.29 s as one, 0.37 s as two).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xdsl.dialects.builtin import IndexType
+
+from kiln.backends.cpp.cache import cache_key, load_or_build
+from kiln.backends.cpp.compiler import compile_library
+from kiln.backends.cpp.emit import FunctionEmitter, emit_functions
+from kiln.dialects.cpp.func_ops import FuncOp
+
+LINES_PER_UNIT = 800
+"""Kernel source lines a unit should hold at least before another unit pays off."""
+
+_LOADED: dict[str, ctypes.CDLL] = {}
+"""Libraries this process loaded, by cache key (a second build of the same graph skips
+re-reading and re-verifying the file)."""
+
+
+def worker_count() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def translation_units(functions: Sequence[FuncOp], workers: int | None = None) -> list[list[FuncOp]]:
+    """The kernels grouped into units of similar size (kernels keep their order)."""
+    workers = workers or worker_count()
+    sizes = [len(FunctionEmitter(f).emit()) for f in functions]
+    total = sum(sizes)
+    count = max(1, min(workers, len(functions), total // LINES_PER_UNIT))
+    units: list[list[FuncOp]] = [[] for _ in range(count)]
+    loads = [0] * count
+    # Largest first onto the least loaded unit: balanced compile times.
+    for index in sorted(range(len(functions)), key=lambda i: -sizes[i]):
+        unit = loads.index(min(loads))
+        units[unit].append(functions[index])
+        loads[unit] += sizes[index]
+    order = {f: i for i, f in enumerate(functions)}
+    return [sorted(u, key=order.__getitem__) for u in units if u]
+
+
+def set_signature(handle: Any, func: FuncOp) -> Callable[..., int]:
+    argtypes: list[type[Any]] = []
+    for arg in (*func.input_args(), *func.output_args()):
+        argtypes.append(ctypes.c_int64 if isinstance(arg.type, IndexType) else ctypes.c_void_p)
+    handle.argtypes = argtypes
+    handle.restype = ctypes.c_int
+    return handle
+
+
+@dataclass
+class LoadedKernels:
+    """A graph's kernels, compiled and loaded."""
+
+    functions: dict[str, Callable[..., int]] = field(default_factory=dict[str, Callable[..., int]])
+    sources: list[str] = field(default_factory=list[str])
+    paths: list[Path] = field(default_factory=list[Path])
+    cache_hits: int = 0
+
+
+def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
+    key = cache_key(source)
+    if key in _LOADED:
+        library = _LOADED[key]
+        return library, Path(library._name), True  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType]
+    library, path, hit = load_or_build(source, compile_library)
+    _LOADED[key] = library
+    return library, path, hit
+
+
+def load_kernels(functions: Sequence[FuncOp]) -> LoadedKernels:
+    """Compile (or find in the cache) and load every kernel."""
+    loaded = LoadedKernels()
+    if not functions:
+        return loaded
+    units = translation_units(functions)
+    loaded.sources = [emit_functions(unit) for unit in units]
+    if len(units) == 1:
+        results = [_load_unit(loaded.sources[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=len(units)) as pool:
+            results = list(pool.map(_load_unit, loaded.sources))
+    for unit, (library, path, hit) in zip(units, results, strict=True):
+        loaded.paths.append(path)
+        loaded.cache_hits += hit
+        for func in unit:
+            loaded.functions[func.sym_name.data] = set_signature(getattr(library, func.sym_name.data), func)
+    return loaded
+
+
+__all__ = ["LoadedKernels", "load_kernels", "set_signature", "translation_units", "worker_count"]
