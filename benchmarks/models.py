@@ -211,17 +211,18 @@ def _sizes(size: str, small: tuple[int, ...], large: tuple[int, ...]) -> tuple[i
 
 
 def _prepare(
-    module: nn.Module, device: torch.device, dtype: torch.dtype, seed: int = 0
+    build: Callable[[], nn.Module], device: torch.device, dtype: torch.dtype, seed: int = 0
 ) -> nn.Module:
-    torch.manual_seed(seed)  # module init is the only consumer of the global RNG here
-    return module.to(device=device, dtype=dtype).eval()
+    # Seeded before construction: module init draws from the global RNG.
+    torch.manual_seed(seed)
+    return build().to(device=device, dtype=dtype).eval()
 
 
 def mlp(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, dim, hidden = _sizes(size, (64, 256, 1024), (4096, 1024, 4096))
-    return _prepare(MLP(dim, hidden), device, dtype), (
+    return _prepare(lambda: MLP(dim, hidden), device, dtype), (
         _randn(batch, dim, device=device, dtype=dtype),
     )
 
@@ -230,7 +231,7 @@ def resnet(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, channels, blocks, res = _sizes(size, (4, 32, 2, 32), (64, 128, 4, 56))
-    model = _prepare(ResNet(channels, blocks), device, dtype)
+    model = _prepare(lambda: ResNet(channels, blocks), device, dtype)
     return model, (_randn(batch, 3, res, res, device=device, dtype=dtype),)
 
 
@@ -238,7 +239,7 @@ def vit(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, dim, heads, layers = _sizes(size, (4, 128, 4, 2), (64, 768, 12, 4))
-    model = _prepare(ViT(dim, heads, layers, patch=16), device, dtype)
+    model = _prepare(lambda: ViT(dim, heads, layers, patch=16), device, dtype)
     return model, (
         _randn(
             batch,
@@ -257,7 +258,7 @@ def gpt2(
     batch, ctx, dim, heads, layers, vocab = _sizes(
         size, (2, 64, 128, 4, 2, 1024), (16, 512, 768, 12, 4, 32768)
     )
-    model = _prepare(GPT2(vocab, dim, heads, layers, ctx), device, dtype)
+    model = _prepare(lambda: GPT2(vocab, dim, heads, layers, ctx), device, dtype)
     idx = torch.randint(0, vocab, (batch, ctx), generator=_gen(2)).to(device)
     return model, (idx,)
 
@@ -266,7 +267,7 @@ def llama_block(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, ctx, dim, heads, hidden = _sizes(size, (2, 64, 128, 4, 352), (8, 1024, 2048, 16, 5632))
-    model = _prepare(LlamaBlock(dim, heads, hidden, ctx), device, dtype)
+    model = _prepare(lambda: LlamaBlock(dim, heads, hidden, ctx), device, dtype)
     return model, (_randn(batch, ctx, dim, device=device, dtype=dtype),)
 
 
@@ -274,7 +275,7 @@ def bert(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     batch, seq, dim, heads, layers = _sizes(size, (2, 64, 128, 4, 2), (16, 512, 768, 12, 4))
-    model = _prepare(BERTEncoder(dim, heads, layers), device, dtype)
+    model = _prepare(lambda: BERTEncoder(dim, heads, layers), device, dtype)
     return model, (_randn(batch, seq, dim, device=device, dtype=dtype),)
 
 
@@ -282,7 +283,7 @@ def layer_norm(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, dim = _sizes(size, (2048, 1024), (32768, 4096))
-    return _prepare(LayerNormOnly(dim), device, dtype), (
+    return _prepare(lambda: LayerNormOnly(dim), device, dtype), (
         _randn(rows, dim, device=device, dtype=dtype),
     )
 
@@ -291,7 +292,7 @@ def softmax(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, dim = _sizes(size, (2048, 1024), (32768, 4096))
-    return _prepare(Softmax(), device, dtype), (_randn(rows, dim, device=device, dtype=dtype),)
+    return _prepare(lambda: Softmax(), device, dtype), (_randn(rows, dim, device=device, dtype=dtype),)
 
 
 def cross_entropy(
@@ -299,7 +300,7 @@ def cross_entropy(
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, classes = _sizes(size, (1024, 1000), (16384, 32768))
     target = torch.randint(0, classes, (rows,), generator=_gen(3)).to(device)
-    return _prepare(CrossEntropy(), device, dtype), (
+    return _prepare(lambda: CrossEntropy(), device, dtype), (
         _randn(rows, classes, device=device, dtype=dtype),
         target,
     )

@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import platform
+import re
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import SUITE  # noqa: E402
+from models import SUITE
 
 
 @dataclass
@@ -62,25 +63,33 @@ def _time(fn: Callable[[], Any], device: torch.device, iters: int) -> float:
     return statistics.median(samples) * 1000
 
 
-def _inductor_kernels() -> int | None:
-    try:
-        from torch._inductor import metrics
-
-        return int(metrics.generated_kernel_count)
-    except (ImportError, AttributeError):
-        return None
-
-
 def _compiled(backend: str, model: torch.nn.Module) -> Callable[..., Any]:
     if backend == "eager":
         return model
     torch._dynamo.reset()
     if backend == "inductor":
-        from torch._inductor import metrics
+        import torch._inductor.config as inductor_config
 
-        metrics.reset()
+        inductor_config.fx_graph_cache = False  # cold compiles, like kiln's
         return torch.compile(model, backend="inductor")
+    if backend == "kiln":
+        import kiln
+        from kiln.compiler import reset_compile_history
+
+        reset_compile_history()
+        return kiln.compile(model, verbose=False)  # the same as backend="kiln", no install needed
     return torch.compile(model, backend=backend)
+
+
+def _first_call(backend: str, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> tuple[Any, int | None]:
+    """The first (compiling) call's output, and Inductor's kernel count from its code."""
+    if backend != "inductor":
+        return fn(*inputs), None
+    from torch._inductor.utils import run_and_get_code
+
+    out, sources = run_and_get_code(fn, *inputs)
+    code = "\n".join(sources)
+    return out, len(re.findall(r"= async_compile\.(?:cpp_pybinding|triton)\(", code))
 
 
 def run_one(
@@ -101,33 +110,48 @@ def run_one(
             torch.cuda.reset_peak_memory_stats()
         with torch.no_grad():
             start = time.perf_counter()
-            out = fn(*inputs)
+            out, inductor_kernels = _first_call(backend, fn, inputs)
             _sync(device)
             first = time.perf_counter() - start
             if reference is not None:
-                tol = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-3
-                torch.testing.assert_close(out, reference, atol=tol, rtol=tol)
+                result.extra["rel_error"] = _check(out, reference, dtype)
             result.latency_ms = _time(lambda: fn(*inputs), device, iters)
         if backend != "eager":
             result.compile_s = max(first - (eager_ms or 0.0) / 1000, 0.0)
         if device.type == "cuda":
             result.peak_mb = torch.cuda.max_memory_allocated() / 2**20
         if backend == "inductor":
-            result.kernels = _inductor_kernels()
+            result.kernels = inductor_kernels
         elif backend == "kiln":
-            result.kernels = _kiln_kernels(fn)
+            result.kernels = _kiln_kernels()
     except Exception as e:  # report, never crash the whole suite
         result.error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     return result
 
 
-def _kiln_kernels(fn: Any) -> int | None:
-    try:
-        from kiln.frontends.dynamo import last_compile_stats  # pyright: ignore
+def _check(out: Any, reference: Any, dtype: torch.dtype) -> float:
+    """Max abs error relative to the output's magnitude; raise if above the dtype's bound.
 
-        return int(last_compile_stats().kernels)
-    except Exception:
-        return None
+    Elementwise ``assert_close`` tolerances do not fit whole models: a 4096-deep matmul
+    accumulated in another order (or with TF32) moves single elements more than 1e-3.
+    """
+    bound = 3e-2 if dtype in (torch.float16, torch.bfloat16) else 2e-3
+    outs = out if isinstance(out, tuple | list) else (out,)
+    refs = reference if isinstance(reference, tuple | list) else (reference,)
+    worst = 0.0
+    for o, r in zip(outs, refs, strict=True):
+        scale = r.float().abs().max().clamp_min(1e-6)
+        worst = max(worst, ((o.float() - r.float()).abs().max() / scale).item())
+    if not worst <= bound:  # also catches NaN
+        raise AssertionError(f"relative error {worst:.2e} exceeds {bound:.0e}")
+    return worst
+
+
+def _kiln_kernels() -> int | None:
+    from kiln.compiler import compile_history
+
+    history = compile_history()
+    return sum(stats.kernels for stats in history) if history else None
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -109,6 +109,7 @@ class CompiledGraph:
 
 
 _LAST_STATS: list[GraphStats] = []
+_HISTORY: list[GraphStats] = []
 _GRAPH_IDS = itertools.count()
 
 
@@ -117,6 +118,15 @@ def last_compile_stats() -> GraphStats:
     if not _LAST_STATS:
         raise LookupError("kiln has not compiled a graph in this process")
     return _LAST_STATS[-1]
+
+
+def compile_history() -> list[GraphStats]:
+    """Statistics of every graph compiled since :func:`reset_compile_history`."""
+    return list(_HISTORY)
+
+
+def reset_compile_history() -> None:
+    _HISTORY.clear()
 
 
 def _registry(options: CompileOptions) -> Registry:
@@ -185,6 +195,7 @@ def compile_graph(
     stats.seconds = time.perf_counter() - start
     _LAST_STATS.append(stats)
     del _LAST_STATS[:-1]
+    _HISTORY.append(stats)
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 

@@ -5,7 +5,10 @@ The ``kernel.program`` stays as it is: its ``kernel.launch`` ops now call the
 :mod:`kiln.passes.cpp_lowering.kernel` for the code each kernel becomes.
 
 Options: ``threads`` (0: this machine's CPU count) is the thread count the loops are
-tuned for; ``lanes`` the vector width of reduction accumulators.
+tuned for; ``lanes`` the vector width of reduction accumulators; ``fallback`` keeps a
+kernel the backend cannot translate as ``kernel.kernel`` (marked ``kiln.cpp_fallback``
+with the reason) instead of failing: the C++ wrapper then runs it with kiln's kernel
+interpreter, slowly but correctly, so that a graph always runs.
 
 ```console
 $ kiln-opt m.mlir -p 'lower-aten,fuse,lower-to-cpp{threads=8}'
@@ -19,17 +22,22 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.passes.cpp_lowering.analysis import UnsupportedKernel
-from kiln.passes.cpp_lowering.kernel import CppOptions, lower_kernel
+from kiln.passes.cpp_lowering.kernel import lower_kernel
+from kiln.passes.cpp_lowering.options import CppOptions
 
 
 class LowerToCppError(DiagnosticException):
     """A kernel the C++ backend cannot lower."""
+
+
+FALLBACK_ATTR = "kiln.cpp_fallback"
+"""Set on a kernel left for the interpreter: why it could not be translated."""
 
 
 def default_threads() -> int:
@@ -46,6 +54,8 @@ class LowerToCppPass(ModulePass):
     """Threads to tune for (0: the CPUs this process may use)."""
     lanes: int = 16
     """Vector width (elements) of reduction accumulators."""
+    fallback: bool = False
+    """Keep untranslatable kernels (for the interpreter) instead of failing."""
 
     def options(self) -> CppOptions:
         if self.lanes < 1:
@@ -58,7 +68,14 @@ class LowerToCppPass(ModulePass):
         for kernel in [k for k in block.ops if isinstance(k, KernelOp)]:
             try:
                 func = lower_kernel(kernel, options)
-            except UnsupportedKernel as e:
-                raise LowerToCppError(f"lower-to-cpp: @{kernel.sym_name.data}: {e}") from e
+                if self.fallback:
+                    from kiln.backends.cpp.emit import FunctionEmitter
+
+                    FunctionEmitter(func).emit()  # fails now rather than at build time
+            except (UnsupportedKernel, ValueError) as e:
+                if not self.fallback:
+                    raise LowerToCppError(f"lower-to-cpp: @{kernel.sym_name.data}: {e}") from e
+                kernel.attributes[FALLBACK_ATTR] = StringAttr(str(e))
+                continue
             block.insert_op_before(func, kernel)
             block.erase_op(kernel)

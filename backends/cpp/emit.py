@@ -24,7 +24,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from kiln.backends.cpp.c_types import float_literal, int_literal, storage_type, value_type
-from kiln.backends.cpp.index_exprs import c_index
+from kiln.backends.cpp.index_exprs import c_index, is_nonnegative
 from kiln.backends.cpp.prelude import prelude
 from kiln.backends.cpp.scalar_ops import UnsupportedOp, constant_text, scalar_expression
 from kiln.dialects.cpp.attributes import LoopKind
@@ -180,11 +180,8 @@ class FunctionEmitter:
             self.store(op)
         elif isinstance(op, IndexOp):
             result = self.name(op.result)
-            if all(self._is_nonnegative(v) for v in op.indices) and op.expr.data.is_nonnegative is not False:
-                # An expression of non-negative loop variables and sizes with only
-                # non-negative coefficients stays non-negative.
-                if all(c >= 0 for c in op.expr.data.as_coefficients_dict().values()):
-                    self.nonnegative.add(op.result)
+            if is_nonnegative(op.expr.data, [self._is_nonnegative(v) for v in op.indices]):
+                self.nonnegative.add(op.result)
             self.line(f"int64_t {result} = {self.index_text(op)};")
         elif isinstance(op, AllocaOp):
             ty = op.result.type

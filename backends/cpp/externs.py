@@ -1,15 +1,26 @@
 """Running ``kernel.extern`` bodies (ATen calls: mm, convolution, fallbacks) at run time.
 
-An :class:`ExternCall` precomputes, for each aten op of the body, the torch call
-(:func:`kiln.dialects.aten.interpreter.build_plan`: the overload, decoded arguments)
-so that a call is a few Python steps per op. Bodies with other ops (``arith`` on sizes)
-run through the aten interpreter instead. Tensor results are made buffers the C++
-kernels can index: contiguous from offset 0 and never an alias of an input (ATen may
-return views).
+Each body becomes a small generated Python function calling ATen directly, with the
+constant arguments decoded once at build time::
+
+    def extern(a, w):
+        t0 = a.as_strided((128, 128), (128, 1))
+        t1 = w.as_strided((128, 128), (1, 128))
+        t2 = _mm(t0, t1)                # torch.mm
+        return (t2,)
+
+The ops that externs are mostly made of (``mm``, ``bmm``, ``addmm``, ``convolution``,
+``as_strided``) are called through their Python bindings, which skip the boxed
+dispatcher (about 3 microseconds per op here); any other op through its ``OpOverload``;
+an op with symbolic arguments through the aten interpreter's call plan; a body with
+non-aten ops through the interpreter. Tensor results are made buffers the C++ kernels
+can index: contiguous from offset 0 and never an alias of an input (ATen may return
+views).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,15 +35,29 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from kiln.dialects.aten.dialect import ConstantOp
-from kiln.dialects.aten.interpreter import build_plan, dense_to_tensor, make_interpreter
+from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
+from kiln.dialects.aten.interpreter import (
+    build_plan,
+    dense_to_tensor,
+    make_interpreter,
+    torch_overload,
+)
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import ExternOp
 
-Step = tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], tuple[int, ...], tuple[int, ...]]
+FAST_CALLS: dict[str, Callable[..., Any]] = {
+    "aten::mm.default": torch.mm,
+    "aten::bmm.default": torch.bmm,
+    "aten::addmm.default": torch.addmm,
+    "aten::baddbmm.default": torch.baddbmm,
+    "aten::convolution.default": torch.convolution,
+}
+"""Overloads whose Python binding takes exactly the schema's arguments."""
 
 
 def as_buffer(value: torch.Tensor, inputs: Sequence[Any]) -> torch.Tensor:
@@ -46,6 +71,119 @@ def as_buffer(value: torch.Tensor, inputs: Sequence[Any]) -> torch.Tensor:
     return value.clone(memory_format=torch.contiguous_format)
 
 
+class _Body:
+    """Writes one extern body as Python source."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[SSAValue, str] = {}
+        self.namespace: dict[str, Any] = {}
+
+    def name(self, value: SSAValue) -> str:
+        if value not in self.names:
+            self.names[value] = f"t{len(self.names)}"
+        return self.names[value]
+
+    def constant(self, value: Any) -> str:
+        if value is None or isinstance(value, bool | int):
+            return repr(value)
+        if isinstance(value, float) and math.isfinite(value):
+            return repr(value)
+        if isinstance(value, list | tuple) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value  # pyright: ignore[reportUnknownVariableType]
+        ):
+            return repr(tuple(value))  # pyright: ignore[reportUnknownArgumentType]
+        name = f"_c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def op(self, op: Operation) -> bool:
+        """Write ``op``; False if only the interpreter can run it."""
+        if isinstance(op, ConstantOp):
+            tensor = dense_to_tensor(op.value, torch.device("cpu"))
+            self.lines.append(f"{self.name(op.result)} = {self.constant(tensor)}")
+            return True
+        if not isinstance(op, AtenOp):
+            return False
+        call = self._direct_call(op)
+        if call is None:
+            plan = self.constant(build_plan(op))
+            operands = ", ".join(self.name(v) for v in op.operands)
+            call = f"{plan}.run(({operands}{',' if len(op.operands) == 1 else ''}))"
+            targets = ", ".join(self.name(r) for r in op.results)
+            self.lines.append(f"({targets}{',' if len(op.results) == 1 else ''}) = {call}")
+        else:
+            self.lines.append(f"{self.name(op.results[0])} = {call}")
+        return True
+
+    def _direct_call(self, op: AtenOp) -> str | None:
+        """A direct call for an op with one tensor result and constant arguments."""
+        schema = op.op_schema()
+        if len(op.results) != 1 or len(schema.returns) != 1 or schema.returns[0].kind is not ArgKind.TENSOR:
+            return None
+        tensors = op.tensor_operands()
+        positional: list[str] = []
+        keywords: list[str] = []
+        by_keyword = False
+        for spec in schema.arguments:
+            if spec.mutable:
+                return None
+            if spec.kind.is_tensor:
+                if spec.kind in (ArgKind.TENSOR_LIST, ArgKind.OPT_TENSOR_LIST):
+                    items = tensors[spec.name]
+                    text = "[" + ", ".join("None" if v is None else self.name(v) for v in items) + "]"
+                elif tensors[spec.name]:
+                    value = tensors[spec.name][0]
+                    assert value is not None
+                    text = self.name(value)
+                elif spec.has_default:
+                    by_keyword = True
+                    continue
+                else:
+                    text = "None"
+            else:
+                attr = op.arg_attr(spec.name)
+                if attr is None:
+                    if spec.has_default:
+                        by_keyword = True
+                        continue
+                    text = "None"
+                elif collect_sym_refs(attr):
+                    return None
+                else:
+                    text = self.constant(decode_value(spec, attr, ()))
+            if spec.kwarg_only or by_keyword:
+                keywords.append(f"{spec.name}={text}")
+            else:
+                positional.append(text)
+        overload = f"{schema.namespace}::{schema.qualified_name}"
+        if overload == "aten::as_strided.default":
+            return f"{positional[0]}.as_strided({', '.join(positional[1:] + keywords)})"
+        function = FAST_CALLS.get(overload) if not keywords else None
+        callee = self.constant(function if function is not None else torch_overload(overload))
+        return f"{callee}({', '.join(positional + keywords)})"
+
+
+def compile_body(op: ExternOp) -> Callable[..., tuple[Any, ...]] | None:
+    """The body as a Python function of the inputs, or None if it needs the interpreter."""
+    writer = _Body()
+    block = op.body.block
+    args = [writer.name(a) for a in block.args]
+    for inner in block.ops:
+        if isinstance(inner, YieldOp):
+            values = ", ".join(writer.name(v) for v in inner.values)
+            writer.lines.append(f"return ({values}{',' if len(inner.values) == 1 else ''})")
+            break
+        if not writer.op(inner):
+            return None
+    source = f"def extern({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in writer.lines)
+    namespace = dict(writer.namespace)
+    exec(compile(source, "<kiln extern>", "exec"), namespace)
+    function = namespace["extern"]
+    function.source = source
+    return function
+
+
 class ExternCall:
     """A compiled ``kernel.extern``: ``call(*inputs)`` returns its results as a tuple."""
 
@@ -54,47 +192,12 @@ class ExternCall:
             inner.overload_name for inner in op.body.block.ops if isinstance(inner, AtenOp)
         ) or "extern"
         self.buffer_results = tuple(isinstance(r.type, MemRefType) for r in op.outputs)
-        self._outputs: tuple[int, ...] = ()
-        self._slot_count = 0
-        self._steps: list[Step] | None = self._compile(op)
+        self._body = compile_body(op)
         self._op = op
         self._module = module
 
-    def _compile(self, op: ExternOp) -> list[Step] | None:
-        block = op.body.block
-        slots: dict[SSAValue, int] = {arg: i for i, arg in enumerate(block.args)}
-        steps: list[Step] = []
-        for inner in block.ops:
-            if isinstance(inner, YieldOp):
-                self._outputs = tuple(slots[v] for v in inner.values)
-                self._slot_count = len(slots)
-                return steps
-            if isinstance(inner, AtenOp):
-                plan = build_plan(inner)
-                run = plan.run
-            elif isinstance(inner, ConstantOp):
-                tensor = dense_to_tensor(inner.value, torch.device("cpu"))
-                run = (lambda t: lambda _values: (t,))(tensor)
-            else:
-                return None  # something only the interpreter knows how to run
-            operands = tuple(slots[v] for v in inner.operands)
-            results: list[int] = []
-            for result in inner.results:
-                slots[result] = len(slots)
-                results.append(slots[result])
-            steps.append((run, operands, tuple(results)))
-        return None
-
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
-        if self._steps is None:
-            values = self._interpret(inputs)
-        else:
-            slots: list[Any] = [*inputs, *([None] * (self._slot_count - len(inputs)))]
-            for run, operands, results in self._steps:
-                outputs = run(tuple(slots[i] for i in operands))
-                for index, value in zip(results, outputs, strict=True):
-                    slots[index] = value
-            values = tuple(slots[i] for i in self._outputs)
+        values = self._body(*inputs) if self._body is not None else self._interpret(inputs)
         return tuple(
             as_buffer(v, inputs) if is_buffer and isinstance(v, torch.Tensor) else v
             for v, is_buffer in zip(values, self.buffer_results, strict=True)
@@ -117,4 +220,4 @@ class _KernelYield(InterpreterFunctions):
         return ReturnedValues(args), ()
 
 
-__all__ = ["ExternCall", "as_buffer"]
+__all__ = ["FAST_CALLS", "ExternCall", "as_buffer", "compile_body"]

@@ -20,9 +20,7 @@ _ATOM, _MUL, _DIV, _ADD = 0, 1, 2, 3
 modulo needs parentheses (C's ``a*b/c`` is ``(a*b)/c``)."""
 
 
-def c_index(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool]) -> str:
-    """``expr`` over ``i0..`` as C, ``i<k>`` being ``names[k]`` (known >= 0 where
-    ``nonnegative[k]``)."""
+def _bind(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool]) -> sympy.Expr:
     symbols: dict[sympy.Symbol, sympy.Expr] = {}
     for k, (name, nonneg) in enumerate(zip(names, nonnegative, strict=True)):
         symbols[var(f"i{k}")] = (
@@ -30,7 +28,18 @@ def c_index(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool])
             if nonneg
             else sympy.Symbol(name, integer=True)
         )
-    return _c(cast(sympy.Expr, sympy.sympify(expr).xreplace(symbols)))[0]
+    return cast(sympy.Expr, sympy.sympify(expr).xreplace(symbols))
+
+
+def c_index(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool]) -> str:
+    """``expr`` over ``i0..`` as C, ``i<k>`` being ``names[k]`` (known >= 0 where
+    ``nonnegative[k]``)."""
+    return _c(_bind(expr, names, nonnegative))[0]
+
+
+def is_nonnegative(expr: sympy.Expr, nonnegative: Sequence[bool]) -> bool:
+    """Whether ``expr`` over ``i0..`` is provably >= 0 (``i<k>`` >= 0 where ``nonnegative[k]``)."""
+    return _nonnegative(_bind(expr, [f"v{k}" for k in range(len(nonnegative))], nonnegative))
 
 
 def _nonnegative(e: sympy.Expr) -> bool:
@@ -111,4 +120,4 @@ def _c(e: sympy.Expr) -> tuple[str, int]:
     raise ValueError(f"not an index expression: {e}")
 
 
-__all__ = ["c_index"]
+__all__ = ["c_index", "is_nonnegative"]

@@ -35,11 +35,14 @@ import torch
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
+from xdsl.traits import SymbolTable
 
 from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.externs import ExternCall
+from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import load_kernels
 from kiln.dialects.cpp.func_ops import FuncOp
+from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
     ExternOp,
@@ -51,6 +54,7 @@ from kiln.dialects.kernel.program_ops import (
 )
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.passes.cpp_lowering.kernel import READ_AFTER_WRITE
+from kiln.passes.lower_to_cpp import LowerToCppPass
 
 ERROR_INDEX = 1
 ERROR_DIV_ZERO = 2
@@ -103,6 +107,8 @@ class _Writer:
     pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     dtypes: dict[torch.dtype, str] = field(default_factory=dict[torch.dtype, str])
     hazards: dict[str, list[tuple[int, int]]] = field(default_factory=dict[str, list[tuple[int, int]]])
+    profile: dict[str, list[float]] | None = None
+    """When set, the wrapper adds each launch's and extern call's count and seconds here."""
     """Per kernel, its ``read_after_write`` pairs (see :mod:`kiln.passes.cpp_lowering.kernel`)."""
 
     def fresh(self, hint: str | None, default: str) -> str:
@@ -230,7 +236,13 @@ class _Writer:
         name = op.kernel.string_value()
         function = self.kernels.get(name)
         if function is None:
-            raise WrapperError(f"kernel.launch @{name}: no compiled kernel of that name")
+            kernel = SymbolTable.lookup_symbol(self.program, op.kernel)
+            if not isinstance(kernel, KernelOp):
+                raise WrapperError(f"kernel.launch @{name}: no compiled kernel of that name")
+            handle = self.constant(InterpretedLaunch(op, kernel, self.module), name)
+            values = [self.operand(v) for v in (*op.args, *op.outs)]
+            self.timed(name, [f"_rc = {handle}({', '.join(values)})"])
+            return
         handle = self.constant(function, name)
         copies: dict[int, str] = {}
         for i, j in self.hazards.get(name, ()):
@@ -244,8 +256,22 @@ class _Writer:
             copies[k] if k in copies else self.operand(v) if isinstance(v.type, IndexType) else self.pointer(v)
             for k, v in enumerate((*op.args, *op.outs))
         ]
-        self.line(f"_rc = {handle}({', '.join(args)})")
+        self.timed(name, [f"_rc = {handle}({', '.join(args)})"])
         self.line(f"if _rc: _kernel_failed({name!r}, _rc)")
+
+    def timed(self, label: str, lines: list[str]) -> None:
+        """Emit ``lines``; with profiling on, add their wall time to ``label``'s entry."""
+        if self.profile is None:
+            for text in lines:
+                self.line(text)
+            return
+        self.namespace["_clock"] = time.perf_counter
+        self.namespace["_profile"] = self.profile
+        self.line("_start = _clock()")
+        for text in lines:
+            self.line(text)
+        self.line(f"_entry = _profile.setdefault({label!r}, [0, 0.0])")
+        self.line("_entry[0] += 1; _entry[1] += _clock() - _start")
 
     def extern(self, op: ExternOp) -> None:
         call = ExternCall(op, self.module)
@@ -253,7 +279,7 @@ class _Writer:
         results = [self.name(r) for r in op.outputs]
         inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
         target = ", ".join(results) + ("," if len(results) == 1 else "")
-        self.line(f"{target} = {handle}({', '.join(inputs)})  # {call.name}")
+        self.timed(f"extern {call.name}", [f"{target} = {handle}({', '.join(inputs)})  # {call.name}"])
 
     def scalar(self, op: Operation) -> None:
         if isinstance(op, arith.ConstantOp):
@@ -314,6 +340,8 @@ class CppProgram:
     cache_hit: bool
     """Whether every library came from the cache."""
     compile_seconds: float
+    profile: dict[str, list[float]] | None = None
+    """With ``build_program(..., profile=True)``: name -> [calls, total seconds]."""
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         return self.run(args)
@@ -330,29 +358,33 @@ def find_program(module: ModuleOp, name: str | None = None) -> ProgramOp:
 
 
 def build_program(
-    module: ModuleOp, name: str | None = None, threads: int = 0, lanes: int = 0
+    module: ModuleOp,
+    name: str | None = None,
+    threads: int = 0,
+    lanes: int = 0,
+    profile: bool = False,
 ) -> CppProgram:
     """Compile the module's kernels to C++ and wrap its ``kernel.program`` (the module is
-    not modified). ``threads``/``lanes`` override ``lower-to-cpp``'s defaults when the
-    module still has kernel-level IR."""
-    from kiln.backends.cpp.emit import lower_if_needed
+    not modified). Kernel-level IR is lowered with ``lower-to-cpp{fallback=true}`` first
+    (``threads``/``lanes`` override its defaults): a kernel it cannot translate runs in
+    the reference interpreter. ``profile`` makes the wrapper time every launch and extern
+    call (``program.profile``: name -> [calls, seconds])."""
     from kiln.registry import make_context
 
     start = time.perf_counter()
     program = find_program(module, name)
     lowered = module
-    if threads or lanes:
-        from kiln.passes.lower_to_cpp import LowerToCppPass
-
+    if any(isinstance(op, KernelOp) for op in module.body.block.ops):
         lowered = module.clone()
-        options = LowerToCppPass(threads=threads, **({"lanes": lanes} if lanes else {}))
+        options = LowerToCppPass(threads=threads, fallback=True, **({"lanes": lanes} if lanes else {}))
         options.apply(make_context(), lowered)
-    else:
-        lowered = lower_if_needed(module, make_context())
     program = find_program(lowered, program.sym_name.data)
     functions = cpp_functions(lowered)
     loaded = load_kernels(functions)
-    writer = _Writer(program, loaded.functions, lowered, hazards=read_after_write(functions))
+    timings: dict[str, list[float]] | None = {} if profile else None
+    writer = _Writer(
+        program, loaded.functions, lowered, hazards=read_after_write(functions), profile=timings
+    )
     python = writer.write()
     namespace = dict(writer.namespace)
     exec(compile(python, f"<kiln wrapper {program.sym_name.data}>", "exec"), namespace)
@@ -364,6 +396,7 @@ def build_program(
         loaded.paths,
         loaded.cache_hits == len(loaded.sources),
         time.perf_counter() - start,
+        timings,
     )
 
 

@@ -180,6 +180,7 @@ def update(
     delta = ops(arith.SubfOp(value, mean))
     if seen is not None:
         held = ops(arith.IndexCastOp(seen, i64))
+        assert isinstance(ops.ty, AnyFloat)
         uniform = ops(arith.AddfOp(ops(arith.SIToFPOp(held, ops.ty)), one))
         step = ops(arith.MulfOp(delta, ops(arith.DivfOp(one, uniform))))
     else:

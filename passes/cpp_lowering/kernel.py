@@ -2,23 +2,24 @@
 
 The function walks the kernel's pointwise space with a loop nest over the dims of its
 :class:`~kiln.passes.cpp_lowering.space.LoopSpace`: the outer dims OpenMP-parallel
-(as many as give every thread enough work, see :func:`parallel_depth`), then serial.
+(as many as give every thread enough work, see
+:func:`~kiln.passes.cpp_lowering.options.parallel_depth`), then serial.
 
-* A pointwise kernel vectorizes its innermost dim (``simd``) and runs every node there.
-* A reduction kernel computes each ``x`` as scalar code: its stage-0 X nodes, then for
-  each stage an r-loop (see :mod:`~kiln.passes.cpp_lowering.analysis`), then the X nodes
-  the reductions made ready. An r-loop walks the outer reduction dims serially and the
-  innermost in blocks of ``lanes`` with a vectorized lane loop (a constant trip count)
-  and a vectorized tail; each reduction accumulates into per-lane arrays
-  (:mod:`~kiln.passes.cpp_lowering.accumulators`). When the pointwise space is too
-  small to keep the threads busy and the reduction is large, the outer reduction dim is
-  split into one chunk per thread, reduced in parallel and combined in chunk order.
+* A pointwise kernel vectorizes its innermost dim (``simd``) and runs every node there;
+  one that reads across that dim (a transpose) runs in 2-D tiles (:mod:`.tiling`).
+* A reduction kernel vectorizes either along the reduction (:mod:`.inner`) or across
+  outputs (:mod:`.outer`), whichever makes more of its loads contiguous.
+
+:class:`KernelLowering` holds what every strategy shares: index expressions over the
+loop variables, translating a node's body at a point (:meth:`KernelLowering.node_body`:
+loads become ``cpp.load`` at composed addresses, a fused producer's value is read from
+the current point, scalar ops are cloned), storing yielded values, and the values a
+later r-loop reads back from memory (outputs stored earlier, and :mod:`.stash`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -32,88 +33,29 @@ from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type, finish
+from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, analyze, flat_index
 from kiln.passes.cpp_lowering.emit import Constants, Emitter, Env
+from kiln.passes.cpp_lowering.inner import lower_inner
+from kiln.passes.cpp_lowering.options import CppOptions, parallel_depth, size_hint
 from kiln.passes.cpp_lowering.outer import lower_outer, prefers_outer
-from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
-from kiln.passes.cpp_lowering.tiling import tiled_loops, transposed_dim
 from kiln.passes.cpp_lowering.provenance import kernel_provenance
 from kiln.passes.cpp_lowering.space import (
     LoopSpace,
     choose_space,
-    floordiv,
     node_sizes_in_kernel,
     simplify,
     substitute,
     to_kernel_symbols,
 )
-
-PointFn = Callable[[Emitter, dict[sympy.Symbol, SSAValue], SSAValue, SSAValue | None], None]
-"""Emits the work of one reduction element: (loop body, environment, lane index, how
-many elements every lane holds already when that is the same for all lanes)."""
+from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
+from kiln.passes.cpp_lowering.tiling import tiled_loops, transposed_dim
 
 READ_AFTER_WRITE = "read_after_write"
 """``cpp.func`` attribute: ``[input, output]`` index pairs such that the function reads the
 input after it wrote the output. A caller passing one buffer for both (an in-place
 update) must pass a copy of the input instead."""
-
-SIZE_HINT = 8192
-"""Assumed value of a symbolic size when choosing how to parallelize (Inductor's)."""
-
-
-@dataclass(frozen=True)
-class CppOptions:
-    """Code generation choices (``lower-to-cpp``'s options)."""
-
-    threads: int = 1
-    """Threads the code is tuned for (parallel depth, split reductions)."""
-    lanes: int = 16
-    """Per-lane accumulators of a reduction: the vector width in elements."""
-    min_chunk: int = 512
-    """Least work (elements) per thread worth a parallel loop (Inductor's)."""
-    split_threshold: int = 4096
-    """Least reduction size worth splitting across threads when the pointwise space
-    alone cannot keep them busy."""
-    outer_reductions: bool = True
-    """Vectorize reductions across outputs when that makes their loads contiguous."""
-    tile: int = 32
-    """Side of the 2-D tiles of transposing pointwise kernels (1: no tiling)."""
-    stash: bool = True
-    """Keep expensive values a later r-loop needs in an output (see :mod:`.stash`)."""
-    cascade: int = 64
-    """Block of the reduction that such a reduction sums into fresh partials (precision)."""
-    outer_lanes: int = 64
-    """Outputs per block of such a reduction (several vectors: whole cache lines, and
-    enough independent accumulators to hide the adds' latency)."""
-
-
-def size_hint(expr: sympy.Expr) -> int:
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return int(expr)
-    return int(substitute(expr, {s: sympy.Integer(SIZE_HINT) for s in expr.free_symbols}))  # pyright: ignore[reportArgumentType]
-
-
-def parallel_depth(sizes: Sequence[sympy.Expr], inner_work: int, options: CppOptions) -> int:
-    """How many outer dims to share out among threads (Inductor's rule): stop once
-    there are enough parallel iterations, or when a thread would get too little work."""
-    threads = options.threads
-    hints = [size_hint(s) for s in sizes]
-    seq = math.prod(hints) * inner_work
-    par, depth = 1, 0
-    for hint in hints:
-        if par >= 2 * threads or par == threads:
-            break
-        if seq // threads < options.min_chunk:
-            break
-        depth += 1
-        par *= hint
-        seq //= max(hint, 1)
-    return depth
 
 
 @dataclass
@@ -146,7 +88,7 @@ class KernelLowering:
         self._composed = {}
         self.stashes = {}
         if self.options.stash:
-            self.stashes = plan_stashes(self)
+            self.stashes = plan_stashes(self)  # pyright: ignore[reportArgumentType]
 
     # -- index expressions -----------------------------------------------------------
 
@@ -260,7 +202,7 @@ class KernelLowering:
         value = self.size(emit, work)
         return emit.value(arith.CmpiOp(value, emit.const(threshold), "sge"))
 
-    def _x_loops(
+    def x_loops(
         self, emit: Emitter, vectorize_inner: bool
     ) -> tuple[Emitter, dict[sympy.Symbol, SSAValue]]:
         """The loop nest over the pointwise space; returns its body and environment."""
@@ -304,11 +246,11 @@ class KernelLowering:
     # -- pointwise kernels --------------------------------------------------------------
 
     def _pointwise(self, emit: Emitter) -> None:
-        dim = transposed_dim(self) if self.options.tile > 1 else None
+        dim = transposed_dim(self) if self.options.tile > 1 else None  # pyright: ignore[reportArgumentType]
         if dim is not None:
-            body, env = tiled_loops(self, emit, dim)
+            body, env = tiled_loops(self, emit, dim)  # pyright: ignore[reportArgumentType]
         else:
-            body, env = self._x_loops(emit, vectorize_inner=True)
+            body, env = self.x_loops(emit, vectorize_inner=True)
         values: dict[SSAValue, SSAValue] = {}
         for node in self.analysis.nodes:
             self.run_node(node, body, env, values)
@@ -316,22 +258,12 @@ class KernelLowering:
     # -- reduction kernels ----------------------------------------------------------------
 
     def _reduction(self, emit: Emitter) -> None:
-        if self.options.outer_reductions and prefers_outer(self):
-            lower_outer(self, emit)
-            return
-        body, env = self._x_loops(emit, vectorize_inner=False)
-        values: dict[SSAValue, SSAValue] = {}
-        analysis = self.analysis
-        for node in analysis.nodes:
-            if analysis.level[node] is Level.X and analysis.stage[node] == 0:
-                self.run_node(node, body, env, values)
-        for stage in range(analysis.num_stages):
-            self.phase = 2 * stage + 1
-            self._r_stage(body, env, values, stage)
-            self.phase = 2 * stage + 2
-            for node in analysis.nodes:
-                if analysis.level[node] is Level.X and analysis.stage[node] == stage + 1:
-                    self.run_node(node, body, env, values)
+        # (pyright sees this file both as passes.* and, through the kiln/ links, as
+        # kiln.passes.*: the strategies' KernelLowering is "another" class to it.)
+        if self.options.outer_reductions and prefers_outer(self):  # pyright: ignore[reportArgumentType]
+            lower_outer(self, emit)  # pyright: ignore[reportArgumentType]
+        else:
+            lower_inner(self, emit)  # pyright: ignore[reportArgumentType]
 
     def stored_before(self, node: LoopNestOp, stage: int) -> bool:
         """Whether an XR node's value sits in an output buffer, stored by an earlier r-loop."""
@@ -390,182 +322,6 @@ class KernelLowering:
             targets = self.outputs.get(held)
             if targets:
                 values[result] = emit.load(targets[0], index, env)
-
-    def _split_chunks(self) -> int:
-        """Chunks to split each r-loop into (1: no split)."""
-        threads = self.options.threads
-        if threads <= 1 or not self.space.r_sizes:
-            return 1
-        numel = size_hint(self.kernel.numel.data)
-        rnumel = size_hint(self.kernel.rnumel.data)
-        if numel >= threads or rnumel < self.options.split_threshold:
-            return 1
-        if size_hint(self.space.r_sizes[0]) < threads:
-            return 1
-        return threads
-
-    def _r_stage(
-        self, emit: Emitter, env: dict[sympy.Symbol, SSAValue], values: dict[SSAValue, SSAValue], stage: int
-    ) -> None:
-        analysis = self.analysis
-        reds = [n for n in analysis.nodes if analysis.level[n] is Level.RED and analysis.stage[n] == stage]
-        stores = [
-            n
-            for n in analysis.nodes
-            if analysis.level[n] is Level.XR
-            and analysis.stage[n] == stage
-            and any(r in analysis.yielded for r in n.results)
-        ]
-        order = self.needed_xr([*reds, *stores], stage)
-        lanes = self.options.lanes
-        chunks = self._split_chunks()
-        welford = any(isinstance(r, ReductionOp) and r.kind.data is ReductionKind.WELFORD for r in reds)
-
-        def new_states(count: int, suffix: str) -> dict[LoopNestOp, LaneState]:
-            states: dict[LoopNestOp, LaneState] = {}
-            for k, red in enumerate(reds):
-                assert isinstance(red, ReductionOp)
-                ty = accumulator_type(red.yielded_type())
-                states[red] = LaneState(red.kind.data, ty, count, f"acc{stage}_{k}{suffix}")
-            return states
-
-        def run_point(
-            body: Emitter,
-            point: dict[sympy.Symbol, SSAValue],
-            lane: SSAValue,
-            seen: SSAValue | None,
-            states: dict[LoopNestOp, LaneState],
-        ) -> None:
-            local = dict(values)
-            position: SSAValue | None = None
-            for node in order:
-                if analysis.level[node] is Level.RED:
-                    (value,) = self.node_body(node, body, point, local)
-                    assert isinstance(node, ReductionOp)
-                    if node.kind.data.value in ("argmax", "argmin") and position is None:
-                        position = body.index(self.space.flat_r(), point)
-                    states[node].accumulate(body, lane, value, position, seen)
-                elif self.stored_before(node, stage):
-                    self.reload(node, stage, body, point, local)
-                else:
-                    self.run_node(node, body, point, local, store=node in stores)
-                    self.stash_value(node, stage, body, point, local)
-
-        if chunks == 1:
-            states = new_states(lanes, "")
-            for state in states.values():
-                state.init(emit)
-            self._r_nest(
-                emit, env, None, lambda b, p, lane, seen: run_point(b, p, lane, seen, states), welford
-            )
-            finals = {red: state.reduce_lanes(emit) for red, state in states.items()}
-        else:
-            partials = new_states(chunks, "_chunks")
-            for state in partials.values():
-                state.init(emit)
-            chunk_body, (chunk,) = emit.loop(LoopKind.PARALLEL, [emit.const(0)], [emit.const(chunks)], ["chunk"])
-            states = new_states(lanes, "")
-            for state in states.values():
-                state.init(chunk_body)
-            self._r_nest(
-                chunk_body,
-                env,
-                (chunk, chunks),
-                lambda b, p, lane, seen: run_point(b, p, lane, seen, states),
-                welford,
-            )
-            for red, state in states.items():
-                partials[red].store(chunk_body, chunk, state.reduce_lanes(chunk_body))
-            finals = {red: state.reduce_lanes(emit) for red, state in partials.items()}
-        for red, state in finals.items():
-            assert isinstance(red, ReductionOp)
-            result_types = [r.type.element_type for r in red.outputs]  # pyright: ignore[reportAttributeAccessIssue]
-            results = finish(red.kind.data, emit, state, result_types)
-            for result, value in zip(red.outputs, results, strict=True):
-                values[result] = value
-                self.store_result(red, result, value, emit, env)
-
-    def _r_nest(
-        self,
-        emit: Emitter,
-        env: dict[sympy.Symbol, SSAValue],
-        chunk: tuple[SSAValue, int] | None,
-        run: PointFn,
-        welford: bool = False,
-    ) -> None:
-        """Loops over the reduction space (or one chunk of its outer dim); ``welford``
-        asks for the per-lane element count where it is uniform."""
-        space = self.space
-        sizes = space.r_sizes
-        if not sizes:
-            run(emit, dict(env), emit.const(0), emit.const(0))
-            return
-        zero = emit.const(0)
-        bounds = [self.size(emit, s) for s in sizes]
-        lo: SSAValue = zero
-        hi: SSAValue = bounds[0]
-        if chunk is not None:
-            chunk_iv, count = chunk
-            # Equal chunks of the outer dim, a multiple of the lanes when it is also the
-            # innermost (so only the last chunk has a tail).
-            quantum = self.options.lanes if len(sizes) == 1 else 1
-            per = floordiv(floordiv(sizes[0] + count - 1, count) + quantum - 1, quantum) * quantum
-            c = sympy.Symbol("_chunk", integer=True, nonnegative=True)
-            start = emit.index(c * per, {**self.sizes, c: chunk_iv})
-            lo = emit.value(arith.MinSIOp(start, bounds[0]))
-            end = emit.index(c * per + per, {**self.sizes, c: chunk_iv})
-            hi = emit.value(arith.MinSIOp(end, bounds[0]))
-        body = emit
-        local = dict(env)
-        m = len(sizes)
-        for k in range(m - 1):
-            begin, stop = (lo, hi) if k == 0 else (zero, bounds[k])
-            body, (iv,) = body.loop(LoopKind.SERIAL, [begin], [stop], [f"r{k}"])
-            local[space.r_syms[k]] = iv
-        begin, stop = (lo, hi) if m == 1 else (zero, bounds[-1])
-        # With one reduction dim every lane holds the same number of elements at each
-        # block (the tail adds one to the first lanes only after all blocks).
-        self._lane_loops(body, local, begin, stop, run, uniform=welford and m == 1)
-
-    def _lane_loops(
-        self,
-        emit: Emitter,
-        env: dict[sympy.Symbol, SSAValue],
-        start: SSAValue,
-        stop: SSAValue,
-        run: PointFn,
-        uniform: bool,
-    ) -> None:
-        """Blocks of ``lanes`` elements (a constant-trip vector loop), then the tail;
-        loops that statically run zero times are left out."""
-        lanes = self.options.lanes
-        last = self.space.r_syms[-1]
-        known = emit.constants.known
-        a = sympy.Symbol("_a", integer=True, nonnegative=True)
-        b = sympy.Symbol("_b", integer=True, nonnegative=True)
-        main_end = emit.index(a + floordiv(b - a, lanes) * lanes, {a: start, b: stop})
-        name = f"r{len(self.space.r_syms) - 1}"
-        if not (start in known and main_end in known and known[start] == known[main_end]):
-            blocks, (block_start,) = emit.loop(
-                LoopKind.SERIAL, [start], [main_end], [f"{name}_block"], [lanes]
-            )
-            seen = blocks.index(floordiv(b - a, lanes), {a: start, b: block_start}) if uniform else None
-            lane_body, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
-            point = dict(env)
-            point[last] = lane_body.index(a + b, {a: block_start, b: lane})
-            point[last].name_hint = name
-            run(lane_body, point, lane, seen)
-        tail_count = emit.index(b - a, {a: main_end, b: stop})
-        if known.get(tail_count) == 0:
-            return
-        seen = emit.index(floordiv(b - a, lanes), {a: start, b: main_end}) if uniform else None
-        tail_body, (lane,) = emit.loop(LoopKind.SIMD, [emit.const(0)], [tail_count], ["l"])
-        point = dict(env)
-        point[last] = tail_body.index(a + b, {a: main_end, b: lane})
-        point[last].name_hint = name
-        run(tail_body, point, lane, seen)
-
-    # -- nodes ------------------------------------------------------------------------------
 
     def run_node(
         self,
@@ -643,11 +399,4 @@ def lower_kernel(kernel: KernelOp, options: CppOptions) -> FuncOp:
     return KernelLowering(kernel, options).lower()
 
 
-__all__ = [
-    "READ_AFTER_WRITE",
-    "CppOptions",
-    "KernelLowering",
-    "lower_kernel",
-    "parallel_depth",
-    "size_hint",
-]
+__all__ = ["READ_AFTER_WRITE", "KernelLowering", "lower_kernel"]

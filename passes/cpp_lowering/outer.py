@@ -28,6 +28,7 @@ from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.passes.cpp_lowering.accumulators import LaneState, Ops, accumulator_type, combine
 from kiln.passes.cpp_lowering.analysis import Level
 from kiln.passes.cpp_lowering.emit import Emitter
+from kiln.passes.cpp_lowering.options import parallel_depth, size_hint
 from kiln.passes.cpp_lowering.space import floordiv
 from kiln.passes.cpp_lowering.strides import contiguous, stride
 
@@ -154,9 +155,11 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
         inner, (iv,) = blocks.loop(LoopKind.SERIAL, [r_start], [stop], [f"r{m - 1}"])
         point_env[space.r_syms[-1]] = iv
         lane_body, point, values = lane_loop(inner, point_env)
-        # Every lane has taken one element per reduction point of the block so far.
+        # Every lane has taken one element per reduction point of the block so far
+        # (welford divides by that count).
         t = sympy.Symbol("_t", integer=True, nonnegative=True)
-        seen = lane_body.index(s - t, {s: iv, t: r_start})
+        welford = any(state.kind is ReductionKind.WELFORD for state in states.values())
+        seen = lane_body.index(s - t, {s: iv, t: r_start}) if welford else None
         position: SSAValue | None = None
         for node in order:
             if analysis.level[node] is Level.RED:
@@ -187,13 +190,11 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
                 assert isinstance(ty, MemRefType)
                 arrays[result] = (array, ty.element_type)
         lowering.phase = 2 * stage + 2
-        yielded = [r for red in reds for r in red.outputs if r in analysis.yielded]
+        yielded = [(red, r) for red in reds for r in red.results if r in analysis.yielded]
         if yielded:
             inner, point, values = lane_loop(body, env)
-            for red in reds:
-                for result in red.outputs:
-                    if result in analysis.yielded:
-                        lowering.store_result(red, result, values[result], inner, point)
+            for red, result in yielded:
+                lowering.store_result(red, result, values[result], inner, point)
         x_nodes(stage + 1)
 
 
@@ -201,8 +202,6 @@ def _block_loops(
     lowering: KernelLowering, emit: Emitter
 ) -> tuple[Emitter, dict[sympy.Symbol, SSAValue], SSAValue]:
     """Loops over the outer pointwise dims and the blocks of the innermost one."""
-    from kiln.passes.cpp_lowering.kernel import parallel_depth, size_hint
-
     space = lowering.space
     lanes = lowering.options.outer_lanes
     env: dict[sympy.Symbol, SSAValue] = dict(lowering.sizes)

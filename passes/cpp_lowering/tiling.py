@@ -18,6 +18,7 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.passes.cpp_lowering.emit import Emitter
+from kiln.passes.cpp_lowering.options import parallel_depth
 from kiln.passes.cpp_lowering.space import floordiv
 from kiln.passes.cpp_lowering.strides import stride
 
@@ -47,8 +48,6 @@ def tiled_loops(
 ) -> tuple[Emitter, dict[sympy.Symbol, SSAValue]]:
     """Loops over blocks of dims ``dim`` and the innermost (outer dims first), then a tile:
     ``dim`` serially, the innermost vectorized. Returns the tile body and environment."""
-    from kiln.passes.cpp_lowering.kernel import parallel_depth
-
     space = lowering.space
     tile = lowering.options.tile
     n = len(space.x_sizes)

@@ -105,7 +105,9 @@ class KernelLowering:
         self.lane_masks: dict[str, SSAValue] = {}
         self.lane_depth: dict[str, int] = {}
         self.reductions = ReductionLowering(self)
-        self.stored: set[SSAValue] = set()
+        self.eviction: str | None = None
+        """Eviction policy of the current reduction loop's loads (Inductor's scheme: data a
+        later loop reads again stays in cache, the last loop's reads stream through)."""
 
     # -- sizes and lanes ---------------------------------------------------------------
 
@@ -163,6 +165,17 @@ class KernelLowering:
         self.rbase.name_hint = "rbase"
         if plan.structure == "persistent":
             self.set_rindex(self.rbase)
+
+    def _loop_nodes(
+        self, stage: int, yielded: set[SSAValue]
+    ) -> tuple[list[NodePlan], list[NodePlan]]:
+        """The reductions and the stored XR nodes of loop ``stage``."""
+        nodes = [n for n in self.plan.nodes if n.stage == stage]
+        reductions = [n for n in nodes if n.level is Level.RED]
+        stores = [
+            n for n in nodes if n.level is Level.XR and any(r in yielded for r in n.op.results)
+        ]
+        return reductions, stores
 
     def set_rindex(self, rindex: SSAValue) -> None:
         """Make ``rindex`` the reduction lanes of the current scope (and their mask)."""
@@ -289,22 +302,18 @@ class KernelLowering:
     def _lower_looped(self) -> None:
         plan = self.plan
         b = self.builder
+        yielded = set(plan.kernel.yield_op().values)
+        loops = [s for s in range(plan.n_stages) if self._loop_nodes(s, yielded) != ([], [])]
         for stage in range(plan.n_stages):
             for node in plan.nodes:
                 if node.stage == stage and node.level is Level.X:
                     self.evaluate(node)
                     self.store_outputs(node)
-            reductions = [n for n in plan.nodes if n.stage == stage and n.level is Level.RED]
-            yielded = set(plan.kernel.yield_op().values)
-            stores = [
-                n
-                for n in plan.nodes
-                if n.stage == stage
-                and n.level is Level.XR
-                and any(r in yielded for r in n.op.results)
-            ]
+            reductions, stores = self._loop_nodes(stage, yielded)
             if not reductions and not stores:
                 continue
+            if len(loops) > 1:
+                self.eviction = "evict_last" if stage != loops[-1] else "evict_first"
             accumulators = [self.reductions.init(n) for n in reductions]
             inits = [v for acc in accumulators for v in acc]
             body = Block(arg_types=[self.index_type, *(v.type for v in inits)])
@@ -333,6 +342,7 @@ class KernelLowering:
                     self.store_outputs(node)
                 b.insert(scf.YieldOp(*updated))
             self.lane_masks.pop("RBLOCK", None)
+            self.eviction = None
             results = iter(loop.results)
             for node, acc in zip(reductions, accumulators, strict=True):
                 finals = [next(results) for _ in acc]
@@ -345,6 +355,7 @@ class KernelLowering:
 
 
 def _accumulator_name(node: NodePlan, k: int) -> str:
+    """``acc_<node>`` (``acc_mean``, ``acc_m2``, ... for Welford and arg-reductions)."""
     kind = str(node.op.kind.data)  # pyright: ignore[reportAttributeAccessIssue]
     parts = _ACCUMULATOR_PARTS.get(kind)
     if parts is not None:
@@ -411,7 +422,10 @@ class _NodeContext:
         other = None
         if full_mask is not None:
             other = literal_value(load.fill) if load.fill is not None and mask is not None else 0
-        return b.add(TritonLoadOp(pointers, full_mask, other))
+        eviction = kernel.eviction if "RBLOCK" in shape else None
+        if eviction is not None and "XBLOCK" not in shape:
+            eviction = "evict_last"  # the same for every row (weights): keep it cached
+        return b.add(TritonLoadOp(pointers, full_mask, other, eviction))
 
 
 def provenance(kernel_ops: Sequence[LoopNestOp]) -> list[StringAttr]:

@@ -270,3 +270,51 @@ def test_softmax_keeps_exp_in_its_output() -> None:
     program = check(lambda x: torch.softmax(x, -1), lambda: (torch.randn(8, 100),))
     kernels = program.cpp_source.split('extern "C" int kernel', 1)[1]
     assert kernels.count("expf(") == 2  # in the main blocks and the tail of one r-loop
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_kiln_opt_emit_cpp_prints_compilable_cpp(tmp_path: Path) -> None:
+    """The issue's command: ``kiln-opt model.mlir --lower-aten --fuse --emit-cpp``."""
+    from kiln.frontends.capture import capture_make_fx
+    from kiln.frontends.fx import import_graph
+    from kiln.tools.kiln_opt import main as kiln_opt
+
+    def model(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(torch.softmax(x @ w, -1), (12,)) + x.sum(0, keepdim=True)[:, :12]
+
+    captured = capture_make_fx(model, torch.randn(6, 16), torch.randn(16, 12))
+    source = tmp_path / "model.mlir"
+    source.write_text(str(import_graph(captured.gm)))
+    output = tmp_path / "model.cpp"
+    assert kiln_opt([str(source), "--lower-aten", "--fuse", "--emit-cpp", "-o", str(output)]) == 0
+    text = output.read_text()
+    assert text.count('extern "C" int kernel') >= 2
+    library = tmp_path / "model.so"
+    compile_library(text, tmp_path / "copy.cpp", library)
+    assert library.stat().st_size > 0
+
+
+def test_untranslatable_kernel_runs_in_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel the emitter cannot translate (here: pretend ``math.exp`` has no C++) is
+    left to the kernel interpreter; the graph still runs and matches eager."""
+    from xdsl.dialects import math as xmath
+
+    from kiln.backends.cpp import scalar_ops
+
+    original = scalar_ops.scalar_expression
+
+    def no_exp(op: object, args: object) -> object:
+        if isinstance(op, xmath.ExpOp):
+            raise scalar_ops.UnsupportedOp("no exp today")
+        return original(op, args)  # pyright: ignore[reportArgumentType]
+
+    monkeypatch.setattr("kiln.backends.cpp.emit.scalar_expression", no_exp)
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.softmax((x * 2).relu() @ w, -1)  # C++ kernel, mm, interpreted kernel
+
+    with pytest.warns(RuntimeWarning, match="runs in the reference interpreter"):
+        program = check(fn, lambda: (torch.randn(5, 7), torch.randn(7, 3)))
+    assert program.cpp_source.count('extern "C" int kernel') == 1

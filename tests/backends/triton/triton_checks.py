@@ -116,7 +116,7 @@ def assert_close(actual: Any, expected: Any) -> None:
         assert actual == expected
         return
     assert isinstance(actual, torch.Tensor)
-    actual = actual.cpu()
+    actual, expected = actual.cpu(), expected.cpu()
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     rtol, atol = TOLERANCE.get(expected.dtype, (0.0, 0.0))
