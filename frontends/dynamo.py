@@ -32,8 +32,8 @@ def kiln_backend(
     **_: Any,
 ) -> Callable[..., Any]:
     """Dynamo backend entry point (``backend="kiln"``)."""
-    from torch._functorch.aot_autograd import make_boxed_func  # pyright: ignore[reportPrivateImportUsage]
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func  # pyright: ignore[reportPrivateImportUsage]
 
     opts = CompileOptions.from_mapping(options)
     graph_id = next(_GRAPH_IDS)
