@@ -14,6 +14,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
+def explain(model: Callable[..., Any], *inputs: Any, **options: Any) -> str:
+    """Print (and return) what kiln does with ``model``: graphs, kernels, ATen fallbacks
+    and fusion decisions (see :mod:`kiln.explain`)."""
+    from kiln.explain import explain as _explain
+
+    return _explain(model, *inputs, **options)
+
+
 def compile(model: Callable[..., Any], *, dynamic: bool | None = None, **options: Any) -> Callable[..., Any]:
     """``torch.compile(model, backend="kiln", options=options, dynamic=dynamic)``."""
     import torch

@@ -102,3 +102,25 @@ def test_custom_pipeline_option() -> None:
 
 def test_compile_error_type_is_exported() -> None:
     assert issubclass(CompileError, RuntimeError)
+
+
+def test_explain_reports_graphs_fallbacks_and_fusion() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16)).eval()
+    text = kiln.explain(model, torch.randn(4, 8), print_report=False)
+    assert "1 graph(s), 0 graph break(s)" in text
+    assert "aten::addmm.default" in text
+    assert "fusion decisions:" in text
+    assert "fused (vertical" in text
+
+
+def test_dynamic_shapes_compile_once_for_several_sizes() -> None:
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU()).eval()
+    compiled = kiln.compile(model, dynamic=True, verbose=False)
+    from kiln.compiler import compile_history, reset_compile_history
+
+    reset_compile_history()
+    with torch.no_grad():
+        for batch in (3, 5, 9):
+            x = torch.randn(batch, 16)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert len(compile_history()) == 1
