@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, UnknownLoc
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -78,10 +78,12 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
         new.name_hint = old.name_hint
         ctx.values[old] = ctx.buffer_ref(new) if isinstance(new.type, MemRefType) else new
     for op in old_block.ops:
+        last = new_block.last_op
         try:
             _lower_op(ctx, op, table, stats)
         except (LoweringError, NoLowering) as e:
             raise LowerAtenError(f"cannot lower {op.name}: {e}") from e
+        _inherit_location(op, last, new_block)
     func.body.detach_block(old_block)
     func.body.add_block(new_block)
     terminator = new_block.last_op
@@ -110,6 +112,18 @@ def _mark_written(ctx: LoweringContext, op: AtenOp) -> None:
                 lowered = ctx.values.get(value) if value is not None else None
                 if isinstance(lowered, TensorRef):
                     ctx.written.add(lowered.buffer)
+
+
+def _inherit_location(op: Operation, last: Operation | None, block: Block) -> None:
+    """Ops emitted while lowering ``op`` carry its location (the FX node and source line),
+    which the backends print as provenance."""
+    if isinstance(op.location, UnknownLoc):
+        return
+    emitted = last.next_op if last is not None else block.first_op
+    while emitted is not None:
+        if isinstance(emitted.location, UnknownLoc):
+            emitted.location = op.location
+        emitted = emitted.next_op
 
 
 def _lower_op(
