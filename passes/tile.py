@@ -38,9 +38,11 @@ from kiln.dialects.kernel.program_ops import AllocOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, split_kernel
 from kiln.passes.scheduling.tiling import (
+    OUTER_XBLOCK,
     Tiling,
     hint,
     pointwise_tiling,
+    reduction_hint,
     reduction_tiling,
     split_factor,
 )
@@ -104,8 +106,9 @@ class TilePass(ModulePass):
                 continue
             splits = 1
             if self.split and kind is KernelKind.REDUCTION and can_split(kernel):
+                per_program = OUTER_XBLOCK if reduction_hint(kernel) == "outer" else 1
                 splits = split_factor(
-                    hint(kernel.numel.data), hint(kernel.rnumel.data), self.sm_count
+                    hint(kernel.numel.data), hint(kernel.rnumel.data), self.sm_count, per_program
                 )
             if splits > 1:
                 self._split(op, kernel, splits, names)

@@ -153,3 +153,13 @@ def test_dynamic_reduction_is_looped() -> None:
 def test_bad_option() -> None:
     with pytest.raises(DiagnosticException, match="sm-count must be positive"):
         schedule(parse(lowered(reduction((4, 16), 1))), "fuse,tile{sm-count=0}")
+
+
+def test_outer_reductions_count_programs_not_outputs_when_splitting() -> None:
+    from kiln.passes.scheduling.tiling import OUTER_XBLOCK, split_factor
+
+    # 4096 column maxima over 16384 rows: 4096 outputs, but only 64 programs of 64 outputs.
+    assert split_factor(4096, 16384, 132) == 1
+    splits = split_factor(4096, 16384, 132, OUTER_XBLOCK)
+    assert splits > 1
+    assert 16384 % splits == 0
