@@ -71,8 +71,10 @@ def check(
     pipeline: str = PIPELINE,
     threads: int = 0,
     runs: int = 1,
+    tolerance: tuple[float, float] | None = None,
 ) -> CppProgram:
-    """Compile ``fn`` and compare it with eager on ``runs`` fresh sets of inputs."""
+    """Compile ``fn`` and compare it with eager on ``runs`` fresh sets of inputs
+    (``tolerance``: float32 (atol, rtol) when the default is too tight for the op)."""
     module = lower(fn, make_inputs(), pipeline)
     program = build_program(module, threads=threads)
     for _ in range(runs):
@@ -81,7 +83,7 @@ def check(
         actual = program(inputs)
         assert len(actual) == len(expected)
         for a, e in zip(actual, expected, strict=True):
-            assert_matches(a, e)
+            assert_matches(a, e, tolerance)
     return program
 
 

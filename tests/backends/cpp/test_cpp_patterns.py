@@ -166,6 +166,10 @@ def test_split_reduction_without_the_tile_pass() -> None:
         lambda: (R(40000),),
         pipeline="decompose,canonicalize,cse,dce,lower-aten,fuse",
         threads=2,
+        # 40000 float32 terms summed in another order: ~1e-4 absolute on a result of
+        # magnitude ~10 (the terms' partial sums reach ~200), seen in CI.
+        tolerance=(1e-3, 1e-4),
+        runs=3,
     )
     assert "chunk" in program.cpp_source
 
