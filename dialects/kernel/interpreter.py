@@ -54,7 +54,10 @@ from kiln.dialects.kernel.program_ops import (
     ReuseOp,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
-from kiln.dialects.loop.interpreter import as_buffer, make_loop_interpreter
+from kiln.dialects.loop.interpreter import (
+    check_buffer_argument,
+    make_loop_interpreter,
+)
 
 
 @dataclass
@@ -216,25 +219,6 @@ def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
     raise ArgumentError(f"the module has no kernel.program @{name} (programs: {names})")
 
 
-def _check_argument(position: int, ty: object, value: object) -> object:
-    if not isinstance(ty, MemRefType):
-        return value
-    if not isinstance(value, torch.Tensor):
-        raise ArgumentError(f"argument #{position} must be {ty}, got {type(value).__name__}")
-    shape = tuple(ty.get_shape())
-    dtype = torch_dtype(ty.element_type)
-    if (
-        value.dtype != dtype
-        or value.dim() != len(shape)
-        or any(want >= 0 and want != got for want, got in zip(shape, value.shape, strict=True))
-    ):
-        raise ArgumentError(
-            f"argument #{position} must be {ty}, got a {value.dtype} tensor of shape "
-            f"{list(value.shape)}"
-        )
-    return as_buffer(value)
-
-
 def run_program(
     module: ModuleOp, args: Sequence[object], name: str = "forward"
 ) -> tuple[tuple[object, ...], MemoryTrace]:
@@ -244,7 +228,7 @@ def run_program(
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
     checked = [
-        _check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+        check_buffer_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
     ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter, functions = make_kernel_interpreter(module, device)

@@ -59,7 +59,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import (
     CallableOpInterface,
@@ -74,7 +74,12 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
-from kiln.dialects.loop.ops import is_contiguous_buffer, tensor_for_buffer
+from kiln.dialects.loop.ops import (
+    is_contiguous_buffer,
+    parse_operands_and_region,
+    print_operands_and_region,
+    tensor_for_buffer,
+)
 
 _RESERVED = ("sym_name", "function_type", "arg_attrs", "res_attrs")
 
@@ -410,44 +415,12 @@ class ExternOp(IRDLOperation):
                 raise VerifyException(f"yielded {value.type} does not match result {out.type}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" (")
-        printer.print_list(self.inputs, printer.print_ssa_value)
-        printer.print_string(")")
-        if self.syms:
-            printer.print_string(" syms(")
-            printer.print_list(self.syms, printer.print_ssa_value)
-            printer.print_string(")")
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type([*self.inputs.types, *self.syms.types], self.result_types)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=True)
+        print_operands_and_region(self, printer)
 
     @classmethod
     def parse(cls, parser: Parser) -> ExternOp:
-        inputs = parser.parse_comma_separated_list(
-            parser.Delimiter.PAREN, parser.parse_unresolved_operand
-        )
-        syms: list[UnresolvedOperand] = []
-        if parser.parse_optional_keyword("syms") is not None:
-            syms = parser.parse_comma_separated_list(
-                parser.Delimiter.PAREN, parser.parse_unresolved_operand
-            )
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        fn_type = parser.parse_function_type()
-        types = fn_type.inputs.data
-        if len(types) != len(inputs) + len(syms):
-            parser.raise_error(f"{len(inputs) + len(syms)} operands but {len(types)} types", pos)
-        resolved = parser.resolve_operands([*inputs, *syms], types, pos)
-        region = parser.parse_region()
-        op = cls.build(
-            operands=[resolved[: len(inputs)], resolved[len(inputs) :]],
-            result_types=[list(fn_type.outputs.data)],
-            regions=[region],
-        )
+        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
+        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
         op.attributes.update(attributes)
         return op
 

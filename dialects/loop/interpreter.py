@@ -227,7 +227,9 @@ def make_loop_interpreter(module: ModuleOp, device: torch.device | None = None) 
     return interpreter
 
 
-def _check_argument(position: int, ty: object, value: object) -> object:
+def check_buffer_argument(position: int, ty: object, value: object) -> object:
+    """``value`` as the buffer for a function argument of type ``ty`` (ints pass through);
+    raises ArgumentError naming the argument when it does not fit."""
     if not isinstance(ty, MemRefType):
         return value
     if not isinstance(value, torch.Tensor):
@@ -261,7 +263,7 @@ def run_function(
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
     checked = [
-        _check_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+        check_buffer_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
     ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter = make_loop_interpreter(module, device)

@@ -177,21 +177,26 @@ class LoopNestOp(IRDLOperation):
 
     # -- syntax ------------------------------------------------------------------
 
-    def _print_tail(self, printer: Printer) -> None:
-        printer.print_string(" (")
-        printer.print_list(self.inputs, printer.print_ssa_value)
+
+def print_operands_and_region(op: IRDLOperation, printer: Printer) -> None:
+    """`` (inputs) syms(...) {attrs} : (types) -> results {region}``: the tail shared by
+    loop nests and the extern ops of the loop and kernel dialects."""
+    inputs: Sequence[SSAValue] = op.inputs  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    syms: Sequence[SSAValue] = op.syms  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    body: Region = op.body  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    printer.print_string(" (")
+    printer.print_list(inputs, printer.print_ssa_value)
+    printer.print_string(")")
+    if syms:
+        printer.print_string(" syms(")
+        printer.print_list(syms, printer.print_ssa_value)
         printer.print_string(")")
-        if self.syms:
-            printer.print_string(" syms(")
-            printer.print_list(self.syms, printer.print_ssa_value)
-            printer.print_string(")")
-        extra = {k: v for k, v in self.attributes.items()}
-        if extra:
-            printer.print_op_attributes(extra)
-        printer.print_string(" : ")
-        printer.print_function_type([*self.inputs.types, *self.syms.types], self.result_types)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=True)
+    if op.attributes:
+        printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_function_type([v.type for v in (*inputs, *syms)], op.result_types)
+    printer.print_string(" ")
+    printer.print_region(body, print_entry_block_args=True)
 
 
 def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
@@ -228,7 +233,7 @@ def _parse_operand_lists(parser: Parser) -> tuple[list[UnresolvedOperand], list[
     return inputs, syms
 
 
-def _parse_tail(
+def parse_operands_and_region(
     parser: Parser,
 ) -> tuple[list[SSAValue], list[SSAValue], dict[str, Attribute], list[Attribute], Region]:
     inputs, syms = _parse_operand_lists(parser)
@@ -282,12 +287,12 @@ class PointwiseOp(LoopNestOp):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         print_sizes(printer, self.sizes.data)
-        self._print_tail(printer)
+        print_operands_and_region(self, printer)
 
     @classmethod
     def parse(cls, parser: Parser) -> PointwiseOp:
         sizes = parse_sizes(parser)
-        inputs, syms, attributes, results, region = _parse_tail(parser)
+        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
         op = cls.build(
             operands=[inputs, syms],
             result_types=results,
@@ -358,7 +363,7 @@ class ReductionOp(LoopNestOp):
         print_sizes(printer, self.sizes.data)
         printer.print_string(" reduce ")
         print_sizes(printer, self.reduction_sizes.data)
-        self._print_tail(printer)
+        print_operands_and_region(self, printer)
 
     @classmethod
     def parse(cls, parser: Parser) -> ReductionOp:
@@ -374,7 +379,7 @@ class ReductionOp(LoopNestOp):
         sizes = parse_sizes(parser)
         parser.parse_keyword("reduce")
         reduction_sizes = parse_sizes(parser)
-        inputs, syms, attributes, results, region = _parse_tail(parser)
+        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
         op = cls.build(
             operands=[inputs, syms],
             result_types=[results],
@@ -452,11 +457,11 @@ class ExternOp(IRDLOperation):
                 )
 
     def print(self, printer: Printer) -> None:
-        LoopNestOp._print_tail(self, printer)  # pyright: ignore[reportArgumentType]
+        print_operands_and_region(self, printer)
 
     @classmethod
     def parse(cls, parser: Parser) -> ExternOp:
-        inputs, syms, attributes, results, region = _parse_tail(parser)
+        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
         op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
         op.attributes.update(attributes)
         return op
@@ -469,6 +474,8 @@ __all__ = [
     "ReductionOp",
     "buffer_type",
     "is_contiguous_buffer",
+    "parse_operands_and_region",
+    "print_operands_and_region",
     "size_attr",
     "tensor_for_buffer",
 ]
