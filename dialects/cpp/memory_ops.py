@@ -21,16 +21,11 @@ index error to its caller (C's out-of-bounds read would be undefined behaviour).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import sympy
 from xdsl.dialects.builtin import (
-    AnyFloat,
-    FloatAttr,
     IndexType,
-    IntegerAttr,
-    IntegerType,
     MemRefType,
     UnitAttr,
     i1,
@@ -55,6 +50,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
+from kiln.dialects.loop.body_ops import fill_attr, fill_text, parse_fill
 from kiln.dialects.loop.expr import var_kind
 
 
@@ -92,41 +88,6 @@ def _parse_address(parser: Parser) -> tuple[IndexExprAttr, list[UnresolvedOperan
             operands.append(parser.parse_unresolved_operand())
         parser.parse_punctuation(")")
     return expr, operands
-
-
-def _fill_text(attr: Attribute) -> str:
-    from kiln.dialects.aten.encoding import format_float
-
-    if isinstance(attr, FloatAttr):
-        return format_float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-    assert isinstance(attr, IntegerAttr)
-    value: int = attr.value.data  # pyright: ignore[reportUnknownMemberType]
-    if attr.type == i1:
-        return "true" if value else "false"
-    return str(value)
-
-
-def _parse_fill_value(parser: Parser) -> float | int | bool:
-    if (flag := parser.parse_optional_boolean()) is not None:
-        return flag
-    negative = parser.parse_optional_punctuation("-") is not None
-    if parser.parse_optional_keyword("inf") is not None:
-        return -math.inf if negative else math.inf
-    if not negative and parser.parse_optional_keyword("nan") is not None:
-        return math.nan
-    number = parser.parse_number()
-    return -number if negative else number
-
-
-def fill_attr(value: float | int | bool, element_type: Attribute) -> Attribute:
-    """The fill property for ``value`` in a buffer of ``element_type``."""
-    if isinstance(element_type, AnyFloat):
-        return FloatAttr(float(value), element_type)
-    if isinstance(element_type, IntegerType):
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"fill {value} is not an integer")
-        return IntegerAttr(int(value), element_type)
-    raise ValueError(f"no fill value for element type {element_type}")
 
 
 def _memref(parser: Parser, what: str) -> MemRefType:
@@ -198,7 +159,7 @@ class LoadOp(IRDLOperation):
         if self.mask is not None and self.fill is not None:
             printer.print_string(" if ")
             printer.print_ssa_value(self.mask)
-            printer.print_string(f" else {_fill_text(self.fill)}")
+            printer.print_string(f" else {fill_text(self.fill)}")
         if self.checked is not None:
             printer.print_string(" checked")
         if self.attributes:
@@ -217,7 +178,7 @@ class LoadOp(IRDLOperation):
             mask = parser.parse_unresolved_operand()
             parser.parse_keyword("else")
             fill_pos = parser.pos
-            fill_value = _parse_fill_value(parser)
+            fill_value = parse_fill(parser)
         checked = parser.parse_optional_keyword("checked") is not None
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")

@@ -84,7 +84,8 @@ def check_expr_vars(op: Operation, expr: IndexExprAttr, n_indirect: int) -> None
             )
 
 
-def _fill_text(attr: Attribute) -> str:
+def fill_text(attr: Attribute) -> str:
+    """A fill property as the custom syntax prints it (``0.0``, ``-inf``, ``true``)."""
     from kiln.dialects.aten.encoding import format_float
 
     if isinstance(attr, FloatAttr):
@@ -172,7 +173,7 @@ class LoadOp(IRDLOperation):
         if self.mask is not None and self.fill is not None:
             printer.print_string(" if ")
             printer.print_ssa_value(self.mask)
-            printer.print_string(f" else {_fill_text(self.fill)}")
+            printer.print_string(f" else {fill_text(self.fill)}")
         if self.attributes:
             printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
@@ -197,7 +198,7 @@ class LoadOp(IRDLOperation):
             mask = parser.parse_unresolved_operand()
             parser.parse_keyword("else")
             fill_pos = parser.pos
-            fill_value = _parse_fill(parser)
+            fill_value = parse_fill(parser)
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         type_pos = parser.pos
@@ -220,7 +221,8 @@ class LoadOp(IRDLOperation):
         return op
 
 
-def _parse_fill(parser: Parser) -> float | int | bool:
+def parse_fill(parser: Parser) -> float | int | bool:
+    """The value :func:`fill_text` printed."""
     if (flag := parser.parse_optional_boolean()) is not None:
         return flag
     negative = parser.parse_optional_punctuation("-") is not None
@@ -297,4 +299,12 @@ class YieldOp(IRDLOperation):
             )
 
 
-__all__ = ["IndexOp", "LoadOp", "YieldOp", "enclosing_loop_op", "fill_attr"]
+__all__ = [
+    "IndexOp",
+    "LoadOp",
+    "YieldOp",
+    "enclosing_loop_op",
+    "fill_attr",
+    "fill_text",
+    "parse_fill",
+]
