@@ -132,32 +132,29 @@ def _math(fn: str) -> Lowering:
     return lambda ctx, op, xs: ctx.builder.math(fn, *xs)
 
 
-def _floor_div(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
-    # floor(a / b) = trunc(a / b) - 1 where the remainder is non-zero and has the
-    # opposite sign of b.
-    b = ctx.builder
-    a, d = xs
-    ty = element_of(a.type)
-    q = b.binary("floordiv", a, d)
-    r = b.binary("mod", a, d)
-    zero = b.const(0, ty)
-    fix = b.binary(
-        "and", b.cmp("ne", r, zero), b.cmp("ne", b.cmp("lt", r, zero), b.cmp("lt", d, zero))
-    )
-    return b.binary("sub", q, b.cast(fix, ty))
+def _signed_div(round_up: bool) -> Lowering:
+    """Floor or ceil division from Triton's truncating ``//`` and ``%``: adjust the
+    truncated quotient by one where the remainder is non-zero and its sign says the
+    truncation went the wrong way (opposite sign of the divisor for floor, same for ceil)."""
+
+    def lower(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
+        b = ctx.builder
+        a, d = xs
+        ty = element_of(a.type)
+        q = b.binary("floordiv", a, d)
+        r = b.binary("mod", a, d)
+        zero = b.const(0, ty)
+        sign_test = "eq" if round_up else "ne"
+        fix = b.binary(
+            "and", b.cmp("ne", r, zero), b.cmp(sign_test, b.cmp("lt", r, zero), b.cmp("lt", d, zero))
+        )
+        return b.binary("add" if round_up else "sub", q, b.cast(fix, ty))
+
+    return lower
 
 
-def _ceil_div(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
-    b = ctx.builder
-    a, d = xs
-    ty = element_of(a.type)
-    q = b.binary("floordiv", a, d)
-    r = b.binary("mod", a, d)
-    zero = b.const(0, ty)
-    fix = b.binary(
-        "and", b.cmp("ne", r, zero), b.cmp("eq", b.cmp("lt", r, zero), b.cmp("lt", d, zero))
-    )
-    return b.binary("add", q, b.cast(fix, ty))
+_floor_div = _signed_div(round_up=False)
+_ceil_div = _signed_div(round_up=True)
 
 
 def _ceil_div_unsigned(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
