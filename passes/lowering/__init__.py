@@ -37,10 +37,17 @@ class LoweringTable:
 
 def family_tables() -> dict[str, dict[str, Lowering]]:
     """Each family's lowerings by qualified overload name."""
-    from kiln.passes.lowering import creation, indexing, pointwise, reductions, views
+    from kiln.passes.lowering import (
+        creation,
+        indexing,
+        pointwise,
+        pointwise_backward,
+        reductions,
+        views,
+    )
 
     tables: dict[str, dict[str, Lowering]] = {
-        "pointwise": pointwise.LOWERINGS,
+        "pointwise": {**pointwise.LOWERINGS, **pointwise_backward.LOWERINGS},
         "reductions": reductions.LOWERINGS,
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,
