@@ -199,15 +199,14 @@ def compile_graph(
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 
-    structure = str(output_structure.data) if output_structure is not None else None  # pyright: ignore
+    if output_structure is None:
+        return CompiledGraph(lambda args: run(list(args)), stats, module)
+    from kiln.frontends.fx.outputs import structure_builder
+
+    build = structure_builder(str(output_structure.data))  # pyright: ignore
 
     def call(args: Sequence[Any]) -> Any:
-        outputs = run(list(args))
-        if structure is None:
-            return outputs
-        from kiln.frontends.fx.outputs import rebuild_structure
-
-        return rebuild_structure(structure, outputs)
+        return build(run(list(args)))
 
     return CompiledGraph(call, stats, module)
 
@@ -265,7 +264,7 @@ def _build(
     if executor == "interpret":
         return _interpreter(module), "interpret"
     if executor == "cpp":
-        from kiln.backends.cpp.wrapper import build_program
+        from kiln.backends.cpp import wrapper as _cpp_wrapper
 
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
@@ -274,7 +273,7 @@ def _build(
         from kiln.backends.cpp.compiler import CompilerNotFound
 
         try:
-            program = build_program(module)
+            program = _cpp_wrapper.build_program(module)
         except CompilerNotFound as e:
             if options.executor != "auto":
                 raise CompileError(str(e)) from e

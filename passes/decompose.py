@@ -75,6 +75,19 @@ _KILN_EXTRA = (
 )
 
 
+def _when_not_training(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """A batch-norm decomposition that refuses ``training=True`` (which updates the
+    running statistics in place: functionalized graphs use the ``_functional`` overload)."""
+
+    def decompose(*args: Any, **kwargs: Any) -> Any:
+        training = kwargs["training"] if "training" in kwargs else args[5]
+        if training:
+            raise NotImplementedError("batch norm with training=True mutates its running stats")
+        return decomposition(*args, **kwargs)
+
+    return decompose
+
+
 @cache
 def base_table(name: str) -> dict[Any, Callable[..., Any]]:
     """The named decomposition table (see module docstring)."""
@@ -97,6 +110,13 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
                 extra.append(getattr(packet, overload))
         table = dict(core_aten_decompositions())
         table.update(get_decompositions(extra))
+        # ``_native_batch_norm_legit_no_training`` decomposes into the mutating overload
+        # with ``training=False``; only that case is pure, so only it is decomposed.
+        for overload in (
+            torch.ops.aten._native_batch_norm_legit.default,
+            torch.ops.aten.native_batch_norm.default,
+        ):
+            table[overload] = _when_not_training(get_decompositions([overload])[overload])
         return table
     raise ValueError(f"unknown decomposition table {name!r} (kiln, core, inductor)")
 
@@ -316,7 +336,9 @@ def _splice(op: AtenOp, traced: Traced) -> None:
     for inner in block.ops:
         if isinstance(inner, ReturnOp):
             values = iter(value_map.get(v, v) for v in inner.arguments)
-            returned = [None if i in traced.absent else next(values) for i in range(len(op.results))]
+            returned = [
+                None if i in traced.absent else next(values) for i in range(len(op.results))
+            ]
             break
         clone = inner.clone(value_mapper=value_map)
         clone.location = op.location

@@ -60,12 +60,20 @@ FAST_CALLS: dict[str, Callable[..., Any]] = {
 """Overloads whose Python binding takes exactly the schema's arguments."""
 
 
-def as_buffer(value: torch.Tensor, inputs: Sequence[Any]) -> torch.Tensor:
-    """``value`` as a buffer a kernel may read and later overwrite."""
+FRESH_RESULTS = frozenset(FAST_CALLS)
+"""Overloads whose result is a newly allocated tensor, never a view of an input."""
+
+
+def as_buffer(value: torch.Tensor, inputs: Sequence[Any], fresh: bool = False) -> torch.Tensor:
+    """``value`` as a buffer a kernel may read and later overwrite (``fresh``: it cannot
+    alias an input, so only its layout is checked)."""
     if value.is_contiguous() and value.storage_offset() == 0:
+        if fresh:
+            return value
         storage = value.untyped_storage().data_ptr()
         if not any(
-            isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == storage for x in inputs
+            isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == storage
+            for x in inputs
         ):
             return value
     return value.clone(memory_format=torch.contiguous_format)
@@ -90,7 +98,8 @@ class _Body:
         if isinstance(value, float) and math.isfinite(value):
             return repr(value)
         if isinstance(value, list | tuple) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value  # pyright: ignore[reportUnknownVariableType]
+            isinstance(v, int) and not isinstance(v, bool)
+            for v in value  # pyright: ignore[reportUnknownVariableType]
         ):
             return repr(tuple(value))  # pyright: ignore[reportUnknownArgumentType]
         name = f"_c{len(self.namespace)}"
@@ -119,7 +128,11 @@ class _Body:
     def _direct_call(self, op: AtenOp) -> str | None:
         """A direct call for an op with one tensor result and constant arguments."""
         schema = op.op_schema()
-        if len(op.results) != 1 or len(schema.returns) != 1 or schema.returns[0].kind is not ArgKind.TENSOR:
+        if (
+            len(op.results) != 1
+            or len(schema.returns) != 1
+            or schema.returns[0].kind is not ArgKind.TENSOR
+        ):
             return None
         tensors = op.tensor_operands()
         positional: list[str] = []
@@ -131,7 +144,9 @@ class _Body:
             if spec.kind.is_tensor:
                 if spec.kind in (ArgKind.TENSOR_LIST, ArgKind.OPT_TENSOR_LIST):
                     items = tensors[spec.name]
-                    text = "[" + ", ".join("None" if v is None else self.name(v) for v in items) + "]"
+                    text = (
+                        "[" + ", ".join("None" if v is None else self.name(v) for v in items) + "]"
+                    )
                 elif tensors[spec.name]:
                     value = tensors[spec.name][0]
                     assert value is not None
@@ -188,10 +203,14 @@ class ExternCall:
     """A compiled ``kernel.extern``: ``call(*inputs)`` returns its results as a tuple."""
 
     def __init__(self, op: ExternOp, module: ModuleOp) -> None:
-        self.name = ", ".join(
-            inner.overload_name for inner in op.body.block.ops if isinstance(inner, AtenOp)
-        ) or "extern"
+        self.name = (
+            ", ".join(
+                inner.overload_name for inner in op.body.block.ops if isinstance(inner, AtenOp)
+            )
+            or "extern"
+        )
         self.buffer_results = tuple(isinstance(r.type, MemRefType) for r in op.outputs)
+        self.fresh_results = _fresh_results(op)
         self._body = compile_body(op)
         self._op = op
         self._module = module
@@ -199,14 +218,27 @@ class ExternCall:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         values = self._body(*inputs) if self._body is not None else self._interpret(inputs)
         return tuple(
-            as_buffer(v, inputs) if is_buffer and isinstance(v, torch.Tensor) else v
-            for v, is_buffer in zip(values, self.buffer_results, strict=True)
+            as_buffer(v, inputs, fresh) if is_buffer and isinstance(v, torch.Tensor) else v
+            for v, is_buffer, fresh in zip(
+                values, self.buffer_results, self.fresh_results, strict=True
+            )
         )
 
     def _interpret(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
         interpreter = make_interpreter(self._module)
         interpreter.register_implementations(_KernelYield())
         return tuple(interpreter.run_ssacfg_region(self._op.body, tuple(inputs), "extern"))
+
+
+def _fresh_results(op: ExternOp) -> tuple[bool, ...]:
+    """Per output: whether it is yielded straight from an op in :data:`FRESH_RESULTS`."""
+    yielded = op.body.block.last_op
+    if not isinstance(yielded, YieldOp):
+        return tuple(False for _ in op.outputs)
+    return tuple(
+        isinstance(v.owner, AtenOp) and v.owner.overload_name in FRESH_RESULTS
+        for v in yielded.values
+    )
 
 
 @register_impls

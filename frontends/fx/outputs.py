@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import StringAttr
@@ -108,13 +108,37 @@ def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
     raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
 
 
-def rebuild_structure(text: str, values: Sequence[Any]) -> Any:
-    """The Python value a ``kiln.outputs`` string describes, filled with ``values``."""
+def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
+    """``build(values)``: the Python value a ``kiln.outputs`` string describes, filled
+    with ``values``. The string is parsed here, once (a compiled graph rebuilds its
+    outputs on every call)."""
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise OutputStructureError(f"malformed {OUTPUTS_ATTR} {text!r}: {e}") from None
-    return _fill(tree.body, values)
+    body = tree.body
+    _fill(body, _AnyIndex())  # resolve container types and reject bad nodes now
+    if isinstance(body, ast.Tuple) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in body.elts
+    ):
+        order = [e.value for e in body.elts if isinstance(e, ast.Constant)]
+        return lambda values: tuple(values[i] for i in order)  # the common case: a flat tuple
+    return lambda values: _fill(body, values)
+
+
+class _AnyIndex(Sequence[Any]):
+    """Stands in for the returned values while a structure is checked."""
+
+    def __getitem__(self, index: Any) -> Any:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+
+def rebuild_structure(text: str, values: Sequence[Any]) -> Any:
+    """The Python value a ``kiln.outputs`` string describes, filled with ``values``."""
+    return structure_builder(text)(values)
 
 
 def rebuild_outputs(func: FuncOp, values: Sequence[Any]) -> Any:

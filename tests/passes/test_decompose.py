@@ -99,6 +99,47 @@ def test_gpt_block_decomposes_to_eager_numbers() -> None:
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
+def test_eval_batch_norm_decomposes_to_pointwise_ops() -> None:
+    """Eval batch norm decomposes through ``_native_batch_norm_legit(training=False)``
+    down to pointwise ops (no opaque mutating op is left for an ATen fallback)."""
+    x, mean, var, w, b = (
+        torch.randn(2, 3, 4, 4),
+        torch.randn(3),
+        torch.rand(3) + 0.5,
+        torch.randn(3),
+        torch.randn(3),
+    )
+
+    def fn(*a: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._native_batch_norm_legit_no_training.default(
+            a[0], a[3], a[4], a[1], a[2], 0.1, 1e-5
+        )[0]
+
+    module = _import(fn, x, mean, var, w, b)
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    names = _overloads(module)
+    assert not any("batch_norm" in n for n in names), names
+    assert not [op for op in module.walk() if op.name == "aten.generic"]
+    (out,) = run_function(module, [x, mean, var, w, b])
+    torch.testing.assert_close(out, F.batch_norm(x, mean, var, w, b, training=False, eps=1e-5))
+
+
+def test_training_batch_norm_with_running_stats_is_kept() -> None:
+    """The mutating overload with ``training=True`` updates running stats in place: it is
+    left alone (functionalized graphs use the ``_functional`` overload instead)."""
+    x, mean, var = torch.randn(2, 3, 4, 4), torch.zeros(3), torch.ones(3)
+
+    def fn(x: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._native_batch_norm_legit.default(
+            x, None, None, m, v, True, 0.1, 1e-5
+        )[0]
+
+    module = _import(fn, x, mean, var)
+    DecomposePass().apply(make_context(), module)
+    assert [op for op in module.walk() if op.name == "aten.generic"]
+
+
 def test_ops_and_exclude_options() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x, -1) + torch.log_softmax(x, -1)
