@@ -121,7 +121,8 @@ class TilePass(ModulePass):
         if first_name in names or second_name in names:
             raise TileError(f"tile: kernel names @{first_name} / @{second_name} are taken")
         names.update({first_name, second_name})
-        split = split_kernel(kernel, splits, (first_name, second_name))
+        outer = reduction_hint(kernel) == "outer"
+        split = split_kernel(kernel, splits, (first_name, second_name), outer)
         annotate(split.first, reduction_tiling(split.first, KernelKind.SPLIT))
         annotate(split.second, reduction_tiling(split.second))
         block = module.body.block

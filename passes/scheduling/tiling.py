@@ -129,6 +129,15 @@ def transposed_split(kernel: KernelOp) -> sympy.Expr | None:
 
 OUTER_XBLOCK = 64
 """Outputs per program of an outer (non-contiguous) looped reduction (see reduction_tiling)."""
+SPLIT_OUTER_SHAPE = (32, 32, 4)
+"""XBLOCK, RBLOCK, num_warps of the first kernel of a split outer reduction. Measured on
+the H200 (``amax(0)`` of 16384x4096 float32, 16 chunks): 0.076 ms (84% of copy bandwidth,
+Inductor 0.076 ms) against 0.092 ms for (64, 8, 2 warps); the best of 72 shapes tried."""
+SHORT_ROW_MAX_WARPS = 4
+"""Warps of an inner reduction over at most 2048 elements (one row per program). Measured
+on the H200: var_mean over 32768x2048 float32 0.072 ms with 4 warps, 0.083 with 8 (88%
+against 77% of copy bandwidth); sum over 65536x1024 0.071 ms with 4, 0.078 with 8;
+rows of 4096 and more (softmax, layer norm) stay best at 8."""
 
 
 def split_factor(numel: int, rnumel: int, sm_count: int, outputs_per_program: int = 1) -> int:
@@ -170,6 +179,11 @@ def pointwise_tiling(kernel: KernelOp) -> Tiling:
     return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates))
 
 
+def _cap(where: str, xblock: int, rnumel: int) -> int:
+    """The most warps for a reduction block (see :data:`SHORT_ROW_MAX_WARPS`)."""
+    return SHORT_ROW_MAX_WARPS if where == "inner" and xblock == 1 and rnumel <= 2048 else 16
+
+
 def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling:
     numel = hint(kernel.numel.data)
     rnumel = hint(kernel.rnumel.data)
@@ -185,22 +199,33 @@ def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling
             for x in (1, 8, 32, 128)
             if x == 1 or (x * rblock <= PERSISTENT_BLOCK_ELEMENTS and x <= next_pow2(numel))
         ]
+        cap = SHORT_ROW_MAX_WARPS if where == "inner" else 16
         candidates = [
-            _config(XBLOCK=x, RBLOCK=rblock, num_warps=_num_warps(x * rblock)) for x in xblocks
+            _config(XBLOCK=x, RBLOCK=rblock, num_warps=_num_warps(x * rblock, cap)) for x in xblocks
         ]
         chosen = candidates[0] if where == "inner" else candidates[-1]
         return Tiling(kind, chosen, _unique([chosen, *candidates]), where)
     inner_r = min(next_pow2(rnumel), 2048)
-    shapes = [(1, inner_r), (64, 64), (8, 512), (64, 4)]
+    shapes: list[tuple[int, int, int | None]] = [
+        (1, inner_r, None),
+        (64, 64, None),
+        (8, 512, None),
+        (64, 4, None),
+    ]
     if where == "outer":
-        shapes = [(OUTER_XBLOCK, 8), *shapes]
+        shapes = [(OUTER_XBLOCK, 8, None), *shapes]
+        if kind is KernelKind.SPLIT:
+            shapes = [SPLIT_OUTER_SHAPE, *shapes]
     candidates = [
         _config(
             XBLOCK=min(x, next_pow2(numel)),
             RBLOCK=min(r, next_pow2(rnumel)),
-            num_warps=_num_warps(min(x, next_pow2(numel)) * min(r, next_pow2(rnumel))),
+            num_warps=warps
+            or _num_warps(
+                min(x, next_pow2(numel)) * min(r, next_pow2(rnumel)), _cap(where, x, rnumel)
+            ),
         )
-        for x, r in shapes
+        for x, r, warps in shapes
     ]
     return Tiling(kind, candidates[0], _unique(candidates), where)
 

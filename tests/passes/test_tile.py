@@ -85,6 +85,21 @@ def test_split_reduction() -> None:
     assert [k.kernel_kind for k in kernels(module)] == [KernelKind.LOOPED]
 
 
+def test_outer_split_puts_chunks_first() -> None:
+    """A column reduction split in chunks keeps neighbouring columns neighbours in the
+    partials (``[S, cols]``), so a block of the split kernel reads contiguous memory."""
+    cols = parse(lowered(reduction((16384, 8), 0)))
+    module, trace = assert_schedule_preserves(cols, "fuse,tile")
+    first, second = kernels(module)
+    assert first.kernel_kind is KernelKind.SPLIT
+    assert first.reduction_hint is not None and first.reduction_hint.data == "outer"
+    (partials,) = [t for t in first.function_type.outputs.data if t.get_shape() != (8,)]
+    splits = partials.get_shape()[0]
+    assert partials.get_shape() == (splits, 8) and splits > 1
+    assert str(second.rnumel.data) == str(splits)
+    assert trace.allocations == 2
+
+
 def test_split_factor() -> None:
     assert split_factor(1, 1 << 24, 132) == 512  # Inductor's split of x.sum() over 2^24
     assert split_factor(1, 8192, 132) == 1  # small reductions are never split

@@ -22,7 +22,7 @@ func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 // Rows of 2048 are over the persistent limit (1024): a looped reduction.
-// CHECK: kernel.kernel @kernel0 looped [8] x [2048] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 1, RBLOCK = 2048, num_warps = 8, num_stages = 1>, configs = [{{.*}}], reduction_hint = "inner"}
+// CHECK: kernel.kernel @kernel0 looped [8] x [2048] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 1, RBLOCK = 2048, num_warps = 4, num_stages = 1>, configs = [{{.*}}], reduction_hint = "inner"}
 func.func @looped(%x: tensor<8x2048xf32>) -> tensor<8xf32> {
   %0 = aten.sum.dim_IntList(%x, dim = [1]) : (tensor<8x2048xf32>) -> tensor<8xf32>
   func.return %0 : tensor<8xf32>
