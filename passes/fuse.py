@@ -9,6 +9,10 @@ replaces the function by ``kernel.kernel`` ops and a ``kernel.program`` of the s
 (:mod:`kiln.passes.scheduling.build`). An intermediate used only inside one kernel
 never becomes a buffer.
 
+After fusing, a kernel that only copies an ATen result in order into a buffer of
+another shape (a reshape) is folded into the extern call
+(:mod:`kiln.passes.scheduling.copy_elision`).
+
 Before fusing, cheap pointwise producers are inlined into their consumers where
 recomputing them moves fewer bytes than storing them (:mod:`kiln.passes.scheduling.inline`).
 
@@ -39,9 +43,11 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.diagnostics import OpError
 from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.kernel.program_ops import LaunchOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
+from kiln.passes.scheduling.copy_elision import elide_extern_copies
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
 from kiln.passes.scheduling.inline import inline_cheap_producers
@@ -100,3 +106,10 @@ class FusePass(ModulePass):
             block.insert_op_before(kernel, func)
         block.insert_op_before(program, func)
         block.erase_op(func, safe_erase=False)
+        if elide_extern_copies(program):
+            launched = {
+                op.kernel.string_value() for op in program.walk() if isinstance(op, LaunchOp)
+            }
+            for kernel in builder.kernels:
+                if kernel.sym_name.data not in launched:
+                    block.erase_op(kernel)

@@ -248,3 +248,28 @@ def test_aten_input_is_a_diagnostic() -> None:
         schedule(parse(RELU_CHAIN), "fuse")
     with pytest.raises(DiagnosticException, match="max-nodes must be at least 1"):
         schedule(parse(lowered(RELU_CHAIN)), "fuse{max-nodes=0}")
+
+
+MM_RESHAPED = """
+func.func @forward(%x: tensor<6x8xf32>, %w: tensor<8x4xf32>) -> (tensor<2x3x4xf32>, tensor<24xf32>) {
+  %mm = aten.mm.default(%x, %w) : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %v = aten.view.default(%mm, size = [2, 3, 4]) : (tensor<6x4xf32>) -> tensor<2x3x4xf32>
+  %mm2 = aten.mm.default(%x, %w) : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %t = aten.t.default(%mm2) : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %f = aten.view.default(%t, size = [24]) : (tensor<4x6xf32>) -> tensor<24xf32>
+  func.return %v, %f : tensor<2x3x4xf32>, tensor<24xf32>
+}
+"""
+
+
+def test_reshaped_extern_result_is_not_copied() -> None:
+    """A reshape of an ATen result becomes part of the extern call (no copy kernel);
+    a transpose still needs its kernel. Same numbers before and after."""
+    module, _ = assert_schedule_preserves(parse(lowered(MM_RESHAPED)), "fuse")
+    externs = [op for op in program(module).body.block.ops if isinstance(op, ExternOp)]
+    assert len(externs) == 2
+    reshaped = externs[0]
+    assert [str(r.type) for r in reshaped.outputs] == ["memref<2x3x4xf32>"]
+    assert [op.name for op in reshaped.body.block.ops][-2:] == ["aten.view.default", "kernel.yield"]
+    (copy,) = kernels(module)  # only the transpose copy of the second product is left
+    assert [launch.kernel.string_value() for launch in launches(module)] == [copy.sym_name.data]

@@ -1,0 +1,136 @@
+"""Folding a reshape of an ATen result into the extern call instead of copying it.
+
+``x @ w`` reshaped to ``[2, 64, 1024]`` and returned lowers to an extern (``aten.mm``)
+and a pointwise kernel that copies the product, element by element in order, into a
+buffer of the new shape. The copy moves every byte twice for nothing (measured on the
+H200: 0.5 ms of GPT-2's 21 ms for its logits). When the extern's result is used only by
+that copy, the reshape becomes part of the extern body instead: ATen returns a view of
+its own fresh result, which is the buffer the program wanted::
+
+    %mm = kernel.extern (%a, %w) : (...) -> memref<128x1024xf32> { ... aten.mm ... }
+    %view = kernel.alloc : memref<2x64x1024xf32>
+    kernel.launch @kernel13(%mm) outs(%view) : (memref<128x1024xf32>) -> (memref<2x64x1024xf32>)
+
+becomes::
+
+    %view = kernel.extern (%a, %w) : (...) -> memref<2x64x1024xf32> {
+      ... aten.mm ...
+      %v = aten.view.default(%mm_1, size = [2, 64, 1024]) : (tensor<128x1024xf32>) -> tensor<2x64x1024xf32>
+      kernel.yield %v : tensor<2x64x1024xf32>
+    }
+"""
+
+from __future__ import annotations
+
+import sympy
+from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.traits import SymbolTable
+
+from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
+from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp
+from kiln.dialects.loop.body_ops import LoadOp
+from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
+from kiln.dialects.loop.expr import index_var
+from kiln.dialects.loop.ops import PointwiseOp
+from kiln.passes.scheduling.legality import flat_index
+
+
+def _is_in_order_copy(kernel: KernelOp) -> bool:
+    """One pointwise node that loads its single input at the flat position it writes."""
+    nodes = kernel.nodes()
+    if len(nodes) != 1 or not isinstance(nodes[0], PointwiseOp) or kernel.sym_args():
+        return False
+    node = nodes[0]
+    ops = list(node.body.block.ops)
+    if len(ops) != 2 or not isinstance(ops[0], LoadOp) or not isinstance(ops[1], LoopYieldOp):
+        return False
+    load = ops[0]
+    if load.mask is not None or len(load.operands) != 1 or ops[1].operands[0] is not load.result:
+        return False
+    sizes = [s.data for s in node.sizes.data]
+    if any(sympy.sympify(s).free_symbols for s in sizes):
+        return False
+    identity = flat_index([index_var(k) for k in range(len(sizes))], sizes)
+    return sympy.expand(load.index.data - identity) == 0
+
+
+def _static_same_size(a: MemRefType, b: MemRefType) -> bool:
+    if a.element_type != b.element_type or not a.has_static_shape() or not b.has_static_shape():
+        return False
+    return a.element_count() == b.element_count()
+
+
+def elide_extern_copies(program: ProgramOp) -> int:
+    """Fold in-order copies of extern results into the externs; returns how many."""
+    folded = 0
+    for launch in [op for op in program.body.block.ops if isinstance(op, LaunchOp)]:
+        if len(launch.args) != 1 or len(launch.outs) != 1:
+            continue
+        source, target = launch.args[0], launch.outs[0]
+        extern, alloc = source.owner, target.owner
+        if not isinstance(extern, ExternOp) or not isinstance(alloc, AllocOp):
+            continue
+        if not source.has_one_use() or alloc.dynamic_sizes:
+            continue
+        kernel = SymbolTable.lookup_symbol(program, launch.kernel)
+        if not isinstance(kernel, KernelOp) or not _is_in_order_copy(kernel):
+            continue
+        source_type, target_type = source.type, target.type
+        if not isinstance(source_type, MemRefType) or not isinstance(target_type, MemRefType):
+            continue
+        if not _static_same_size(source_type, target_type):
+            continue
+        _fold(extern, source, alloc, launch)
+        folded += 1
+    return folded
+
+
+def _fold(extern: ExternOp, source: SSAValue, alloc: AllocOp, launch: LaunchOp) -> None:
+    target_type = alloc.result.type
+    assert isinstance(target_type, MemRefType)
+    index = list(extern.outputs).index(source)
+    yielded = extern.body.block.last_op
+    assert isinstance(yielded, YieldOp)
+    view_class = op_class("view.default")
+    assert view_class is not None
+    tensor_type = TensorType(target_type.element_type, target_type.get_shape())
+    view = view_class.from_args(
+        {"self": yielded.values[index], "size": list(target_type.get_shape())}, [tensor_type]
+    )
+    extern.body.block.insert_op_before(view, yielded)
+    values = list(yielded.values)
+    values[index] = view.results[0]
+    extern.body.block.insert_op_before(YieldOp(*values), yielded)
+    extern.body.block.erase_op(yielded)
+    result_types = [r.type for r in extern.outputs]
+    result_types[index] = target_type
+    replacement = ExternOp.build(
+        operands=[list(extern.inputs), list(extern.syms)],
+        result_types=[result_types],
+        regions=[extern.detach_region(extern.body)],
+        attributes=dict(extern.attributes),
+    )
+    for old, new in zip(extern.outputs, replacement.outputs, strict=True):
+        new.name_hint = old.name_hint
+    replacement.outputs[index].name_hint = alloc.result.name_hint
+    block = alloc.parent_block()
+    assert block is not None
+    block.insert_op_before(replacement, extern)
+    launch.detach()
+    launch.erase()
+    alloc.result.replace_all_uses_with(replacement.outputs[index])
+    for k, (old, new) in enumerate(zip(extern.outputs, replacement.outputs, strict=True)):
+        if k != index:
+            old.replace_all_uses_with(new)
+    _erase(alloc)
+    _erase(extern)
+
+
+def _erase(op: Operation) -> None:
+    op.detach()
+    op.erase()
+
+
+__all__ = ["elide_extern_copies"]
