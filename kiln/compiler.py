@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from kiln.registry import Registry, default_registry
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,lower-aten,fuse,tile,buffer-reuse"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,unfuse-addmm,lower-aten,fuse,tile,buffer-reuse"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 

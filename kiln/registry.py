@@ -36,6 +36,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "dce": ("kiln.passes.dce", "DCEPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
+    "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
     "fuse": ("kiln.passes.fuse", "FusePass"),
     "tile": ("kiln.passes.tile", "TilePass"),

@@ -1,0 +1,120 @@
+"""``unfuse-addmm``: ``addmm`` whose result only feeds pointwise ops becomes ``mm`` + ``add``.
+
+The bias add then fuses into the pointwise kernel that reads the product anyway, and the
+matrix multiply runs without a bias: cuBLAS/MKL implement ``addmm`` by first writing
+the broadcast bias into the output and then accumulating the product onto it (``beta =
+1``), an extra pass over the output, and cuBLAS picks slower tiles for it (measured on
+the H200, BERT large: the fc2 ``addmm`` 0.89 ms per call against 0.75 ms for ``mm``).
+Inductor does the same rewrite on GPUs (``unfuse_bias_add_to_pointwise``)::
+
+    %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    %1 = aten.relu.default(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+
+becomes::
+
+    %mm = aten.mm.default(%x, %w) : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    %0 = aten.add.Tensor(%mm, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %1 = aten.relu.default(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+
+Only ``alpha = beta = 1`` is rewritten, and only when every use of the result is a
+pointwise op (``torch.Tag.pointwise``), or a view whose uses are: otherwise the add
+would be a kernel of its own. Low-precision results round twice (product, then sum)
+instead of once, as under Inductor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.encoding import decode_value
+
+_RESHAPES = frozenset({"aten::_unsafe_view.default", "aten::reshape.default"})
+
+
+@cache
+def _tags(overload: str) -> tuple[bool, bool]:
+    """(pointwise, view) for a torch overload name like ``aten::add.Tensor``."""
+    import torch
+
+    namespace, _, rest = overload.partition("::")
+    name, _, overload_name = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace, None), name, None)
+    op = getattr(packet, overload_name or "default", None) if packet is not None else None
+    if op is None:
+        return False, False
+    return torch.Tag.pointwise in op.tags, bool(op.is_view) or overload in _RESHAPES
+
+
+def _feeds_only_pointwise(value: SSAValue) -> bool:
+    if not value.uses:
+        return False
+    for use in value.uses:
+        user = use.operation
+        if not isinstance(user, AtenOp):
+            return False
+        pointwise, view = _tags(user.overload_name)
+        if pointwise:
+            continue
+        if not view or not all(_feeds_only_pointwise(r) for r in user.results):
+            return False
+    return True
+
+
+def _is_one(op: AtenOp, name: str) -> bool:
+    attr = op.arg_attr(name)
+    if attr is None:
+        return True
+    spec = next(a for a in op.op_schema().arguments if a.name == name)
+    return decode_value(spec, attr, ()) == 1
+
+
+def _unfuse(op: AtenOp) -> None:
+    mm_class, add_class = op_class("mm.default"), op_class("add.Tensor")
+    assert mm_class is not None and add_class is not None
+    bias, mat1, mat2 = op.operands[:3]
+    result = op.results[0]
+    mm = mm_class.from_args({"self": mat1, "mat2": mat2}, [result.type])
+    mm.results[0].name_hint = "mm"
+    add = add_class.from_args({"self": mm.results[0], "other": bias}, [result.type])
+    for new in (mm, add):
+        new.location = op.location
+    Rewriter.insert_op(mm, InsertPoint.before(op))
+    Rewriter.insert_op(add, InsertPoint.before(op))
+    add.results[0].name_hint = result.name_hint
+    Rewriter.replace_op(op, [], [add.results[0]])
+
+
+def _candidates(module: Operation) -> list[AtenOp]:
+    return [
+        op
+        for op in module.walk()
+        if isinstance(op, AtenOp)
+        and op.overload_name == "aten::addmm.default"
+        and not op.sym_operands()
+        and _is_one(op, "alpha")
+        and _is_one(op, "beta")
+        and _feeds_only_pointwise(op.results[0])
+    ]
+
+
+@dataclass(frozen=True)
+class UnfuseAddmmPass(ModulePass):
+    """Split ``addmm`` into ``mm`` + ``add`` where the add fuses (see the module docstring)."""
+
+    name = "unfuse-addmm"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for addmm in _candidates(op):
+            _unfuse(addmm)
+
+
+__all__ = ["UnfuseAddmmPass"]
