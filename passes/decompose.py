@@ -56,6 +56,10 @@ _KILN_EXTRA = (
     "native_group_norm.default",
     "_native_batch_norm_legit_functional.default",
     "_native_batch_norm_legit_no_training.default",
+    # What eval / functionalized batch norm is captured as on some devices (CUDA): the
+    # same decompositions, so that it fuses instead of running through ATen.
+    "_batch_norm_no_update.default",
+    "_batch_norm_with_update_functional.default",
     "native_dropout.default",
     "var_mean.correction",
     "addcmul.default",

@@ -99,7 +99,14 @@ def test_gpt_block_decomposes_to_eager_numbers() -> None:
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_eval_batch_norm_decomposes_to_pointwise_ops() -> None:
+@pytest.mark.parametrize(
+    "overload",
+    [
+        torch.ops.aten._native_batch_norm_legit_no_training.default,
+        torch.ops.aten._batch_norm_no_update.default,
+    ],
+)
+def test_eval_batch_norm_decomposes_to_pointwise_ops(overload: Any) -> None:
     """Eval batch norm decomposes through ``_native_batch_norm_legit(training=False)``
     down to pointwise ops (no opaque mutating op is left for an ATen fallback)."""
     x, mean, var, w, b = (
