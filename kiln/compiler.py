@@ -33,12 +33,11 @@ from typing import Any, Literal
 
 import torch
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from kiln.registry import Registry, default_registry
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,unfuse-addmm,lower-aten,fuse,tile,buffer-reuse"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,lower-aten,fuse,tile,buffer-reuse"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 
@@ -163,8 +162,6 @@ def compile_graph(
         _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
     module = import_graph(gm)
-    func = next(op for op in module.ops if isinstance(op, FuncOp))
-    output_structure = func.attributes.get("kiln.outputs")
     _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
 
@@ -188,6 +185,10 @@ def compile_graph(
     last[0] = time.perf_counter()
     pipeline.apply(ctx, module)
 
+    # Read after the pipeline: a pass may change how outputs are rebuilt (output-layout).
+    output_structure = next(
+        (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes), None
+    )
     executor = _choose_executor(options.executor, example_inputs)
     run, stats.executor = _build(executor, module, options, debug)
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")

@@ -37,6 +37,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),
+    "output-layout": ("kiln.passes.output_layout", "OutputLayoutPass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
     "fuse": ("kiln.passes.fuse", "FusePass"),
     "tile": ("kiln.passes.tile", "TilePass"),

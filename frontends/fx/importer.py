@@ -31,7 +31,14 @@ from kiln.dialects.aten.encoding import ArgEncodingError
 from kiln.frontends.fx.constants import constant_op
 from kiln.frontends.fx.errors import FxImportError
 from kiln.frontends.fx.locations import LocationBuilder
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, OutputStructureError, encode_structure
+from kiln.frontends.fx.outputs import (
+    OUTPUT_STRIDES_ATTR,
+    OUTPUTS_ATTR,
+    OutputStructureError,
+    contiguous_strides,
+    encode_structure,
+    output_strides_attr,
+)
 from kiln.frontends.fx.overloads import Overload, OverloadTable
 from kiln.frontends.fx.symbolic import (
     SYMBOLIC_TARGETS,
@@ -361,6 +368,7 @@ class GraphImporter:
 
     def _output(self, node: torch.fx.Node) -> None:
         returned: list[SSAValue] = []
+        strides: list[tuple[int, ...] | None] = []
 
         def leaf(value: object) -> object:
             if value is None:
@@ -369,11 +377,14 @@ class GraphImporter:
                 result = self._value_of(value)
                 if isinstance(result, tuple):
                     returned.extend(result)
+                    strides.extend([None] * len(result))
                     return [len(returned) - len(result) + i for i in range(len(result))]
                 returned.append(result)
+                strides.append(_static_strides(value.meta.get("val")))
                 return len(returned) - 1
             if isinstance(value, bool | int | float):
                 returned.append(self._symbolic.constant(value, self._types.value_type(value)))
+                strides.append(None)
                 return len(returned) - 1
             raise UnsupportedValue(f"returns a {type(value).__name__}, which has no IR value")
 
@@ -384,11 +395,34 @@ class GraphImporter:
             # the structure from the flat output list with this spec.
             structure = pytree.tree_unflatten(list(structure), out_spec)  # pyright: ignore[reportArgumentType]
         self._attributes[OUTPUTS_ATTR] = StringAttr(encode_structure(structure))
+        if any(not _is_contiguous(s, v) for s, v in zip(strides, returned, strict=True)):
+            self._attributes[OUTPUT_STRIDES_ATTR] = output_strides_attr(strides)
         self._return = func.ReturnOp(*returned)
         self._return.location = self._locations.node_location(node.name, None)
 
 
 _NUMBER = (bool, int, float, complex)
+
+
+def _static_strides(value: object) -> tuple[int, ...] | None:
+    """The strides of a FakeTensor output, when they are all static."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    strides = value.stride()
+    if not all(isinstance(s, int) for s in strides):
+        return None
+    return tuple(int(s) for s in strides)
+
+
+def _is_contiguous(strides: tuple[int, ...] | None, value: SSAValue) -> bool:
+    ty = value.type
+    if strides is None or not isinstance(ty, TensorType):
+        return True
+    shape = ty.get_shape()
+    expected = contiguous_strides(shape)
+    return any(d < 0 for d in shape) or all(
+        size <= 1 or got == want for size, got, want in zip(shape, strides, expected, strict=True)
+    )
 
 
 def _is_scalar(value: object) -> bool:

@@ -10,7 +10,14 @@ func.func @forward(...) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xi64>)
 ```
 
 Containers are tuples, lists, dicts (str or int keys) and named tuples / structseqs,
-written as a call of their qualified type name. :func:`rebuild_outputs` turns the
+written as a call of their qualified type name; ``permute(k, (1, 0))`` is returned value
+``k`` seen through ``Tensor.permute`` (how a graph returns a tensor with the strides
+eager gives it, see :mod:`kiln.passes.output_layout`).
+
+``kiln.output_strides`` (written only when some output is not contiguous) records the
+strides eager gives each returned value (``[]``: not a tensor, or unknown)::
+
+    func.func @forward(...) attributes {kiln.output_strides = [[1, 4], []], ...} :func:`rebuild_outputs` turns the
 returned values back into what the GraphModule returns; it reads the expression with
 ``ast`` (never ``eval``) and only resolves type names in modules already imported.
 """
@@ -22,10 +29,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation
 
 OUTPUTS_ATTR = "kiln.outputs"
+OUTPUT_STRIDES_ATTR = "kiln.output_strides"
 
 OutputStructure = Any
 """A nest of containers whose leaves are ints (indices into the returned values) or None."""
@@ -61,6 +70,36 @@ def encode_structure(structure: OutputStructure) -> str:
     raise OutputStructureError(
         f"cannot record an output container of type {_type_name(type(structure))}"  # pyright: ignore[reportUnknownArgumentType]
     )
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides: list[int] = []
+    stride = 1
+    for size in reversed(shape):
+        strides.append(stride)
+        stride *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def output_strides_attr(strides: Sequence[Sequence[int] | None]) -> ArrayAttr[Any]:
+    return ArrayAttr(
+        [
+            ArrayAttr([IntegerAttr(s, 64) for s in entry] if entry is not None else [])
+            for entry in strides
+        ]
+    )
+
+
+def output_strides(func: Operation) -> list[tuple[int, ...] | None] | None:
+    """The recorded strides of each returned value (None: not recorded)."""
+    attr = func.attributes.get(OUTPUT_STRIDES_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    out: list[tuple[int, ...] | None] = []
+    for entry in attr.data:  # pyright: ignore[reportUnknownVariableType]
+        items = [int(i.value.data) for i in entry.data]  # pyright: ignore
+        out.append(tuple(items) if items else None)
+    return out
 
 
 def _resolve_type(node: ast.expr) -> type:
@@ -100,6 +139,15 @@ def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
                 raise OutputStructureError("output dict keys must be literals")
             out[key.value] = _fill(value, values)
         return out
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "permute":
+        value, dims = node.args
+        tensor = _fill(value, values)
+        if not isinstance(dims, ast.Tuple) or not all(
+            isinstance(d, ast.Constant) for d in dims.elts
+        ):
+            raise OutputStructureError("permute takes a value and a tuple of dims")
+        order = tuple(d.value for d in dims.elts if isinstance(d, ast.Constant))
+        return None if tensor is None else tensor.permute(order)
     if isinstance(node, ast.Call) and not node.keywords:
         cls = _resolve_type(node.func)
         items = [_fill(a, values) for a in node.args]
