@@ -16,7 +16,14 @@ becomes::
 
 Traced decompositions are cached per signature (overload, operand types, arguments).
 An op is left alone, never approximated, when its decomposition cannot be traced for
-its types (symbolic sizes, a failing decomposition) or would change its result types.
+its types (a failing decomposition) or would change its result types.
+
+Symbolic sizes (``tensor<?x8xf32>``, ``dynamic=True``): the decomposition is traced with
+a fresh size symbol per dynamic dimension (``make_fx`` in symbolic mode), so the traced
+body holds for every size: its sizes are read from its inputs (``aten.sym_size.int``).
+If tracing had to assume anything about a symbol (a guard such as ``s0 > 1``, or two
+dims being equal), the op is kept. Ops whose arguments are symbolic values
+(``view(x, size = [%s, 8])``) are kept too.
 
 Choosing what to decompose: ``table`` picks a base table (``kiln``: PyTorch's core-ATen
 decompositions plus the composites kiln's lowering wants decomposed; ``core``: only
@@ -213,11 +220,11 @@ def _torch_name(op: AtenOp) -> str:
 
 def _signature(op: AtenOp) -> tuple[Any, ...] | None:
     """A hashable key of everything the decomposition may depend on, or None if the op
-    has symbolic inputs (no static signature)."""
+    has symbolic arguments (sizes it would have to trace as given values)."""
     if op.sym_operands():
         return None
     for value in op.operands:
-        if not isinstance(value.type, TensorType) or any(d < 0 for d in value.type.get_shape()):
+        if not isinstance(value.type, TensorType):
             return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
     extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items()))
@@ -254,11 +261,10 @@ def _decomposed_body(op: AtenOp, overload: Any, table: Decompositions) -> Traced
 
 
 def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
-    import torch
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._python_dispatch import _disable_current_modes
 
-    from kiln.dialects.aten.dtypes import type_to_dtype
     from kiln.frontends.fx import import_graph
 
     schema = op.op_schema()
@@ -296,15 +302,21 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
         absent[:] = [i for i, r in enumerate(result) if r is None]  # pyright: ignore
         return tuple(r for r in result if r is not None)  # pyright: ignore
 
-    examples = []
-    for value in flat_inputs:
-        ty = value.type
-        assert isinstance(ty, TensorType)
-        examples.append(torch.empty(ty.get_shape(), dtype=type_to_dtype(ty.element_type)))
+    symbolic = any(
+        d < 0 for v in flat_inputs if isinstance(v.type, TensorType) for d in v.type.get_shape()
+    )
     try:
-        # Outside any ambient tracing context (AOTAutograd's would make shapes symbolic).
-        with _guards.tracing(None):
-            gm = make_fx(fn, decomposition_table=_with_prims(table), tracing_mode="fake")(*examples)
+        # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
+        # symbolic; an active fake mode would claim our example tensors).
+        with _guards.tracing(None), _disable_current_modes():
+            examples, shape_env = _examples(flat_inputs, symbolic)
+            gm = make_fx(
+                fn,
+                decomposition_table=_with_prims(table),
+                tracing_mode="symbolic" if symbolic else "fake",
+            )(*examples)
+        if shape_env is not None and shape_env.guards:
+            return None  # the trace holds only for some sizes
         module = import_graph(gm)
     except Exception:
         # The decomposition does not apply to these types: keep the op.
@@ -323,6 +335,53 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
         return None  # the "decomposition" re-emits the op itself
     func.detach()
     return Traced(func, tuple(absent))
+
+
+_SYMBOL_HINTS = (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
+"""Example sizes for symbolic dims: distinct, and not 0 or 1 (which PyTorch specializes)."""
+
+
+def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
+    """Example inputs for tracing: empty tensors, or fake tensors with one fresh symbol
+    per dynamic dimension (and the shape environment holding those symbols)."""
+    import torch
+
+    from kiln.dialects.aten.dtypes import type_to_dtype
+
+    shapes: list[list[int]] = []
+    dtypes: list[torch.dtype] = []
+    for value in values:
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        shapes.append(list(ty.get_shape()))
+        dtypes.append(type_to_dtype(ty.element_type))
+    if not symbolic:
+        return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
+    from torch._dynamo.source import ConstantSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    shape_env = ShapeEnv(duck_shape=False)
+    mode = FakeTensorMode(shape_env=shape_env)
+    hints = iter(_SYMBOL_HINTS)
+    examples: list[Any] = []
+    for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
+        concrete = [d if d >= 0 else next(hints) for d in shape]
+        context = StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC if d < 0 else DimDynamic.STATIC for d in shape]
+        )
+        examples.append(
+            mode.from_tensor(
+                torch.empty(concrete, dtype=dtype),
+                symbolic_context=context,
+                source=ConstantSource(f"decompose_input_{k}"),
+            )
+        )
+    return examples, shape_env
 
 
 def _is_same_op(candidate: Operation, op: AtenOp) -> bool:

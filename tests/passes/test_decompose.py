@@ -213,3 +213,41 @@ def test_traces_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
     DecomposePass().apply(make_context(), _import(fn, torch.randn(3, 5)))
     # dim=-1 twice (one signature) and dim=0 once.
     assert calls.count("aten::_softmax.default") == 2
+
+
+def test_symbolic_sizes_decompose_for_every_size() -> None:
+    """With a dynamic batch, composites still decompose (traced with a size symbol, the
+    body reads sizes from its inputs) and compute eager's numbers at several sizes."""
+    text = """
+    func.func @f(%x: tensor<?x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32> {
+      %0, %1, %2 = aten.native_layer_norm.default(%x, normalized_shape = [32], weight = %w, bias = %b, eps = 1.0e-05) : (tensor<?x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<?x32xf32>, tensor<?x1xf32>, tensor<?x1xf32>)
+      %3 = aten._softmax.default(%0, dim = 1, half_to_float = false) : (tensor<?x32xf32>) -> tensor<?x32xf32>
+      func.return %3 : tensor<?x32xf32>
+    }
+    """
+    module = Parser(make_context(), text).parse_module()
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    names = _overloads(module)
+    assert "aten::native_layer_norm.default" not in names
+    assert "aten::_softmax.default" not in names
+    w, b = torch.randn(32), torch.randn(32)
+    for rows in (1, 3, 7):
+        x = torch.randn(rows, 32)
+        (out,) = run_function(module, [x, w, b], "f")
+        torch.testing.assert_close(out, torch.softmax(F.layer_norm(x, (32,), w, b), 1))
+
+
+def test_size_dependent_decomposition_is_kept() -> None:
+    """A decomposition that would only hold for some sizes (it guards on the symbol) is
+    not applied: the op stays for ATen."""
+    text = """
+    func.func @f(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> tensor<?x8xf32> {
+      %0 = aten.addcmul.default(%x, %y, %y, value = 2) : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+      func.return %0 : tensor<?x8xf32>
+    }
+    """
+    module = Parser(make_context(), text).parse_module()
+    DecomposePass().apply(make_context(), module)
+    # x and y get distinct size symbols: broadcasting them needs a guard, so the op stays.
+    assert "aten::addcmul.default" in _overloads(module)
