@@ -35,7 +35,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 MIN_MBYTES = 16.0
 """Kernels touching less memory are launch-bound and left out of the bandwidth table."""
 
-PIPELINE = ("decompose", "canonicalize", "cse", "dce", "lower-aten", "fuse", "tile", "buffer-reuse")
+def _pipeline() -> tuple[str, ...]:
+    from kiln.compiler import DEFAULT_PIPELINE
+
+    return tuple(DEFAULT_PIPELINE.split(","))
 
 
 def bench(fn: Callable[[], Any], rep_ms: int = 200) -> float:
@@ -75,7 +78,7 @@ def kiln_compile(
     module = import_graph(capture.gm)
     registry = default_registry()
     ctx = registry.make_context()
-    for name in PIPELINE:
+    for name in _pipeline():
         registry.get_pass(name)().apply(ctx, module)
     options = TritonOptions(autotune=autotune, cuda_graphs=cuda_graphs)
     program = compile_program(module, options=options)
