@@ -1,0 +1,204 @@
+"""Hypothesis fuzzing of whole graphs: random programs of pointwise ops, broadcasts,
+reductions, views, softmax and matmuls, compiled through the default pipeline and run
+by kiln's reference interpreters and by the C++ backend, against eager PyTorch.
+
+A program is drawn op by op while it runs eagerly on its example inputs, so every op
+fits the shapes it meets; any of its values may be returned (transposed ones too, which
+exercises ``output-layout``). A failing example prints as the list of op specs that
+built it (``hypothesis`` shrinks it first).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiln.compiler import CompileOptions, compile_graph
+from kiln.frontends.capture import capture_make_fx
+
+UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "exp": lambda t: torch.exp(t.clamp(-8, 8)),
+    "tanh": torch.tanh,
+    "neg": torch.neg,
+    "sigmoid": torch.sigmoid,
+    "abs": torch.abs,
+    "gelu": torch.nn.functional.gelu,
+}
+BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add": torch.add,
+    "mul": torch.mul,
+    "sub": torch.sub,
+    "maximum": torch.maximum,
+}
+REDUCE: dict[str, Callable[[torch.Tensor, int, bool], torch.Tensor]] = {
+    "sum": lambda t, d, k: t.sum(d, keepdim=k),
+    "amax": lambda t, d, k: t.amax(d, keepdim=k),
+    "mean": lambda t, d, k: t.mean(d, keepdim=k),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op of a program: ``kind`` and the value indices / constants it uses."""
+
+    kind: str
+    name: str
+    args: tuple[int, ...]
+    extra: tuple[int, ...] = ()
+
+    def apply(self, values: list[torch.Tensor], weights: list[torch.Tensor]) -> torch.Tensor:
+        a = values[self.args[0]]
+        if self.kind == "unary":
+            return UNARY[self.name](a)
+        if self.kind == "binary":
+            return BINARY[self.name](a, values[self.args[1]])
+        if self.kind == "reduce":
+            return REDUCE[self.name](a, self.extra[0], bool(self.extra[1]))
+        if self.kind == "softmax":
+            return torch.softmax(a, self.extra[0])
+        if self.kind == "transpose":
+            return a.transpose(self.extra[0], self.extra[1])
+        if self.kind == "flatten":
+            return a.flatten(self.extra[0], self.extra[0] + 1)
+        if self.kind == "unsqueeze":
+            return a.unsqueeze(self.extra[0])
+        if self.kind == "matmul":
+            return a @ weights[self.extra[0]]
+        raise AssertionError(self.kind)
+
+
+@dataclass(frozen=True)
+class Program:
+    shapes: tuple[tuple[int, ...], ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+    weight_shapes: tuple[tuple[int, int], ...]
+
+    def run(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        count = len(self.shapes)
+        values, weights = list(tensors[:count]), list(tensors[count:])
+        for step in self.steps:
+            values.append(step.apply(values, weights))
+        return tuple(values[k] for k in self.outputs)
+
+
+def _broadcast_partner(draw: st.DrawFn, values: list[torch.Tensor], a: int) -> int | None:
+    """A value whose shape broadcasts with ``values[a]``'s into ``values[a]``'s shape."""
+    shape = values[a].shape
+    fits = [
+        k
+        for k, v in enumerate(values)
+        if v.dim() <= len(shape)
+        and all(s in (1, t) for s, t in zip(reversed(v.shape), reversed(shape), strict=False))
+    ]
+    return draw(st.sampled_from(fits)) if fits else None
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> Program:
+    n_inputs = draw(st.integers(1, 2))
+    rank = draw(st.integers(2, 3))
+    base = tuple(draw(st.integers(1, 9)) for _ in range(rank))
+    shapes = [base] + [
+        tuple(s if draw(st.booleans()) else 1 for s in base) for _ in range(n_inputs - 1)
+    ]
+    values = [torch.randn(s) for s in shapes]
+    weights: list[torch.Tensor] = []
+    steps: list[Step] = []
+    for _ in range(draw(st.integers(1, 7))):
+        a = draw(st.integers(0, len(values) - 1))
+        t = values[a]
+        kinds = ["unary", "binary", "reduce", "softmax", "transpose", "unsqueeze", "matmul"]
+        if t.dim() >= 2:
+            kinds.append("flatten")
+        kind = draw(st.sampled_from(kinds))
+        if kind == "unary":
+            step = Step(kind, draw(st.sampled_from(sorted(UNARY))), (a,))
+        elif kind == "binary":
+            b = _broadcast_partner(draw, values, a)
+            if b is None:
+                continue
+            step = Step(kind, draw(st.sampled_from(sorted(BINARY))), (a, b))
+        elif kind == "reduce":
+            if t.dim() < 2:
+                continue
+            dim = draw(st.integers(0, t.dim() - 1))
+            step = Step(
+                kind, draw(st.sampled_from(sorted(REDUCE))), (a,), (dim, int(draw(st.booleans())))
+            )
+        elif kind == "softmax":
+            step = Step(kind, "softmax", (a,), (draw(st.integers(0, t.dim() - 1)),))
+        elif kind == "transpose":
+            if t.dim() < 2:
+                continue
+            dims = draw(st.permutations(range(t.dim())))[:2]
+            step = Step(kind, "transpose", (a,), (dims[0], dims[1]))
+        elif kind == "flatten":
+            step = Step(kind, "flatten", (a,), (draw(st.integers(0, t.dim() - 2)),))
+        elif kind == "unsqueeze":
+            if t.dim() >= 4:
+                continue
+            step = Step(kind, "unsqueeze", (a,), (draw(st.integers(0, t.dim())),))
+        else:
+            weights.append(torch.randn(t.shape[-1], draw(st.integers(1, 9))))
+            step = Step(kind, "matmul", (a,), (len(weights) - 1,))
+        values.append(step.apply(values, weights))
+        steps.append(step)
+    produced = list(range(len(shapes), len(values))) or [0]
+    outputs = tuple(draw(st.lists(st.sampled_from(produced), min_size=1, max_size=2, unique=True)))
+    weight_shapes = tuple((int(w.shape[0]), int(w.shape[1])) for w in weights)
+    return Program(tuple(shapes), tuple(steps), outputs, weight_shapes)
+
+
+def _inputs(program: Program) -> list[torch.Tensor]:
+    return [torch.randn(s) for s in program.shapes] + [
+        torch.randn(s) for s in program.weight_shapes
+    ]
+
+
+def _layout(t: torch.Tensor) -> list[int]:
+    """Strides where they mean something (dims of size > 1)."""
+    return [s for s, n in zip(t.stride(), t.shape, strict=True) if n > 1]
+
+
+def _check(program: Program, executor: str) -> None:
+    inputs = _inputs(program)
+    capture = capture_make_fx(program.run, *inputs)
+    options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]
+    compiled = compile_graph(capture.gm, capture.example_inputs, options)
+    expected = program.run(*inputs)
+    got: Any = compiled(*capture.example_inputs)
+    assert len(got) == len(expected)
+    for have, want in zip(got, expected, strict=True):
+        torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
+        assert _layout(have) == _layout(want), (have.stride(), want.stride())
+
+
+def fuzz(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        database=None,
+    )
+
+
+@fuzz(int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")))
+@given(programs())
+def test_random_graphs_through_the_interpreters(program: Program) -> None:
+    _check(program, "interpret")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@fuzz(int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")) // 3)
+@given(programs())
+def test_random_graphs_through_the_cpp_backend(program: Program) -> None:
+    _check(program, "cpp")
