@@ -169,11 +169,12 @@ def _layout(t: torch.Tensor) -> list[int]:
     return [s for s, n in zip(t.stride(), t.shape, strict=True) if n > 1]
 
 
-def _check(program: Program, executor: str) -> None:
+def check_program(program: Program, executor: str) -> None:
     inputs = _inputs(program)
     capture = capture_make_fx(program.run, *inputs)
     options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]
     compiled = compile_graph(capture.gm, capture.example_inputs, options)
+    assert compiled.stats.executor == executor
     expected = program.run(*inputs)
     got: Any = compiled(*capture.example_inputs)
     assert len(got) == len(expected)
@@ -194,11 +195,11 @@ def fuzz(examples: int) -> settings:
 @fuzz(int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")))
 @given(programs())
 def test_random_graphs_through_the_interpreters(program: Program) -> None:
-    _check(program, "interpret")
+    check_program(program, "interpret")
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @fuzz(int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")) // 3)
 @given(programs())
 def test_random_graphs_through_the_cpp_backend(program: Program) -> None:
-    _check(program, "cpp")
+    check_program(program, "cpp")
