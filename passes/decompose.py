@@ -328,9 +328,19 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
     ret = func.body.block.last_op
     if not isinstance(ret, ReturnOp):
         return None
-    present = [r for i, r in enumerate(op.results) if i not in absent]
-    if [v.type for v in ret.arguments] != [r.type for r in present]:
+    present = [i for i in range(len(op.results)) if i not in absent]
+    if len(ret.arguments) != len(present):
         return None
+    # A result of another type is left out: the decomposition computes it for the CPU
+    # (batch norm's saved statistics are [0] there and [C] on CUDA); the op is then only
+    # replaced where that result is unused (see _splice).
+    kept = [v.type == op.results[i].type for i, v in zip(present, ret.arguments, strict=True)]
+    if not any(kept):
+        return None
+    if not all(kept):
+        absent = sorted([*absent, *(i for i, k in zip(present, kept, strict=True) if not k)])
+        values = [v for v, k in zip(ret.arguments, kept, strict=True) if k]
+        Rewriter.replace_op(ret, ReturnOp(*values))
     if any(_is_same_op(o, op) for o in func.walk()):
         return None  # the "decomposition" re-emits the op itself
     func.detach()

@@ -251,3 +251,37 @@ def test_size_dependent_decomposition_is_kept() -> None:
     DecomposePass().apply(make_context(), module)
     # x and y get distinct size symbols: broadcasting them needs a guard, so the op stays.
     assert "aten::addcmul.default" in _overloads(module)
+
+
+def test_eval_batch_norm_with_cuda_result_types_decomposes() -> None:
+    """On CUDA eval batch norm's saved statistics are ``[C]`` (``[0]`` on the CPU, where
+    decompositions are traced): unused, they do not stop the decomposition."""
+    text = """
+    func.func @f(%x: tensor<2x3x4x4xf32>, %m: tensor<3xf32>, %v: tensor<3xf32>, %w: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<2x3x4x4xf32> {
+      %0, %1, %2 = aten._native_batch_norm_legit_no_training.default(%x, %m, %v, weight = %w, bias = %b, momentum = 0.1, eps = 1.0e-05) : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+      func.return %0 : tensor<2x3x4x4xf32>
+    }
+    """
+    module = Parser(make_context(), text).parse_module()
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    assert not any("batch_norm" in n for n in _overloads(module))
+    x, m, v, w, b = (
+        torch.randn(2, 3, 4, 4),
+        torch.randn(3),
+        torch.rand(3) + 0.5,
+        torch.randn(3),
+        torch.randn(3),
+    )
+    (out,) = run_function(module, [x, m, v, w, b], "f")
+    torch.testing.assert_close(out, F.batch_norm(x, m, v, w, b, training=False, eps=1e-5))
+    # Where the statistics are used, the op stays.
+    used = Parser(
+        make_context(),
+        text.replace(
+            "func.return %0 : tensor<2x3x4x4xf32>", "func.return %1 : tensor<3xf32>"
+        ).replace(") -> tensor<2x3x4x4xf32> {", ") -> tensor<3xf32> {"),
+    )
+    module = used.parse_module()
+    DecomposePass().apply(make_context(), module)
+    assert "aten::_native_batch_norm_legit_no_training.default" in _overloads(module)
