@@ -37,7 +37,7 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from kiln.registry import Registry, default_registry
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,lower-aten,fuse,tile,buffer-reuse"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 
@@ -212,7 +212,14 @@ def compile_graph(
     return CompiledGraph(call, stats, module)
 
 
-_VIEW_OPS = frozenset({"aten::as_strided.default", "aten::view.default", "aten::alias.default"})
+_VIEW_OPS = frozenset(
+    {
+        "aten::as_strided.default",
+        "aten::view.default",
+        "aten::alias.default",
+        "aten::permute.default",  # the NHWC view a channels-last extern yields
+    }
+)
 
 
 def extern_overloads(module: ModuleOp) -> Counter[str]:

@@ -34,6 +34,7 @@ KILN_DIALECTS: dict[str, tuple[str, str]] = {
 KILN_PASSES: dict[str, tuple[str, str]] = {
     "cse": ("kiln.passes.cse", "CSEPass"),
     "dce": ("kiln.passes.dce", "DCEPass"),
+    "channels-last": ("kiln.passes.channels_last", "ChannelsLastPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),

@@ -37,7 +37,7 @@ from kiln.dialects.loop.ops import (
     tensor_for_buffer,
 )
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
-from kiln.passes.lowering.tensors import TensorRef, contiguous_strides
+from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef, contiguous_strides
 from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type
 
 Expr = sympy.Expr
@@ -234,7 +234,14 @@ class LoweringContext:
     # -- extern ---------------------------------------------------------------------------
 
     def extern(self, op: Operation) -> list[Lowered]:
-        """``op`` run by ATen inside a ``loop.extern``; inputs pass as buffers or views."""
+        """``op`` run by ATen inside a ``loop.extern``; inputs pass as buffers or views.
+
+        An op of :data:`CHANNELS_LAST_FOLLOWING` given a channels-last input returns
+        channels-last 4-D results (ATen's memory-format propagation): the body yields
+        them permuted to NHWC, so the result buffers are NHWC and are not copied back
+        to NCHW; the results are those buffers seen in NCHW order.
+        """
+        channels_last = self._follows_channels_last(op)
         block = Block()
         inputs: list[SSAValue] = []
         input_args: dict[SSAValue, SSAValue] = {}
@@ -283,17 +290,71 @@ class LoweringContext:
         body_ops.append(clone)
         from kiln.dialects.loop.body_ops import YieldOp
 
-        body_ops.append(YieldOp(*clone.results))
+        yielded = [
+            _permuted_nhwc(r, body_ops) if channels_last and _is_4d(r.type) else r
+            for r in clone.results
+        ]
+        body_ops.append(YieldOp(*yielded))
         block.add_ops(body_ops)
-        result_types = [_result_buffer_type(t) for t in op.result_types]
+        result_types = [_result_buffer_type(v.type) for v in yielded]
         extern = ExternOp.build(
             operands=[inputs, syms], result_types=[result_types], regions=[Region(block)]
         )
         self.emit(extern)
         out: list[Lowered] = []
-        for result in extern.outputs:
-            out.append(self.buffer_ref(result) if isinstance(result.type, MemRefType) else result)
+        for result, value in zip(extern.outputs, clone.results, strict=True):
+            if not isinstance(result.type, MemRefType):
+                out.append(result)
+            elif channels_last and _is_4d(value.type):
+                out.append(self.buffer_ref(result).permute(NCHW))
+            else:
+                out.append(self.buffer_ref(result))
         return out
+
+    def _follows_channels_last(self, op: Operation) -> bool:
+        if not isinstance(op, AtenOp) or op.overload_name not in CHANNELS_LAST_FOLLOWING:
+            return False
+        first = next(iter(op.tensor_operands().values()), [None])
+        lowered = self.values.get(first[0]) if first and first[0] is not None else None
+        return isinstance(lowered, TensorRef) and lowered.is_channels_last()
+
+
+CHANNELS_LAST_FOLLOWING = frozenset(
+    {
+        "aten::convolution.default",
+        "aten::max_pool2d_with_indices.default",
+        "aten::avg_pool2d.default",
+        "aten::_adaptive_avg_pool2d.default",
+        "aten::_native_batch_norm_legit_no_training.default",
+        "aten::_native_batch_norm_legit.default",
+        "aten::_native_batch_norm_legit.no_stats",
+        "aten::_native_batch_norm_legit_functional.default",
+        "aten::native_batch_norm.default",
+    }
+)
+"""ATen ops whose 4-D results take the memory format of their first input (cuDNN,
+oneDNN, the native pooling and batch-norm kernels; batch norm runs as an extern where
+``decompose`` leaves it). Were ATen to return NCHW after all, the permuted result is not
+contiguous and the backends copy it: slower, never wrong."""
+
+
+def _is_4d(ty: Attribute) -> bool:
+    return isinstance(ty, TensorType) and len(ty.get_shape()) == 4
+
+
+def _permuted_nhwc(value: SSAValue, body_ops: list[Operation]) -> SSAValue:
+    """``permute(value, NHWC)`` appended to an extern body."""
+    from kiln.dialects.aten.dialect import op_class
+
+    permute = op_class("permute.default")
+    assert permute is not None
+    ty: Attribute = value.type
+    assert isinstance(ty, TensorType)
+    shape: tuple[int, ...] = ty.get_shape()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    result_type = TensorType(ty.element_type, [shape[d] for d in NHWC])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    op = permute.from_args({"self": value, "dims": list(NHWC)}, [result_type])
+    body_ops.append(op)
+    return op.results[0]
 
 
 def _same_shape(ref: TensorRef) -> bool:

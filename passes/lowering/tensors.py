@@ -29,6 +29,11 @@ DimMap = Callable[[Sequence[Expr]], Sequence[Expr]]
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
 
+NHWC = (0, 2, 3, 1)
+"""``permute`` dims from NCHW to channels-last (NHWC) order."""
+NCHW = (0, 3, 1, 2)
+"""``permute`` dims from NHWC back to NCHW order."""
+
 
 def expr(value: int | Expr) -> Expr:
     return value if isinstance(value, sympy.Expr) else sympy.Integer(value)
@@ -113,6 +118,11 @@ class TensorRef:
             d < 0 or sympy.Integer(d) == size
             for d, size in zip(ty.get_shape(), self.sizes, strict=True)
         )
+
+    def is_channels_last(self) -> bool:
+        """Whether this is a 4-D tensor stored channels-last: exactly its NHWC buffer seen
+        in NCHW order (torch's ``channels_last`` memory format)."""
+        return self.rank == 4 and self.permute(NHWC).is_plain()
 
     # -- views: each returns a new map over the same buffer -------------------------
 

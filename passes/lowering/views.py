@@ -5,7 +5,9 @@
 ``diagonal``, ``alias``, ``clone``, ``contiguous`` (and the ``*_copy`` forms that
 functionalized graphs use) return a :class:`TensorRef` over their input's buffer; the
 consumers' loads compose the maps (see :mod:`kiln.passes.lowering.tensors`). ``clone``
-and ``contiguous`` are views too, because buffers are immutable at this level.
+and ``contiguous`` are views too, because buffers are immutable at this level; only
+``clone(memory_format=channels_last)`` copies (into an NHWC buffer), since the layout is
+what it asks for (``channels-last`` inserts it ahead of convolutions).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
+from xdsl.dialects.builtin import StringAttr
 
 from kiln.dialects.loop.expr import floordiv
 from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.tensors import ONE, TensorRef, expr, numel
+from kiln.passes.lowering.tensors import NCHW, NHWC, ONE, TensorRef, expr, numel
 from kiln.passes.lowering.types import NoLowering
 
 Expr = sympy.Expr
@@ -55,6 +58,25 @@ def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
 def _alias(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [args.tensor("self")]
+
+
+def _clone(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """An alias, except that a 4-D ``channels_last`` clone is materialized NHWC."""
+    ref = args.tensor("self")
+    memory_format = args.op.arg_attr("memory_format")
+    if (
+        not isinstance(memory_format, StringAttr)
+        or memory_format.data != "channels_last"
+        or ref.rank != 4
+        or ref.is_channels_last()
+    ):
+        return [ref]
+    nhwc = ctx.pointwise(
+        [ref.sizes[d] for d in NHWC],
+        ref.dtype,
+        lambda bb, idx: bb.load(ref, [idx[d] for d in NCHW]),
+    )
+    return [nhwc.permute(NCHW)]
 
 
 def _permute(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -294,7 +316,7 @@ LOWERINGS: dict[str, Lowering] = {
     "_reshape_alias": _view,
     "alias": _alias,
     "alias_copy": _alias,
-    "clone": _alias,
+    "clone": _clone,
     "contiguous": _alias,
     "detach": _alias,
     "detach_copy": _alias,

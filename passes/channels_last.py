@@ -1,0 +1,379 @@
+"""``channels-last``: 2-D convolutions on channels-last (NHWC) activations.
+
+oneDNN (CPU) and cuDNN (GPU, tensor cores above all) run convolutions faster on
+channels-last tensors, and Inductor converts convolution inputs to channels-last and keeps
+the activations between convolutions that way (its layout optimization). This pass does
+the same at the aten level, without changing a single number: only where values are
+stored changes, never what is computed.
+
+Layouts at the aten level. Tensors have value semantics here, and ``lower-aten`` turns
+views (``permute``, ``unsqueeze``) into index maps over their input's buffer, so the
+physical layout of a tensor is decided by the op that computes it. This pass therefore
+writes the layout into the IR as *logical* NHWC tensors:
+
+* a pointwise op whose input is stored channels-last is rewritten to compute the NHWC
+  tensor (``relu(permute(y, [0, 2, 3, 1]))``), so the kernel ``lower-aten`` makes for it
+  writes (and reads) NHWC contiguously; its old NCHW result becomes
+  ``permute(nhwc, [0, 3, 1, 2])``, a view that costs nothing. Lower-rank operands
+  (batch-norm's ``[C, 1, 1]`` scale) are broadcast explicitly (``unsqueeze`` to 4-D, then
+  the same permute), again only views;
+* a convolution (and the pooling and batch-norm ops of ``CHANNELS_LAST_FOLLOWING`` in
+  :mod:`kiln.passes.lowering.context`, where ``decompose`` leaves them to ATen) whose
+  input is stored channels-last is left as it is: ``lower-aten`` passes that input to ATen as a channels-last strided tensor, ATen
+  returns a channels-last result (its memory-format propagation), and the extern yields it
+  as an NHWC buffer, so no copy is made on either side;
+* a convolution reading a function argument (the image) gets
+  ``clone(x, memory_format = "channels_last")``, which ``lower-aten`` materializes as one
+  NHWC copy (option ``convert-inputs=false`` leaves the image NCHW: the first convolution
+  then runs on NCHW and only the kernel after it reads transposed; ``convert-weights=true``
+  copies the weights as well);
+* every other consumer (reductions, views, matmuls, the function's results) reads the
+  NCHW view, i.e. the NHWC buffer through strides.
+
+```mlir
+%y = aten.convolution.default(%xc, %w, ...) : (...) -> tensor<2x8x6x6xf32>
+%r = aten.relu.default(%y) : (tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32>
+%z = aten.convolution.default(%r, %w2, ...) : (...) -> tensor<2x8x6x6xf32>
+```
+becomes
+```mlir
+%y = aten.convolution.default(%xc, %w, ...) : (...) -> tensor<2x8x6x6xf32>
+%y_nhwc = aten.permute.default(%y, dims = [0, 2, 3, 1]) : (...) -> tensor<2x6x6x8xf32>
+%r = aten.relu.default(%y_nhwc) : (tensor<2x6x6x8xf32>) -> tensor<2x6x6x8xf32>
+%r_nchw = aten.permute.default(%r, dims = [0, 3, 1, 2]) : (...) -> tensor<2x8x6x6xf32>
+%z = aten.convolution.default(%r_nchw, %w2, ...) : (...) -> tensor<2x8x6x6xf32>
+```
+
+Function results are contiguous NCHW buffers, so a returned value stored channels-last
+would cost a copy back. The pass keeps every returned 4-D tensor NCHW, and with it the
+chain of convolutions, pools, batch norms and views it is computed through (their layout
+follows their input). That leaves training forward graphs, which return every activation for the
+backward graph, mostly as they were; backward graphs have no ``convolution`` and are left
+alone. Weights stay NCHW by default: oneDNN and cuDNN reorder them anyway, and without
+freezing a copy here would be a kernel per weight per call (``convert-weights=true``).
+
+Why a rewrite of the aten IR rather than a physical-layout pass on kernels: every later
+level (loop, kernel, both backends) already handles strided views and fused index maps,
+so expressing the layout as permutes needs no support anywhere else, the IR stays
+verifiable and printable, and the aten interpreter checks the pass on random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import InterpretationError
+
+from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.ops import AtenOp
+from kiln.passes.lowering.context import CHANNELS_LAST_FOLLOWING
+from kiln.passes.lowering.tensors import NCHW, NHWC
+
+CONVOLUTION = "aten::convolution.default"
+
+_TO_COPY = "aten::_to_copy.default"
+_TO_COPY_LAYOUT_ARGS = ("layout", "device", "pin_memory", "memory_format")
+"""``_to_copy`` is elementwise (a dtype cast) unless it also moves or re-lays-out."""
+
+
+@cache
+def _is_elementwise(overload: str) -> bool:
+    """A pure pointwise overload (torch's ``pointwise`` tag): each output element depends
+    only on the same element of each (broadcast) input, so any layout computes the same
+    numbers."""
+    import torch
+
+    from kiln.dialects.aten.interpreter import torch_overload
+
+    try:
+        overload_fn = torch_overload(overload)
+    except InterpretationError:
+        return False
+    tags = getattr(overload_fn, "tags", ())
+    schema = getattr(overload_fn, "_schema", None)
+    if schema is None or schema.is_mutable or torch.Tag.nondeterministic_seeded in tags:
+        return False
+    return torch.Tag.pointwise in tags or overload == _TO_COPY
+
+
+def _tensor_shape(value: SSAValue) -> tuple[int, ...] | None:
+    ty = value.type
+    if not isinstance(ty, TensorType):
+        return None
+    return tuple(ty.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+
+
+def _rank(value: SSAValue) -> int | None:
+    shape = _tensor_shape(value)
+    return None if shape is None else len(shape)
+
+
+def _first_tensor(op: AtenOp) -> SSAValue | None:
+    for values in op.tensor_operands().values():
+        return values[0] if values else None
+    return None
+
+
+def _is_2d_convolution(op: AtenOp) -> bool:
+    if op.overload_name != CONVOLUTION or len(op.results) != 1:
+        return False
+    spec = next(a for a in op.op_schema().arguments if a.name == "transposed")
+    transposed = decode_value(spec, op.arg_attr("transposed"), ())
+    tensors = op.tensor_operands()
+    weight = tensors["weight"][0]
+    return (
+        transposed is False
+        and _rank(op.operands[0]) == 4
+        and weight is not None
+        and _rank(weight) == 4
+        and _rank(op.results[0]) == 4
+    )
+
+
+def _has_layout_args(op: AtenOp) -> bool:
+    if op.overload_name == _TO_COPY:
+        return any(op.arg_attr(name) is not None for name in _TO_COPY_LAYOUT_ARGS)
+    memory_format = op.arg_attr("memory_format") if _has_arg(op, "memory_format") else None
+    return isinstance(memory_format, StringAttr) and memory_format.data != "preserve_format"
+
+
+def _has_arg(op: AtenOp, name: str) -> bool:
+    return any(a.name == name for a in op.op_schema().arguments)
+
+
+def _view_overloads() -> frozenset[str]:
+    """Overloads ``lower-aten`` turns into views of their input's buffer."""
+    from kiln.passes.lowering.views import LOWERINGS
+
+    names = {name if "." in name else f"{name}.default" for name in LOWERINGS}
+    return frozenset(f"aten::{name}" for name in names)
+
+
+def _permuted_type(ty: Attribute, dims: Sequence[int]) -> TensorType[Attribute]:
+    assert isinstance(ty, TensorType)
+    shape: tuple[int, ...] = ty.get_shape()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return TensorType(ty.element_type, [shape[d] for d in dims])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+class _FunctionRewrite:
+    """The rewrite of one function body (see the module docstring)."""
+
+    def __init__(self, block: Block, convert_inputs: bool, convert_weights: bool) -> None:
+        self.block = block
+        self.convert_inputs = convert_inputs
+        self.convert_weights = convert_weights
+        self.created: list[Operation] = []
+        self.channels_last: set[SSAValue] = set()
+        """NCHW values that ``lower-aten`` will store as NHWC buffers."""
+        self.nhwc: dict[SSAValue, SSAValue] = {}
+        """A channels-last NCHW value -> the same tensor as a logical NHWC value."""
+        self.input_clones: dict[SSAValue, SSAValue] = {}
+        self.keep_nchw = self._values_kept_nchw()
+
+    # -- analysis ---------------------------------------------------------------------
+
+    def _values_kept_nchw(self) -> set[SSAValue]:
+        """Returned 4-D tensors, and what their layout follows from (pools,
+        convolutions and views take their input's layout)."""
+        terminator = self.block.last_op
+        keep: set[SSAValue] = set()
+        if isinstance(terminator, ReturnOp):
+            keep = {v for v in terminator.operands if _rank(v) is not None}
+        views = _view_overloads()
+        for op in reversed(list(self.block.ops)):
+            if not isinstance(op, AtenOp) or not any(r in keep for r in op.results):
+                continue
+            follows = op.overload_name in CHANNELS_LAST_FOLLOWING or op.overload_name in views
+            if follows:
+                keep.update(v for v in op.operands if _rank(v) is not None)
+        return keep
+
+    # -- building ---------------------------------------------------------------------
+
+    def _insert(self, op: Operation, point: InsertPoint) -> SSAValue:
+        Rewriter.insert_op(op, point)
+        self.created.append(op)
+        return op.results[0]
+
+    def _after_definition(self, value: SSAValue) -> InsertPoint:
+        owner = value.owner
+        if isinstance(owner, Operation):
+            return InsertPoint.after(owner)
+        return InsertPoint.at_start(self.block)
+
+    def _permute(self, value: SSAValue, dims: Sequence[int], point: InsertPoint) -> SSAValue:
+        permute = op_class("permute.default")
+        assert permute is not None
+        op = permute.from_args(
+            {"self": value, "dims": list(dims)}, [_permuted_type(value.type, dims)]
+        )
+        return self._insert(op, point)
+
+    def _unsqueeze_front(self, value: SSAValue, point: InsertPoint) -> SSAValue:
+        unsqueeze = op_class("unsqueeze.default")
+        assert unsqueeze is not None
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        shape: tuple[int, ...] = ty.get_shape()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        result_type = TensorType(ty.element_type, [1, *shape])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return self._insert(unsqueeze.from_args({"self": value, "dim": 0}, [result_type]), point)
+
+    def nhwc_of(self, value: SSAValue) -> SSAValue:
+        """``value`` (NCHW, stored channels-last) as a logical NHWC tensor."""
+        found = self.nhwc.get(value)
+        if found is None:
+            found = self._permute(value, NHWC, self._after_definition(value))
+            if value.name_hint:
+                found.name_hint = f"{value.name_hint}_nhwc"
+            self.nhwc[value] = found
+        return found
+
+    def _broadcast_nhwc(self, value: SSAValue, user: Operation) -> SSAValue:
+        """An operand of a rewritten pointwise op, broadcast to 4-D and permuted to NHWC
+        (views only)."""
+        if value in self.channels_last:
+            return self.nhwc_of(value)
+        rank = _rank(value)
+        assert rank is not None
+        if rank == 0:
+            return value
+        for _ in range(4 - rank):
+            value = self._unsqueeze_front(value, InsertPoint.before(user))
+        return self._permute(value, NHWC, InsertPoint.before(user))
+
+    # -- rewriting --------------------------------------------------------------------
+
+    def run(self) -> bool:
+        changed = False
+        for op in list(self.block.ops):
+            if not isinstance(op, AtenOp):
+                continue
+            if _is_2d_convolution(op):
+                changed |= self._convolution(op)
+            elif op.overload_name in CHANNELS_LAST_FOLLOWING:
+                self._follow_input(op)
+            elif self._is_convertible_pointwise(op):
+                self._pointwise(op)
+                changed = True
+        self._erase_unused()
+        return changed
+
+    def _convolution(self, op: AtenOp) -> bool:
+        (result,) = op.results
+        if result in self.keep_nchw:
+            return False
+        x = op.operands[0]
+        if x not in self.channels_last:
+            if not (self.convert_inputs and isinstance(x, BlockArgument)):
+                return False
+            op.operands[0] = self._input_clone(x)
+        weight = op.operands[1]
+        if self.convert_weights and isinstance(weight, BlockArgument):
+            op.operands[1] = self._input_clone(weight)
+        self.channels_last.add(result)
+        return True
+
+    def _input_clone(self, x: SSAValue) -> SSAValue:
+        """``clone(x, memory_format = "channels_last")`` once per function argument."""
+        found = self.input_clones.get(x)
+        if found is None:
+            clone = op_class("clone.default")
+            assert clone is not None
+            op = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
+            found = self._insert(op, InsertPoint.at_start(self.block))
+            if x.name_hint:
+                found.name_hint = f"{x.name_hint}_nhwc"
+            self.input_clones[x] = found
+            self.channels_last.add(found)
+        return found
+
+    def _follow_input(self, op: AtenOp) -> None:
+        first = _first_tensor(op)
+        if first is None or first not in self.channels_last:
+            return
+        for result in op.results:
+            if _rank(result) == 4:
+                self.channels_last.add(result)
+
+    def _is_convertible_pointwise(self, op: AtenOp) -> bool:
+        if not op.results or not _is_elementwise(op.overload_name) or _has_layout_args(op):
+            return False
+        shapes = {_tensor_shape(r) for r in op.results}
+        if len(shapes) != 1:
+            return False
+        (shape,) = shapes
+        if shape is None or len(shape) != 4 or any(r in self.keep_nchw for r in op.results):
+            return False
+        ranks = [_rank(v) for v in op.operands]
+        if any(r is not None and r > 4 for r in ranks):
+            return False
+        return any(v in self.channels_last and _tensor_shape(v) == shape for v in op.operands)
+
+    def _pointwise(self, op: AtenOp) -> None:
+        operands: list[SSAValue] = []
+        mapped: dict[SSAValue, SSAValue] = {}
+        for value in op.operands:
+            if _rank(value) is None:
+                operands.append(value)
+                continue
+            if value not in mapped:
+                mapped[value] = self._broadcast_nhwc(value, op)
+            operands.append(mapped[value])
+        new = type(op).create(
+            operands=operands,
+            result_types=[_permuted_type(r.type, NHWC) for r in op.results],
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
+        new.location = op.location
+        Rewriter.insert_op(new, InsertPoint.before(op))
+        for old, result in zip(op.results, new.results, strict=True):
+            result.name_hint = old.name_hint
+            nchw = self._permute(result, NCHW, InsertPoint.before(op))
+            if old.name_hint:
+                nchw.name_hint = f"{old.name_hint}_nchw"
+            old.replace_all_uses_with(nchw)
+            self.channels_last.add(nchw)
+            self.nhwc[nchw] = result
+        Rewriter.erase_op(op)
+
+    def _erase_unused(self) -> None:
+        for op in reversed(self.created):
+            if op.parent is not None and all(not r.uses for r in op.results):
+                Rewriter.erase_op(op)
+
+
+@dataclass(frozen=True)
+class ChannelsLastPass(ModulePass):
+    """Store the activations of 2-D convolutions channels-last (see the module docstring)."""
+
+    name: ClassVar[str] = "channels-last"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    convert_inputs: bool = True
+    """Copy a function argument a convolution reads to channels-last first."""
+    convert_weights: bool = False
+    """Copy the weights too (a kernel each per call: there is no freezing), sparing
+    oneDNN / cuDNN their reorder of an NCHW weight."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            if not func.body.blocks or not _has_2d_convolution(func):
+                continue
+            _FunctionRewrite(func.body.block, self.convert_inputs, self.convert_weights).run()
+
+
+def _has_2d_convolution(func: FuncOp) -> bool:
+    return any(
+        isinstance(op, AtenOp) and op.overload_name == CONVOLUTION and _is_2d_convolution(op)
+        for op in func.body.block.ops
+    )

@@ -1,0 +1,378 @@
+"""The ``channels-last`` pass: IR in/IR out, the same numbers before and after (aten
+interpreter), and whole conv nets through the C++ backend against eager, with no extra
+kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from pass_checks import assert_pass_output, parse, printed, random_args, run_pass
+from torch import nn
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import PassPipeline
+
+from kiln.backends.cpp.wrapper import build_program
+from kiln.compiler import DEFAULT_PIPELINE
+from kiln.dialects.aten.interpreter import run_function
+from kiln.dialects.aten.ops import AtenOp
+from kiln.frontends.capture import capture_aot, capture_aot_training, capture_make_fx
+from kiln.frontends.fx import OUTPUTS_ATTR, import_graph, rebuild_structure
+from kiln.passes.channels_last import ChannelsLastPass
+from kiln.registry import default_registry
+
+WITHOUT = DEFAULT_PIPELINE.replace("channels-last,", "")
+NO_INPUT_COPY = DEFAULT_PIPELINE.replace("channels-last", "channels-last{convert-inputs=false}")
+WEIGHT_COPIES = DEFAULT_PIPELINE.replace("channels-last", "channels-last{convert-weights=true}")
+TOLERANCE = 1e-4
+"""rtol and atol, float32 whole models: convolution algorithms differ by layout (rounding
+only)."""
+
+
+def assert_close(actual: Any, expected: Any) -> None:
+    torch.testing.assert_close(actual, expected, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+CONV = "stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1"
+
+CONV_RELU_CONV = f"""
+func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x1x1xf32>, %w2: tensor<4x4x1x1xf32>) -> tensor<2x4xf32> {{
+  %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %1 = aten.add.Tensor(%0, %b) : (tensor<2x4x6x6xf32>, tensor<4x1x1xf32>) -> tensor<2x4x6x6xf32>
+  %2 = aten.relu.default(%1) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %3 = aten.convolution.default(%2, %w2, padding = [0, 0], {CONV}) : (tensor<2x4x6x6xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x6x6xf32>
+  %4 = aten.add.Tensor(%3, %2) : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %5 = aten.mean.dim(%4, dim = [2, 3]) : (tensor<2x4x6x6xf32>) -> tensor<2x4xf32>
+  func.return %5 : tensor<2x4xf32>
+}}
+"""
+
+
+def test_registered_and_in_the_default_pipeline() -> None:
+    assert default_registry().get_pass("channels-last") is ChannelsLastPass
+    passes = DEFAULT_PIPELINE.split(",")
+    assert passes.index("channels-last") < passes.index("lower-aten")
+
+
+def test_activations_between_convolutions_become_nhwc() -> None:
+    # The image is copied to channels-last once; the bias add, relu and residual add
+    # compute NHWC tensors; convolutions and the mean read the NCHW permutes of them.
+    assert_pass_output(
+        ChannelsLastPass(),
+        CONV_RELU_CONV,
+        f"""
+        func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x1x1xf32>, %w2: tensor<4x4x1x1xf32>) -> tensor<2x4xf32> {{
+          %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x3x6x6xf32>) -> tensor<2x3x6x6xf32>
+          %0 = aten.convolution.default(%x_nhwc, %w, padding = [1, 1], {CONV}) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+          %1 = aten.permute.default(%0, dims = [0, 2, 3, 1]) : (tensor<2x4x6x6xf32>) -> tensor<2x6x6x4xf32>
+          %2 = aten.unsqueeze.default(%b, dim = 0) : (tensor<4x1x1xf32>) -> tensor<1x4x1x1xf32>
+          %3 = aten.permute.default(%2, dims = [0, 2, 3, 1]) : (tensor<1x4x1x1xf32>) -> tensor<1x1x1x4xf32>
+          %4 = aten.add.Tensor(%1, %3) : (tensor<2x6x6x4xf32>, tensor<1x1x1x4xf32>) -> tensor<2x6x6x4xf32>
+          %5 = aten.relu.default(%4) : (tensor<2x6x6x4xf32>) -> tensor<2x6x6x4xf32>
+          %6 = aten.permute.default(%5, dims = [0, 3, 1, 2]) : (tensor<2x6x6x4xf32>) -> tensor<2x4x6x6xf32>
+          %7 = aten.convolution.default(%6, %w2, padding = [0, 0], {CONV}) : (tensor<2x4x6x6xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x6x6xf32>
+          %8 = aten.permute.default(%7, dims = [0, 2, 3, 1]) : (tensor<2x4x6x6xf32>) -> tensor<2x6x6x4xf32>
+          %9 = aten.add.Tensor(%8, %5) : (tensor<2x6x6x4xf32>, tensor<2x6x6x4xf32>) -> tensor<2x6x6x4xf32>
+          %10 = aten.permute.default(%9, dims = [0, 3, 1, 2]) : (tensor<2x6x6x4xf32>) -> tensor<2x4x6x6xf32>
+          %11 = aten.mean.dim(%10, dim = [2, 3]) : (tensor<2x4x6x6xf32>) -> tensor<2x4xf32>
+          func.return %11 : tensor<2x4xf32>
+        }}
+        """,
+    )
+
+
+def test_returned_activations_stay_nchw() -> None:
+    # Results are NCHW buffers: the returned relu (and the convolution it is computed
+    # from) keep their layout; only the image copy is skipped with convert-inputs=false.
+    text = f"""
+    func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32> {{
+      %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+      %1 = aten.relu.default(%0) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+      func.return %1 : tensor<2x4x6x6xf32>
+    }}
+    """
+    before, after = run_pass(ChannelsLastPass(), text)
+    names = [op.name for op in after.walk() if isinstance(op, AtenOp)]
+    assert "aten.permute.default" not in names
+    assert_same_numbers(before, after)
+    before, after = run_pass(ChannelsLastPass(convert_inputs=False), CONV_RELU_CONV)
+    assert "aten.clone.default" not in [op.name for op in after.walk()]
+    assert_same_numbers(before, after)
+
+
+def test_leaves_graphs_without_2d_convolutions_alone() -> None:
+    text = """
+    func.func @forward(%x: tensor<2x3x6x6xf32>, %y: tensor<3x1x1xf32>) -> tensor<2x3x6x6xf32> {
+      %0 = aten.add.Tensor(%x, %y) : (tensor<2x3x6x6xf32>, tensor<3x1x1xf32>) -> tensor<2x3x6x6xf32>
+      func.return %0 : tensor<2x3x6x6xf32>
+    }
+    """
+    assert_pass_output(ChannelsLastPass(), text, text)
+
+
+def assert_same_numbers(before: ModuleOp, after: ModuleOp, seed: int = 0) -> None:
+    """The functions compute the same values on random inputs (strides are not compared:
+    layouts are what the pass changes)."""
+    generator = torch.Generator().manual_seed(seed)
+    for func in before.ops:
+        if isinstance(func, FuncOp):
+            inputs = random_args(func, generator)
+            expected = run_function(before, inputs, func.sym_name.data)
+            actual = run_function(after, inputs, func.sym_name.data)
+            assert len(actual) == len(expected)
+            for got, want in zip(actual, expected, strict=True):
+                assert_close(got, want)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_numbers_through_the_aten_interpreter(seed: int) -> None:
+    before, after = run_pass(ChannelsLastPass(), CONV_RELU_CONV)
+    assert_same_numbers(before, after, seed)
+
+
+# --- whole models: C++ backend against eager on fresh inputs ---------------------------
+
+
+class Block(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(y)))
+
+
+class SmallResNet(nn.Module):
+    """Stem conv+BN+ReLU, max pool, two residual blocks, a strided conv, global mean."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU()
+        )
+        self.pool = nn.MaxPool2d(2)
+        self.blocks = nn.Sequential(Block(channels), Block(channels))
+        self.down = nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1, groups=2)
+        self.head = nn.Linear(2 * channels, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.down(self.blocks(self.pool(self.stem(x))))
+        return self.head(torch.sigmoid(y).mean(dim=(2, 3)))
+
+
+def small_resnet() -> SmallResNet:
+    torch.manual_seed(0)
+    model = SmallResNet()
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            with torch.no_grad():
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
+                module.running_mean.uniform_(-0.5, 0.5)  # pyright: ignore[reportOptionalMemberAccess]
+                module.running_var.uniform_(0.5, 1.5)  # pyright: ignore[reportOptionalMemberAccess]
+    return model.eval()
+
+
+def lowered(gm: torch.fx.GraphModule, pipeline: str) -> ModuleOp:
+    module = import_graph(gm)
+    registry = default_registry()
+    PassPipeline.parse_spec(registry.passes, pipeline).apply(registry.make_context(), module)
+    module.verify()
+    return module
+
+
+def kernel_count(module: ModuleOp) -> int:
+    return sum(1 for op in module.walk() if op.name == "kernel.kernel")
+
+
+def run_with(
+    module: ModuleOp, params: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
+) -> list[Any]:
+    """The program's results, rebuilt as the FX graph returns them (flat, Nones dropped)."""
+    outputs = build_program(module)([*params, *inputs])
+    values = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
+    structure = next(
+        (op.attributes[OUTPUTS_ATTR] for op in module.ops if OUTPUTS_ATTR in op.attributes), None
+    )
+    if isinstance(structure, StringAttr):
+        values = _flat(rebuild_structure(structure.data, values))
+    return [v for v in values if v is not None]
+
+
+def test_resnet_inference_matches_eager_on_fresh_inputs() -> None:
+    model = small_resnet()
+    capture = capture_aot(model, torch.randn(2, 3, 16, 16))
+    params = capture.example_inputs[:-1]
+    module = lowered(capture.gm, DEFAULT_PIPELINE)
+    for _ in range(2):
+        x = torch.randn(2, 3, 16, 16)
+        with torch.no_grad():
+            expected = model(x)
+        (actual,) = run_with(module, params, [x])
+        assert_close(actual, expected)
+
+
+def _extern_overloads(module: ModuleOp) -> list[list[str]]:
+    return [
+        [inner.overload_name for inner in op.walk() if isinstance(inner, AtenOp)]
+        for op in module.walk()
+        if op.name == "kernel.extern"
+    ]
+
+
+def test_no_copy_kernels_and_nhwc_extern_results() -> None:
+    model = small_resnet()
+    capture = capture_aot(model, torch.randn(2, 3, 16, 16))
+    without = lowered(capture.gm, WITHOUT)
+    with_pass = lowered(capture.gm, DEFAULT_PIPELINE)
+    no_input_copy = lowered(capture.gm, NO_INPUT_COPY)
+    # Layout changes add no kernel; the image's copy to channels-last is the one extra.
+    assert kernel_count(no_input_copy) == kernel_count(without)
+    assert kernel_count(with_pass) == kernel_count(without) + 1
+    # Every convolution and the pool return NHWC buffers straight from ATen.
+    bodies = [b for b in _extern_overloads(with_pass) if "aten::addmm.default" not in b]
+    assert len(bodies) == 7
+    for body in bodies:
+        assert body[0] == "aten::as_strided.default"
+        assert body[-1] == "aten::permute.default"
+
+
+def test_batch_norm_left_to_aten_keeps_channels_last() -> None:
+    # Without decompose, batch norm runs as an ATen extern: it takes its input's layout
+    # like the convolutions do, so the relu after it still computes NHWC.
+    model = small_resnet()
+    capture = capture_aot(model, torch.randn(2, 3, 16, 16))
+    params = capture.example_inputs[:-1]
+    pipeline = "canonicalize,cse,dce,channels-last,lower-aten,fuse,tile,buffer-reuse"
+    module = lowered(capture.gm, pipeline)
+    bodies = _extern_overloads(module)
+    norms = [b for b in bodies if "aten::_native_batch_norm_legit_no_training.default" in b]
+    assert len(norms) == 5
+    assert all(b[-1] == "aten::permute.default" for b in norms)
+    without = lowered(capture.gm, pipeline.replace("channels-last,", ""))
+    assert kernel_count(module) == kernel_count(without) + 1
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+    (actual,) = run_with(module, params, [x])
+    assert_close(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "pipeline", [NO_INPUT_COPY, WEIGHT_COPIES], ids=["no-input-copy", "weights"]
+)
+def test_copy_options_are_exact(pipeline: str) -> None:
+    model = small_resnet()
+    capture = capture_aot(model, torch.randn(2, 3, 16, 16))
+    params = capture.example_inputs[:-1]
+    module = lowered(capture.gm, pipeline)
+    if pipeline == WEIGHT_COPIES:  # one copy per convolution weight, and the image's
+        without = lowered(capture.gm, WITHOUT)
+        assert kernel_count(module) == kernel_count(without) + 7
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+    (actual,) = run_with(module, params, [x])
+    assert_close(actual, expected)
+
+
+def test_returned_feature_maps_and_dynamic_shapes() -> None:
+    # A feature map returned alongside the logits stays NCHW; symbolic sizes work.
+    def fn(
+        x: torch.Tensor, w: torch.Tensor, w2: torch.Tensor, b: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        y = F.relu(F.conv2d(x, w, padding=1) + b)
+        z = F.conv2d(y, w2, padding=1)
+        return z, torch.tanh(z + y).sum(dim=(2, 3))
+
+    w, w2, b = torch.randn(4, 3, 3, 3), torch.randn(4, 4, 3, 3), torch.randn(4, 1, 1)
+    capture = capture_make_fx(fn, torch.randn(2, 3, 6, 6), w, w2, b, dynamic=True)
+    module = lowered(capture.gm, DEFAULT_PIPELINE)
+    program = build_program(module)
+    for shape in ((2, 3, 6, 6), (3, 3, 5, 7)):
+        x = torch.randn(*shape)
+        actual = program([x, w, w2, b])
+        for got, want in zip(actual, fn(x, w, w2, b), strict=True):
+            assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    ("image", "channels"),
+    [((1, 1, 5, 5), 3), ((3, 2, 4, 4), 1), ((2, 3, 3, 3), 5)],
+    ids=["one-channel-image", "one-channel-maps", "1x1-maps"],
+)
+def test_degenerate_shapes(image: tuple[int, ...], channels: int) -> None:
+    # One channel or 1x1 maps make NCHW and NHWC strides coincide: ATen may then return
+    # either layout, and the results must be right whichever it picks.
+    def fn(x: torch.Tensor, w: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(F.conv2d(x, w, stride=2))
+        return F.conv2d(y * 2, w2).sum(dim=(2, 3))
+
+    w = (
+        torch.randn(channels, image[1], 3, 3)
+        if image[2] > 3
+        else torch.randn(channels, image[1], 2, 2)
+    )
+    w2 = torch.randn(channels, channels, 1, 1)
+    capture = capture_make_fx(fn, torch.randn(*image), w, w2)
+    program = build_program(lowered(capture.gm, DEFAULT_PIPELINE))
+    x = torch.randn(*image)
+    (actual,) = program([x, w, w2])
+    assert_close(actual, fn(x, w, w2))
+
+
+def test_training_step_gradients_match_eager() -> None:
+    # Forward graphs of a training step return the activations (kept NCHW); backward
+    # graphs have no convolution op. Both must stay right.
+    model = SmallResNet().train()
+    x = torch.randn(2, 3, 16, 16)
+    graphs = capture_aot_training(model, x)
+    for graph in (graphs.forward, graphs.backward):
+        module = lowered(graph.gm, DEFAULT_PIPELINE)
+        reference = lowered(graph.gm, WITHOUT)
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in graph.example_inputs]
+        actual = run_with(module, [], args)
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in graph.example_inputs]
+        expected = run_with(reference, [], args)
+        eager = [v for v in _flat(graph.gm(*graph.example_inputs)) if v is not None]
+        assert len(actual) == len(eager)
+        for got, ref, want in zip(actual, expected, eager, strict=True):
+            assert_close(got, want)
+            assert_close(got, ref)
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [v for item in value for v in _flat(item)]
+    return [value]
+
+
+def test_semantics_of_a_captured_resnet_through_the_interpreter() -> None:
+    model = small_resnet()
+    capture = capture_aot(model, torch.randn(2, 3, 16, 16))
+    before = lowered(capture.gm, "decompose,canonicalize,cse,dce")
+    after = before.clone()
+    ChannelsLastPass().apply(default_registry().make_context(), after)
+    after.verify()
+    assert any(op.name == "aten.permute.default" for op in after.walk())
+    params = capture.example_inputs[:-1]
+    x = torch.randn(2, 3, 16, 16)
+    (expected,) = run_function(before, [*params, x])
+    (actual,) = run_function(after, [*params, x])
+    assert_close(actual, expected)
+    with torch.no_grad():
+        assert_close(actual, model(x))
+
+
+def test_printed_ir_parses_back() -> None:
+    _, after = run_pass(ChannelsLastPass(), CONV_RELU_CONV)
+    text = printed(after)
+    assert printed(parse(text)) == text
