@@ -169,7 +169,7 @@ def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
     if isinstance(body, ast.Tuple) and all(
         isinstance(e, ast.Constant) and type(e.value) is int for e in body.elts
     ):
-        order = [e.value for e in body.elts if isinstance(e, ast.Constant)]
+        order = [int(e.value) for e in body.elts if isinstance(e, ast.Constant)]  # pyright: ignore[reportArgumentType]
         return lambda values: tuple(values[i] for i in order)  # the common case: a flat tuple
     return lambda values: _fill(body, values)
 

@@ -90,7 +90,7 @@ def elide_extern_copies(program: ProgramOp) -> int:
 def _fold(extern: ExternOp, source: SSAValue, alloc: AllocOp, launch: LaunchOp) -> None:
     target_type = alloc.result.type
     assert isinstance(target_type, MemRefType)
-    index = list(extern.outputs).index(source)
+    index = next(k for k, r in enumerate(extern.outputs) if r is source)
     yielded = extern.body.block.last_op
     assert isinstance(yielded, YieldOp)
     view_class = op_class("view.default")
