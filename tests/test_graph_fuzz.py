@@ -72,6 +72,8 @@ class Step:
             return a.unsqueeze(self.extra[0])
         if self.kind == "matmul":
             return a @ weights[self.extra[0]]
+        if self.kind == "conv":
+            return torch.nn.functional.conv2d(a, weights[self.extra[0]], padding=1)
         raise AssertionError(self.kind)
 
 
@@ -81,7 +83,7 @@ class Program:
     shapes: tuple[tuple[int, ...], ...]
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
-    weight_shapes: tuple[tuple[int, int], ...]
+    weight_shapes: tuple[tuple[int, ...], ...]
 
     def run(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         count = len(self.shapes)
@@ -107,8 +109,8 @@ def _broadcast_partner(draw: st.DrawFn, values: list[torch.Tensor], a: int) -> i
 def programs(draw: st.DrawFn) -> Program:
     dtype = draw(st.sampled_from([torch.float32, torch.float32, torch.bfloat16, torch.float16]))
     n_inputs = draw(st.integers(1, 2))
-    rank = draw(st.integers(2, 3))
-    base = tuple(draw(st.integers(1, 9)) for _ in range(rank))
+    rank = draw(st.integers(2, 4))
+    base = tuple(draw(st.integers(1, 6 if rank == 4 else 9)) for _ in range(rank))
     shapes = [base] + [
         tuple(s if draw(st.booleans()) else 1 for s in base) for _ in range(n_inputs - 1)
     ]
@@ -119,6 +121,8 @@ def programs(draw: st.DrawFn) -> Program:
         a = draw(st.integers(0, len(values) - 1))
         t = values[a]
         kinds = ["unary", "binary", "reduce", "softmax", "transpose", "unsqueeze", "matmul"]
+        if t.dim() == 4:
+            kinds += ["conv", "conv"]
         if t.dim() >= 2:
             kinds.append("flatten")
         kind = draw(st.sampled_from(kinds))
@@ -149,6 +153,10 @@ def programs(draw: st.DrawFn) -> Program:
             if t.dim() >= 4:
                 continue
             step = Step(kind, "unsqueeze", (a,), (draw(st.integers(0, t.dim())),))
+        elif kind == "conv":
+            out_channels = draw(st.integers(1, 6))
+            weights.append(torch.randn(out_channels, t.shape[1], 3, 3, dtype=dtype))
+            step = Step(kind, "conv", (a,), (len(weights) - 1,))
         else:
             weights.append(torch.randn(t.shape[-1], draw(st.integers(1, 9)), dtype=dtype))
             step = Step(kind, "matmul", (a,), (len(weights) - 1,))
@@ -156,7 +164,7 @@ def programs(draw: st.DrawFn) -> Program:
         steps.append(step)
     produced = list(range(len(shapes), len(values))) or [0]
     outputs = tuple(draw(st.lists(st.sampled_from(produced), min_size=1, max_size=2, unique=True)))
-    weight_shapes = tuple((int(w.shape[0]), int(w.shape[1])) for w in weights)
+    weight_shapes = tuple(tuple(int(d) for d in w.shape) for w in weights)
     return Program(dtype, tuple(shapes), tuple(steps), outputs, weight_shapes)
 
 
