@@ -30,6 +30,10 @@ PERSISTENT_OUTER_MAX = 64
 PERSISTENT_BLOCK_ELEMENTS = 4096
 MAX_XBLOCK = 4096
 MAX_YBLOCK = 1024
+GRID_Y_LIMIT = 65535
+"""CUDA's limit on the grid's y dimension (2-D tiles put row blocks there)."""
+TILE_ELEMENTS = 1024
+"""Elements a 2-D tile aims at (32x32)."""
 SPLIT_MIN_RNUMEL = 8192
 """Reductions up to this size are never split."""
 SPLIT_MIN_CHUNK = 1024
@@ -163,13 +167,19 @@ def pointwise_tiling(kernel: KernelOp) -> Tiling:
     if ynumel is not None:
         y = int(ynumel)
         x = numel // y
-        candidates = [
-            _config(
-                YBLOCK=min(next_pow2(y), yb, MAX_YBLOCK), XBLOCK=min(next_pow2(x), xb), num_warps=4
-            )
-            for yb, xb in ((32, 32), (64, 16), (16, 64), (8, 128))
-        ]
-        return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates), ynumel=ynumel)
+        # Rows go on the grid's y axis (at most GRID_Y_LIMIT blocks); a narrow tile (few
+        # columns, as in an NCHW -> NHWC copy of 3 channels) takes more rows instead.
+        min_yblock = next_pow2(-(-y // GRID_Y_LIMIT))
+        if min_yblock <= MAX_YBLOCK:
+            candidates: list[ConfigAttr] = []
+            for yb, xb in ((32, 32), (64, 16), (16, 64), (8, 128)):
+                xblock = min(next_pow2(x), xb)
+                yblock = max(yb, TILE_ELEMENTS // xblock, min_yblock)
+                yblock = min(next_pow2(y), yblock, MAX_YBLOCK)
+                candidates.append(
+                    _config(YBLOCK=max(yblock, min_yblock), XBLOCK=xblock, num_warps=4)
+                )
+            return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates), ynumel=ynumel)
     block = max(256, min(numel // 128, 1024))
     block = min(next_pow2(block), next_pow2(numel), MAX_XBLOCK)
     candidates = [

@@ -128,6 +128,28 @@ def test_transpose_gets_a_2d_tile() -> None:
     assert kernel.tiling.value("XBLOCK") is not None
 
 
+def test_narrow_transpose_tile_fits_the_grid() -> None:
+    """An NCHW -> NHWC copy of a 3-channel image: millions of rows, 3 columns. The rows
+    go on the grid's y axis (65535 blocks at most), so YBLOCK grows with them, and a
+    narrow tile takes more rows (the tile keeps about 1024 elements)."""
+    text = """
+    func.func @forward(%x: tensor<64x3x224x224xf32>) -> tensor<64x224x224x3xf32> {
+      %p = aten.permute.default(%x, dims = [0, 2, 3, 1]) : (tensor<64x3x224x224xf32>) -> tensor<64x224x224x3xf32>
+      %y = aten.neg.default(%p) : (tensor<64x224x224x3xf32>) -> tensor<64x224x224x3xf32>
+      func.return %y : tensor<64x224x224x3xf32>
+    }
+    """
+    module = schedule(parse(lowered(text)), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.ynumel is not None and kernel.ynumel.text == str(64 * 224 * 224)
+    assert kernel.configs is not None
+    for config in kernel.configs.data:
+        yblock, xblock = config.value("YBLOCK"), config.value("XBLOCK")
+        assert yblock is not None and xblock == 4
+        assert -(-64 * 224 * 224 // yblock) <= 65535
+        assert yblock * xblock >= 1024
+
+
 def test_pointwise_blocks() -> None:
     text = """
     func.func @forward(%x: tensor<256x512xf32>) -> tensor<256x512xf32> {

@@ -24,9 +24,14 @@ func.func @untouched(%x: tensor<4x8xf32>, %y: tensor<8x2xf32>) -> tensor<4x2xf32
   func.return %1 : tensor<4x2xf32>
 }
 
-// A symbolic size has no static signature to trace: the op is kept, not approximated.
+// A symbolic size is traced as a size symbol: the body holds for every size.
 // CHECK-LABEL: func.func @dynamic
-// CHECK-NEXT:    aten._softmax.default
+// CHECK-NEXT:    %amax = aten.amax.default(%x, dim = [1], keepdim = true) : (tensor<?x8xf32>) -> tensor<?x1xf32>
+// CHECK-NEXT:    %sub = aten.sub.Tensor(%x, %amax)
+// CHECK-NEXT:    %exp = aten.exp.default(%sub)
+// CHECK-NEXT:    %sum1 = aten.sum.dim_IntList(%exp, dim = [1], keepdim = true)
+// CHECK-NEXT:    %div = aten.div.Tensor(%exp, %sum1)
+// CHECK-NEXT:    func.return %div
 func.func @dynamic(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = aten._softmax.default(%x, dim = 1, half_to_float = false) : (tensor<?x8xf32>) -> tensor<?x8xf32>
   func.return %0 : tensor<?x8xf32>
