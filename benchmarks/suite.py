@@ -7,7 +7,8 @@
 For each model: compile time (first call, minus one eager call), median latency over
 ``--iters`` calls after warm-up, speedup over eager, kiln/Inductor ratio, peak memory
 (GPU: ``torch.cuda.max_memory_allocated``; CPU: not measured) and the generated kernel
-count. Compiled outputs are checked against eager before timing; a mismatch or a
+launches per call (Inductor: calls of its kernels in its wrapper's ``call()``; kiln:
+``kernel.launch`` ops; a kernel launched twice counts twice; ATen calls not counted). Compiled outputs are checked against eager before timing; a mismatch or a
 failure is reported in the table, never timed.
 """
 
@@ -81,15 +82,35 @@ def _compiled(backend: str, model: torch.nn.Module) -> Callable[..., Any]:
     return torch.compile(model, backend=backend)
 
 
-def _first_call(backend: str, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> tuple[Any, int | None]:
-    """The first (compiling) call's output, and Inductor's kernel count from its code."""
+def _first_call(
+    backend: str, fn: Callable[..., Any], inputs: tuple[Any, ...]
+) -> tuple[Any, int | None]:
+    """The first (compiling) call's output, and Inductor's kernel launches from its code."""
     if backend != "inductor":
         return fn(*inputs), None
     from torch._inductor.utils import run_and_get_code
 
     out, sources = run_and_get_code(fn, *inputs)
-    code = "\n".join(sources)
-    return out, len(re.findall(r"= async_compile\.(?:cpp_pybinding|triton)\(", code))
+    return out, sum(inductor_launches(code) for code in sources)
+
+
+def inductor_launches(code: str) -> int:
+    """Kernel launches per call in one Inductor output module: calls, inside its
+    ``call()``, of the kernels it defines (``name = async_compile.triton(...)`` /
+    ``cpp_pybinding``), so a kernel launched twice counts twice."""
+    kernels = re.findall(r"^(\w+) = async_compile\.(?:cpp_pybinding|triton)\(", code, re.MULTILINE)
+    lines = code.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.lstrip().startswith("def call(")), None)
+    if not kernels or start is None:
+        return 0
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    body: list[str] = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        body.append(line)
+    text = "\n".join(body)
+    return sum(len(re.findall(rf"\b{re.escape(name)}(?:\.run)?\(", text)) for name in kernels)
 
 
 def run_one(
@@ -148,10 +169,11 @@ def _check(out: Any, reference: Any, dtype: torch.dtype) -> float:
 
 
 def _kiln_kernels() -> int | None:
+    """Kernel launches per call (``kernel.launch`` ops) over the graphs kiln compiled."""
     from kiln.compiler import compile_history
 
     history = compile_history()
-    return sum(stats.kernels for stats in history) if history else None
+    return sum(stats.launches for stats in history) if history else None
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -170,7 +192,7 @@ def markdown(results: list[Result], header: str) -> str:
         header,
         "",
         "| model | eager ms | inductor ms | kiln ms | kiln/eager speedup | kiln/inductor | "
-        "inductor compile s | kiln compile s | kernels (inductor / kiln) | peak MB (eager / inductor / kiln) | notes |",
+        "inductor compile s | kiln compile s | kernel launches (inductor / kiln) | peak MB (eager / inductor / kiln) | notes |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups, ratios, compile_ratios = [], [], []
@@ -249,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             print(
                 f"{name:<14} {backend:<9} latency {_fmt(r.latency_ms, '9.3f')} ms  compile "
-                f"{_fmt(r.compile_s, '7.2f')} s  kernels {r.kernels if r.kernels is not None else '—':>4}"
+                f"{_fmt(r.compile_s, '7.2f')} s  launches {r.kernels if r.kernels is not None else '—':>4}"
                 f"{'  ERROR ' + r.error if r.error else ''}",
                 flush=True,
             )

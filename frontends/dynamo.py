@@ -33,7 +33,6 @@ def kiln_backend(
 ) -> Callable[..., Any]:
     """Dynamo backend entry point (``backend="kiln"``)."""
     from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.aot_autograd import make_boxed_func  # pyright: ignore[reportPrivateImportUsage]
 
     opts = CompileOptions.from_mapping(options)
     graph_id = next(_GRAPH_IDS)
@@ -42,10 +41,14 @@ def kiln_backend(
         def compile_fn(fx_graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
             compiled = compile_graph(fx_graph, inputs, opts, name=f"{kind}_{graph_id}")
 
-            def run(*args: Any) -> Any:
+            def run(args: list[Any]) -> Any:
+                # Boxed: AOTAutograd hands over its argument list and keeps no other
+                # reference, so the program frees each input (a saved activation, in
+                # a backward graph) after its last use, as Inductor's wrappers do.
                 return compiled.run(args)
 
-            return make_boxed_func(run)
+            run._boxed_call = True  # pyright: ignore[reportFunctionMemberAccess]
+            return run
 
         return compile_fn
 

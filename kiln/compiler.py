@@ -79,6 +79,8 @@ class GraphStats:
     name: str
     fx_nodes: int = 0
     kernels: int = 0
+    launches: int = 0
+    """``kernel.launch`` ops: kernel launches per call."""
     externs: Counter[str] = field(default_factory=Counter[str])
     executor: str = ""
     seconds: float = 0.0
@@ -192,6 +194,7 @@ def compile_graph(
     executor = _choose_executor(options.executor, example_inputs)
     run, stats.executor = _build(executor, module, options, debug)
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
+    stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
     stats.seconds = time.perf_counter() - start
     _LAST_STATS.append(stats)
@@ -201,15 +204,21 @@ def compile_graph(
         print(stats.summary(), file=sys.stderr)
 
     if output_structure is None:
-        return CompiledGraph(lambda args: run(list(args)), stats, module)
+        return CompiledGraph(lambda args: run(_owned(args)), stats, module)
     from kiln.frontends.fx.outputs import structure_builder
 
     build = structure_builder(str(output_structure.data))  # pyright: ignore
 
     def call(args: Sequence[Any]) -> Any:
-        return build(run(list(args)))
+        return build(run(_owned(args)))
 
     return CompiledGraph(call, stats, module)
+
+
+def _owned(args: Sequence[Any]) -> list[Any]:
+    """A list the runner may empty: a list is handed over as it is (AOTAutograd's boxed
+    convention, so arguments can be freed at their last use), anything else copied."""
+    return args if type(args) is list else list(args)
 
 
 _VIEW_OPS = frozenset(
@@ -300,7 +309,7 @@ def _build(
         triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
         triton_program = compile_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)
-        return triton_program, "triton"
+        return triton_program.boxed_call, "triton"
     raise CompileError(f"executor {executor!r} is not available in this build")
 
 

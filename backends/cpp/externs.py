@@ -1,13 +1,15 @@
 """Running ``kernel.extern`` bodies (ATen calls: mm, convolution, fallbacks) at run time.
 
-Each body becomes a small generated Python function calling ATen directly, with the
-constant arguments decoded once at build time::
+Each body becomes Python calling ATen directly, with the constant arguments decoded
+once at build time: lines of the C++ wrapper itself (:func:`inline_extern`, no call
+frame, tuple or result check in between)::
 
-    def extern(a, w):
-        t0 = a.as_strided((128, 128), (128, 1))
-        t1 = w.as_strided((128, 128), (1, 128))
-        t2 = _mm(t0, t1)                # torch.mm
-        return (t2,)
+    t0 = _reinterpret_tensor(a, (128, 128), (128, 1), 0)  # as_strided, as a cheap view
+    t1 = _reinterpret_tensor(w, (128, 128), (1, 128), 0)
+    mm = _mm(t0, t1)                          # torch.mm: a fresh contiguous result
+    del t0, t1
+
+or, for :class:`ExternCall`, a small generated function returning the results.
 
 The ops that externs are mostly made of (``mm``, ``bmm``, ``addmm``, ``convolution``,
 ``as_strided``) are called through their Python bindings, which skip the boxed
@@ -56,11 +58,20 @@ FAST_CALLS: dict[str, Callable[..., Any]] = {
     "aten::addmm.default": torch.addmm,
     "aten::baddbmm.default": torch.baddbmm,
     "aten::convolution.default": torch.convolution,
+    "aten::permute.default": torch.permute,
 }
 """Overloads whose Python binding takes exactly the schema's arguments."""
 
 
-FRESH_RESULTS = frozenset(FAST_CALLS)
+FRESH_RESULTS = frozenset(
+    {
+        "aten::mm.default",
+        "aten::bmm.default",
+        "aten::addmm.default",
+        "aten::baddbmm.default",
+        "aten::convolution.default",
+    }
+)
 """Overloads whose result is a newly allocated tensor, never a view of an input."""
 
 
@@ -79,17 +90,44 @@ def as_buffer(value: torch.Tensor, inputs: Sequence[Any], fresh: bool = False) -
     return value.clone(memory_format=torch.contiguous_format)
 
 
-class _Body:
-    """Writes one extern body as Python source."""
+def _reinterpret_fallback(
+    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int
+) -> torch.Tensor:
+    return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
 
-    def __init__(self) -> None:
+
+REINTERPRET: Callable[[torch.Tensor, Sequence[int], Sequence[int], int], torch.Tensor] = getattr(
+    torch._C._dynamo.guards,  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+    "_reinterpret_tensor",
+    _reinterpret_fallback,
+)
+"""``REINTERPRET(t, size, stride, offset)``: a view of ``t``'s memory, ``offset`` elements
+past ``t``'s own start (what Inductor's ``reinterpret_tensor`` calls: a third of the
+cost of ``Tensor.as_strided``, whose explicit offset would count from the storage's
+start instead, wrong for an argument that is a slice of a larger tensor)."""
+
+
+class _Body:
+    """Writes one extern body as Python source.
+
+    Stand-alone (``compile_body``) its values are ``t0``, ``t1``, ...; written into the
+    C++ wrapper (:func:`inline_extern`) they take the wrapper's names and constants."""
+
+    def __init__(
+        self,
+        namespace: dict[str, Any] | None = None,
+        temporary: Callable[[], str] | None = None,
+    ) -> None:
         self.lines: list[str] = []
         self.names: dict[SSAValue, str] = {}
-        self.namespace: dict[str, Any] = {}
+        self.namespace: dict[str, Any] = {} if namespace is None else namespace
+        self.temporary = temporary or (lambda: f"t{len(self.names)}")
+        self.temporaries: list[str] = []
 
     def name(self, value: SSAValue) -> str:
         if value not in self.names:
-            self.names[value] = f"t{len(self.names)}"
+            self.names[value] = self.temporary()
+            self.temporaries.append(self.names[value])
         return self.names[value]
 
     def constant(self, value: Any) -> str:
@@ -102,9 +140,18 @@ class _Body:
             for v in value  # pyright: ignore[reportUnknownVariableType]
         ):
             return repr(tuple(value))  # pyright: ignore[reportUnknownArgumentType]
-        name = f"_c{len(self.namespace)}"
-        self.namespace[name] = value
-        return name
+        if callable(value) and not isinstance(value, torch.Tensor):
+            # ATen bindings by their own names (``_mm``), so the source reads.
+            readable = "_" + "".join(
+                c if c.isalnum() else "_" for c in getattr(value, "__name__", "")
+            ).strip("_")
+            if readable != "_" and self.namespace.setdefault(readable, value) is value:
+                return readable
+        k = len(self.namespace)
+        while f"_c{k}" in self.namespace:
+            k += 1
+        self.namespace[f"_c{k}"] = value
+        return f"_c{k}"
 
     def op(self, op: Operation) -> bool:
         """Write ``op``; False if only the interpreter can run it."""
@@ -172,8 +219,10 @@ class _Body:
             else:
                 positional.append(text)
         overload = f"{schema.namespace}::{schema.qualified_name}"
-        if overload == "aten::as_strided.default":
-            return f"{positional[0]}.as_strided({', '.join(positional[1:] + keywords)})"
+        if overload == "aten::as_strided.default" and not keywords:
+            offset = positional[3] if len(positional) > 3 and positional[3] != "None" else "0"
+            reinterpret = self.constant(REINTERPRET)
+            return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
         callee = self.constant(function if function is not None else torch_overload(overload))
         return f"{callee}({', '.join(positional + keywords)})"
@@ -197,6 +246,67 @@ def compile_body(op: ExternOp) -> Callable[..., tuple[Any, ...]] | None:
     function = namespace["extern"]
     function.source = source
     return function
+
+
+def inline_extern(
+    op: ExternOp,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    namespace: dict[str, Any],
+    temporary: Callable[[], str],
+) -> list[str] | None:
+    """The body as lines of the wrapper: ``inputs`` name the extern's operands and
+    ``outputs`` its results; None if the body needs the interpreter.
+
+    A buffer result yielded straight from mm/bmm/addmm/baddbmm is the fresh contiguous
+    tensor ATen made; one from convolution is made contiguous if ATen chose another
+    layout; any other goes through :func:`as_buffer` (it may be a view of an input).
+    Temporaries are deleted at the end: a name left behind would keep an extern's
+    result alive after the program frees it."""
+    writer = _Body(namespace, temporary)
+    block = op.body.block
+    for arg, name in zip(block.args, inputs, strict=True):
+        writer.names[arg] = name
+    yielded = block.last_op
+    assert isinstance(yielded, YieldOp)
+    # A value yielded once, straight from the op that makes it, takes the result's name.
+    for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
+        if (
+            value not in writer.names
+            and isinstance(value.owner, AtenOp)
+            and value.owner.overload_name in _CONTIGUOUS_RESULTS
+            and isinstance(result.type, MemRefType)
+            and list(yielded.values).count(value) == 1
+        ):
+            writer.names[value] = name
+    for inner in block.ops:
+        if inner is yielded:
+            break
+        if not writer.op(inner):
+            return None
+    lines = writer.lines
+    as_buffer_name: str | None = None
+    buffers = inputs[: len(op.inputs)]
+    arguments = f"({', '.join(buffers)}{',' if len(buffers) == 1 else ''})"
+    for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
+        source = writer.name(value)
+        if source == name:
+            if value.owner.overload_name == "aten::convolution.default":  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
+                lines.append(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
+        elif isinstance(result.type, MemRefType):
+            if as_buffer_name is None:
+                as_buffer_name = writer.constant(as_buffer)
+            lines.append(f"{name} = {as_buffer_name}({source}, {arguments})")
+        else:
+            lines.append(f"{name} = {source}")
+    if writer.temporaries:
+        lines.append(f"del {', '.join(writer.temporaries)}")
+    return lines
+
+
+_CONTIGUOUS_RESULTS = FRESH_RESULTS
+"""Overloads whose (only) result is a new tensor of its own: contiguous from offset 0,
+except that convolution may choose a channels-last layout."""
 
 
 class ExternCall:
@@ -252,4 +362,4 @@ class _KernelYield(InterpreterFunctions):
         return ReturnedValues(args), ()
 
 
-__all__ = ["FAST_CALLS", "ExternCall", "as_buffer", "compile_body"]
+__all__ = ["FAST_CALLS", "REINTERPRET", "ExternCall", "as_buffer", "compile_body", "inline_extern"]

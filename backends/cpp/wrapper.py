@@ -3,18 +3,35 @@
 :func:`build_program` lowers the module's kernels to C++ (``lower-to-cpp``, on a copy),
 compiles them into one shared library (through the disk cache), loads it, and writes
 the program as straight-line Python (the *wrapper*, like Inductor's): argument checks,
-``torch.empty`` allocations, one ``ctypes`` call per kernel launch (argument types set
-once), ATen calls for ``kernel.extern`` bodies (:mod:`kiln.backends.cpp.externs`),
+allocations, one ``ctypes`` call per kernel launch (argument types set once), the ATen
+calls of ``kernel.extern`` bodies written inline (:mod:`kiln.backends.cpp.externs`),
 ``del`` where the program frees a buffer, views where it reuses one, and the results::
 
     def forward(args):
-        (x, norm_weight) = args
-        if x.dtype is not _dt0 or x.shape != (2, 5, 16): _bad_arg(0, x)
+        (x, w, norm_weight,) = args
+        args.clear()
+        if not isinstance(x, _Tensor) or x.dtype is not _float32 or ...: _bad_argument(0, ...)
         ...
-        add1 = _empty((2, 5, 16), dtype=_dt0)
-        _rc = _kernel0(x.data_ptr(), norm_weight.data_ptr(), add1.data_ptr())
+        # kernel.extern: aten::as_strided.default, aten::mm.default
+        tmp = _reinterpret_tensor(w, (16, 16), (1, 16), 0)
+        mm = _mm(x, tmp)
+        del tmp
+        del w
+        add1 = _empty_strided((2, 5, 16), (80, 16, 1), _float32)
+        p_mm = mm.data_ptr()
+        ...
+        _rc = _kernel0(p_mm, p_norm_weight, p_add1)
         if _rc: _kernel_failed('kernel0', _rc)
+        del mm, p_mm
         return (add1,)
+
+Per-call cost is what small models pay, so the wrapper uses what Inductor's does:
+allocations through ``_empty_strided_cpu`` and views through ``_reinterpret_tensor``
+(no argument parsing or dispatch), extern bodies as lines rather than calls. Memory is
+what ``buffer-reuse`` planned: no name outlives its buffer's ``kernel.free`` (extern
+temporaries, a reused buffer's old name and read-after-write copies are deleted), and
+the argument list is taken over (AOTAutograd's boxed convention: ``args.clear()``) so
+that each argument is released after its last use.
 
 A kernel that hits an out-of-range indirect index or an integer division by zero
 returns its error flags and the wrapper raises ``IndexError`` / ``ZeroDivisionError``,
@@ -38,9 +55,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
 from kiln.backends.cpp.emit import cpp_functions
-from kiln.backends.cpp.externs import ExternCall
+from kiln.backends.cpp.externs import REINTERPRET, ExternCall, inline_extern
 from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import load_kernels
+from kiln.dialects.aten import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import (
@@ -55,6 +73,7 @@ from kiln.dialects.kernel.program_ops import (
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.passes.cpp_lowering.kernel import READ_AFTER_WRITE
 from kiln.passes.lower_to_cpp import LowerToCppPass
+from kiln.passes.scheduling.liveness import argument_releases
 
 ERROR_INDEX = 1
 ERROR_DIV_ZERO = 2
@@ -79,6 +98,32 @@ def _bad_argument(position: int, expected: str, value: Any) -> None:
         else f"{type(value).__name__} {value!r}"
     )
     raise TypeError(f"kiln: argument #{position} must be {expected}, got {got}")
+
+
+def _empty_strided_fallback(
+    size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype
+) -> torch.Tensor:
+    return torch.empty_strided(size, stride, dtype=dtype)
+
+
+EMPTY_STRIDED_CPU: Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], torch.Tensor] = (
+    getattr(
+        torch._C._dynamo.guards,  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        "_empty_strided_cpu",
+        _empty_strided_fallback,
+    )
+)
+"""A CPU allocation without ``torch.empty``'s argument parsing (what Inductor's CPU
+wrappers call; a third of the cost)."""
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides: list[int] = []
+    stride = 1
+    for size in reversed(shape):
+        strides.append(stride)
+        stride *= size
+    return tuple(reversed(strides))
 
 
 def _divsi(a: int, b: int) -> int:
@@ -106,7 +151,9 @@ class _Writer:
     namespace: dict[str, Any] = field(default_factory=dict[str, Any])
     pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     dtypes: dict[torch.dtype, str] = field(default_factory=dict[torch.dtype, str])
-    hazards: dict[str, list[tuple[int, int]]] = field(default_factory=dict[str, list[tuple[int, int]]])
+    hazards: dict[str, list[tuple[int, int]]] = field(
+        default_factory=dict[str, list[tuple[int, int]]]
+    )
     profile: dict[str, list[float]] | None = None
     """When set, the wrapper adds each launch's and extern call's count and seconds here."""
     """Per kernel, its ``read_after_write`` pairs (see :mod:`kiln.passes.cpp_lowering.kernel`)."""
@@ -128,8 +175,9 @@ class _Writer:
 
     def constant(self, value: object, hint: str) -> str:
         """A module-level name for an object the wrapper uses."""
-        name = self.fresh(hint, "c")
-        name = "_" + name
+        name = "_" + self.fresh(hint, "c")
+        while name in self.namespace:  # taken by an inlined extern's binding (``_mm``)
+            name = "_" + self.fresh(hint, "c")
         self.namespace[name] = value
         return name
 
@@ -164,6 +212,8 @@ class _Writer:
         self.namespace.update(
             {
                 "_empty": torch.empty,
+                "_empty_strided": EMPTY_STRIDED_CPU,
+                "_reinterpret": REINTERPRET,
                 "_kernel_failed": _kernel_failed,
                 "_bad_argument": _bad_argument,
                 "_divsi": _divsi,
@@ -174,11 +224,27 @@ class _Writer:
         self.lines = [header]
         if args:
             self.line(f"({', '.join(args)},) = args")
+            # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
+            # hands over the list, so an argument is freed once its last use is done.
+            self.line("args.clear()")
         for position, arg in enumerate(block.args):
             self.check_argument(position, arg)
+        released = argument_releases(self.program)
+        self.release(released.get(None, []))
         for op in block.ops:
             self.op(op)
+            self.release(released.get(op, []))
         return "\n".join(self.lines) + "\n"
+
+    def release(self, arguments: list[SSAValue]) -> None:
+        names: list[str] = []
+        for arg in arguments:
+            names.append(self.name(arg))
+            pointer = self.pointers.pop(arg, None)
+            if pointer is not None:
+                names.append(pointer)
+        if names:
+            self.line(f"del {', '.join(names)}")
 
     def check_argument(self, position: int, arg: SSAValue) -> None:
         ty = arg.type
@@ -196,7 +262,7 @@ class _Writer:
             shape_check = f"{name}.dim() != {len(shape)}" + (f" or {static}" if static else "")
         self.line(
             f"if not isinstance({name}, _Tensor) or {name}.dtype is not {dtype} or {shape_check} "
-            f"or {name}.device.type != 'cpu': _bad_argument({position}, {expected!r}, {name})"
+            f"or not {name}.is_cpu: _bad_argument({position}, {expected!r}, {name})"
         )
         self.namespace["_Tensor"] = torch.Tensor
         self.line(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
@@ -208,7 +274,13 @@ class _Writer:
             dynamic = iter(self.operand(v) for v in op.dynamic_sizes)
             dims = [str(d) if d >= 0 else next(dynamic) for d in ty.get_shape()]
             shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
-            self.line(f"{self.name(op.result)} = _empty({shape}, dtype={self.dtype(ty)})")
+            if ty.has_static_shape():
+                strides = _contiguous_strides(ty.get_shape())
+                self.line(
+                    f"{self.name(op.result)} = _empty_strided({shape}, {strides}, {self.dtype(ty)})"
+                )
+            else:
+                self.line(f"{self.name(op.result)} = _empty({shape}, dtype={self.dtype(ty)})")
         elif isinstance(op, LaunchOp):
             self.launch(op)
         elif isinstance(op, ExternOp):
@@ -221,11 +293,19 @@ class _Writer:
             ty = op.result.type
             assert isinstance(ty, MemRefType)
             source = self.name(op.source)
-            dims = [str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())]
+            dims = [
+                str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())
+            ]
             shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
-            self.line(f"{self.name(op.result)} = {source}.view({shape})")
+            if ty.has_static_shape():
+                strides = _contiguous_strides(ty.get_shape())
+                self.line(f"{self.name(op.result)} = _reinterpret({source}, {shape}, {strides}, 0)")
+            else:
+                self.line(f"{self.name(op.result)} = {source}.view({shape})")
+            # The old name would keep the memory alive past the new buffer's free.
+            self.line(f"del {source}")
             if op.source in self.pointers:
-                self.pointers[op.result] = self.pointers[op.source]
+                self.pointers[op.result] = self.pointers.pop(op.source)
         elif isinstance(op, ReturnOp):
             values = [self.name(v) for v in op.values]
             self.line(f"return ({', '.join(values)}{',' if len(values) == 1 else ''})")
@@ -251,12 +331,18 @@ class _Writer:
                 # with: give it the old contents.
                 copy = self.fresh(f"{self.name(op.args[i])}_old", "old")
                 self.line(f"{copy} = {self.name(op.args[i])}.clone()")
-                copies[i] = f"{copy}.data_ptr()"
+                copies[i] = copy
         args = [
-            copies[k] if k in copies else self.operand(v) if isinstance(v.type, IndexType) else self.pointer(v)
+            f"{copies[k]}.data_ptr()"
+            if k in copies
+            else self.operand(v)
+            if isinstance(v.type, IndexType)
+            else self.pointer(v)
             for k, v in enumerate((*op.args, *op.outs))
         ]
         self.timed(name, [f"_rc = {handle}({', '.join(args)})"])
+        if copies:
+            self.line(f"del {', '.join(copies.values())}")  # the copies die with the launch
         self.line(f"if _rc: _kernel_failed({name!r}, _rc)")
 
     def timed(self, label: str, lines: list[str]) -> None:
@@ -274,12 +360,22 @@ class _Writer:
         self.line("_entry[0] += 1; _entry[1] += _clock() - _start")
 
     def extern(self, op: ExternOp) -> None:
+        results = [self.name(r) for r in op.outputs]
+        inputs = [self.operand(v) for v in (*op.inputs, *op.syms)]
+        lines = inline_extern(op, inputs, results, self.namespace, lambda: self.fresh(None, "tmp"))
+        if lines is not None:
+            label = ", ".join(o.overload_name for o in op.body.block.ops if isinstance(o, AtenOp))
+            self.line(f"# kernel.extern: {label or 'no ATen call'}")
+            self.timed(f"extern {label or 'extern'}", lines)
+            return
         call = ExternCall(op, self.module)
         handle = self.constant(call, "extern")
         results = [self.name(r) for r in op.outputs]
         inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
         target = ", ".join(results) + ("," if len(results) == 1 else "")
-        self.timed(f"extern {call.name}", [f"{target} = {handle}({', '.join(inputs)})  # {call.name}"])
+        self.timed(
+            f"extern {call.name}", [f"{target} = {handle}({', '.join(inputs)})  # {call.name}"]
+        )
 
     def scalar(self, op: Operation) -> None:
         if isinstance(op, arith.ConstantOp):
@@ -332,7 +428,8 @@ def read_after_write(functions: Sequence[FuncOp]) -> dict[str, list[tuple[int, i
 class CppProgram:
     """A ``kernel.program`` compiled for the CPU: ``program(args)`` runs it."""
 
-    run: Callable[[Sequence[Any]], tuple[Any, ...]]
+    run: Callable[[list[Any]], tuple[Any, ...]]
+    """The generated wrapper: takes a list of the arguments, which it empties."""
     cpp_source: str
     """The translation units' sources, one after the other."""
     python_source: str
@@ -344,6 +441,11 @@ class CppProgram:
     """With ``build_program(..., profile=True)``: name -> [calls, total seconds]."""
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        return self.run(list(args))
+
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
+        """Run taking ownership of ``args``: the list is emptied, and each argument
+        tensor is released after its last use (AOTAutograd's boxed convention)."""
         return self.run(args)
 
 
@@ -376,7 +478,9 @@ def build_program(
     lowered = module
     if any(isinstance(op, KernelOp) for op in module.body.block.ops):
         lowered = module.clone()
-        options = LowerToCppPass(threads=threads, fallback=True, **({"lanes": lanes} if lanes else {}))
+        options = LowerToCppPass(
+            threads=threads, fallback=True, **({"lanes": lanes} if lanes else {})
+        )
         options.apply(make_context(), lowered)
     program = find_program(lowered, program.sym_name.data)
     functions = cpp_functions(lowered)

@@ -81,6 +81,13 @@ class CudaGraphRunner:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         return entry.outputs
 
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
+        """AOTAutograd's boxed convention: the list is emptied (replays read the static
+        copies, so nothing else is held)."""
+        outputs = self(args)
+        args.clear()
+        return outputs
+
     def _capture(self, args: Sequence[Any]) -> _Graph:
         static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         stream = torch.cuda.Stream()

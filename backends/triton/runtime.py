@@ -82,6 +82,8 @@ class GeneratedSource:
     """``triton.kernel`` name -> its runner's name in the module."""
     constants: list[DenseIntOrFPElementsAttr]
     kernel_sources: dict[str, str]
+    namespace: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Module-level objects the wrapper's inlined externs use (``_c0``, ...)."""
 
 
 def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
@@ -123,7 +125,7 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
         helpers += [h for h in e.helpers if h not in helpers]
     runners = {k.sym_name.data: f"run_{k.sym_name.data}" for k in kernels}
     by_loop_kernel = {name: runners[impls[name].sym_name.data] for name in used}
-    wrapper, constants = print_wrapper(program, by_loop_kernel)
+    wrapper, constants, namespace = print_wrapper(program, by_loop_kernel)
     parts = [
         MODULE_HEADER + "\n\n" + WRAPPER_HEADER,
         *(HELPERS[h] for h in helpers),
@@ -136,6 +138,7 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
         runners,
         constants,
         {e.name: e.source for e in emitted},
+        namespace,
     )
 
 
@@ -259,6 +262,11 @@ class TritonProgram:
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         return self.call(list(args))
 
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
+        """Run taking ownership of ``args``: the list is emptied, and each argument
+        tensor is released after its last use (AOTAutograd's boxed convention)."""
+        return self.call(args)
+
 
 def _load(path: Path, key: str) -> ModuleType:
     name = f"kiln_triton_{key[:24]}"
@@ -307,6 +315,8 @@ def compile_program(
         runners[spec.name] = runner
         setattr(loaded, generated.runners[spec.name], runner)
     loaded.constants = Constants(generated.constants)  # pyright: ignore[reportAttributeAccessIssue]
+    for name, value in generated.namespace.items():
+        setattr(loaded, name, value)
     loaded.as_buffer = as_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.fresh_buffer = fresh_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]

@@ -5,11 +5,16 @@ Printed straight from the program, op by op:
 * ``kernel.alloc`` -> ``buf0 = empty_strided((2, 5, 16), (80, 16, 1), dtype=..., device=device)``;
 * ``kernel.launch @kernel0`` -> ``run_kiln_per_fused_sum_0(stream, x, buf0)``: a runner
   the runtime provides (it picks the grid and launches the compiled kernel);
-* ``kernel.extern`` -> one ``aten.<op>.<overload>(...)`` call per aten op of its body,
-  arguments as the aten interpreter passes them; a result that is not a fresh contiguous
-  tensor is copied (``fresh_buffer``), since buffers are contiguous and the program may
-  overwrite them;
-* ``kernel.free`` -> ``del buf0``; ``kernel.reuse`` -> ``buf3 = reinterpret(buf0, shape)``;
+* ``kernel.extern`` -> its body inline, as the C++ wrapper writes it
+  (:func:`~kiln.backends.cpp.externs.inline_extern`: ATen's Python bindings such as
+  ``_mm``, ``as_strided`` as ``_reinterpret_tensor`` views, temporaries deleted after);
+  a body that needs the aten interpreter -> one ``aten.<op>.<overload>(...)`` call per
+  op. A result that is not a fresh contiguous tensor is copied, since buffers are
+  contiguous and the program may overwrite them;
+* ``kernel.free`` -> ``del buf0``; ``kernel.reuse`` -> ``buf3 = reinterpret(buf0, shape)``
+  then ``del buf0`` (no name may keep memory alive past its planned free);
+* the arguments: ``args.clear()`` after unpacking (AOTAutograd's boxed convention, see
+  ``TritonProgram.boxed_call``) and ``del`` after each one's last use;
 * size computations (``arith`` on ``index``, ``memref.dim``) -> Python integer arithmetic;
 * ``kernel.return`` -> the tuple of results (contiguous buffers of the program's types).
 
@@ -34,6 +39,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
+from kiln.backends.cpp.externs import inline_extern
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import ConstantOp as AtenConstantOp
 from kiln.dialects.aten.encoding import decode_value
@@ -49,6 +55,7 @@ from kiln.dialects.kernel.program_ops import (
     ReuseOp,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
+from kiln.passes.scheduling.liveness import argument_releases
 
 INDENT = "    "
 
@@ -128,6 +135,9 @@ class WrapperPrinter:
     constants: list[DenseIntOrFPElementsAttr] = field(
         default_factory=list[DenseIntOrFPElementsAttr]
     )
+    namespace: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Objects the inlined extern bodies use (``_c0``, ...): ATen bindings, decoded
+    constant arguments; the runtime defines them in the loaded module."""
     counter: int = 0
 
     def fresh(self, hint: str | None, prefix: str = "buf") -> str:
@@ -172,6 +182,9 @@ class WrapperPrinter:
         self.emit("def call(args):", 0)
         if params:
             self.emit(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
+            # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
+            # hands over the list, so an argument is freed once its last use is done.
+            self.emit("args.clear()")
         tensors = [
             p for p, a in zip(params, block.args, strict=True) if isinstance(a.type, MemRefType)
         ]
@@ -179,9 +192,16 @@ class WrapperPrinter:
             self.emit(f"{p} = as_buffer({p})")
         self.emit(f"device = {tensors[0]}.device" if tensors else "device = default_device")
         self.emit("stream = get_stream(device)")
+        released = argument_releases(self.program)
+        self.release(released.get(None, []))
         for op in block.ops:
             self.op(op)
+            self.release(released.get(op, []))
         return "\n".join(self.lines)
+
+    def release(self, arguments: list[SSAValue]) -> None:
+        if arguments:
+            self.emit(f"del {', '.join(self.name(a) for a in arguments)}")
 
     def op(self, op: Operation) -> None:
         if isinstance(op, AllocOp):
@@ -221,6 +241,8 @@ class WrapperPrinter:
             self.emit(
                 f"{name} = reinterpret({source}, {_tuple(shape)})  # reuses {source}'s memory"
             )
+            # The old name would keep the memory alive past the new buffer's free.
+            self.emit(f"del {source}")
         elif isinstance(op, ReturnOp):
             values = [self.name(v) for v in op.values]
             self.emit(f"return ({', '.join(values)}{',' if len(values) == 1 else ''})")
@@ -246,6 +268,26 @@ class WrapperPrinter:
         self.emit(f"{name} = {expr}")
 
     def extern(self, op: ExternOp) -> None:
+        inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
+        outputs = [self.fresh(_identifier(r.name_hint)) for r in op.outputs]
+        lines = inline_extern(op, inputs, outputs, self.namespace, lambda: self.fresh(None, "tmp"))
+        if lines is not None:
+            # Python bindings and reinterpret views, as the C++ wrapper runs externs
+            # (the aten.<op> OpOverloads below go through the boxed dispatcher).
+            overloads = [o.overload_name for o in op.body.block.ops if isinstance(o, AtenOp)]
+            self.emit(f"# kernel.extern: {', '.join(overloads) or 'no ATen call'}")
+            for result, name in zip(op.outputs, outputs, strict=True):
+                self.names[result] = name
+            for line in lines:
+                self.emit(line)
+            return
+        for name in outputs:
+            self.taken.discard(name)
+        self.extern_overloads(op)
+
+    def extern_overloads(self, op: ExternOp) -> None:
+        """An extern body as ``aten.<op>.<overload>(...)`` calls (for bodies that
+        :func:`~kiln.backends.cpp.externs.inline_extern` leaves to the interpreter)."""
         body = op.body.block
         values: dict[SSAValue, str] = {}
         for arg, value in zip(body.args, [*op.inputs, *op.syms], strict=True):
@@ -253,6 +295,7 @@ class WrapperPrinter:
         overloads = [o.overload_name for o in body.ops if isinstance(o, AtenOp)]
         self.emit(f"# kernel.extern: {', '.join(overloads) or 'no ATen call'}")
         inputs = [self.name(v) for v in op.inputs]
+        temporaries: list[str] = []
         for inner in body.ops:
             if isinstance(inner, YieldOp):
                 for result, value in zip(op.outputs, inner.values, strict=True):
@@ -264,11 +307,16 @@ class WrapperPrinter:
                         )
                     else:
                         self.emit(f"{name} = {values[value]}")
+                if temporaries:
+                    # A temporary naming an extern's result would keep that buffer alive
+                    # after the program frees it.
+                    self.emit(f"del {', '.join(temporaries)}")
                 return
             if isinstance(inner, AtenConstantOp):
                 self.constants.append(inner.value)
                 name = self.fresh(None, "tmp")
                 values[inner.result] = name
+                temporaries.append(name)
                 self.emit(f"{name} = constants.get({len(self.constants) - 1}, device)")
                 continue
             if not isinstance(inner, AtenOp):
@@ -277,6 +325,7 @@ class WrapperPrinter:
             names = [self.fresh(None, "tmp") for _ in inner.results]
             for result, name in zip(inner.results, names, strict=True):
                 values[result] = name
+            temporaries += names
             if not names:
                 self.emit(call)
             elif _returns_list(inner) or len(names) > 1:
@@ -383,16 +432,18 @@ WRAPPER_HEADER = """aten = torch.ops.aten
 empty_strided = torch.empty_strided
 # When kiln.backends.triton.runtime loads this module it defines what call() uses
 # besides torch: the launchers run_<kernel>, get_stream, as_buffer, fresh_buffer,
-# reinterpret, constants and default_device."""
+# reinterpret, constants and default_device, and the ATen bindings and constant
+# arguments (_c0, _c1, ...) that the inlined extern bodies call."""
 
 
 def print_wrapper(
     program: ProgramOp, runners: dict[str, str]
-) -> tuple[str, list[DenseIntOrFPElementsAttr]]:
-    """The ``call`` function's source and the constants it reads (``constants[k]``)."""
+) -> tuple[str, list[DenseIntOrFPElementsAttr], dict[str, Any]]:
+    """The ``call`` function's source, the constants it reads (``constants[k]``) and
+    the objects its inlined externs use (module-level names ``_c0``, ...)."""
     printer = WrapperPrinter(program, runners)
     source = printer.print()
-    return source, printer.constants
+    return source, printer.constants, printer.namespace
 
 
 __all__ = ["WRAPPER_HEADER", "WrapperError", "WrapperPrinter", "print_wrapper", "py_value"]

@@ -101,4 +101,24 @@ def memory_timeline(program: ProgramOp) -> MemoryProfile:
     return MemoryProfile(tuple(timeline), allocations, reuses, dynamic)
 
 
-__all__ = ["Liveness", "MemoryProfile", "buffer_bytes", "liveness", "memory_timeline"]
+def argument_releases(program: ProgramOp) -> dict[Operation | None, list[SSAValue]]:
+    """Per op, the buffer arguments whose last use it is (returned ones excluded), and
+    under ``None`` those nothing uses: where a wrapper that owns its argument list can
+    drop its references to them."""
+    info = liveness(program)
+    released: dict[Operation | None, list[SSAValue]] = {}
+    for arg in program.body.block.args:
+        if is_buffer(arg) and arg not in info.returned:
+            last = info.last_use.get(arg)
+            released.setdefault(None if last is None else info.ops[last], []).append(arg)
+    return released
+
+
+__all__ = [
+    "Liveness",
+    "MemoryProfile",
+    "argument_releases",
+    "buffer_bytes",
+    "liveness",
+    "memory_timeline",
+]

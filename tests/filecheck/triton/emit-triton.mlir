@@ -38,7 +38,9 @@ func.func @forward(%x: tensor<4x8xf32>, %y: tensor<8xf32>) -> (tensor<4x8xf32>, 
 // CHECK-NEXT:      tl.store(out_ptr1 + xindex, [[SUM]][:, None], xmask)
 // CHECK:       def call(args):
 // CHECK-NEXT:      x, y = args
+// CHECK-NEXT:      args.clear()
 // CHECK:           run_kiln_per_fused_relu_sum_0(stream, x, y, relu, sum)
+// CHECK-NEXT:      del x, y
 // CHECK-NEXT:      return (relu, sum)
 
 // TILED: def kiln_per_fused_relu_sum_0(
