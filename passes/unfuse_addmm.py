@@ -79,7 +79,8 @@ def _is_one(op: AtenOp, name: str) -> bool:
 
 def _unfuse(op: AtenOp) -> None:
     mm_class, add_class = op_class("mm.default"), op_class("add.Tensor")
-    assert mm_class is not None and add_class is not None
+    assert mm_class is not None
+    assert add_class is not None
     bias, mat1, mat2 = op.operands[:3]
     result = op.results[0]
     mm = mm_class.from_args({"self": mat1, "mat2": mat2}, [result.type])

@@ -92,10 +92,12 @@ def test_outer_split_puts_chunks_first() -> None:
     module, trace = assert_schedule_preserves(cols, "fuse,tile")
     first, second = kernels(module)
     assert first.kernel_kind is KernelKind.SPLIT
-    assert first.reduction_hint is not None and first.reduction_hint.data == "outer"
+    assert first.reduction_hint is not None
+    assert first.reduction_hint.data == "outer"
     (partials,) = [t for t in first.function_type.outputs.data if t.get_shape() != (8,)]
     splits = partials.get_shape()[0]
-    assert partials.get_shape() == (splits, 8) and splits > 1
+    assert partials.get_shape() == (splits, 8)
+    assert splits > 1
     assert str(second.rnumel.data) == str(splits)
     assert trace.allocations == 2
 
@@ -141,11 +143,13 @@ def test_narrow_transpose_tile_fits_the_grid() -> None:
     """
     module = schedule(parse(lowered(text)), "fuse,tile")
     (kernel,) = kernels(module)
-    assert kernel.ynumel is not None and kernel.ynumel.text == str(64 * 224 * 224)
+    assert kernel.ynumel is not None
+    assert kernel.ynumel.text == str(64 * 224 * 224)
     assert kernel.configs is not None
     for config in kernel.configs.data:
         yblock, xblock = config.value("YBLOCK"), config.value("XBLOCK")
-        assert yblock is not None and xblock == 4
+        assert yblock is not None
+        assert xblock == 4
         assert -(-64 * 224 * 224 // yblock) <= 65535
         assert yblock * xblock >= 1024
 
