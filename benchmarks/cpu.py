@@ -13,7 +13,14 @@ Two groups, measured in one process, each backend on the same inputs:
   ``torch.compile``.
 
 Latency is the minimum over ``--repeat`` calls after warm-up (the better estimate on a
-shared machine; the median is kept in the JSON-like rows too); compile time is the first
+shared machine; the median is kept in the JSON-like rows too). On a busy 2-core machine
+two-thread timings are dominated by the other load (an OpenMP barrier waits for a
+descheduled thread); ``--threads 1 --cpu-time`` measures one thread's CPU time instead
+(``time.thread_time``), which a neighbour's load barely moves:
+
+    python benchmarks/cpu.py --only kernels --threads 1 --cpu-time --repeat 200
+
+Compile time is the first
 call minus an eager call, with both compilers' on-disk caches empty (``KILN_CACHE_DIR``
 and ``TORCHINDUCTOR_CACHE_DIR`` point at fresh temporary directories, Inductor's FX graph
 cache is off) so that it includes the C++ compiler for both. Outputs are checked against
@@ -33,6 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# Thread count for OpenMP (kiln's kernels, Inductor's) before anything loads libgomp.
+if "--threads" in sys.argv[1:-1]:
+    os.environ["OMP_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
 # Cold caches for both compilers (before torch._inductor reads its configuration).
 os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-bench-cache-")
@@ -84,14 +95,19 @@ class Timing:
     error: str | None = None
 
 
+CLOCK: list[Callable[[], float]] = [time.perf_counter]
+"""The clock latencies are read from (``--cpu-time``: the thread's CPU time)."""
+
+
 def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    clock = CLOCK[0]
     for _ in range(3):
         fn()
     samples: list[float] = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        samples.append(time.perf_counter() - start)
+        samples.append(clock() - start)
     return min(samples) * 1000, statistics.median(samples) * 1000
 
 
@@ -104,7 +120,9 @@ def _compile(backend: str, fn: Fn) -> Fn:
     return torch.compile(fn, backend=backend)
 
 
-def measure(name: str, fn: Fn, inputs: tuple[Any, ...], backends: list[str], repeat: int) -> list[Timing]:
+def measure(
+    name: str, fn: Fn, inputs: tuple[Any, ...], backends: list[str], repeat: int
+) -> list[Timing]:
     out: list[Timing] = []
     with torch.no_grad():
         reference = fn(*inputs)
@@ -121,7 +139,9 @@ def measure(name: str, fn: Fn, inputs: tuple[Any, ...], backends: list[str], rep
                     timing.compile_s = max(first - eager_once, 0.0)
                 timing.min_ms, timing.median_ms = _time(lambda c=compiled: c(*inputs), repeat)
             except Exception as e:  # report it, keep measuring the others
-                timing.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                timing.error = (
+                    f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                )
             out.append(timing)
     return out
 
@@ -176,16 +196,33 @@ def table(title: str, timings: list[Timing]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", choices=("kernels", "models"), default=None)
-    parser.add_argument("--kernels", default=None, help="comma-separated substrings of kernel workloads")
-    parser.add_argument("--models", default=None, help="comma-separated suite models (default: all)")
+    parser.add_argument(
+        "--kernels", default=None, help="comma-separated substrings of kernel workloads"
+    )
+    parser.add_argument(
+        "--models", default=None, help="comma-separated suite models (default: all)"
+    )
     parser.add_argument("--backends", default="eager,inductor,kiln")
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads for eager, Inductor and kiln"
+    )
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time the thread's CPU time (needs --threads 1)"
+    )
     args = parser.parse_args(argv)
     backends = args.backends.split(",")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.cpu_time:
+        if args.threads != 1:
+            parser.error("--cpu-time measures one thread: pass --threads 1 too")
+        CLOCK[0] = time.thread_time
     torch.manual_seed(0)
+    clock = "thread CPU time" if args.cpu_time else "wall clock"
     sections: list[str] = [
-        f"## CPU: {torch.get_num_threads()} threads, torch {torch.__version__}, float32",
+        f"## CPU: {torch.get_num_threads()} threads, torch {torch.__version__}, float32, {clock}",
         "",
     ]
     if args.only in (None, "kernels"):
@@ -195,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
             if wanted and not any(w in name for w in wanted):
                 continue
             timings += measure(name, fn, make(), backends, args.repeat)
-            print(f"  {name}: " + ", ".join(f"{t.backend} {_fmt(t.min_ms)} ms" for t in timings[-len(backends):]), file=sys.stderr)
+            print(
+                f"  {name}: "
+                + ", ".join(f"{t.backend} {_fmt(t.min_ms)} ms" for t in timings[-len(backends) :]),
+                file=sys.stderr,
+            )
         sections.append(table("Kernels", timings))
     if args.only in (None, "models"):
         from models import SUITE  # pyright: ignore[reportMissingImports]
@@ -205,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             model, inputs = SUITE[name](torch.device("cpu"), torch.float32, "small")
             timings += measure(name, model, inputs, backends, max(args.repeat // 5, 10))
-            print(f"  {name}: " + ", ".join(f"{t.backend} {_fmt(t.min_ms)} ms" for t in timings[-len(backends):]), file=sys.stderr)
+            print(
+                f"  {name}: "
+                + ", ".join(f"{t.backend} {_fmt(t.min_ms)} ms" for t in timings[-len(backends) :]),
+                file=sys.stderr,
+            )
         sections.append(table("Models (benchmarks/models.py, size small)", timings))
     text = "\n".join(sections)
     print(text)

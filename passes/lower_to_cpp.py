@@ -5,7 +5,8 @@ The ``kernel.program`` stays as it is: its ``kernel.launch`` ops now call the
 :mod:`kiln.passes.cpp_lowering.kernel` for the code each kernel becomes.
 
 Options: ``threads`` (0: this machine's CPU count) is the thread count the loops are
-tuned for; ``lanes`` the vector width of reduction accumulators; ``fallback`` keeps a
+tuned for; ``lanes`` the most accumulators per reduction (0: four vectors of f32 on this
+machine, see :func:`~kiln.passes.cpp_lowering.options.default_lanes`); ``fallback`` keeps a
 kernel the backend cannot translate as ``kernel.kernel`` (marked ``kiln.cpp_fallback``
 with the reason) instead of failing: the C++ wrapper then runs it with kiln's kernel
 interpreter, slowly but correctly, so that a graph always runs.
@@ -29,7 +30,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.passes.cpp_lowering.analysis import UnsupportedKernel
 from kiln.passes.cpp_lowering.kernel import lower_kernel
-from kiln.passes.cpp_lowering.options import CppOptions
+from kiln.passes.cpp_lowering.options import CppOptions, default_lanes
 
 
 class LowerToCppError(DiagnosticException):
@@ -41,7 +42,9 @@ FALLBACK_ATTR = "kiln.cpp_fallback"
 
 
 def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,17 @@ class LowerToCppPass(ModulePass):
 
     threads: int = 0
     """Threads to tune for (0: the CPUs this process may use)."""
-    lanes: int = 16
-    """Vector width (elements) of reduction accumulators."""
+    lanes: int = 0
+    """Most per-lane accumulators of a reduction (0: this machine's default)."""
     fallback: bool = False
     """Keep untranslatable kernels (for the interpreter) instead of failing."""
 
     def options(self) -> CppOptions:
-        if self.lanes < 1:
+        if self.lanes < 0:
             raise LowerToCppError(f"lower-to-cpp: lanes must be positive, got {self.lanes}")
-        return CppOptions(threads=self.threads or default_threads(), lanes=self.lanes)
+        return CppOptions(
+            threads=self.threads or default_threads(), lanes=self.lanes or default_lanes()
+        )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = self.options()

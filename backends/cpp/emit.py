@@ -31,6 +31,7 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
 from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 _KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const continue default "
@@ -111,7 +112,7 @@ class FunctionEmitter:
             return int(owner.value.value.data) >= 0  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         return value in self.nonnegative
 
-    def index_text(self, op: LoadOp | StoreOp | IndexOp) -> str:
+    def index_text(self, op: LoadOp | StoreOp | IndexOp | TransposeTileOp) -> str:
         operands = op.indices
         expr = op.expr.data if isinstance(op, IndexOp) else op.index.data
         return c_index(
@@ -178,6 +179,9 @@ class FunctionEmitter:
             self.load(op)
         elif isinstance(op, StoreOp):
             self.store(op)
+        elif isinstance(op, TransposeTileOp):
+            source = f"{self.name(op.source)} + ({self.index_text(op)})"
+            self.line(f"kiln_transpose16({source}, {op.stride.data}LL, {self.name(op.tile)});")
         elif isinstance(op, IndexOp):
             result = self.name(op.result)
             if is_nonnegative(op.expr.data, [self._is_nonnegative(v) for v in op.indices]):
@@ -195,7 +199,9 @@ class FunctionEmitter:
 
     def scalar(self, op: Operation) -> None:
         if len(op.results) != 1:
-            raise EmitError(f"the C++ emitter cannot print {op.name} with {len(op.results)} results")
+            raise EmitError(
+                f"the C++ emitter cannot print {op.name} with {len(op.results)} results"
+            )
         try:
             expression = scalar_expression(op, [self.operand(v) for v in op.operands])
             ctype = value_type(op.results[0].type)
@@ -217,6 +223,9 @@ class FunctionEmitter:
         pointer = self.name(op.buffer)
         index = self.index_text(op)
         result = self.name(op.result)
+        read = _from_storage(f"{pointer}[{index}]", element)
+        fill = f"({value_type(element)})0" if op.fill is None else self._fill(op.fill, element)
+        condition = None if op.mask is None else self.operand(op.mask)
         if op.checked is not None:
             shape = ty.get_shape()
             if all(d >= 0 for d in shape):
@@ -226,15 +235,15 @@ class FunctionEmitter:
                 position = f"{result}_at"
                 self.line(f"int64_t {position} = {index};")
                 inside = f"(uint64_t){position} < (uint64_t){count}LL"
-                if op.mask is not None:
-                    inside = f"(!{self.operand(op.mask)} || {inside})"
-                self.line(f"{ERROR_FLAG} |= {inside} ? 0 : KILN_ERR_INDEX;")
-                index = f"({inside} ? {position} : 0)"
-        read = _from_storage(f"{pointer}[{index}]", element)
-        if op.mask is not None:
-            assert op.fill is not None
-            fill = self._fill(op.fill, element)
-            read = f"{self.operand(op.mask)} ? {read} : {fill}"
+                flagged = inside if condition is None else f"(!{condition} || {inside})"
+                self.line(f"{ERROR_FLAG} |= {flagged} ? 0 : KILN_ERR_INDEX;")
+                # Read only in range (the value of an out-of-range read is never used:
+                # the flag fails the call). A guarded read at a contiguous address is
+                # a masked vector load; clamping the address instead would be a gather.
+                read = _from_storage(f"{pointer}[{position}]", element)
+                condition = inside if condition is None else f"{condition} && {inside}"
+        if condition is not None:
+            read = f"({condition}) ? {read} : {fill}"
         self.line(f"{value_type(element)} {result} = {read};")
 
     def _fill(self, attr: object, element: object) -> str:
@@ -270,7 +279,9 @@ class FunctionEmitter:
         if clauses:
             self.line(" ".join(clauses))
         opened = 0
-        for iv, lower, upper, step in zip(op.ivs, op.lower_bounds, op.upper_bounds, op.step_values(), strict=True):
+        for iv, lower, upper, step in zip(
+            op.ivs, op.lower_bounds, op.upper_bounds, op.step_values(), strict=True
+        ):
             name = self.name(iv)
             if self._is_nonnegative(lower):
                 self.nonnegative.add(iv)

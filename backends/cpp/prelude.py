@@ -8,7 +8,13 @@ The helpers give C++ the semantics of the IR (and so of torch) where C's differ:
 * signed add/sub/mul wrap (done in unsigned arithmetic: C's overflow is undefined);
 * shifts by the bit width or more give 0 (or -1 for a negative arithmetic shift);
 * NaN-propagating ``maximumf``/``minimumf`` (torch.maximum), ``fmax``/``fmin`` for
-  ``maxnumf``/``minnumf`` (torch.fmax);
+  ``maxnumf``/``minnumf`` (torch.fmax); ``(a > b || a != a) ? a : b`` is two compares
+  and a blend per vector where the three-way test was four compares (a 4096 x 1024 row
+  max, 2 threads, kernel alone: 0.46 -> 0.37 ms, eager's amax 0.36);
+* float ``erf`` is an inline polynomial (``kiln_erff``, at most 1.66 ulp from the true
+  value on every float) that vectorizes in place: glibc's vector ``erff`` was half the
+  time of a GELU kernel (4096 x 1024 ``gelu(x + b) * y``, one thread: 3.2 -> 2.55 ms;
+  Inductor 3.05);
 * ``half`` is ``_Float16`` in memory and ``float`` in registers; ``bfloat16`` is its 16 bits
   in memory (round to nearest even on the way back, NaN kept), ``float`` in registers.
 
@@ -95,11 +101,47 @@ KILN_INLINE kiln_bf16 kiln_float_to_bf16(float f) {
 }
 KILN_INLINE float kiln_round_bf16(float x) { return kiln_bf16_to_float(kiln_float_to_bf16(x)); }
 
-template <typename T> KILN_INLINE T kiln_maximumf(T a, T b) {
-  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
-}
-template <typename T> KILN_INLINE T kiln_minimumf(T a, T b) {
-  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+// a if a is NaN, else b if b is NaN (a > b and a < b are false), else the larger:
+// two compares and a blend per vector (a reduction's accumulator chain is one of them).
+template <typename T> KILN_INLINE T kiln_maximumf(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> KILN_INLINE T kiln_minimumf(T a, T b) { return (a < b || a != a) ? a : b; }
+
+// erf for float, inline so that loops vectorize it without a call (libmvec's erff cost
+// half the time of a GELU kernel). |x| < 0.875: x * P(x^2); up to erfc(x) < 2^-25 (where
+// erf rounds to 1): 1 - Q(u), Q a degree-14 fit of erfc in u = x * 0.64f - 1.56f
+// (fitted to the float u, so u's rounding is the fit's). Checked against erf in double
+// on every float: at most 1.66 ulp (glibc's erff 0.97, ATen's vectorized erf about
+// 1.5e-7 absolute); NaN, infinities and -0 are kept.
+KILN_INLINE float kiln_erff(float x) {
+  float a = __builtin_fabsf(x);
+  float t = a * a;
+  float s = 8.694667485542595e-05f;
+  s = __builtin_fmaf(s, t, -0.0008215559646487236f);
+  s = __builtin_fmaf(s, t, 0.005207134410738945f);
+  s = __builtin_fmaf(s, t, -0.02686174027621746f);
+  s = __builtin_fmaf(s, t, 0.11283735930919647f);
+  s = __builtin_fmaf(s, t, -0.37612634897232056f);
+  float small = __builtin_fmaf(a, 1.128379225730896f, __builtin_fmaf(a, -5.863538343753305e-08f, (a * t) * s));
+  float u = __builtin_fmaf(a, 0.6399999856948853f, -1.559999942779541f);
+  float q = -0.0006021616281941533f;
+  q = __builtin_fmaf(q, u, 0.00020407761621754616f);
+  q = __builtin_fmaf(q, u, 0.0037633893080055714f);
+  q = __builtin_fmaf(q, u, -0.004320776555687189f);
+  q = __builtin_fmaf(q, u, -0.0060988059267401695f);
+  q = __builtin_fmaf(q, u, 0.017899535596370697f);
+  q = __builtin_fmaf(q, u, -0.01480699423700571f);
+  q = __builtin_fmaf(q, u, -0.009044619277119637f);
+  q = __builtin_fmaf(q, u, 0.04370319843292236f);
+  q = __builtin_fmaf(q, u, -0.06701677292585373f);
+  q = __builtin_fmaf(q, u, 0.06378819048404694f);
+  q = __builtin_fmaf(q, u, -0.04105019196867943f);
+  q = __builtin_fmaf(q, u, 0.017649132758378983f);
+  q = __builtin_fmaf(q, u, -0.004633744712918997f);
+  q = __builtin_fmaf(q, u, 0.0005665422067977488f);
+  float large = 1.0f - q;
+  large = large > 1.0f ? 1.0f : large;
+  large = a >= 3.919206f ? 1.0f : large;
+  return __builtin_copysignf(a < 0.875f ? small : large, x);
 }
 
 template <typename T> struct kiln_unsigned;
@@ -177,9 +219,49 @@ KILN_INLINE int64_t kiln_mod(int64_t a, int64_t b) {
 """
 
 
+def transpose16() -> str:
+    """``kiln_transpose16(src, stride, dst)``: ``dst[a * 16 + b] = src[a + b * stride]``
+    for 4-byte elements (``cpp.transpose_tile``). The 16 rows are loaded whole and
+    transposed in registers: stage ``b`` (8, 4, 2, 1) swaps bit ``b`` of the row and
+    column indices with one two-source shuffle per row (64 in all, no gather)."""
+    # Straight-line code on named vectors, so that all 16 rows stay in registers.
+    lines = [
+        "typedef uint32_t kiln_u32x16 __attribute__((vector_size(64)));",
+        "typedef uint32_t kiln_u32x16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));",
+        "template <typename T> KILN_INLINE void kiln_transpose16(const T* src, int64_t stride, T* dst) {",
+        '  static_assert(sizeof(T) == 4, "kiln_transpose16 moves 4-byte elements");',
+    ]
+    lines += [
+        f"  kiln_u32x16 r{i} = *(const kiln_u32x16_unaligned*)(src + {i} * stride);"
+        for i in range(16)
+    ]
+    lines.append("  kiln_u32x16 x, y;")
+    for b in (8, 4, 2, 1):
+        low = ", ".join(str(j if j & b == 0 else 16 + j - b) for j in range(16))
+        high = ", ".join(str(j + b if j & b == 0 else 16 + j) for j in range(16))
+        for i in range(16):
+            if i & b:
+                continue
+            lines.append(
+                f"  x = r{i}; y = r{i + b}; r{i} = __builtin_shufflevector(x, y, {low}); "
+                f"r{i + b} = __builtin_shufflevector(x, y, {high});"
+            )
+    lines += [f"  *(kiln_u32x16_unaligned*)(dst + {i} * 16) = r{i};" for i in range(16)]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def prelude() -> str:
     """The full prelude for this machine (helpers, then the libmvec declarations)."""
-    return PRELUDE + "\n" + libmvec_declarations()
+    return PRELUDE + "\n" + transpose16() + "\n" + libmvec_declarations()
 
 
-__all__ = ["MATH_FUNCTIONS", "PRELUDE", "libmvec_declarations", "libmvec_functions", "libmvec_path", "prelude"]
+__all__ = [
+    "MATH_FUNCTIONS",
+    "PRELUDE",
+    "libmvec_declarations",
+    "libmvec_functions",
+    "libmvec_path",
+    "prelude",
+    "transpose16",
+]

@@ -96,7 +96,7 @@ _FLOAT_UNARY: dict[type[Operation], str] = {
     xmath.CeilOp: "ceil{f}({0})",
     xmath.CosOp: "cos{f}({0})",
     xmath.CoshOp: "cosh{f}({0})",
-    xmath.ErfOp: "erf{f}({0})",
+    xmath.ErfOp: "{erf}({0})",
     xmath.Exp2Op: "exp2{f}({0})",
     xmath.ExpM1Op: "expm1{f}({0})",
     xmath.ExpOp: "exp{f}({0})",
@@ -138,7 +138,9 @@ _CMPF: dict[str, str] = {
 
 def _float_format(template: str, ty: Attribute, args: Sequence[str]) -> str:
     double = isinstance(ty, Float64Type)
-    text = template.format(*args, f="" if double else "f", one="1.0" if double else "1.0f")
+    # Float erf is the prelude's inline kiln_erff (vectorizes without a libmvec call).
+    erf = "erf" if double else "kiln_erff"
+    text = template.format(*args, f="" if double else "f", one="1.0" if double else "1.0f", erf=erf)
     return round_result(text, ty)
 
 
@@ -272,11 +274,13 @@ def scalar_expression(op: Operation, args: Sequence[str]) -> Expression:
         return Expression(f"{args[0]} ? {args[1]} : {args[2]}")
     if isinstance(op, xmath.FmaOp):
         double = isinstance(ty, Float64Type)
-        return Expression(round_result(f"fma{'' if double else 'f'}({args[0]}, {args[1]}, {args[2]})", ty))  # pyright: ignore[reportArgumentType]
+        text = f"fma{'' if double else 'f'}({args[0]}, {args[1]}, {args[2]})"
+        return Expression(round_result(text, ty))  # pyright: ignore[reportArgumentType]
     if isinstance(op, xmath.FPowIOp):
         double = isinstance(ty, Float64Type)
         c = "double" if double else "float"
-        return Expression(round_result(f"pow{'' if double else 'f'}({args[0]}, ({c})({args[1]}))", ty))  # pyright: ignore[reportArgumentType]
+        text = f"pow{'' if double else 'f'}({args[0]}, ({c})({args[1]}))"
+        return Expression(round_result(text, ty))  # pyright: ignore[reportArgumentType]
     if isinstance(op, _CASTS):
         return Expression(_cast(op, args))
     assert ty is not None
@@ -286,13 +290,17 @@ def scalar_expression(op: Operation, args: Sequence[str]) -> Expression:
         return Expression(f"{args[0]} {_BITWISE[cls]} {args[1]}")
     if cls in _MINMAX:
         if is_bool(ty):
-            return Expression(f"{args[0]} {'|' if cls in (arith.MaxSIOp, arith.MaxUIOp) else '&'} {args[1]}")
+            return Expression(
+                f"{args[0]} {'|' if cls in (arith.MaxSIOp, arith.MaxUIOp) else '&'} {args[1]}"
+            )
         return Expression(_MINMAX[cls].format(*args, u=unsigned_type(ty)))
     c = value_type(ty)
     if cls in _INT_HELPERS:
         return Expression(f"{_INT_HELPERS[cls]}<{c}>({args[0]}, {args[1]})")
     if cls in _DIVISIONS:
-        return Expression(f"{_DIVISIONS[cls]}<{c}>({args[0]}, {args[1]})", div_check=f"{args[1]} == 0")
+        return Expression(
+            f"{_DIVISIONS[cls]}<{c}>({args[0]}, {args[1]})", div_check=f"{args[1]} == 0"
+        )
     if isinstance(op, xmath.AbsIOp):
         return Expression(f"({args[0]} < 0 ? kiln_negi<{c}>({args[0]}) : {args[0]})")
     if isinstance(op, arith.BitcastOp):

@@ -2,8 +2,8 @@
 
 A ``cpp.func`` is one ``extern "C"`` kernel function; its body is ``cpp.for`` loop nests
 (serial, OpenMP-parallel or SIMD), loads and stores at index expressions, local arrays
-(``cpp.alloca``: vector accumulators, per-chunk partials) and scalar ``arith``/``math``
-ops, one C statement each. ``lower-to-cpp`` produces it from ``kernel.kernel``;
+(``cpp.alloca``: vector accumulators, per-chunk partials, transposed tiles filled by
+``cpp.transpose_tile``) and scalar ``arith``/``math`` ops, one C statement each. ``lower-to-cpp`` produces it from ``kernel.kernel``;
 :mod:`kiln.backends.cpp.emit` prints it as C++.
 
 ```mlir
@@ -25,6 +25,7 @@ from kiln.dialects.cpp.dialect import Cpp
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
 from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 __all__ = [
     "AllocaOp",
@@ -37,5 +38,6 @@ __all__ = [
     "LoopKindAttr",
     "ReturnOp",
     "StoreOp",
+    "TransposeTileOp",
     "YieldOp",
 ]

@@ -15,8 +15,9 @@ cpp.store %v, %out_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
 ```
 
 A ``checked`` load (an indirect, data-dependent address) first tests that the address
-lies inside the buffer: if not, it reads element 0 instead and the function reports an
-index error to its caller (C's out-of-bounds read would be undefined behaviour).
+lies inside the buffer: if not, it reads nothing (its value is zero, or the fill) and the
+function reports an index error to its caller (C's out-of-bounds read would be
+undefined behaviour).
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ class LoadOp(IRDLOperation):
         if (self.mask is None) != (self.fill is None):
             raise VerifyException(f"{self.name}: a mask needs a fill value and vice versa")
         if self.fill is not None and getattr(self.fill, "type", None) != ty.element_type:
-            raise VerifyException(f"{self.name}: fill {self.fill} must be a {ty.element_type} constant")
+            raise VerifyException(
+                f"{self.name}: fill {self.fill} must be a {ty.element_type} constant"
+            )
         check_operand_symbols(self, self.index, len(self.indices))
 
     def print(self, printer: Printer) -> None:
@@ -228,9 +231,7 @@ class StoreOp(IRDLOperation):
         ty = self.buffer.type
         assert isinstance(ty, MemRefType)
         if self.value.type != ty.element_type:
-            raise VerifyException(
-                f"{self.name}: cannot store a {self.value.type} into {ty}"
-            )
+            raise VerifyException(f"{self.name}: cannot store a {self.value.type} into {ty}")
         check_operand_symbols(self, self.index, len(self.indices))
 
     def print(self, printer: Printer) -> None:

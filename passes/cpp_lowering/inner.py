@@ -26,7 +26,7 @@ from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type, finish
 from kiln.passes.cpp_lowering.analysis import Level
 from kiln.passes.cpp_lowering.emit import Emitter
-from kiln.passes.cpp_lowering.options import size_hint
+from kiln.passes.cpp_lowering.options import reduction_lanes, size_hint
 from kiln.passes.cpp_lowering.space import floordiv
 
 if TYPE_CHECKING:
@@ -54,6 +54,15 @@ def lower_inner(lowering: KernelLowering, emit: Emitter) -> None:
                 lowering.run_node(node, body, env, values)
 
 
+def _lanes(lowering: KernelLowering) -> int:
+    r_sizes = lowering.space.r_sizes
+    return (
+        reduction_lanes(lowering.options, r_sizes[-1])
+        if r_sizes
+        else min(16, lowering.options.lanes)
+    )
+
+
 def _split_chunks(lowering: KernelLowering) -> int:
     """Chunks to split each r-loop into (1: no split)."""
     threads = lowering.options.threads
@@ -69,10 +78,16 @@ def _split_chunks(lowering: KernelLowering) -> int:
 
 
 def _r_stage(
-    lowering: KernelLowering, emit: Emitter, env: dict[sympy.Symbol, SSAValue], values: dict[SSAValue, SSAValue], stage: int
+    lowering: KernelLowering,
+    emit: Emitter,
+    env: dict[sympy.Symbol, SSAValue],
+    values: dict[SSAValue, SSAValue],
+    stage: int,
 ) -> None:
     analysis = lowering.analysis
-    reds = [n for n in analysis.nodes if analysis.level[n] is Level.RED and analysis.stage[n] == stage]
+    reds = [
+        n for n in analysis.nodes if analysis.level[n] is Level.RED and analysis.stage[n] == stage
+    ]
     stores = [
         n
         for n in analysis.nodes
@@ -81,7 +96,7 @@ def _r_stage(
         and any(r in analysis.yielded for r in n.results)
     ]
     order = lowering.needed_xr([*reds, *stores], stage)
-    lanes = lowering.options.lanes
+    lanes = _lanes(lowering)
     chunks = _split_chunks(lowering)
     welford = any(isinstance(r, ReductionOp) and r.kind.data is ReductionKind.WELFORD for r in reds)
 
@@ -119,19 +134,27 @@ def _r_stage(
         states = new_states(lanes, "")
         for state in states.values():
             state.init(emit)
-        _r_nest(lowering, 
-            emit, env, None, lambda b, p, lane, seen: run_point(b, p, lane, seen, states), welford
+        _r_nest(
+            lowering,
+            emit,
+            env,
+            None,
+            lambda b, p, lane, seen: run_point(b, p, lane, seen, states),
+            welford,
         )
         finals = {red: state.reduce_lanes(emit) for red, state in states.items()}
     else:
         partials = new_states(chunks, "_chunks")
         for state in partials.values():
             state.init(emit)
-        chunk_body, (chunk,) = emit.loop(LoopKind.PARALLEL, [emit.const(0)], [emit.const(chunks)], ["chunk"])
+        chunk_body, (chunk,) = emit.loop(
+            LoopKind.PARALLEL, [emit.const(0)], [emit.const(chunks)], ["chunk"]
+        )
         states = new_states(lanes, "")
         for state in states.values():
             state.init(chunk_body)
-        _r_nest(lowering, 
+        _r_nest(
+            lowering,
             chunk_body,
             env,
             (chunk, chunks),
@@ -148,6 +171,7 @@ def _r_stage(
         for result, value in zip(red.outputs, results, strict=True):
             values[result] = value
             lowering.store_result(red, result, value, emit, env)
+
 
 def _r_nest(
     lowering: KernelLowering,
@@ -172,7 +196,7 @@ def _r_nest(
         chunk_iv, count = chunk
         # Equal chunks of the outer dim, a multiple of the lanes when it is also the
         # innermost (so only the last chunk has a tail).
-        quantum = lowering.options.lanes if len(sizes) == 1 else 1
+        quantum = _lanes(lowering) if len(sizes) == 1 else 1
         per = floordiv(floordiv(sizes[0] + count - 1, count) + quantum - 1, quantum) * quantum
         c = sympy.Symbol("_chunk", integer=True, nonnegative=True)
         start = emit.index(c * per, {**lowering.sizes, c: chunk_iv})
@@ -191,6 +215,7 @@ def _r_nest(
     # block (the tail adds one to the first lanes only after all blocks).
     _lane_loops(lowering, body, local, begin, stop, run, uniform=welford and m == 1)
 
+
 def _lane_loops(
     lowering: KernelLowering,
     emit: Emitter,
@@ -202,7 +227,7 @@ def _lane_loops(
 ) -> None:
     """Blocks of ``lanes`` elements (a constant-trip vector loop), then the tail;
     loops that statically run zero times are left out."""
-    lanes = lowering.options.lanes
+    lanes = _lanes(lowering)
     last = lowering.space.r_syms[-1]
     known = emit.constants.known
     a = sympy.Symbol("_a", integer=True, nonnegative=True)
@@ -214,7 +239,9 @@ def _lane_loops(
             LoopKind.SERIAL, [start], [main_end], [f"{name}_block"], [lanes]
         )
         seen = blocks.index(floordiv(b - a, lanes), {a: start, b: block_start}) if uniform else None
-        lane_body, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
+        lane_body, (lane,) = blocks.loop(
+            LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"]
+        )
         point = dict(env)
         point[last] = lane_body.index(a + b, {a: block_start, b: lane})
         point[last].name_hint = name

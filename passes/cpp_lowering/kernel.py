@@ -6,9 +6,14 @@ The function walks the kernel's pointwise space with a loop nest over the dims o
 :func:`~kiln.passes.cpp_lowering.options.parallel_depth`), then serial.
 
 * A pointwise kernel vectorizes its innermost dim (``simd``) and runs every node there;
-  one that reads across that dim (a transpose) runs in 2-D tiles (:mod:`.tiling`).
+  one that reads across that dim (a transpose) runs in 2-D tiles (:mod:`.tiling`), full
+  16 x 16 tiles of 4-byte data transposed in registers (:mod:`.transpose_tiles`).
 * A reduction kernel vectorizes either along the reduction (:mod:`.inner`) or across
   outputs (:mod:`.outer`), whichever makes more of its loads contiguous.
+
+The finished function is then tidied for the C compiler: loop-invariant loads leave the
+vector loops (:mod:`.invariants`) and divisions by a loop-invariant value become
+multiplications by its reciprocal where that is exact to 1.5 ulp (:mod:`.reciprocals`).
 
 :class:`KernelLowering` holds what every strategy shares: index expressions over the
 loop variables, translating a node's body at a point (:meth:`KernelLowering.node_body`:
@@ -29,6 +34,7 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
+from kiln.dialects.cpp.tile_ops import TILE_SIDE
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
@@ -38,9 +44,11 @@ from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, analyze, flat_index
 from kiln.passes.cpp_lowering.emit import Constants, Emitter, Env
 from kiln.passes.cpp_lowering.inner import lower_inner
+from kiln.passes.cpp_lowering.invariants import hoist_invariants
 from kiln.passes.cpp_lowering.options import CppOptions, parallel_depth, size_hint
 from kiln.passes.cpp_lowering.outer import lower_outer, prefers_outer
 from kiln.passes.cpp_lowering.provenance import kernel_provenance
+from kiln.passes.cpp_lowering.reciprocals import use_reciprocals
 from kiln.passes.cpp_lowering.space import (
     LoopSpace,
     choose_space,
@@ -50,7 +58,8 @@ from kiln.passes.cpp_lowering.space import (
     to_kernel_symbols,
 )
 from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
-from kiln.passes.cpp_lowering.tiling import tiled_loops, transposed_dim
+from kiln.passes.cpp_lowering.tiling import tile_side, tiled_loops, transposed_dim
+from kiln.passes.cpp_lowering.transpose_tiles import stage_transposed_loads
 
 READ_AFTER_WRITE = "read_after_write"
 """``cpp.func`` attribute: ``[input, output]`` index pairs such that the function reads the
@@ -104,7 +113,9 @@ class KernelLowering:
         self, node: LoopNestOp, expr: sympy.Expr, vars_: list[sympy.Expr], space: LoopSpace
     ) -> sympy.Expr:
         n_index = len(node.sizes.data)
-        mapping: dict[sympy.Symbol, sympy.Expr] = {index_var(k): v for k, v in enumerate(vars_[:n_index])}
+        mapping: dict[sympy.Symbol, sympy.Expr] = {
+            index_var(k): v for k, v in enumerate(vars_[:n_index])
+        }
         mapping.update({reduction_var(k): v for k, v in enumerate(vars_[n_index:])})
         mapping.update(to_kernel_symbols(node, self.kernel))
         return simplify(substitute(expr, mapping), space.ranges())
@@ -143,6 +154,10 @@ class KernelLowering:
             if isinstance(op, LoopLoadOp) and self._global_input(node, op) is not None
         ]
 
+    def global_input(self, node: LoopNestOp, load: LoopLoadOp) -> SSAValue | None:
+        """The kernel argument a load reads, or None for a fused producer's value."""
+        return self._global_input(node, load)
+
     def _global_input(self, node: LoopNestOp, load: LoopLoadOp) -> SSAValue | None:
         """The kernel argument a load reads, or None for a fused producer's value."""
         value = node.inputs[list(node.input_args()).index(load.buffer)]  # pyright: ignore[reportArgumentType]
@@ -170,7 +185,9 @@ class KernelLowering:
                 new.name_hint = f"in_ptr{k}"
                 self.buffers[old] = new
         self.outputs = {}
-        for k, (value, arg) in enumerate(zip(kernel.yield_op().values, func.output_args(), strict=True)):
+        for k, (value, arg) in enumerate(
+            zip(kernel.yield_op().values, func.output_args(), strict=True)
+        ):
             arg.name_hint = f"out_ptr{k}"
             self.outputs.setdefault(value, []).append(arg)
         emit = Emitter(block, Constants(block))
@@ -217,9 +234,7 @@ class KernelLowering:
         names = [f"x{k}" for k in range(n)]
         bounds = [self.size(emit, s) for s in sizes]
         zero = emit.const(0)
-        condition = (
-            self.parallel_condition(emit, sizes, self.kernel.rnumel.data) if depth else None
-        )
+        condition = self.parallel_condition(emit, sizes, self.kernel.rnumel.data) if depth else None
         if vectorize_inner and depth >= n:
             # Parallel over the innermost dim too: chunks of it, each vectorized.
             body = emit
@@ -234,7 +249,11 @@ class KernelLowering:
         body = emit
         if depth:
             body, ivs = body.loop(
-                LoopKind.PARALLEL, [zero] * depth, bounds[:depth], names[:depth], condition=condition
+                LoopKind.PARALLEL,
+                [zero] * depth,
+                bounds[:depth],
+                names[:depth],
+                condition=condition,
             )
             env.update(zip(space.x_syms[:depth], ivs, strict=True))
         for k in range(depth, n):
@@ -247,13 +266,17 @@ class KernelLowering:
 
     def _pointwise(self, emit: Emitter) -> None:
         dim = transposed_dim(self) if self.options.tile > 1 else None  # pyright: ignore[reportArgumentType]
+        tile = None
         if dim is not None:
-            body, env = tiled_loops(self, emit, dim)  # pyright: ignore[reportArgumentType]
+            side = tile_side(self, dim)  # pyright: ignore[reportArgumentType]
+            body, env, tile = tiled_loops(self, emit, dim, side)  # pyright: ignore[reportArgumentType]
         else:
             body, env = self.x_loops(emit, vectorize_inner=True)
         values: dict[SSAValue, SSAValue] = {}
         for node in self.analysis.nodes:
             self.run_node(node, body, env, values)
+        if tile is not None and tile.side == TILE_SIDE:
+            stage_transposed_loads(tile, set(self.buffers.values()))
 
     # -- reduction kernels ----------------------------------------------------------------
 
@@ -282,7 +305,12 @@ class KernelLowering:
         return None
 
     def stash_value(
-        self, node: LoopNestOp, stage: int, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]
+        self,
+        node: LoopNestOp,
+        stage: int,
+        emit: Emitter,
+        env: Env,
+        values: dict[SSAValue, SSAValue],
     ) -> None:
         """Keep a value a later r-loop needs in the output that will overwrite it."""
         stash = self.stashes.get(node)
@@ -313,7 +341,12 @@ class KernelLowering:
         return [n for n in analysis.nodes if n in needed]
 
     def reload(
-        self, node: LoopNestOp, stage: int, emit: Emitter, env: Env, values: dict[SSAValue, SSAValue]
+        self,
+        node: LoopNestOp,
+        stage: int,
+        emit: Emitter,
+        env: Env,
+        values: dict[SSAValue, SSAValue],
     ) -> None:
         source = self._memory_source(node, stage)
         assert source is not None
@@ -396,7 +429,10 @@ class KernelLowering:
 
 
 def lower_kernel(kernel: KernelOp, options: CppOptions) -> FuncOp:
-    return KernelLowering(kernel, options).lower()
+    func = KernelLowering(kernel, options).lower()
+    hoist_invariants(func)
+    use_reciprocals(func)
+    return func
 
 
 __all__ = ["READ_AFTER_WRITE", "KernelLowering", "lower_kernel"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import sympy
 
@@ -20,8 +22,11 @@ class CppOptions:
 
     threads: int = 1
     """Threads the code is tuned for (parallel depth, split reductions)."""
-    lanes: int = 16
-    """Per-lane accumulators of a reduction: the vector width in elements."""
+    lanes: int = 64
+    """Per-lane accumulators of a reduction (at most; see :func:`reduction_lanes`):
+    several vectors' worth, so that the adds of consecutive blocks do not wait for each
+    other (measured on 4096 x 1024 f32 rows, 2 threads, AVX-512: 64 lanes instead of 16
+    make sum 0.383 -> 0.370 ms, layer norm 0.914 -> 0.748 ms, eager's 0.369 and 0.748)."""
     min_chunk: int = 512
     """Least work (elements) per thread worth a parallel loop (Inductor's)."""
     split_threshold: int = 4096
@@ -38,6 +43,27 @@ class CppOptions:
     outer_lanes: int = 64
     """Outputs per block of such a reduction (several vectors: whole cache lines, and
     enough independent accumulators to hide the adds' latency)."""
+
+
+@cache
+def default_lanes() -> int:
+    """Four vectors of f32: 64 lanes with AVX-512, 32 otherwise (16 vector registers
+    hold no more accumulators than that)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return 32
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return 64 if "avx512f" in flags.split() else 32
+
+
+def reduction_lanes(options: CppOptions, inner_size: sympy.Expr) -> int:
+    """The lanes of a reduction whose innermost reduction dim is ``inner_size``: the
+    largest power of two not above it, between 16 and ``options.lanes`` (a short
+    reduction gains nothing from more accumulators, and pays for combining them)."""
+    hint = max(size_hint(inner_size), 1)
+    lanes = 1 << (hint.bit_length() - 1)
+    return max(min(lanes, options.lanes), min(16, options.lanes))
 
 
 def size_hint(expr: sympy.Expr) -> int:
@@ -65,4 +91,11 @@ def parallel_depth(sizes: Sequence[sympy.Expr], inner_work: int, options: CppOpt
     return depth
 
 
-__all__ = ["SIZE_HINT", "CppOptions", "parallel_depth", "size_hint"]
+__all__ = [
+    "SIZE_HINT",
+    "CppOptions",
+    "default_lanes",
+    "parallel_depth",
+    "reduction_lanes",
+    "size_hint",
+]

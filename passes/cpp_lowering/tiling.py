@@ -10,13 +10,18 @@ contiguous.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import sympy
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
+from kiln.dialects.cpp.loop_ops import ForOp
+from kiln.dialects.cpp.tile_ops import TILE_SIDE, element_bytes
+from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.passes.cpp_lowering.emit import Emitter
 from kiln.passes.cpp_lowering.options import parallel_depth
 from kiln.passes.cpp_lowering.space import floordiv
@@ -43,28 +48,44 @@ def transposed_dim(lowering: KernelLowering) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Tile:
+    """The innermost loops of a tiled kernel: ``dim`` serially, then the innermost dim
+    vectorized, over ``[row_start, row_stop) x [column_start, column_stop)``."""
+
+    rows: ForOp
+    columns: ForOp
+    row_start: SSAValue
+    row_stop: SSAValue
+    column_start: SSAValue
+    column_stop: SSAValue
+    side: int
+
+
 def tiled_loops(
-    lowering: KernelLowering, emit: Emitter, dim: int
-) -> tuple[Emitter, dict[sympy.Symbol, SSAValue]]:
-    """Loops over blocks of dims ``dim`` and the innermost (outer dims first), then a tile:
-    ``dim`` serially, the innermost vectorized. Returns the tile body and environment."""
+    lowering: KernelLowering, emit: Emitter, dim: int, side: int
+) -> tuple[Emitter, dict[sympy.Symbol, SSAValue], Tile]:
+    """Loops over blocks of dims ``dim`` and the innermost (outer dims first), then a tile
+    of ``side`` x ``side``: ``dim`` serially, the innermost vectorized. Returns the tile
+    body, its environment and the tile's loops."""
     space = lowering.space
-    tile = lowering.options.tile
     n = len(space.x_sizes)
     tiled = (dim, n - 1)
     others = [k for k in range(n) if k not in tiled]
-    blocks = [floordiv(space.x_sizes[k] + tile - 1, tile) for k in tiled]
+    blocks = [floordiv(space.x_sizes[k] + side - 1, side) for k in tiled]
     dims = [*(space.x_sizes[k] for k in others), *blocks]
     names = [f"x{k}" for k in others] + [f"x{k}_block" for k in tiled]
     bounds = [lowering.size(emit, d) for d in dims]
     zero = emit.const(0)
-    depth = parallel_depth(dims, tile * tile, lowering.options)
+    depth = parallel_depth(dims, side * side, lowering.options)
     env: dict[sympy.Symbol, SSAValue] = dict(lowering.sizes)
     body = emit
     ivs: list[SSAValue] = []
     if depth:
-        condition = lowering.parallel_condition(emit, dims, sympy.Integer(tile * tile))
-        body, outer = body.loop(LoopKind.PARALLEL, [zero] * depth, bounds[:depth], names[:depth], condition=condition)
+        condition = lowering.parallel_condition(emit, dims, sympy.Integer(side * side))
+        body, outer = body.loop(
+            LoopKind.PARALLEL, [zero] * depth, bounds[:depth], names[:depth], condition=condition
+        )
         ivs += outer
     for k in range(depth, len(dims)):
         body, (iv,) = body.loop(LoopKind.SERIAL, [zero], [bounds[k]], [names[k]])
@@ -73,13 +94,45 @@ def tiled_loops(
         env[space.x_syms[k]] = iv
     block_ivs = ivs[len(others) :]
     b = sympy.Symbol("_b", integer=True, nonnegative=True)
-    for k, block, kind in zip(tiled, block_ivs, (LoopKind.SERIAL, LoopKind.SIMD), strict=True):
-        start = body.index(b * tile, {b: block})
-        end = body.index(b * tile + tile, {b: block})
-        stop = body.value(arith.MinSIOp(end, lowering.size(body, space.x_sizes[k])))
+    ranges: list[tuple[SSAValue, SSAValue]] = []
+    for k, block in zip(tiled, block_ivs, strict=True):
+        start = body.index(b * side, {b: block})
+        end = body.index(b * side + side, {b: block})
+        ranges.append(
+            (start, body.value(arith.MinSIOp(end, lowering.size(body, space.x_sizes[k]))))
+        )
+    loops: list[ForOp] = []
+    for k, (start, stop), kind in zip(tiled, ranges, (LoopKind.SERIAL, LoopKind.SIMD), strict=True):
         body, (iv,) = body.loop(kind, [start], [stop], [f"x{k}"])
         env[space.x_syms[k]] = iv
-    return body, env
+        loop = body.block.parent_op()
+        assert isinstance(loop, ForOp)
+        loops.append(loop)
+    (row_start, row_stop), (column_start, column_stop) = ranges
+    return body, env, Tile(loops[0], loops[1], row_start, row_stop, column_start, column_stop, side)
 
 
-__all__ = ["tiled_loops", "transposed_dim"]
+def tile_side(lowering: KernelLowering, dim: int) -> int:
+    """16 when some transposed load can be staged through ``cpp.transpose_tile`` (a 4-byte
+    input read contiguously along ``dim`` and at least 16 elements apart along the
+    innermost dim), else ``options.tile``."""
+    space = lowering.space
+    last, along = space.x_syms[-1], space.x_syms[dim]
+    for node in lowering.analysis.nodes:
+        for op in node.body.block.ops:
+            if not isinstance(op, LoopLoadOp) or op.indirect or op.mask is not None:
+                continue
+            source = lowering.global_input(node, op)
+            if source is None:
+                continue
+            ty = source.type
+            if not isinstance(ty, MemRefType) or element_bytes(ty) != 4:
+                continue
+            expr = lowering.compose(node, op.index.data)
+            across = stride(expr, last)
+            if stride(expr, along) == 1 and across is not None and across >= TILE_SIDE:
+                return TILE_SIDE
+    return lowering.options.tile
+
+
+__all__ = ["Tile", "tile_side", "tiled_loops", "transposed_dim"]

@@ -6,6 +6,8 @@
 // CHECK-NEXT:    %c4 = arith.constant 4 : index
 // CHECK-NEXT:    %c16 = arith.constant 16 : index
 // CHECK-NEXT:    %acc = cpp.alloca : memref<16xf32>
+// CHECK-NEXT:    %tile = cpp.alloca : memref<256xf32>
+// CHECK-NEXT:    cpp.transpose_tile %in_ptr0["i0"](%c0) stride 16 into %tile : memref<4x16xf32>, memref<256xf32>
 // CHECK-NEXT:    %big = arith.cmpi sge, %s0, %c16 : index
 // CHECK-NEXT:    cpp.for parallel (%x0) = (%c0) to (%c4) if %big {
 // CHECK-NEXT:      cpp.for simd (%x1) = (%c0) to (%c16) step (2) {
@@ -27,6 +29,8 @@ cpp.func @kernel0(%in_ptr0: memref<4x16xf32>, %in_ptr1: memref<20x8xf32>, %s0: i
   %c4 = arith.constant 4 : index
   %c16 = arith.constant 16 : index
   %acc = cpp.alloca : memref<16xf32>
+  %tile = cpp.alloca : memref<256xf32>
+  cpp.transpose_tile %in_ptr0["i0"](%c0) stride 16 into %tile : memref<4x16xf32>, memref<256xf32>
   %big = arith.cmpi sge, %s0, %c16 : index
   cpp.for parallel (%x0) = (%c0) to (%c4) if %big {
     cpp.for simd (%x1) = (%c0) to (%c16) step (2) {

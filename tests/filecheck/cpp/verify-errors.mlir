@@ -51,3 +51,24 @@ cpp.func @bounds(%in_ptr0: memref<4xf32>) outs(%out_ptr0: memref<4xf32>) {
   cpp.return
 }
 // CHECK: error: 'cpp.for' op 1 lower bounds, 2 upper bounds and 2 steps; they must match
+
+// -----
+
+// A transposed tile moves 4-byte elements, 16 x 16 of them.
+cpp.func @tile_elements(%in_ptr0: memref<64x64xf64>) outs(%out_ptr0: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %tile = cpp.alloca : memref<256xf64>
+  cpp.transpose_tile %in_ptr0["i0"](%c0) stride 64 into %tile : memref<64x64xf64>, memref<256xf64>
+  cpp.return
+}
+// CHECK: error: 'cpp.transpose_tile' op only 4-byte elements are supported, not f64
+
+// -----
+
+cpp.func @tile_shape(%in_ptr0: memref<64x64xf32>) outs(%out_ptr0: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %tile = cpp.alloca : memref<64xf32>
+  cpp.transpose_tile %in_ptr0["i0"](%c0) stride 64 into %tile : memref<64x64xf32>, memref<64xf32>
+  cpp.return
+}
+// CHECK: error: 'cpp.transpose_tile' op the tile must be a memref<256x...>, not memref<64xf32>

@@ -1,0 +1,185 @@
+"""The C++ kernel-level rewrites made for speed keep eager PyTorch's numbers.
+
+* division by a loop-invariant value as a multiplication by its reciprocal, with the
+  original loop kept for divisors whose reciprocal is not a normal number
+  (:mod:`kiln.passes.cpp_lowering.reciprocals`);
+* loop-invariant loads moved out of vector loops, and bounds-checked gathers read under
+  their guard (:mod:`kiln.passes.cpp_lowering.invariants`, ``emit.py``);
+* the NaN-propagating max/min of the prelude, its inline float ``erf``, and wide
+  reduction accumulators.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from cpp_checks import check, lower
+
+from kiln.backends.cpp.wrapper import build_program
+
+
+def _rows_of_every_magnitude() -> torch.Tensor:
+    """Rows whose maximum is normal, subnormal, above 2^126, zero, infinite or NaN."""
+    n = 24
+    normal = torch.rand(n) + 0.5
+    subnormal = torch.rand(n) * 1e-39 + 1e-44
+    huge = torch.rand(n) * 2e38 + 1e38
+    zero = torch.zeros(n)
+    infinite = torch.randn(n)
+    infinite[3] = float("inf")
+    nan = torch.randn(n)
+    nan[5] = float("nan")
+    negative = -(torch.rand(n) + 0.5)
+    return torch.stack([normal, subnormal, huge, zero, infinite, nan, negative, normal * 3])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_division_by_row_max_keeps_eager_numbers(threads: int) -> None:
+    fn = lambda x: x / x.amax(-1, keepdim=True)  # noqa: E731
+    program = build_program(lower(fn, (_rows_of_every_magnitude(),)), threads=threads)
+    assert "reciprocal" in program.cpp_source
+    for _ in range(2):
+        x = _rows_of_every_magnitude()
+        (actual,) = program([x])
+        # The max is exact, so the quotients may differ from eager's by the 1.5 ulp
+        # of one rounded reciprocal at most (and subnormal divisors not at all).
+        torch.testing.assert_close(actual, fn(x), atol=0.0, rtol=2.5e-7, equal_nan=True)
+
+
+def test_division_by_a_float64_sum() -> None:
+    program = check(
+        lambda x: [x / x.sum(-1, keepdim=True), F.softmax(x, -1)],
+        lambda: (torch.randn(6, 70, dtype=torch.float64),),
+    )
+    assert "reciprocal" in program.cpp_source
+
+
+def test_softmax_multiplies_by_the_reciprocal_of_the_sum() -> None:
+    program = check(lambda x: F.softmax(x, -1), lambda: (torch.randn(5, 300) * 10,), runs=2)
+    body = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    assert "* reciprocal" in body
+
+
+def test_embedding_row_index_is_read_once_per_row() -> None:
+    """The ids load moves out of the vector loop, so the row is a contiguous read."""
+    program = check(
+        lambda w, i: F.embedding(i, w) * 2,
+        lambda: (torch.randn(50, 64), torch.randint(0, 50, (9,))),
+    )
+    body = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    ids_load = body.index("in_ptr0[")
+    assert ids_load < body.index("#pragma omp simd")
+
+
+def test_masked_gather_out_of_range_still_raises() -> None:
+    fn = lambda w, i: torch.where(i[:, None] >= 0, F.embedding(i.clamp(min=0), w), 0.0) * 3  # noqa: E731
+    check(fn, lambda: (torch.randn(12, 20), torch.randint(-3, 12, (7,))))
+    program = build_program(
+        lower(lambda w, i: F.embedding(i, w), (torch.randn(12, 20), torch.randint(0, 12, (7,))))
+    )
+    with pytest.raises(IndexError):
+        program([torch.randn(12, 20), torch.tensor([0, 1, 12, 3, 4, 5, 6])])
+    with pytest.raises(IndexError):
+        program([torch.randn(12, 20), torch.tensor([0, -1, 2, 3, 4, 5, 6])])
+
+
+def test_max_min_of_nan_and_signed_zeros_match_eager() -> None:
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(9, 130)
+        y = torch.randn(9, 130)
+        x[1, 7] = float("nan")
+        y[2, 100] = float("nan")
+        x[3, :] = 0.0
+        y[3, :] = -0.0
+        x[4, 64] = float("inf")
+        y[5, 3] = float("-inf")
+        return x, y
+
+    check(
+        lambda x, y: [
+            torch.maximum(x, y),
+            torch.minimum(x, y),
+            x.amax(-1),
+            y.amin(-1),
+            x.amax(0),
+            torch.maximum(x, y).amax(-1),
+        ],
+        make,
+    )
+
+
+@pytest.mark.parametrize("length", [1, 15, 16, 17, 40, 64, 65, 200, 1000])
+def test_row_reductions_of_every_length(length: int) -> None:
+    """Rows shorter and longer than the accumulator lanes (and not multiples of them)."""
+    check(
+        lambda x: [
+            x.sum(-1),
+            x.amax(-1),
+            x.argmax(-1),
+            torch.var_mean(x, -1, correction=0),
+            F.softmax(x, -1),
+        ],
+        lambda: (torch.randn(5, length),),
+        tolerance=(1e-5, 1e-5),
+    )
+
+
+def _floats_of_every_magnitude() -> torch.Tensor:
+    """Random floats from 1e-40 to 10 (both signs), the erf branch points, and specials."""
+    exponent = torch.rand(200_000, dtype=torch.float64) * 41 - 40
+    values = (10.0**exponent).to(torch.float32)
+    near = torch.tensor([0.875, 3.919206, 4.0], dtype=torch.float32)
+    edges = torch.cat(
+        [torch.nextafter(near, torch.zeros(3)), near, torch.nextafter(near, torch.full((3,), 9.0))]
+    )
+    special = torch.tensor([0.0, float("inf"), float("nan"), 1e-45, 6.0, 100.0])
+    values = torch.cat([values, torch.rand(50_000) * 5, edges, special])
+    return torch.cat([values, -values])
+
+
+def test_float_erf_is_within_two_ulp() -> None:
+    x = _floats_of_every_magnitude()
+    program = build_program(lower(torch.erf, (x,)))
+    assert "kiln_erff(" in program.cpp_source.split('extern "C" int kernel', 1)[1]
+    (actual,) = program([x])
+    exact = torch.erf(x.to(torch.float64))
+    rounded = exact.to(torch.float32)
+    ulp = (torch.nextafter(rounded.abs(), torch.tensor(float("inf"))) - rounded.abs()).to(
+        torch.float64
+    )
+    ulp = torch.where(rounded.abs() == 1, ulp / 2, ulp)  # below 1 the spacing halves
+    error = (actual.to(torch.float64) - exact).abs() / ulp.clamp(min=2.0**-149)
+    finite = ~torch.isnan(x)
+    assert error[finite].max().item() <= 1.7
+    assert torch.isnan(actual[~finite]).all()
+    assert torch.equal(torch.signbit(actual[finite]), torch.signbit(x[finite]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_transposes_read_whole_tiles_transposed_in_registers(dtype: torch.dtype) -> None:
+    """Full 16 x 16 tiles go through kiln_transpose16, the partial ones at the edges
+    (here 40 = 2 * 16 + 8 rows) keep strided loads; both give eager's numbers."""
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        if dtype.is_floating_point:
+            return torch.randn(40, 48, dtype=dtype), torch.randn(48, 40, dtype=dtype)
+        return torch.randint(-99, 99, (40, 48), dtype=dtype), torch.randint(
+            -99, 99, (48, 40), dtype=dtype
+        )
+
+    program = check(lambda x, y: [x.t() + y, (x.t() * 2).contiguous()], make, threads=2)
+    assert "kiln_transpose16(" in program.cpp_source.split('extern "C" int kernel', 1)[1]
+
+
+def test_division_by_a_broadcast_input_stays_exact() -> None:
+    """``x / y[:, None]`` divides exactly, as eager does (no reciprocal for a divisor
+    that is read from an input): bit-equal results."""
+    program = check(
+        lambda x, y: x / y[:, None], lambda: (torch.randn(6, 300), torch.randn(6) + 3.0)
+    )
+    body = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    assert "reciprocal" not in body
+    x, y = torch.randn(6, 300), torch.randn(6) + 3.0
+    (out,) = program([x, y])
+    assert torch.equal(out, x / y[:, None])
