@@ -4,10 +4,16 @@ Each model is captured with ``make_fx`` (parameters lifted to inputs), imported,
 through ``decompose`` ... ``buffer-reuse``, compiled to C++ and run on fresh random
 inputs of the capture's shapes (integer inputs keep the capture's values: they are
 indices); the outputs must equal the captured graph run eagerly on the same inputs.
+
+Float32 outputs are judged against a float64 run of the same graph: kiln must be about as
+accurate as eager (random weights give activations in the hundreds, and a rotary
+``x * cos - y * sin`` cancels them, so an element-wise 1e-4 against eager's own rounding
+failed about once in forty draws while both were ~1e-3 from the float64 result).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -32,10 +38,36 @@ def test_model(name: str) -> None:
     model, inputs = ALL_MODELS[name]()
     captured = capture_make_fx(model, *inputs)
     program = build_program(lower_graph(captured.gm, PIPELINE))
+    graph64 = copy.deepcopy(captured.gm).double()
     for _ in range(2):
         args = [fresh_like(v) for v in captured.example_inputs]
         expected = flat_outputs(captured.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        reference = flat_outputs(graph64(*[_double(a) for a in args]))
         actual = program(args)
         assert len(actual) == len(expected)
-        for a, e in zip(actual, expected, strict=True):
-            assert_matches(a, e, MODEL_TOLERANCE)
+        for a, e, r in zip(actual, expected, reference, strict=True):
+            if isinstance(e, torch.Tensor) and e.dtype == torch.float32 and bool(r.isfinite().all()):
+                assert_as_accurate_as_eager(a, e, r)
+            else:
+                assert_matches(a, e, MODEL_TOLERANCE)
+
+
+def _double(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+        return value.double()
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def assert_as_accurate_as_eager(actual: Any, expected: torch.Tensor, reference: Any) -> None:
+    """kiln's largest error against the float64 result is at most twice eager's, plus
+    float32 rounding of the largest magnitude (MODEL_TOLERANCE still bounds the rest)."""
+    assert isinstance(actual, torch.Tensor)
+    assert actual.shape == expected.shape
+    assert actual.dtype == expected.dtype
+    reference = reference.double()
+    scale = float(reference.abs().max()) if reference.numel() else 0.0
+    kiln_error = float((actual.double() - reference).abs().max()) if reference.numel() else 0.0
+    eager_error = float((expected.double() - reference).abs().max()) if reference.numel() else 0.0
+    assert kiln_error <= 2 * eager_error + MODEL_TOLERANCE[0] * max(scale, 1.0) * 0.1, (
+        f"kiln error {kiln_error:.3g} vs eager error {eager_error:.3g} (largest |value| {scale:.3g})"
+    )
