@@ -56,9 +56,8 @@ def stride_order(shape: Sequence[int], strides: Sequence[int]) -> list[int] | No
     of ``shape`` (None otherwise; the identity when they are contiguous)."""
     if any(d < 0 for d in shape) or len(shape) != len(strides):
         return None
-    # Size-1 dims have no meaningful stride: keep them in place relative to the others.
-    order = sorted(range(len(shape)), key=lambda k: (-strides[k] if shape[k] > 1 else 0, k))
-    big = [k for k in order if shape[k] > 1]
+    # Size-1 dims have no meaningful stride: they keep their places among the others.
+    big = sorted((k for k in range(len(shape)) if shape[k] > 1), key=lambda k: (-strides[k], k))
     order = _with_unit_dims(big, shape)
     permuted = [shape[k] for k in order]
     want = contiguous_strides(permuted)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -39,6 +40,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.interpreter import InterpretationError, torch_overload
 
 _RESHAPES = frozenset({"aten::_unsafe_view.default", "aten::reshape.default"})
 
@@ -48,13 +50,11 @@ def _tags(overload: str) -> tuple[bool, bool]:
     """(pointwise, view) for a torch overload name like ``aten::add.Tensor``."""
     import torch
 
-    namespace, _, rest = overload.partition("::")
-    name, _, overload_name = rest.partition(".")
-    packet = getattr(getattr(torch.ops, namespace, None), name, None)
-    op = getattr(packet, overload_name or "default", None) if packet is not None else None
-    if op is None:
+    try:
+        op = cast("torch._ops.OpOverload[..., Any]", torch_overload(overload))
+    except InterpretationError:
         return False, False
-    return torch.Tag.pointwise in op.tags, bool(op.is_view) or overload in _RESHAPES
+    return torch.Tag.pointwise in op.tags, op.is_view or overload in _RESHAPES
 
 
 def _feeds_only_pointwise(value: SSAValue) -> bool:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import sympy
 from xdsl.dialects.builtin import MemRefType, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
+from xdsl.rewriter import Rewriter
 from xdsl.traits import SymbolTable
 
 from kiln.dialects.aten.dialect import op_class
@@ -118,19 +119,13 @@ def _fold(extern: ExternOp, source: SSAValue, alloc: AllocOp, launch: LaunchOp) 
     block = alloc.parent_block()
     assert block is not None
     block.insert_op_before(replacement, extern)
-    launch.detach()
-    launch.erase()
+    Rewriter.erase_op(launch)
     alloc.result.replace_all_uses_with(replacement.outputs[index])
     for k, (old, new) in enumerate(zip(extern.outputs, replacement.outputs, strict=True)):
         if k != index:
             old.replace_all_uses_with(new)
-    _erase(alloc)
-    _erase(extern)
-
-
-def _erase(op: Operation) -> None:
-    op.detach()
-    op.erase()
+    Rewriter.erase_op(alloc)
+    Rewriter.erase_op(extern)
 
 
 __all__ = ["elide_extern_copies"]

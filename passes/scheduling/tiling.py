@@ -176,9 +176,7 @@ def pointwise_tiling(kernel: KernelOp) -> Tiling:
                 xblock = min(next_pow2(x), xb)
                 yblock = max(yb, TILE_ELEMENTS // xblock, min_yblock)
                 yblock = min(next_pow2(y), yblock, MAX_YBLOCK)
-                candidates.append(
-                    _config(YBLOCK=max(yblock, min_yblock), XBLOCK=xblock, num_warps=4)
-                )
+                candidates.append(_config(YBLOCK=yblock, XBLOCK=xblock, num_warps=4))
             return Tiling(KernelKind.POINTWISE, candidates[0], _unique(candidates), ynumel=ynumel)
     block = max(256, min(numel // 128, 1024))
     block = min(next_pow2(block), next_pow2(numel), MAX_XBLOCK)
