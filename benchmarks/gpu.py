@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 MIN_MBYTES = 16.0
 """Kernels touching less memory are launch-bound and left out of the bandwidth table."""
 
+
 def _pipeline() -> tuple[str, ...]:
     from kiln.compiler import DEFAULT_PIPELINE
 
@@ -220,6 +221,15 @@ MEMORY_BOUND: dict[str, tuple[Callable[..., Any], Callable[[], list[torch.Tensor
     "var_mean_2048": (
         lambda x: torch.var_mean(x, -1),
         lambda: [torch.randn(32768, 2048, device="cuda")],
+    ),
+    # ResNet's global average pool over NHWC activations: an outer reduction (channels
+    # contiguous) with 64 x 128 outputs, each over 56 x 56 rows.
+    "mean_nhwc": (
+        lambda x, y: torch.relu(x + y).mean((1, 2)),
+        lambda: [
+            torch.randn(64, 56, 56, 128, device="cuda"),
+            torch.randn(64, 56, 56, 128, device="cuda"),
+        ],
     ),
     "transpose_copy": (
         lambda x: x.t().contiguous() + 1,

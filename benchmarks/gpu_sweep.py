@@ -107,7 +107,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("programs", nargs="+", choices=sorted(G.MEMORY_BOUND))
     parser.add_argument("--warps", action="store_true", help="only vary num_warps")
+    parser.add_argument(
+        "--split-min-rnumel",
+        type=int,
+        default=tiling.SPLIT_MIN_RNUMEL,
+        help="split inner reductions longer than this (tiling.SPLIT_MIN_RNUMEL)",
+    )
+    parser.add_argument(
+        "--chunks",
+        default="1024,256",
+        help="tiling.SPLIT_MIN_CHUNK (and OUTER_SPLIT_MIN_CHUNK) values",
+    )
+    parser.add_argument("--sm-counts", default="132,264", help="tile{sm-count} values")
     args = parser.parse_args()
+    tiling.SPLIT_MIN_RNUMEL = args.split_min_rnumel
     copy_gbps = G.copy_bandwidth()
     print(f"copy bandwidth {copy_gbps:.0f} GB/s")
     for name in args.programs:
@@ -116,9 +129,11 @@ def main() -> None:
             for w in (2, 4, 8, 16):
                 run(f"{name} num_warps={w}", name, 132, warps(w), copy_gbps)
             continue
-        for chunk, sm_count in itertools.product((1024, 256), (132, 264)):
-            tiling.SPLIT_MIN_CHUNK = chunk
-            for x, r, w in itertools.product((32, 64, 128), (8, 16, 32), (2, 4, 8)):
+        chunks = [int(c) for c in args.chunks.split(",")]
+        sm_counts = [int(c) for c in args.sm_counts.split(",")]
+        for chunk, sm_count in itertools.product(chunks, sm_counts):
+            tiling.SPLIT_MIN_CHUNK = tiling.OUTER_SPLIT_MIN_CHUNK = chunk
+            for x, r, w in itertools.product((16, 32, 64, 128), (8, 16, 32), (2, 4, 8)):
                 if not 256 <= x * r <= 8192:
                     continue
                 label = f"{name} chunk={chunk} sm={sm_count} X{x} R{r} w{w}"
@@ -129,7 +144,7 @@ def main() -> None:
                     first_kernel(config(XBLOCK=x, RBLOCK=r, num_warps=w)),
                     copy_gbps,
                 )
-        tiling.SPLIT_MIN_CHUNK = 1024
+        tiling.SPLIT_MIN_CHUNK, tiling.OUTER_SPLIT_MIN_CHUNK = 1024, 256
 
 
 if __name__ == "__main__":

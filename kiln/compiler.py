@@ -192,6 +192,8 @@ def compile_graph(
         (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes), None
     )
     executor = _choose_executor(options.executor, example_inputs)
+    if executor == "triton":
+        _check_triton_devices(name, example_inputs)
     run, stats.executor = _build(executor, module, options, debug)
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
@@ -252,6 +254,20 @@ def _choose_executor(requested: Executor, inputs: Sequence[Any]) -> str:
     available = _available_executors()
     wanted = "triton" if on_cuda else "cpp"
     return wanted if wanted in available else "interpret"
+
+
+def _check_triton_devices(name: str, inputs: Sequence[Any]) -> None:
+    """Real Triton kernels read GPU memory only; say so at compile time, not at a launch."""
+    from kiln.backends.triton.runtime import interpreting
+
+    if interpreting():
+        return
+    for k, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor) and not t.is_cuda:
+            raise CompileError(
+                f"{name}: executor 'triton' needs GPU tensors, but input {k} is on {t.device}"
+                " (set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter on the CPU)"
+            )
 
 
 def _available_executors() -> set[str]:

@@ -168,10 +168,9 @@ def programs(draw: st.DrawFn) -> Program:
     return Program(dtype, tuple(shapes), tuple(steps), outputs, weight_shapes)
 
 
-def _inputs(program: Program) -> list[torch.Tensor]:
-    return [torch.randn(s) for s in program.shapes] + [
-        torch.randn(s) for s in program.weight_shapes
-    ]
+def _inputs(program: Program, device: torch.device) -> list[torch.Tensor]:
+    shapes = program.shapes + program.weight_shapes
+    return [torch.randn(s, dtype=program.dtype, device=device) for s in shapes]
 
 
 TOLERANCE: dict[torch.dtype, tuple[float, float]] = {  # rtol, atol
@@ -188,8 +187,11 @@ def _layout(t: torch.Tensor) -> list[int]:
     return [s for s, n in zip(t.stride(), t.shape, strict=True) if n > 1]
 
 
-def check_program(program: Program, executor: str, dynamic: bool = False) -> None:
-    inputs = _inputs(program)
+CPU = torch.device("cpu")
+
+
+def check_program(program: Program, executor: str, dynamic: bool = False, device: torch.device = CPU) -> None:
+    inputs = _inputs(program, device)
     capture = capture_make_fx(program.run, *inputs, dynamic=dynamic)
     options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]
     compiled = compile_graph(capture.gm, capture.example_inputs, options)

@@ -35,8 +35,15 @@ GRID_Y_LIMIT = 65535
 TILE_ELEMENTS = 1024
 """Elements a 2-D tile aims at (32x32)."""
 SPLIT_MIN_RNUMEL = 8192
-"""Reductions up to this size are never split."""
+"""Inner reductions up to this size are never split."""
 SPLIT_MIN_CHUNK = 1024
+OUTER_SPLIT_MIN_RNUMEL = 1024
+"""Outer reductions up to this size are never split. Lower than for inner ones: an outer
+program covers OUTER_XBLOCK outputs, so even long-ish reductions leave the GPU idle.
+Measured on the H200 (``benchmarks/gpu_sweep.py mean_nhwc``: ResNet's average pool,
+relu(x + y).mean over 56x56 rows of 64x128 NHWC channels, float32): unsplit 0.348 ms
+(14% of copy bandwidth), 2 chunks 0.076 ms, 8 chunks 0.062 ms (78%), 32 chunks 0.064."""
+OUTER_SPLIT_MIN_CHUNK = 256
 MAX_SPLITS = 512
 
 
@@ -149,13 +156,21 @@ def split_factor(numel: int, rnumel: int, sm_count: int, outputs_per_program: in
 
     Parallelism is counted in programs: an outer reduction covers ``outputs_per_program``
     outputs per program, so 4096 column maxima are only 64 programs and need splitting
-    on a 132-SM GPU (measured: 7% of copy bandwidth unsplit on the H200).
+    on a 132-SM GPU (measured: 7% of copy bandwidth unsplit on the H200). Outer
+    reductions split from shorter lengths and into shorter chunks
+    (:data:`OUTER_SPLIT_MIN_RNUMEL`).
     """
     programs = max(1, numel // outputs_per_program)
-    if rnumel <= SPLIT_MIN_RNUMEL or programs >= 2 * sm_count:
+    outer = outputs_per_program > 1
+    min_rnumel, min_chunk = (
+        (OUTER_SPLIT_MIN_RNUMEL, OUTER_SPLIT_MIN_CHUNK)
+        if outer
+        else (SPLIT_MIN_RNUMEL, SPLIT_MIN_CHUNK)
+    )
+    if rnumel <= min_rnumel or programs >= 2 * sm_count:
         return 1
     wanted = next_pow2(-(-4 * sm_count // programs))
-    splits = min(MAX_SPLITS, wanted, 1 << ((rnumel // SPLIT_MIN_CHUNK).bit_length() - 1))
+    splits = min(MAX_SPLITS, wanted, 1 << ((rnumel // min_chunk).bit_length() - 1))
     while splits > 1 and rnumel % splits:
         splits //= 2
     return splits

@@ -10,7 +10,8 @@ tmp4 = tl.sum(tmp3, 1)[:, None]
 
 A looped one keeps a ``[XBLOCK, RBLOCK]`` accumulator, updated where ``rmask`` holds,
 and reduces it after the loop (Inductor's scheme). Low-precision floats accumulate in
-``f32`` and are rounded once at the end. Welford: a persistent block computes the mean
+``f32`` and are rounded once at the end (max/min too: exact, and Triton's interpreter
+compares bfloat16 wrongly). Welford: a persistent block computes the mean
 and then the squared deviations (two passes over registers); a looped one does a Welford
 update per lane and combines lanes with Chan's formula. ``argmax``/``argmin`` carry the
 reduction index (the row-major position in the node's reduction space, ``i64``).
@@ -90,8 +91,10 @@ def _kind(node: NodePlan) -> str:
 
 
 def accumulator_type(kind: str, ty: Attribute) -> Attribute:
-    """Sums, products and Welford of half/bfloat16 accumulate in f32."""
-    if kind in ("sum", "prod", "welford") and isinstance(ty, Float16Type | BFloat16Type):
+    """Half/bfloat16 reductions accumulate in f32: sums, products and Welford for accuracy;
+    max/min and arg variants too (exact either way, but Triton's interpreter compares
+    bfloat16 as raw bits, so a bf16 max picked the smaller of two signed values)."""
+    if isinstance(ty, Float16Type | BFloat16Type) and kind not in ("any", "all"):
         return f32
     return ty
 

@@ -204,3 +204,8 @@ def test_outer_reductions_count_programs_not_outputs_when_splitting() -> None:
     splits = split_factor(4096, 16384, 132, OUTER_XBLOCK)
     assert splits > 1
     assert 16384 % splits == 0
+    # ResNet's average pool over NHWC (64 x 128 channels, 56 x 56 rows): 128 programs
+    # unsplit; outer reductions split from 1024 rows on, in chunks of at least 256.
+    assert split_factor(64 * 128, 56 * 56, 132) == 1
+    assert split_factor(64 * 128, 56 * 56, 132, OUTER_XBLOCK) == 8
+    assert split_factor(64 * 128, 1024, 132, OUTER_XBLOCK) == 1

@@ -130,6 +130,15 @@ def test_half_precision_sum_accumulates_in_f32() -> None:
         check(lambda x: x.sum(-1), x, retile=retile)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["amax", "amin", "argmax", "argmin"])
+def test_half_precision_max_min_of_signed_values(kind: str, dtype: torch.dtype) -> None:
+    # Mixed signs: Triton's interpreter compared bfloat16 as raw bits (negatives "larger").
+    x = _reduction_input().to(dtype)
+    for retile in (persistent(), looped(rblock=8)):
+        check(REDUCTIONS[kind], x, retile=retile)
+
+
 def test_split_reduction() -> None:
     compiled = check(lambda x: (x * x).sum(), randn(16384), retile=looped(rblock=256, xblock=4))
     assert "split" in kernel_kinds(compiled)

@@ -14,6 +14,8 @@ from triton_checks import DEVICE, capture, check, compile_capture, looped, randn
 from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cache import CacheError, private_dir, store_json, store_source
 from kiln.backends.triton.runtime import TritonOptions, TritonProgram
+from kiln.compiler import CompileError, CompileOptions, compile_graph
+from kiln.frontends.capture import capture_make_fx
 
 
 def test_wrapper_runs_externs_reuse_and_in_place() -> None:
@@ -34,6 +36,15 @@ def test_non_contiguous_arguments_are_copied() -> None:
     (out,) = compiled.program([x])
     torch.testing.assert_close(out.cpu(), x.cpu() * 2.0)
     assert out.is_contiguous()
+
+
+def test_cpu_tensors_for_real_triton_are_a_compile_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the interpreter, a CPU tensor would fail at the first launch with
+    # Triton's "Pointer argument cannot be accessed"; kiln says what is wrong up front.
+    cap = capture_make_fx(lambda x: x * 2.0, torch.randn(4, 6))  # on the CPU, whatever DEVICE is
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(CompileError, match="input 0 is on cpu"):
+        compile_graph(cap.gm, cap.example_inputs, CompileOptions(executor="triton", verbose=False))
 
 
 def test_generated_module_is_cached_by_content(tmp_path: Path) -> None:

@@ -31,8 +31,20 @@ func.func @looped(%x: tensor<8x2048xf32>) -> tensor<8xf32> {
 // -----
 
 // Reducing over the outer dimension reads with a stride: an outer reduction.
-// CHECK: kernel.kernel @kernel0 looped [8] x [2048] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 8, RBLOCK = 8, num_warps = 1, num_stages = 1>, configs = [{{.*}}], reduction_hint = "outer"}
-func.func @outer(%x: tensor<2048x8xf32>) -> tensor<8xf32> {
+// CHECK: kernel.kernel @kernel0 looped [8] x [1024] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 8, RBLOCK = 8, num_warps = 1, num_stages = 1>, configs = [{{.*}}], reduction_hint = "outer"}
+func.func @outer(%x: tensor<1024x8xf32>) -> tensor<8xf32> {
+  %0 = aten.sum.dim_IntList(%x, dim = [0]) : (tensor<1024x8xf32>) -> tensor<8xf32>
+  func.return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Longer outer reductions split sooner than inner ones (one program covers 64 outputs):
+// 8 chunks of 256 rows, partials chunk-outermost, then a persistent combine.
+// CHECK:      kernel.kernel @kernel0_split split [64] x [256] ({{.*}}) -> ({{.*}}memref<8x8xf32>) attributes {tiling = #kernel.config<XBLOCK = 32, RBLOCK = 32, num_warps = 4, num_stages = 1>
+// CHECK:        loop.reduction sum [8, 8] reduce [256]
+// CHECK:      kernel.kernel @kernel0_combine persistent [8] x [8]
+func.func @outer_split(%x: tensor<2048x8xf32>) -> tensor<8xf32> {
   %0 = aten.sum.dim_IntList(%x, dim = [0]) : (tensor<2048x8xf32>) -> tensor<8xf32>
   func.return %0 : tensor<8xf32>
 }
