@@ -292,7 +292,9 @@ def softmax(
     device: torch.device, dtype: torch.dtype, size: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     rows, dim = _sizes(size, (2048, 1024), (32768, 4096))
-    return _prepare(lambda: Softmax(), device, dtype), (_randn(rows, dim, device=device, dtype=dtype),)
+    return _prepare(lambda: Softmax(), device, dtype), (
+        _randn(rows, dim, device=device, dtype=dtype),
+    )
 
 
 def cross_entropy(

@@ -22,7 +22,9 @@ def explain(model: Callable[..., Any], *inputs: Any, **options: Any) -> str:
     return _explain(model, *inputs, **options)
 
 
-def compile(model: Callable[..., Any], *, dynamic: bool | None = None, **options: Any) -> Callable[..., Any]:
+def compile(
+    model: Callable[..., Any], *, dynamic: bool | None = None, **options: Any
+) -> Callable[..., Any]:
     """``torch.compile(model, backend="kiln", options=options, dynamic=dynamic)``."""
     import torch
 

@@ -189,7 +189,8 @@ def compile_graph(
 
     # Read after the pipeline: a pass may change how outputs are rebuilt (output-layout).
     output_structure = next(
-        (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes), None
+        (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
+        None,
     )
     executor = _choose_executor(options.executor, example_inputs)
     if executor == "triton":
@@ -274,7 +275,10 @@ def _available_executors() -> set[str]:
     import importlib.util
 
     found = {"interpret"}
-    for executor, module in (("cpp", "kiln.backends.cpp.wrapper"), ("triton", "kiln.backends.triton.runtime")):
+    for executor, module in (
+        ("cpp", "kiln.backends.cpp.wrapper"),
+        ("triton", "kiln.backends.triton.runtime"),
+    ):
         try:
             if importlib.util.find_spec(module) is not None:
                 found.add(executor)
@@ -302,7 +306,9 @@ def _build(
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
                 return _interpreter(module), "interpret"  # the pipeline stopped before fuse
-            raise CompileError("executor 'cpp' runs kernel-level IR: the pipeline must include fuse")
+            raise CompileError(
+                "executor 'cpp' runs kernel-level IR: the pipeline must include fuse"
+            )
         from kiln.backends.cpp.compiler import CompilerNotFound
 
         try:
@@ -321,7 +327,9 @@ def _build(
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
                 return _interpreter(module), "interpret"  # the pipeline stopped before fuse
-            raise CompileError("executor 'triton' runs kernel-level IR: the pipeline must include fuse")
+            raise CompileError(
+                "executor 'triton' runs kernel-level IR: the pipeline must include fuse"
+            )
         triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
         triton_program = compile_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)

@@ -22,7 +22,9 @@ def _with_fuse_report(pipeline: str) -> str:
     return ",".join("fuse{report=true}" if p == "fuse" else p for p in parts)
 
 
-def explain(model: Callable[..., Any], *inputs: Any, print_report: bool = True, **options: Any) -> str:
+def explain(
+    model: Callable[..., Any], *inputs: Any, print_report: bool = True, **options: Any
+) -> str:
     """Compile ``model`` with kiln on ``inputs`` and describe each graph."""
     import kiln
 
@@ -44,7 +46,9 @@ def explain(model: Callable[..., Any], *inputs: Any, print_report: bool = True, 
         lines.append(stats.summary().removeprefix("kiln: "))
         lines.append(
             "  passes: "
-            + ", ".join(f"{name} {stats.pass_seconds[name] * 1000:.0f} ms" for name in stats.pass_seconds)
+            + ", ".join(
+                f"{name} {stats.pass_seconds[name] * 1000:.0f} ms" for name in stats.pass_seconds
+            )
         )
         if stats.externs:
             lines.append("  run through ATen (no kiln lowering, or a library call such as mm):")

@@ -53,20 +53,30 @@ def _median_ms(fn: Callable[[], Any], repeats: int = 20) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kiln", description=__doc__)
     parser.add_argument("--model", choices=sorted(_examples()), default="gpt_block")
-    parser.add_argument("-p", "--pipeline", default=DEFAULT_PIPELINE, help="pass pipeline (kiln-opt -p syntax)")
     parser.add_argument(
-        "--executor", choices=("auto", "cpp", "triton", "interpret"), default="auto",
+        "-p", "--pipeline", default=DEFAULT_PIPELINE, help="pass pipeline (kiln-opt -p syntax)"
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("auto", "cpp", "triton", "interpret"),
+        default="auto",
         help="auto: C++ for CPU tensors (the default here), Triton for CUDA tensors",
     )
-    parser.add_argument("--debug-dir", default=None, help="write the IR after every pass and the generated code")
-    parser.add_argument("--quiet", action="store_true", help="print the summary only, not the final IR")
+    parser.add_argument(
+        "--debug-dir", default=None, help="write the IR after every pass and the generated code"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="print the summary only, not the final IR"
+    )
     args = parser.parse_args(argv)
 
     from kiln.frontends.capture import capture_make_fx
 
     model, user_inputs = _examples()[args.model]()
-    print(f"kiln main job: {args.model} ({type(model).__name__}), inputs "
-          + ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in user_inputs))
+    print(
+        f"kiln main job: {args.model} ({type(model).__name__}), inputs "
+        + ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in user_inputs)
+    )
 
     start = time.perf_counter()
     captured = capture_make_fx(model, *user_inputs)
@@ -101,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  final IR: {top}")
     externs = ", ".join(f"{k} x{n}" for k, n in stats.externs.most_common()) or "none"
     print(f"  {stats.kernels} fused kernels, ATen fallback: {externs}")
-    print(f"  executor {stats.executor}: compiled in {stats.seconds:.2f} s, "
-          f"{kiln_ms:.3f} ms per call (eager {eager_ms:.3f} ms)")
+    print(
+        f"  executor {stats.executor}: compiled in {stats.seconds:.2f} s, "
+        f"{kiln_ms:.3f} ms per call (eager {eager_ms:.3f} ms)"
+    )
     print(f"  kiln vs eager: max abs error {max_err:.2e} (output {tuple(expected.shape)})  OK")
     return 0
 

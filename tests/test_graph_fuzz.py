@@ -190,7 +190,9 @@ def _layout(t: torch.Tensor) -> list[int]:
 CPU = torch.device("cpu")
 
 
-def check_program(program: Program, executor: str, dynamic: bool = False, device: torch.device = CPU) -> None:
+def check_program(
+    program: Program, executor: str, dynamic: bool = False, device: torch.device = CPU
+) -> None:
     inputs = _inputs(program, device)
     capture = capture_make_fx(program.run, *inputs, dynamic=dynamic)
     options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]

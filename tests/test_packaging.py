@@ -18,12 +18,27 @@ def test_wheel_contains_every_subpackage_and_entry_point(tmp_path: Path) -> None
         ROOT,
         source,
         symlinks=True,
-        ignore=shutil.ignore_patterns(".git", ".venv", ".whl", ".site", "build", "__pycache__", "*.egg-info"),
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".whl", ".site", "build", "__pycache__", "*.egg-info"
+        ),
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(source)],
-        capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("kiln-*.whl")

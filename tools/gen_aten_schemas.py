@@ -146,14 +146,13 @@ def _models() -> Iterable[tuple[nn.Module, tuple[torch.Tensor, ...]]]:
         nn.Flatten(),
         nn.Linear(8, 4),
     )
+
     class EmbedLosses(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(32, 16)
 
-        def forward(
-            self, idx: torch.Tensor, target: torch.Tensor, x: torch.Tensor
-        ) -> torch.Tensor:
+        def forward(self, idx: torch.Tensor, target: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             e = self.emb(idx) + x
             logits = e @ self.emb.weight.t()
             ce = F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=0.1)
@@ -243,11 +242,7 @@ SCHEMAS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def render(entries: list[tuple[str, tuple[str, ...]]]) -> str:
     core = sum(1 for _, tags in entries if "core" in tags)
-    lines = [
-        HEADER.format(
-            version=torch.__version__.split("+")[0], count=len(entries), core=core
-        )
-    ]
+    lines = [HEADER.format(version=torch.__version__.split("+")[0], count=len(entries), core=core)]
     for text, tags in entries:
         lines.append(f"    ({text!r}, {tags!r}),\n")
     lines.append(")\n")
@@ -262,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     text = render(collect())
     if args.check:
         if target.read_text() != text:
-            print(f"{target} is stale; rerun python -m kiln.tools.gen_aten_schemas", file=sys.stderr)
+            print(
+                f"{target} is stale; rerun python -m kiln.tools.gen_aten_schemas", file=sys.stderr
+            )
             return 1
         return 0
     target.write_text(text)

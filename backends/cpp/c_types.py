@@ -99,7 +99,7 @@ def float_literal(value: float, ty: Attribute) -> str:
     double = isinstance(ty, Float64Type)
     value = round_to(value, ty)
     if math.isnan(value):
-        return "__builtin_nan(\"\")" if double else "__builtin_nanf(\"\")"
+        return '__builtin_nan("")' if double else '__builtin_nanf("")'
     if math.isinf(value):
         inf = "__builtin_inf()" if double else "__builtin_inff()"
         return inf if value > 0 else f"(-{inf})"

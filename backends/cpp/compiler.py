@@ -58,7 +58,9 @@ class CompilerNotFound(RuntimeError):
 
 @cache
 def find_compiler() -> str:
-    candidates = [os.environ["KILN_CXX"]] if os.environ.get("KILN_CXX") else ["g++", "c++", "clang++"]
+    candidates = (
+        [os.environ["KILN_CXX"]] if os.environ.get("KILN_CXX") else ["g++", "c++", "clang++"]
+    )
     for name in candidates:
         path = shutil.which(name)
         if path is not None:
@@ -123,7 +125,14 @@ def kernel_at_line(source: str, line: int) -> str | None:
 def compile_library(source: str, source_path: Path, output_path: Path) -> None:
     """Compile ``source`` (written to ``source_path``) into ``output_path``."""
     source_path.write_text(source)
-    command = [find_compiler(), *BASE_FLAGS, str(source_path), "-o", str(output_path), *link_flags()]
+    command = [
+        find_compiler(),
+        *BASE_FLAGS,
+        str(source_path),
+        "-o",
+        str(output_path),
+        *link_flags(),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode == 0:
         return

@@ -41,7 +41,9 @@ def worker_count() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def translation_units(functions: Sequence[FuncOp], workers: int | None = None) -> list[list[FuncOp]]:
+def translation_units(
+    functions: Sequence[FuncOp], workers: int | None = None
+) -> list[list[FuncOp]]:
     """The kernels grouped into units of similar size (kernels keep their order)."""
     workers = workers or worker_count()
     sizes = [len(FunctionEmitter(f).emit()) for f in functions]
@@ -103,7 +105,9 @@ def load_kernels(functions: Sequence[FuncOp]) -> LoadedKernels:
         loaded.paths.append(path)
         loaded.cache_hits += hit
         for func in unit:
-            loaded.functions[func.sym_name.data] = set_signature(getattr(library, func.sym_name.data), func)
+            loaded.functions[func.sym_name.data] = set_signature(
+                getattr(library, func.sym_name.data), func
+            )
     return loaded
 
 

@@ -212,7 +212,9 @@ def check_value(spec: ArgSpec, attr: Attribute) -> str | None:
     if spec.fixed_len is not None and spec.fixed_len > 1 and isinstance(attr, DenseArrayBase):
         n = len(attr)
         if n not in (1, spec.fixed_len):
-            return f"argument '{spec.name}' ({spec.type_str}) needs {spec.fixed_len} elements, has {n}"
+            return (
+                f"argument '{spec.name}' ({spec.type_str}) needs {spec.fixed_len} elements, has {n}"
+            )
     return None
 
 

@@ -305,9 +305,11 @@ class AtenOp(IRDLOperation):
                     printer.print_string("[")
                     printer.print_list(
                         values,
-                        lambda v: printer.print_string("none")
-                        if v is None
-                        else printer.print_ssa_value(v),
+                        lambda v: (
+                            printer.print_string("none")
+                            if v is None
+                            else printer.print_ssa_value(v)
+                        ),
                     )
                     printer.print_string("]")
                 first = False

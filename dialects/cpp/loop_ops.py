@@ -84,7 +84,11 @@ class ForOp(IRDLOperation):
         if body is None:
             body = Region(Block([YieldOp()], arg_types=[IndexType()] * len(lower_bounds)))
         super().__init__(
-            operands=[list(lower_bounds), list(upper_bounds), [] if condition is None else [condition]],
+            operands=[
+                list(lower_bounds),
+                list(upper_bounds),
+                [] if condition is None else [condition],
+            ],
             properties={
                 "kind": LoopKindAttr(kind),
                 "steps": ArrayAttr(IntAttr(s) for s in (steps or [1] * len(lower_bounds))),

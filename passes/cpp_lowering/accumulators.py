@@ -134,14 +134,20 @@ class Ops:
             b_nan = self(arith.CmpfOp(b, b, "uno"))
             b_ok = self(arith.XOrIOp(b_nan, self.emit.scalar(1, i1)))
             return self(arith.OrIOp(cmp, self(arith.AndIOp(a_nan, b_ok))))
-        pred = ("ult" if strict_less else "ugt") if _is_unsigned(a.type) else ("slt" if strict_less else "sgt")
+        pred = (
+            ("ult" if strict_less else "ugt")
+            if _is_unsigned(a.type)
+            else ("slt" if strict_less else "sgt")
+        )
         return self(arith.CmpiOp(a, b, pred))
 
     def same(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """``a == b``, two NaNs counting as equal."""
         if _is_float(a.type):
             eq = self(arith.CmpfOp(a, b, "oeq"))
-            both = self(arith.AndIOp(self(arith.CmpfOp(a, a, "uno")), self(arith.CmpfOp(b, b, "uno"))))
+            both = self(
+                arith.AndIOp(self(arith.CmpfOp(a, a, "uno")), self(arith.CmpfOp(b, b, "uno")))
+            )
             return self(arith.OrIOp(eq, both))
         return self(arith.CmpiOp(a, b, "eq"))
 
@@ -203,7 +209,9 @@ def combine(kind: ReductionKind, ops: Ops, a: list[SSAValue], b: list[SSAValue])
         zero = ops.emit.scalar(0.0, ops.ty)
         n = ops(arith.AddfOp(n_a, n_b))
         empty = ops(arith.CmpfOp(n, zero, "oeq"))
-        share = ops.select(empty, zero, ops(arith.DivfOp(n_b, ops.select(empty, ops.emit.scalar(1.0, ops.ty), n))))
+        share = ops.select(
+            empty, zero, ops(arith.DivfOp(n_b, ops.select(empty, ops.emit.scalar(1.0, ops.ty), n)))
+        )
         delta = ops(arith.SubfOp(mean_b, mean_a))
         mean = ops(arith.AddfOp(mean_a, ops(arith.MulfOp(delta, share))))
         spread = ops(arith.MulfOp(ops(arith.MulfOp(delta, delta)), ops(arith.MulfOp(n_a, share))))
@@ -232,14 +240,20 @@ class LaneState:
 
     def init(self, emit: Emitter) -> None:
         types = state_types(self.kind, self.acc_type)
-        suffixes = ["", "_pos"] if len(types) == 2 else (["_mean", "_m2", "_n"] if len(types) == 3 else [""])
+        suffixes = (
+            ["", "_pos"]
+            if len(types) == 2
+            else (["_mean", "_m2", "_n"] if len(types) == 3 else [""])
+        )
         self.arrays = [
             emit.alloca(MemRefType(ty, [self.lanes]), f"{self.name}{suffix}")
             for ty, suffix in zip(types, suffixes, strict=True)
         ]
         body, (lane,) = emit.loop(LoopKind.SIMD, [emit.const(0)], [emit.const(self.lanes)], ["l"])
         env = {var("i0"): lane}
-        for array, ty, value in zip(self.arrays, types, identity(self.kind, self.acc_type), strict=True):
+        for array, ty, value in zip(
+            self.arrays, types, identity(self.kind, self.acc_type), strict=True
+        ):
             body.store(body.scalar(value, ty), array, var("i0"), env)
 
     def load(self, emit: Emitter, lane: SSAValue) -> list[SSAValue]:
@@ -274,21 +288,31 @@ class LaneState:
                 body, (lane,) = emit.loop(LoopKind.SIMD, [emit.const(0)], [emit.const(step)], ["l"])
                 ops = Ops(body, self.acc_type)
                 other = body.index(var("i0") + step, {var("i0"): lane})
-                self.store(body, lane, combine(self.kind, ops, self.load(body, lane), self.load(body, other)))
+                self.store(
+                    body,
+                    lane,
+                    combine(self.kind, ops, self.load(body, lane), self.load(body, other)),
+                )
                 step //= 2
             return self.load(emit, emit.const(0))
         total = LaneState(self.kind, self.acc_type, 1, f"{self.name}_all")
         types = state_types(self.kind, self.acc_type)
-        total.arrays = [emit.alloca(MemRefType(ty, [1]), f"{self.name}_all{k}") for k, ty in enumerate(types)]
+        total.arrays = [
+            emit.alloca(MemRefType(ty, [1]), f"{self.name}_all{k}") for k, ty in enumerate(types)
+        ]
         zero = emit.const(0)
         total.store(emit, zero, self.load(emit, zero))
         body, (lane,) = emit.loop(LoopKind.SERIAL, [emit.const(1)], [emit.const(self.lanes)], ["l"])
         ops = Ops(body, self.acc_type)
-        total.store(body, zero, combine(self.kind, ops, total.load(body, zero), self.load(body, lane)))
+        total.store(
+            body, zero, combine(self.kind, ops, total.load(body, zero), self.load(body, lane))
+        )
         return total.load(emit, zero)
 
 
-def finish(kind: ReductionKind, emit: Emitter, state: list[SSAValue], result_types: list[Attribute]) -> list[SSAValue]:
+def finish(
+    kind: ReductionKind, emit: Emitter, state: list[SSAValue], result_types: list[Attribute]
+) -> list[SSAValue]:
     """The reduction's results from its final state (rounded back to half/bf16)."""
     values = [state[1]] if kind in (K.ARGMAX, K.ARGMIN) else state
     out: list[SSAValue] = []
@@ -299,4 +323,13 @@ def finish(kind: ReductionKind, emit: Emitter, state: list[SSAValue], result_typ
     return out
 
 
-__all__ = ["LaneState", "Ops", "accumulator_type", "combine", "finish", "identity", "state_types", "update"]
+__all__ = [
+    "LaneState",
+    "Ops",
+    "accumulator_type",
+    "combine",
+    "finish",
+    "identity",
+    "state_types",
+    "update",
+]

@@ -98,14 +98,18 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
         return inner, point, LaneValues(arrays, inner, lane)
 
     def x_nodes(stage: int) -> None:
-        nodes = [n for n in analysis.nodes if analysis.level[n] is Level.X and analysis.stage[n] == stage]
+        nodes = [
+            n for n in analysis.nodes if analysis.level[n] is Level.X and analysis.stage[n] == stage
+        ]
         if not nodes:
             return
         for node in nodes:
             for result in node.results:
                 ty = result.type
                 assert isinstance(ty, MemRefType)
-                array = body.alloca(MemRefType(ty.element_type, [lanes]), f"{result.name_hint or 'v'}_lanes")
+                array = body.alloca(
+                    MemRefType(ty.element_type, [lanes]), f"{result.name_hint or 'v'}_lanes"
+                )
                 arrays[result] = (array, ty.element_type)
         inner, point, values = lane_loop(body, env)
         for node in nodes:
@@ -116,7 +120,11 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
     x_nodes(0)
     for stage in range(analysis.num_stages):
         lowering.phase = 2 * stage + 1
-        reds = [n for n in analysis.nodes if analysis.level[n] is Level.RED and analysis.stage[n] == stage]
+        reds = [
+            n
+            for n in analysis.nodes
+            if analysis.level[n] is Level.RED and analysis.stage[n] == stage
+        ]
         stores = [
             n
             for n in analysis.nodes
@@ -128,14 +136,18 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
         states: dict[LoopNestOp, LaneState] = {}
         for k, red in enumerate(reds):
             assert isinstance(red, ReductionOp)
-            state = LaneState(red.kind.data, accumulator_type(red.yielded_type()), lanes, f"acc{stage}_{k}")
+            state = LaneState(
+                red.kind.data, accumulator_type(red.yielded_type()), lanes, f"acc{stage}_{k}"
+            )
             state.init(body)
             states[red] = state
         inner = body
         point_env = dict(env)
         m = len(space.r_sizes)
         for k, size in enumerate(space.r_sizes[:-1]):
-            inner, (iv,) = inner.loop(LoopKind.SERIAL, [inner.const(0)], [lowering.size(inner, size)], [f"r{k}"])
+            inner, (iv,) = inner.loop(
+                LoopKind.SERIAL, [inner.const(0)], [lowering.size(inner, size)], [f"r{k}"]
+            )
             point_env[space.r_syms[k]] = iv
         # Cascade: the innermost reduction dim in blocks, each reduced into fresh partial
         # states that are then combined into the totals (a long sequential sum per lane
@@ -174,17 +186,25 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
                 lowering.run_node(node, lane_body, point, values, store=node in stores)
                 lowering.stash_value(node, stage, lane_body, point, values)
         if partials:
-            merge, (lane,) = blocks.loop(LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"])
+            merge, (lane,) = blocks.loop(
+                LoopKind.SIMD, [blocks.const(0)], [blocks.const(lanes)], ["l"]
+            )
             for red, state in states.items():
                 ops = Ops(merge, state.acc_type)
-                merged = combine(state.kind, ops, state.load(merge, lane), partials[red].load(merge, lane))
+                merged = combine(
+                    state.kind, ops, state.load(merge, lane), partials[red].load(merge, lane)
+                )
                 state.store(merge, lane, merged)
         # Each lane's accumulators hold its own output's reduction.
         for red, state in states.items():
             assert isinstance(red, ReductionOp)
             kind = red.kind.data
             results = list(red.outputs)
-            sources = [state.arrays[1]] if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN) else state.arrays
+            sources = (
+                [state.arrays[1]]
+                if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN)
+                else state.arrays
+            )
             for result, array in zip(results, sources, strict=True):
                 ty = result.type
                 assert isinstance(ty, MemRefType)
@@ -216,7 +236,9 @@ def _block_loops(
     ivs: list[SSAValue] = []
     if depth:
         condition = lowering.parallel_condition(emit, dims, lowering.kernel.rnumel.data * lanes)
-        body, outer = body.loop(LoopKind.PARALLEL, [zero] * depth, bounds[:depth], names[:depth], condition=condition)
+        body, outer = body.loop(
+            LoopKind.PARALLEL, [zero] * depth, bounds[:depth], names[:depth], condition=condition
+        )
         ivs += outer
     for k in range(depth, len(dims)):
         body, (iv,) = body.loop(LoopKind.SERIAL, [zero], [bounds[k]], [names[k]])

@@ -73,7 +73,9 @@ def _sizes(sizes: object) -> str:
 def describe_node(node: LoopNestOp) -> str:
     names = ", ".join(f"%{r.name_hint}" if r.name_hint else "%?" for r in node.results)
     if isinstance(node, ReductionOp):
-        what = f"{node.kind.data} {_sizes(node.sizes.data)} reduce {_sizes(node.reduction_sizes.data)}"
+        what = (
+            f"{node.kind.data} {_sizes(node.sizes.data)} reduce {_sizes(node.reduction_sizes.data)}"
+        )
     else:
         what = f"pointwise {_sizes(node.sizes.data)}"
     sources = _origins(node) + _location_names(node.location)

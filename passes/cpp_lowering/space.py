@@ -81,7 +81,9 @@ class LoopSpace:
 
 
 def simplify(expr: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    zero: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
+    zero: dict[sympy.Symbol, sympy.Expr] = {
+        v: sympy.Integer(0) for v, size in ranges.items() if size == 1
+    }
     expr = substitute(expr, zero) if zero else sympy.sympify(expr)
     return simplify_with_ranges(sympy.expand(expr), ranges)
 
@@ -154,12 +156,15 @@ def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> lis
 
 
 def _divmod_count(exprs: Sequence[sympy.Expr]) -> int:
-    return sum(1 for e in exprs for node in sympy.preorder_traversal(e) if isinstance(node, FloorDiv | sympy.Mod))
+    return sum(
+        1
+        for e in exprs
+        for node in sympy.preorder_traversal(e)
+        if isinstance(node, FloorDiv | sympy.Mod)
+    )
 
 
-def merge_dims(
-    space: LoopSpace, exprs: Sequence[sympy.Expr]
-) -> tuple[LoopSpace, list[sympy.Expr]]:
+def merge_dims(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> tuple[LoopSpace, list[sympy.Expr]]:
     """Merge adjacent dimensions (x with x, r with r) wherever the expressions of the
     kernel (over the space's variables) need no more divisions or modulos for it."""
     exprs = list(exprs)
@@ -184,7 +189,10 @@ def _try_merge(
     syms = list(space.x_syms if which == "x" else space.r_syms)
     inner = sizes[k + 1]
     merged = sympy.Symbol(f"_m{which}{k}", integer=True, nonnegative=True)
-    subs = {syms[k]: floordiv(merged, inner), syms[k + 1]: cast(sympy.Expr, sympy.Mod(merged, inner))}
+    subs = {
+        syms[k]: floordiv(merged, inner),
+        syms[k + 1]: cast(sympy.Expr, sympy.Mod(merged, inner)),
+    }
     new_sizes = [*sizes[:k], sizes[k] * inner, *sizes[k + 2 :]]
     new_syms = [*syms[:k], merged, *syms[k + 2 :]]
     if which == "x":

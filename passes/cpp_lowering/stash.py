@@ -67,7 +67,11 @@ def plan_stashes(lowering: KernelLowering) -> dict[LoopNestOp, Stash]:
     stashes: dict[LoopNestOp, Stash] = {}
     taken: set[SSAValue] = set()
     for node in analysis.nodes:
-        if analysis.level[node] is not Level.XR or isinstance(node, ReductionOp) or len(node.results) != 1:
+        if (
+            analysis.level[node] is not Level.XR
+            or isinstance(node, ReductionOp)
+            or len(node.results) != 1
+        ):
             continue
         if any(r in analysis.yielded for r in node.results):
             continue
@@ -90,7 +94,10 @@ def plan_stashes(lowering: KernelLowering) -> dict[LoopNestOp, Stash]:
             if holder not in analysis.yielded or holder in taken:
                 continue
             assert isinstance(holder_type, MemRefType)
-            if holder_type.element_type != ty.element_type or lowering.store_index(holder_node) != index:
+            if (
+                holder_type.element_type != ty.element_type
+                or lowering.store_index(holder_node) != index
+            ):
                 continue
             last = analysis.stage[holder_node]
             if last in uses and not _read_before(lowering, node, holder_node, needed[last]):

@@ -146,7 +146,9 @@ def _signed_div(round_up: bool) -> Lowering:
         zero = b.const(0, ty)
         sign_test = "eq" if round_up else "ne"
         fix = b.binary(
-            "and", b.cmp("ne", r, zero), b.cmp(sign_test, b.cmp("lt", r, zero), b.cmp("lt", d, zero))
+            "and",
+            b.cmp("ne", r, zero),
+            b.cmp(sign_test, b.cmp("lt", r, zero), b.cmp("lt", d, zero)),
         )
         return b.binary("add" if round_up else "sub", q, b.cast(fix, ty))
 

@@ -187,7 +187,9 @@ def test_defaults_are_not_stored() -> None:
 def test_generic_op_for_ungenerated_overload() -> None:
     assert op_class("_foobar.default") is None
     block = Block(arg_types=[T])
-    op = GenericOp.build_generic("aten::_foobar.default", {"self": block.args[0], "arg2": False}, [T])
+    op = GenericOp.build_generic(
+        "aten::_foobar.default", {"self": block.args[0], "arg2": False}, [T]
+    )
     block.add_op(op)
     op.verify()
     text = _print(ModuleOp(Region(Block())))  # printer smoke

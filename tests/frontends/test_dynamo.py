@@ -30,13 +30,17 @@ def test_backend_is_found_without_importing_kiln() -> None:
         "assert 'kiln' in torch._dynamo.list_backends()\n"
         "print('ok')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")
     assert "kiln: " in proc.stderr  # the one-line summary per graph
 
 
-@pytest.mark.parametrize("name", ["mlp", "layer_norm", "attention", "gpt_block", "embedding_indexing"])
+@pytest.mark.parametrize(
+    "name", ["mlp", "layer_norm", "attention", "gpt_block", "embedding_indexing"]
+)
 def test_models_compile_and_equal_eager(name: str) -> None:
     model, inputs = ALL_MODELS[name]()
     model.eval()
@@ -94,7 +98,9 @@ def test_unknown_option_is_a_clear_error() -> None:
 
 
 def test_custom_pipeline_option() -> None:
-    fn = kiln.compile(lambda x: torch.softmax(x, -1), pipeline="decompose,lower-aten", verbose=False)
+    fn = kiln.compile(
+        lambda x: torch.softmax(x, -1), pipeline="decompose,lower-aten", verbose=False
+    )
     x = torch.randn(3, 5)
     torch.testing.assert_close(fn(x), torch.softmax(x, -1))
     assert last_compile_stats().pass_seconds.keys() == {"decompose", "lower-aten"}

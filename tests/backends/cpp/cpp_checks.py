@@ -54,7 +54,9 @@ MODEL_TOLERANCE = (1e-4, 1e-4)
 kiln's and eager's float32 results deviate from a float64 run by the same amount)."""
 
 
-def assert_matches(actual: Any, expected: Any, tolerance: tuple[float, float] | None = None) -> None:
+def assert_matches(
+    actual: Any, expected: Any, tolerance: tuple[float, float] | None = None
+) -> None:
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual).__name__}"
         atol, rtol = TOLERANCE.get(expected.dtype, (0.0, 0.0))
@@ -79,7 +81,9 @@ def check(
     program = build_program(module, threads=threads)
     for _ in range(runs):
         inputs = list(make_inputs())
-        expected = flat_outputs(fn(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
+        expected = flat_outputs(
+            fn(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        )
         actual = program(inputs)
         assert len(actual) == len(expected)
         for a, e in zip(actual, expected, strict=True):

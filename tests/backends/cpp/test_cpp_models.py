@@ -41,12 +41,18 @@ def test_model(name: str) -> None:
     graph64 = copy.deepcopy(captured.gm).double()
     for _ in range(2):
         args = [fresh_like(v) for v in captured.example_inputs]
-        expected = flat_outputs(captured.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        expected = flat_outputs(
+            captured.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        )
         reference = flat_outputs(graph64(*[_double(a) for a in args]))
         actual = program(args)
         assert len(actual) == len(expected)
         for a, e, r in zip(actual, expected, reference, strict=True):
-            if isinstance(e, torch.Tensor) and e.dtype == torch.float32 and bool(r.isfinite().all()):
+            if (
+                isinstance(e, torch.Tensor)
+                and e.dtype == torch.float32
+                and bool(r.isfinite().all())
+            ):
                 assert_as_accurate_as_eager(a, e, r)
             else:
                 assert_matches(a, e, MODEL_TOLERANCE)

@@ -19,7 +19,9 @@ from cpp_checks import check
 R = torch.randn
 
 
-def ints(*shape: int, lo: int = -20, hi: int = 20, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+def ints(
+    *shape: int, lo: int = -20, hi: int = 20, dtype: torch.dtype = torch.int64
+) -> torch.Tensor:
     return torch.randint(lo, hi, shape, dtype=dtype)
 
 
@@ -40,29 +42,61 @@ CASES: dict[str, Case] = {
     # pointwise
     "unary_math": (
         lambda x: [
-            x.exp(), x.sin(), x.tanh(), torch.erf(x), x.sigmoid(), x.abs().sqrt(),
-            x.abs().log1p(), x.abs().rsqrt(), torch.round(x * 3), x.floor(), x.ceil(), x.trunc(),
+            x.exp(),
+            x.sin(),
+            x.tanh(),
+            torch.erf(x),
+            x.sigmoid(),
+            x.abs().sqrt(),
+            x.abs().log1p(),
+            x.abs().rsqrt(),
+            torch.round(x * 3),
+            x.floor(),
+            x.ceil(),
+            x.trunc(),
         ],
         lambda: (R(33, 17),),
     ),
     "binary_broadcast": (
         lambda x, y: [
-            x + y, x * y - 2, x / y, torch.maximum(x, y), torch.minimum(x, y),
-            torch.pow(x.abs(), y), torch.atan2(x, y), torch.fmod(x, y), torch.remainder(x, y),
+            x + y,
+            x * y - 2,
+            x / y,
+            torch.maximum(x, y),
+            torch.minimum(x, y),
+            torch.pow(x.abs(), y),
+            torch.atan2(x, y),
+            torch.fmod(x, y),
+            torch.remainder(x, y),
         ],
         lambda: (R(5, 1, 7), R(3, 1)),
     ),
     "compare_where_clamp_cast": (
         lambda x, y: [
-            torch.where(x > y, x, y), (x == y) | (x < 0), torch.clamp(x, -0.5, 0.5),
-            x.masked_fill(x < 0, 3.0), (x > 0).to(torch.float32), (x * 5).to(torch.int64),
+            torch.where(x > y, x, y),
+            (x == y) | (x < 0),
+            torch.clamp(x, -0.5, 0.5),
+            x.masked_fill(x < 0, 3.0),
+            (x > 0).to(torch.float32),
+            (x * 5).to(torch.int64),
         ],
         lambda: (R(8, 8), R(8, 8)),
     ),
     "int64_semantics": (
         lambda a, b: [
-            a // b, a % b, torch.div(a, b, rounding_mode="trunc"), a * b, a - b,
-            a & b, a | b, a ^ b, a << 3, a >> 2, torch.bitwise_not(a), a.abs(), -a,
+            a // b,
+            a % b,
+            torch.div(a, b, rounding_mode="trunc"),
+            a * b,
+            a - b,
+            a & b,
+            a | b,
+            a ^ b,
+            a << 3,
+            a >> 2,
+            torch.bitwise_not(a),
+            a.abs(),
+            -a,
         ],
         lambda: (ints(4, 9), nonzero_ints(4, 9)),
     ),
@@ -72,7 +106,10 @@ CASES: dict[str, Case] = {
     ),
     "uint8": (
         lambda a, b: [a + b, a // (b | 1), a.max(-1).values, a > b, a.to(torch.float32)],
-        lambda: (ints(6, 7, lo=0, hi=255, dtype=torch.uint8), ints(6, 7, lo=0, hi=255, dtype=torch.uint8)),
+        lambda: (
+            ints(6, 7, lo=0, hi=255, dtype=torch.uint8),
+            ints(6, 7, lo=0, hi=255, dtype=torch.uint8),
+        ),
     ),
     "float64": (
         lambda x: [x.exp() + x.sum(-1, keepdim=True), x.var(0)],
@@ -81,13 +118,25 @@ CASES: dict[str, Case] = {
     # reductions
     "sum_prod_mean_var": (
         lambda x: [
-            x.sum(-1), x.sum(0), x.prod(-1), x.mean((0, 2)), x.var(-1),
-            x.std(1, unbiased=False), torch.var_mean(x, 0),
+            x.sum(-1),
+            x.sum(0),
+            x.prod(-1),
+            x.mean((0, 2)),
+            x.var(-1),
+            x.std(1, unbiased=False),
+            torch.var_mean(x, 0),
         ],
         lambda: (R(4, 37, 6),),
     ),
     "max_min_propagate_nan": (
-        lambda x: [torch.maximum(x, torch.zeros_like(x)), x.amax(-1), x.amin(0), x.max(), x.argmax(-1), x.argmin(0)],
+        lambda x: [
+            torch.maximum(x, torch.zeros_like(x)),
+            x.amax(-1),
+            x.amin(0),
+            x.max(),
+            x.argmax(-1),
+            x.argmin(0),
+        ],
         lambda: (with_nans(6, 9),),
     ),
     "argmax_argmin_first_of_ties": (
@@ -109,29 +158,55 @@ CASES: dict[str, Case] = {
     # masked and indirect loads, views
     "cat_pad_slice_flip": (
         lambda x, y: [
-            torch.cat([x, y], 1), F.pad(x, (2, 3, 1, 0), value=1.5), x[:, 1:7:2],
-            torch.stack([x, x * 2], 0), x.flip(0),
+            torch.cat([x, y], 1),
+            F.pad(x, (2, 3, 1, 0), value=1.5),
+            x[:, 1:7:2],
+            torch.stack([x, x * 2], 0),
+            x.flip(0),
         ],
         lambda: (R(5, 9), R(5, 4)),
     ),
     "embedding_gather_index": (
         lambda w, i, j: [
-            F.embedding(i, w), w[j], torch.gather(w, 1, i.clamp(0, 7)),
-            torch.index_select(w, 0, j), w[:, j],
+            F.embedding(i, w),
+            w[j],
+            torch.gather(w, 1, i.clamp(0, 7)),
+            torch.index_select(w, 0, j),
+            w[:, j],
         ],
         lambda: (R(10, 8), torch.randint(0, 10, (3, 4)), torch.randint(0, 8, (5,))),
     ),
     "transposes": (
-        lambda x: [x.t().contiguous() * 2, x.permute(1, 0) + x.t(), (x.unsqueeze(0) + x.unsqueeze(1)).sum(0)],
+        lambda x: [
+            x.t().contiguous() * 2,
+            x.permute(1, 0) + x.t(),
+            (x.unsqueeze(0) + x.unsqueeze(1)).sum(0),
+        ],
         lambda: (R(37, 53),),
     ),
     # half and bfloat16: computed in f32, rounded back
     "half": (
-        lambda x, y: [x + y, (x * y).exp(), x.sum(-1), x.amax(0), F.softmax(x, -1), x.to(torch.float32) * 2, x.mean(-1)],
+        lambda x, y: [
+            x + y,
+            (x * y).exp(),
+            x.sum(-1),
+            x.amax(0),
+            F.softmax(x, -1),
+            x.to(torch.float32) * 2,
+            x.mean(-1),
+        ],
         lambda: (R(9, 33, dtype=torch.float16), R(9, 33, dtype=torch.float16)),
     ),
     "bfloat16": (
-        lambda x, y: [x + y, (x * y).tanh(), x.sum(-1), x.amax(0), F.softmax(x, -1), x.to(torch.float32) * 2, F.layer_norm(x, (33,))],
+        lambda x, y: [
+            x + y,
+            (x * y).tanh(),
+            x.sum(-1),
+            x.amax(0),
+            F.softmax(x, -1),
+            x.to(torch.float32) * 2,
+            F.layer_norm(x, (33,)),
+        ],
         lambda: (R(9, 33, dtype=torch.bfloat16), R(9, 33, dtype=torch.bfloat16)),
     ),
 }
@@ -146,7 +221,10 @@ def test_pattern(name: str) -> None:
 PARALLEL_CASES: dict[str, Case] = {
     "pointwise_parallel_rows": (lambda x, y: F.gelu(x) * y + 1, lambda: (R(64, 1000), R(1000))),
     "pointwise_parallel_simd_1d": (lambda x: (x * 2).sigmoid(), lambda: (R(20000),)),
-    "full_reductions_split": (lambda x: [x.sum(), x.amax(), x.argmax(), x.var()], lambda: (R(50000),)),
+    "full_reductions_split": (
+        lambda x: [x.sum(), x.amax(), x.argmax(), x.var()],
+        lambda: (R(50000),),
+    ),
     "row_softmax_and_column_sum": (lambda x: [F.softmax(x, -1), x.sum(0)], lambda: (R(300, 777),)),
 }
 
@@ -179,8 +257,15 @@ def test_outer_reductions_vectorize_across_outputs() -> None:
     run as blocks of outputs, one per SIMD lane."""
     program = check(
         lambda x: [
-            x.sum(0), x.amax(0), x.argmax(0), x.argmin(0), torch.var_mean(x, 0),
-            F.softmax(x, 0), (x.exp() * 2).prod(0), (x > 0).any(0), x.to(torch.bfloat16).sum(0),
+            x.sum(0),
+            x.amax(0),
+            x.argmax(0),
+            x.argmin(0),
+            torch.var_mean(x, 0),
+            F.softmax(x, 0),
+            (x.exp() * 2).prod(0),
+            (x > 0).any(0),
+            x.to(torch.bfloat16).sum(0),
         ],
         lambda: (with_nans(70, 150),),
     )

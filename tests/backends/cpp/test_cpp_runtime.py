@@ -93,7 +93,12 @@ def test_two_processes_building_the_same_source_both_succeed(tmp_path: Path) -> 
         """
     )
     processes = [
-        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     for process in processes:
@@ -112,7 +117,9 @@ def test_cache_directory_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert stat.S_IMODE(target.stat().st_mode) & 0o077 == 0
 
 
-def test_world_writable_cache_directory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_world_writable_cache_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o777)
@@ -161,7 +168,11 @@ def test_kernel_at_line() -> None:
 
 
 def test_out_of_range_index_raises_index_error() -> None:
-    program = build_program(lower(lambda w, i: F.embedding(i, w) * 2, (torch.randn(10, 8), torch.randint(0, 10, (3, 4)))))
+    program = build_program(
+        lower(
+            lambda w, i: F.embedding(i, w) * 2, (torch.randn(10, 8), torch.randint(0, 10, (3, 4)))
+        )
+    )
     with pytest.raises(IndexError, match="index out of bounds"):
         program([torch.randn(10, 8), torch.tensor([[1, 2, 3, 40]] * 3)])
     with pytest.raises(IndexError):  # eager agrees
@@ -169,14 +180,18 @@ def test_out_of_range_index_raises_index_error() -> None:
 
 
 def test_integer_division_by_zero_raises() -> None:
-    program = build_program(lower(lambda a, b: a // b, (torch.randint(1, 5, (4,)), torch.randint(1, 5, (4,)))))
+    program = build_program(
+        lower(lambda a, b: a // b, (torch.randint(1, 5, (4,)), torch.randint(1, 5, (4,))))
+    )
     with pytest.raises(ZeroDivisionError):
         program([torch.randint(1, 5, (4,)), torch.tensor([1, 0, 2, 3])])
 
 
 def test_wrong_argument_is_reported() -> None:
     program = build_program(lower(lambda x: x.relu(), (torch.randn(4, 8),)))
-    with pytest.raises(TypeError, match=r"argument #0 must be a torch.float32 CPU tensor of shape \[4, 8\]"):
+    with pytest.raises(
+        TypeError, match=r"argument #0 must be a torch.float32 CPU tensor of shape \[4, 8\]"
+    ):
         program([torch.randn(4, 9)])
     with pytest.raises(TypeError, match=r"torch\.float32"):
         program([torch.randint(0, 3, (4, 8))])
