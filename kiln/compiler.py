@@ -230,6 +230,7 @@ _VIEW_OPS = frozenset(
         "aten::view.default",
         "aten::alias.default",
         "aten::permute.default",  # the NHWC view a channels-last extern yields
+        "aten::reshape.default",  # an extern result retyped for its consumer (copy elision)
     }
 )
 

@@ -5,7 +5,9 @@ Works on each program after ``fuse`` (and ``tile``), from the liveness of its bu
 
 1. **in place**: a kernel output whose buffer would be freshly allocated is written into
    an input buffer that dies at that launch instead, when the types match and the
-   kernel's access pattern allows it (:mod:`kiln.passes.scheduling.inplace`);
+   kernel's access pattern allows it (:mod:`kiln.passes.scheduling.inplace`); an extern
+   result of another shape is first reshaped inside the extern to match
+   (:mod:`kiln.passes.scheduling.reshape_in_place`);
 2. **frees**: every buffer the program owns is freed right after its last use (returned
    buffers are not);
 3. **reuse**: an allocation takes the memory of a freed buffer of the same dtype, memory
@@ -49,6 +51,7 @@ from kiln.passes.scheduling.liveness import (
     liveness,
     memory_timeline,
 )
+from kiln.passes.scheduling.reshape_in_place import reshape_for_in_place
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,8 @@ def plan_program(
     insert_frees(frees_only)
     with_frees = memory_timeline(frees_only)
     strip_frees(program)
+    if in_place:
+        reshape_for_in_place(program, kernels)
     count = update_in_place(program, kernels) if in_place else 0
     insert_frees(program)
     if reuse:

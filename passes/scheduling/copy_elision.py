@@ -15,7 +15,7 @@ becomes::
 
     %view = kernel.extern (%a, %w) : (...) -> memref<2x64x1024xf32> {
       ... aten.mm ...
-      %v = aten.view.default(%mm_1, size = [2, 64, 1024]) : (tensor<128x1024xf32>) -> tensor<2x64x1024xf32>
+      %v = aten.reshape.default(%mm_1, shape = [2, 64, 1024]) : (tensor<128x1024xf32>) -> tensor<2x64x1024xf32>
       kernel.yield %v : tensor<2x64x1024xf32>
     }
 """
@@ -23,19 +23,19 @@ becomes::
 from __future__ import annotations
 
 import sympy
-from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 from xdsl.traits import SymbolTable
 
-from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
+from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var
 from kiln.dialects.loop.ops import PointwiseOp
 from kiln.passes.scheduling.legality import flat_index
+from kiln.passes.scheduling.reshape_in_place import reshape_extern_result
 
 
 def _is_in_order_copy(kernel: KernelOp) -> bool:
@@ -92,40 +92,11 @@ def _fold(extern: ExternOp, source: SSAValue, alloc: AllocOp, launch: LaunchOp) 
     target_type = alloc.result.type
     assert isinstance(target_type, MemRefType)
     index = next(k for k, r in enumerate(extern.outputs) if r is source)
-    yielded = extern.body.block.last_op
-    assert isinstance(yielded, YieldOp)
-    view_class = op_class("view.default")
-    assert view_class is not None
-    tensor_type = TensorType(target_type.element_type, target_type.get_shape())
-    view = view_class.from_args(
-        {"self": yielded.values[index], "size": list(target_type.get_shape())}, [tensor_type]
-    )
-    extern.body.block.insert_op_before(view, yielded)
-    values = list(yielded.values)
-    values[index] = view.results[0]
-    extern.body.block.insert_op_before(YieldOp(*values), yielded)
-    extern.body.block.erase_op(yielded)
-    result_types = [r.type for r in extern.outputs]
-    result_types[index] = target_type
-    replacement = ExternOp.build(
-        operands=[list(extern.inputs), list(extern.syms)],
-        result_types=[result_types],
-        regions=[extern.detach_region(extern.body)],
-        attributes=dict(extern.attributes),
-    )
-    for old, new in zip(extern.outputs, replacement.outputs, strict=True):
-        new.name_hint = old.name_hint
+    replacement = reshape_extern_result(extern, index, target_type)
     replacement.outputs[index].name_hint = alloc.result.name_hint
-    block = alloc.parent_block()
-    assert block is not None
-    block.insert_op_before(replacement, extern)
     Rewriter.erase_op(launch)
     alloc.result.replace_all_uses_with(replacement.outputs[index])
-    for k, (old, new) in enumerate(zip(extern.outputs, replacement.outputs, strict=True)):
-        if k != index:
-            old.replace_all_uses_with(new)
     Rewriter.erase_op(alloc)
-    Rewriter.erase_op(extern)
 
 
 __all__ = ["elide_extern_copies"]

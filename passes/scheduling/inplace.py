@@ -6,17 +6,20 @@ does: the writer of result ``j`` is a pointwise node; every node that loads argu
 ``i`` runs no later than the writer, at the same level (once per ``x``, or once per
 ``(x, r)``; reductions over the whole space count as the latter), and loads exactly the
 element at its own position (no broadcast, no shifted, masked or indirect read); and
-the argument and the result have the same type, so positions mean the same elements.
+the argument and the result have the same flat layout (:func:`same_flat_layout`), so
+positions mean the same elements.
 """
 
 from __future__ import annotations
 
 import sympy
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Attribute
 
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import index_var, reduction_var
-from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, is_contiguous_buffer
 from kiln.passes.scheduling.build import R
 from kiln.passes.scheduling.legality import Level, flat_index, loop_ranges, same_index
 
@@ -37,11 +40,28 @@ def _own_position(node: LoopNestOp) -> sympy.Expr:
     return flat_index(variables, [*sizes, *rsizes])
 
 
+def same_flat_layout(a: Attribute, b: Attribute) -> bool:
+    """Equal types, or contiguous buffers of one element type and static element count
+    (a kernel addresses both by the same flat offsets)."""
+    if a == b:
+        return True
+    return (
+        isinstance(a, MemRefType)
+        and isinstance(b, MemRefType)
+        and is_contiguous_buffer(a)
+        and is_contiguous_buffer(b)
+        and a.element_type == b.element_type
+        and a.has_static_shape()
+        and b.has_static_shape()
+        and a.element_count() == b.element_count()
+    )
+
+
 def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> bool:
     arg = kernel.body.block.args[arg_index]
     value = kernel.yield_op().values[result_index]
     writer = value.owner
-    if not isinstance(writer, PointwiseOp) or arg.type != value.type:
+    if not isinstance(writer, PointwiseOp) or not same_flat_layout(arg.type, value.type):
         return False
     nodes = kernel.nodes()
     writer_at = nodes.index(writer)
@@ -68,4 +88,4 @@ def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> 
     return all(v is not arg for v in kernel.yield_op().values)
 
 
-__all__ = ["can_update_in_place"]
+__all__ = ["can_update_in_place", "same_flat_layout"]

@@ -82,6 +82,51 @@ def test_in_place_halves_softmax_peak() -> None:
     assert trace.peak == 2 * 8 * 16 * 4
 
 
+def test_in_place_through_a_reshape_of_an_extern_result() -> None:
+    # Attention scores: bmm gives [4, 8, 8], the softmax reads and writes [2, 2, 8, 8].
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%q: tensor<4x8x16xf32>, %k: tensor<4x16x8xf32>) -> tensor<2x2x8x8xf32> {
+              %b = aten.bmm.default(%q, %k) : (tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8x8xf32>
+              %v = aten.view.default(%b, size = [2, 2, 8, 8]) : (tensor<4x8x8xf32>) -> tensor<2x2x8x8xf32>
+              %s = aten._softmax.default(%v, dim = -1, half_to_float = false) : (tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
+              func.return %s : tensor<2x2x8x8xf32>
+            }
+            """,
+            decompose=True,
+        )
+    )
+    module, trace = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse")
+    (launch,) = ops(module, LaunchOp)
+    assert isinstance(launch, LaunchOp)
+    assert tuple(launch.args) == tuple(launch.outs)
+    assert trace.peak == 4 * 8 * 8 * 4
+    _, trace = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse{in-place=false}")
+    assert trace.peak == 2 * 4 * 8 * 8 * 4
+
+
+def test_reshape_for_in_place_leaves_shared_results_alone() -> None:
+    # The product is also returned: it must keep its own shape and buffer.
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> (tensor<8x16xf32>, tensor<2x4x16xf32>) {
+              %m = aten.mm.default(%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+              %v = aten.view.default(%m, size = [2, 4, 16]) : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+              %r = aten.relu.default(%v) : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+              func.return %m, %r : tensor<8x16xf32>, tensor<2x4x16xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse")
+    (launch,) = ops(module, LaunchOp)
+    assert isinstance(launch, LaunchOp)
+    assert set(launch.args).isdisjoint(launch.outs)
+    assert "reshape" not in str(module)
+
+
 def test_transposed_read_is_not_updated_in_place() -> None:
     loop = parse(lowered(chain(2)))
     module, _ = assert_schedule_preserves(loop, "fuse,buffer-reuse")

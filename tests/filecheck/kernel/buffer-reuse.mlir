@@ -56,3 +56,23 @@ func.func @transposed(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf3
   %e = aten.exp.default(%t) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   func.return %e : tensor<8x8xf32>
 }
+
+// -----
+
+// Attention scores: the softmax reads the product of a batched matmul through a view of
+// another shape. The reshape moves into the extern (its result takes the softmax's type)
+// and the softmax then runs in place, as for equal types.
+// CHECK:      buffer-reuse: @scores_softmax: peak 2048 B as written, 2048 B with frees, 1024 B after reuse and in-place; allocations 2 -> 1, 0 reused, 1 in place
+// CHECK:      kernel.kernel @kernel0 reduction [32] x [8] (%b: memref<2x2x8x8xf32>) -> (memref<2x2x8x8xf32>)
+// CHECK-LABEL: kernel.program @scores_softmax
+// CHECK-NEXT:    %b = kernel.extern (%q, %k) : (memref<4x8x16xf32>, memref<4x16x8xf32>) -> memref<2x2x8x8xf32> {
+// CHECK:           aten.bmm.default
+// CHECK-NEXT:      %{{.*}} = aten.reshape.default(%{{.*}}, shape = [2, 2, 8, 8]) : (tensor<4x8x8xf32>) -> tensor<2x2x8x8xf32>
+// CHECK:         kernel.launch @kernel0(%b) outs(%b) : (memref<2x2x8x8xf32>) -> (memref<2x2x8x8xf32>)
+// CHECK-NEXT:    kernel.return %b
+func.func @scores_softmax(%q: tensor<4x8x16xf32>, %k: tensor<4x16x8xf32>) -> tensor<2x2x8x8xf32> {
+  %b = aten.bmm.default(%q, %k) : (tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8x8xf32>
+  %v = aten.view.default(%b, size = [2, 2, 8, 8]) : (tensor<4x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %s = aten._softmax.default(%v, dim = -1, half_to_float = false) : (tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
+  func.return %s : tensor<2x2x8x8xf32>
+}
