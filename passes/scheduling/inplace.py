@@ -7,7 +7,8 @@ does: the writer of result ``j`` is a pointwise node; every node that loads argu
 ``(x, r)``; reductions over the whole space count as the latter), and loads exactly the
 element at its own position (no broadcast, no shifted, masked or indirect read); and
 the argument and the result have the same flat layout (:func:`same_flat_layout`), so
-positions mean the same elements.
+positions mean the same elements. In a kernel that reduces, the writer's value must not
+feed another node: backends recompute such values in later passes from their loads.
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> 
     if not isinstance(writer, PointwiseOp) or not same_flat_layout(arg.type, value.type):
         return False
     nodes = kernel.nodes()
+    if kernel.kernel_kind.reduces and any(
+        isinstance(use.operation, LoopNestOp) for use in writer.results[0].uses
+    ):
+        # A reduction kernel's backend may recompute a pointwise value, from its loads,
+        # in each later pass that needs it (Triton's looped reductions do): that pass
+        # would read the argument after the writer overwrote it.
+        return False
     writer_at = nodes.index(writer)
     writer_level = _level(writer)
     same_levels = {Level.XR, Level.RED} if writer_level is Level.XR else {writer_level}

@@ -127,6 +127,31 @@ def test_reshape_for_in_place_leaves_shared_results_alone() -> None:
     assert "reshape" not in str(module)
 
 
+def test_value_reused_by_a_later_node_of_a_reduction_is_not_in_place() -> None:
+    # The residual h is returned and normalized in the same kernel; a looped lowering
+    # recomputes h from the product in its second pass, so h must not overwrite it.
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<4x32xf32>, %w: tensor<32x32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>) {
+              %m = aten.mm.default(%x, %w) : (tensor<4x32xf32>, tensor<32x32xf32>) -> tensor<4x32xf32>
+              %h = aten.add.Tensor(%x, %m) : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+              %s = aten.sum.dim_IntList(%h, dim = [1], keepdim = true) : (tensor<4x32xf32>) -> tensor<4x1xf32>
+              %n = aten.mul.Tensor(%h, %s) : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+              func.return %n, %h : tensor<4x32xf32>, tensor<4x32xf32>
+            }
+            """
+        )
+    )
+    module, _ = assert_schedule_preserves(loop, "fuse,tile,buffer-reuse")
+    (launch,) = ops(module, LaunchOp)
+    assert isinstance(launch, LaunchOp)
+    residual, normalized = (launch.outs[k] for k in (0, 1))
+    assert residual.name_hint == "h"
+    assert residual not in launch.args  # h gets its own buffer
+    assert normalized in launch.args  # the last pass's output may take the product's
+
+
 def test_transposed_read_is_not_updated_in_place() -> None:
     loop = parse(lowered(chain(2)))
     module, _ = assert_schedule_preserves(loop, "fuse,buffer-reuse")

@@ -1,16 +1,33 @@
 """The graph fuzzer (``tests/test_graph_fuzz.py``) through the Triton backend: emitted
-kernels run in Triton's interpreter on the CPU (or on a GPU with KILN_TRITON_DEVICE=cuda)."""
+kernels run in Triton's interpreter on the CPU (or on a GPU with KILN_TRITON_DEVICE=cuda),
+once as the tile pass chose and once with every reduction looped over small chunks
+(multi-pass kernels that recompute values and reread their inputs)."""
 
 from __future__ import annotations
 
 import os
 
+import torch
 from hypothesis import given
-from test_graph_fuzz import Program, check_program, fuzz, programs
-from triton_checks import DEVICE
+from hypothesis import strategies as st
+from test_graph_fuzz import TOLERANCE, Program, check_program, fuzz, programs
+from triton_checks import DEVICE, capture, compile_capture, looped
+
+EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")) // 4
 
 
-@fuzz(int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")) // 4)
+@fuzz(EXAMPLES)
 @given(programs())
 def test_random_graphs_through_the_triton_backend(program: Program) -> None:
     check_program(program, "triton", device=DEVICE)
+
+
+@fuzz(EXAMPLES)
+@given(programs(), st.sampled_from([2, 4, 8]))
+def test_random_graphs_with_looped_reductions(program: Program, rblock: int) -> None:
+    shapes = program.shapes + program.weight_shapes
+    inputs = [torch.randn(s, dtype=program.dtype) for s in shapes]
+    compiled = compile_capture(capture(program.run, *inputs), retile=looped(rblock=rblock))
+    rtol, atol = TOLERANCE[program.dtype]
+    for have, want in zip(compiled.run(), compiled.expected, strict=True):
+        torch.testing.assert_close(have.cpu(), want, rtol=rtol, atol=atol)

@@ -139,6 +139,17 @@ def test_half_precision_max_min_of_signed_values(kind: str, dtype: torch.dtype) 
         check(REDUCTIONS[kind], x, retile=retile)
 
 
+def test_residual_output_of_a_looped_norm_is_not_written_over_its_input() -> None:
+    # h = x + x @ w is returned and normalized: the second pass recomputes h from the
+    # product, so writing h in place over the product would feed it h instead.
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = x + x @ w
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6), h
+
+    for retile in (persistent(), looped(rblock=8)):
+        check(fn, randn(4, 32), randn(32, 32), retile=retile)
+
+
 def test_split_reduction() -> None:
     compiled = check(lambda x: (x * x).sum(), randn(16384), retile=looped(rblock=256, xblock=4))
     assert "split" in kernel_kinds(compiled)
