@@ -187,18 +187,23 @@ def assert_as_accurate_as_eager(
     have: torch.Tensor, want: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype
 ) -> None:
     """Half precision: kiln rounds once per stored value, eager after every op, so a chain
-    (exp of exp) can leave them further apart than any fixed tolerance while kiln is the
-    closer one. Judge both against a float64 run: kiln's error may be at most twice
-    eager's plus one rounding of the result."""
+    (exp of exp), or a matmul with cancellation fed by such values, can leave them further
+    apart than a fixed tolerance while kiln is the closer one. Judge both against a float64
+    run, over the whole tensor: kiln's largest error may be at most twice eager's plus one
+    rounding of the largest value."""
     have64, want64 = have.double(), want.double()
-    kiln_error = (have64 - exact).abs()
-    allowed = 2 * (want64 - exact).abs() + UNIT_ROUNDOFF[dtype] * exact.abs() + 1e-3
-    both_nan = have64.isnan() & want64.isnan()
-    ok = both_nan | (have64 == want64) | (have64 == exact) | (kiln_error <= allowed)
-    assert bool(ok.all()), (
-        f"{int((~ok).sum())} of {ok.numel()} values less accurate than eager's: kiln "
-        f"{have64[~ok][:4].tolist()}, eager {want64[~ok][:4].tolist()}, float64 "
-        f"{exact[~ok][:4].tolist()}"
+    agree = (have64.isnan() & want64.isnan()) | (have64 == want64) | (have64 == exact)
+    kiln_error = torch.where(agree, 0.0, (have64 - exact).abs().nan_to_num(nan=torch.inf))
+    eager_error = (want64 - exact).abs().nan_to_num(nan=torch.inf)
+    if exact.numel() == 0:
+        return
+    scale = float(exact.abs().nan_to_num(nan=0.0, posinf=0.0).max())
+    bound = 2 * float(eager_error.max()) + UNIT_ROUNDOFF[dtype] * scale + 1e-3
+    worst = float(kiln_error.max())
+    assert worst <= bound, (
+        f"kiln's largest error {worst:.3g} against float64 exceeds {bound:.3g} (twice "
+        f"eager's {float(eager_error.max()):.3g} plus one rounding); kiln {have}, eager "
+        f"{want}, float64 {exact}"
     )
 
 
