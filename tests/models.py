@@ -47,6 +47,18 @@ def _randomize_affine(norm: nn.Module) -> None:
             bias.copy_(torch.randn_like(bias) * 0.5)
 
 
+def randomize_batch_norms(model: nn.Module) -> None:
+    """Random affine parameters and running statistics for every BatchNorm2d (eval-mode
+    batch norm is then no identity), from the global RNG."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
+                module.running_mean.uniform_(-0.5, 0.5)  # pyright: ignore[reportOptionalMemberAccess]
+                module.running_var.uniform_(0.5, 1.5)  # pyright: ignore[reportOptionalMemberAccess]
+
+
 # --- MLP ---------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ does: the writer of result ``j`` is a pointwise node; every node that loads argu
 element at its own position (no broadcast, no shifted, masked or indirect read); and
 the argument and the result have the same flat layout (:func:`same_flat_layout`), so
 positions mean the same elements. In a kernel that reduces, the writer's value must not
-feed another node: backends recompute such values in later passes from their loads.
+feed another node: Triton's looped lowering recomputes such values in later passes
+from their loads.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> 
     if kernel.kernel_kind.reduces and any(
         isinstance(use.operation, LoopNestOp) for use in writer.results[0].uses
     ):
-        # A reduction kernel's backend may recompute a pointwise value, from its loads,
-        # in each later pass that needs it (Triton's looped reductions do): that pass
-        # would read the argument after the writer overwrote it.
+        # Triton's looped reductions recompute a pointwise value from its loads in each
+        # later pass that needs it, which would read the argument after the writer
+        # overwrote it. (The C++ lowering reloads stored values instead; making Triton's
+        # do the same would let this case go in place again.)
         return False
     writer_at = nodes.index(writer)
     writer_level = _level(writer)

@@ -38,7 +38,6 @@ from xdsl.ir import Attribute, BlockArgument, SSAValue
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp
-from kiln.dialects.loop.ops import is_contiguous_buffer
 from kiln.passes.scheduling.inplace import can_update_in_place, same_flat_layout
 
 
@@ -101,9 +100,20 @@ def retype_buffer_arg(kernel: KernelOp, index: int, new_type: MemRefType) -> Non
 
 
 def _launch_counts(program: ProgramOp) -> Counter[str]:
-    root = program.parent_op()
-    scope = root if isinstance(root, ModuleOp) else program
-    return Counter(op.kernel.string_value() for op in scope.walk() if isinstance(op, LaunchOp))
+    """Launches per kernel over every program of the module (launches are top-level ops
+    of programs, so kernel bodies are not walked)."""
+    module = program.parent_op()
+    programs = (
+        [p for p in module.ops if isinstance(p, ProgramOp)]
+        if isinstance(module, ModuleOp)
+        else [program]
+    )
+    return Counter(
+        op.kernel.string_value()
+        for p in programs
+        for op in p.body.block.ops
+        if isinstance(op, LaunchOp)
+    )
 
 
 def _candidate(launch: LaunchOp, kernel: KernelOp) -> tuple[int, SSAValue, int] | None:
@@ -119,8 +129,6 @@ def _candidate(launch: LaunchOp, kernel: KernelOp) -> tuple[int, SSAValue, int] 
                 or not isinstance(arg.owner, ExternOp)
                 or not arg.has_one_use()
                 or args.count(arg) > 1
-                or not is_contiguous_buffer(arg.type)
-                or not is_contiguous_buffer(out.type)
                 or not same_flat_layout(arg.type, out.type)
                 or not can_update_in_place(kernel, i, j)
             ):

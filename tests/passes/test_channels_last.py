@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from models import randomize_batch_norms
 from pass_checks import assert_pass_output, parse, printed, random_args, run_pass
 from torch import nn
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -171,13 +172,7 @@ class SmallResNet(nn.Module):
 def small_resnet() -> SmallResNet:
     torch.manual_seed(0)
     model = SmallResNet()
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            with torch.no_grad():
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.5, 0.5)
-                module.running_mean.uniform_(-0.5, 0.5)  # pyright: ignore[reportOptionalMemberAccess]
-                module.running_var.uniform_(0.5, 1.5)  # pyright: ignore[reportOptionalMemberAccess]
+    randomize_batch_norms(model)
     return model.eval()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from models import randomize_batch_norms
 from torch import nn
 from triton_checks import PIPELINE, assert_close, capture, check, compile_capture
 
@@ -34,13 +35,7 @@ class ConvNet(nn.Module):
 def conv_net() -> ConvNet:
     torch.manual_seed(0)
     model = ConvNet()
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            with torch.no_grad():
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.5, 0.5)
-                module.running_mean.uniform_(-0.5, 0.5)  # pyright: ignore[reportOptionalMemberAccess]
-                module.running_var.uniform_(0.5, 1.5)  # pyright: ignore[reportOptionalMemberAccess]
+    randomize_batch_norms(model)
     return model.eval()
 
 

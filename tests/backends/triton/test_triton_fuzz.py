@@ -10,15 +10,7 @@ import os
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from test_graph_fuzz import (
-    TOLERANCE,
-    UNIT_ROUNDOFF,
-    Program,
-    assert_as_accurate_as_eager,
-    check_program,
-    fuzz,
-    programs,
-)
+from test_graph_fuzz import Program, assert_matches_eager, check_program, fuzz, programs
 from triton_checks import DEVICE, capture, compile_capture, looped
 
 EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")) // 4
@@ -38,8 +30,4 @@ def test_random_graphs_with_looped_reductions(program: Program, rblock: int) -> 
     compiled = compile_capture(capture(program.run, *inputs), retile=looped(rblock=rblock))
     exact = program.run(*(t.double() for t in inputs))
     for have, want, reference in zip(compiled.run(), compiled.expected, exact, strict=True):
-        if program.dtype in UNIT_ROUNDOFF:
-            assert_as_accurate_as_eager(have.cpu(), want, reference, program.dtype)
-        else:
-            rtol, atol = TOLERANCE[program.dtype]
-            torch.testing.assert_close(have.cpu(), want, rtol=rtol, atol=atol)
+        assert_matches_eager(have.cpu(), want, reference, program.dtype)
