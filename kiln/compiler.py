@@ -34,8 +34,9 @@ from typing import Any, Literal
 import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import ArgSpecParseError
 
-from kiln.registry import Registry, default_registry
+from kiln.registry import Registry, default_registry, normalize_pipeline
 
 DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
 
@@ -69,7 +70,36 @@ class CompileOptions:
             options["plugins"] = tuple(options["plugins"])
         if options.get("debug_dir") is None and os.environ.get("KILN_DEBUG"):
             options["debug_dir"] = os.environ["KILN_DEBUG"]
+        if isinstance(options.get("debug_dir"), os.PathLike):
+            options["debug_dir"] = os.fspath(options["debug_dir"])
+        for name, value in options.items():
+            _check_option(name, value)
         return cls(**options)
+
+
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "pipeline": (str,),
+    "executor": (str,),
+    "autotune": (bool,),
+    "cuda_graphs": (bool,),
+    "debug_dir": (str, type(None)),
+    "verbose": (bool,),
+}
+_EXECUTORS = ("auto", "cpp", "triton", "interpret")
+
+
+def _check_option(name: str, value: Any) -> None:
+    """Reject a mistyped option when it is given, not at the first call."""
+    if name == "plugins":
+        if not all(isinstance(p, str) for p in value):
+            raise CompileError(f"kiln option plugins={value!r}: expected module names or paths")
+        return
+    expected = _OPTION_TYPES[name]
+    if not isinstance(value, expected):
+        names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
+        raise CompileError(f"kiln option {name}={value!r}: expected {names}")
+    if name == "executor" and value not in _EXECUTORS:
+        raise CompileError(f"kiln option executor={value!r}: expected one of {list(_EXECUTORS)}")
 
 
 @dataclass
@@ -181,8 +211,10 @@ def compile_graph(
         last[0] = now
 
     try:
-        pipeline = PassPipeline.parse_spec(registry.passes, options.pipeline, after_each)
-    except Exception as e:
+        pipeline = PassPipeline.parse_spec(
+            registry.passes, normalize_pipeline(options.pipeline), after_each
+        )
+    except (Exception, ArgSpecParseError) as e:  # xDSL's spec errors are BaseExceptions
         raise CompileError(f"{name}: bad pipeline {options.pipeline!r}: {e}") from e
     last[0] = time.perf_counter()
     pipeline.apply(ctx, module)

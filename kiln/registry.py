@@ -166,3 +166,22 @@ def default_registry() -> Registry:
 def make_context(*, allow_unregistered: bool = False) -> Context:
     """Shortcut: a Context with kiln's default dialects."""
     return default_registry().make_context(allow_unregistered=allow_unregistered)
+
+
+def normalize_pipeline(spec: str) -> str:
+    """``spec`` with the whitespace around pass names and commas removed.
+
+    mlir-opt accepts ``-p 'decompose, lower-aten'``; xDSL's spec parser does not. Spaces
+    inside ``{...}`` separate pass options and are kept.
+    """
+    out: list[str] = []
+    depth = 0
+    for ch in spec:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        if depth == 0 and ch.isspace():
+            continue
+        out.append(ch)
+    return "".join(out)

@@ -46,7 +46,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from kiln import __version__, diagnostics
 from kiln.diagnostics import DiagnosticError, LocatingParser, SourceMap
 from kiln.plugins import PluginError, load_entry_point_plugins, load_plugin
-from kiln.registry import Registry, default_registry
+from kiln.registry import Registry, default_registry, normalize_pipeline
 
 PROGRAM = "kiln-opt"
 
@@ -173,7 +173,7 @@ class KilnOptMain(xDSLOptMain):
             s for s in (self.args.passes, *(getattr(self.args, "pass_flags", None) or [])) if s
         ]
         self.pipeline = PassPipeline.parse_spec(
-            self.available_passes, ",".join(specs), self._between_passes
+            self.available_passes, normalize_pipeline(",".join(specs)), self._between_passes
         )
 
     def parse_chunk(
