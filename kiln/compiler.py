@@ -25,6 +25,7 @@ import itertools
 import os
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -170,9 +171,34 @@ def _registry(options: CompileOptions) -> Registry:
     return registry
 
 
+def _debug_dir(root: str | None, name: str) -> Path | None:
+    """The graph's debug directory; None, with a warning, when it cannot be created (a
+    debug dump is never worth failing the compile for)."""
+    if not root:
+        return None
+    path = Path(root) / name
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".kiln-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        warnings.warn(
+            f"kiln: cannot write the debug directory {path} ({e.strerror or e}); "
+            "compiling without debug output",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return path
+
+
 def _dump(debug: Path | None, name: str, text: str) -> None:
     if debug is not None:
-        (debug / name).write_text(text)
+        try:
+            (debug / name).write_text(text)
+        except OSError as e:
+            warnings.warn(f"kiln: cannot write {debug / name}: {e}", RuntimeWarning, stacklevel=2)
 
 
 def compile_graph(
@@ -188,10 +214,8 @@ def compile_graph(
     name = name or f"graph_{next(_GRAPH_IDS)}"
     stats = GraphStats(name=name)
     stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
-    debug = Path(options.debug_dir) / name if options.debug_dir else None
-    if debug is not None:
-        debug.mkdir(parents=True, exist_ok=True)
-        _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
+    debug = _debug_dir(options.debug_dir, name)
+    _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
     module = import_graph(gm)
     _dump(debug, "00_aten.mlir", str(module))

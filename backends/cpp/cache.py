@@ -2,7 +2,8 @@
 
 * Where: ``$KILN_CACHE_DIR`` or ``$XDG_CACHE_HOME/kiln/cpp`` (``~/.cache/kiln/cpp``),
   created with mode 0700. A directory that another user owns or that others may write
-  to is refused: loading a library runs its code.
+  to is refused: loading a library runs its code. One that cannot be written moves to a
+  private temp directory; old entries are pruned (:mod:`kiln.backends.cache`).
 * Key: SHA-256 of the source and of :func:`~kiln.backends.cpp.compiler.compiler_identity`
   (compiler version, flags, CPU), so a changed compiler or machine rebuilds.
 * Atomic: a library is built into a unique temporary file in the same directory and
@@ -15,43 +16,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
-import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from kiln.backends.cache import CacheError, cache_root, prune, remove_entry, usable_dir
 from kiln.backends.cpp.compiler import CppCompileError, compiler_identity
 
 MAGIC = b"KILN-CPP-SO-v1\x00\x00"
 TRAILER_SIZE = len(MAGIC) + 32
 
 
-class CacheError(RuntimeError):
-    """The cache directory cannot be used safely."""
-
-
 def cache_dir() -> Path:
-    """The cache directory, created if needed and checked to be private."""
+    """The C++ cache directory (``$KILN_CACHE_DIR``, else ``<cache root>/cpp``), private,
+    or a private temp directory when that one cannot be written (see kiln.backends.cache)."""
     configured = os.environ.get("KILN_CACHE_DIR")
-    if configured:
-        path = Path(configured)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "kiln" / "cpp"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise CacheError(f"kiln's C++ cache {path} belongs to another user; set KILN_CACHE_DIR")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(
-            f"kiln's C++ cache {path} is writable by other users (mode {oct(info.st_mode & 0o777)}); "
-            "run chmod 700 on it or set KILN_CACHE_DIR"
-        )
-    return path
+    path = Path(configured) if configured else cache_root() / "cpp"
+    return usable_dir(path, "cpp")
 
 
 def cache_key(source: str) -> str:
@@ -82,8 +66,7 @@ def is_intact(path: Path) -> bool:
 
 
 def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+    remove_entry(path)
 
 
 def load_or_build(
@@ -103,6 +86,7 @@ def load_or_build(
             except OSError:
                 pass
         _remove(path)  # corrupt or unloadable: rebuild it
+    prune(directory)  # on a miss only: a hit costs no directory scan
     fd, temp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=directory)
     os.close(fd)
     temp_path = Path(temp)

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -54,6 +55,11 @@ class CppCompileError(RuntimeError):
 
 class CompilerNotFound(RuntimeError):
     """No C++ compiler on this machine."""
+
+
+class CompilerUnusable(CompilerNotFound):
+    """The C++ compiler cannot build even a trivial library here (a broken ``$KILN_CXX``,
+    an unwritable ``$TMPDIR``, ...): the environment's fault, not the generated code's."""
 
 
 @cache
@@ -122,9 +128,9 @@ def kernel_at_line(source: str, line: int) -> str | None:
     return found
 
 
-def compile_library(source: str, source_path: Path, output_path: Path) -> None:
-    """Compile ``source`` (written to ``source_path``) into ``output_path``."""
-    source_path.write_text(source)
+def _run_compiler(
+    source_path: Path, output_path: Path
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
     command = [
         find_compiler(),
         *BASE_FLAGS,
@@ -133,8 +139,50 @@ def compile_library(source: str, source_path: Path, output_path: Path) -> None:
         str(output_path),
         *link_flags(),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode == 0:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as e:  # not executable, ...
+        result = subprocess.CompletedProcess(command, 126, "", f"cannot run {command[0]}: {e}")
+    return command, result
+
+
+def _built(output_path: Path) -> bool:
+    try:
+        return output_path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+@cache
+def toolchain_problem() -> str | None:
+    """Why the compiler cannot build a trivial library here, or None when it can."""
+    with tempfile.TemporaryDirectory(prefix="kiln-cxx-check-") as tmp:
+        source = Path(tmp) / "check.cpp"
+        output = Path(tmp) / "check.so"
+        source.write_text('extern "C" int kiln_check(void) { return 0; }\n')
+        command, result = _run_compiler(source, output)
+        if result.returncode == 0 and _built(output):
+            return None
+        detail = result.stderr.strip() or f"exit status {result.returncode}, no output file"
+        return f"`{' '.join(command)}` fails on a trivial library: {detail}"
+
+
+def _unusable(problem: str) -> CompilerUnusable:
+    return CompilerUnusable(
+        f"the C++ compiler {find_compiler()} cannot build libraries here "
+        f"(check KILN_CXX, TMPDIR and disk space): {problem}"
+    )
+
+
+def compile_library(source: str, source_path: Path, output_path: Path) -> None:
+    """Compile ``source`` (written to ``source_path``) into ``output_path``.
+
+    A failure is blamed on the generated code only when the compiler still builds a
+    trivial library; otherwise it raises :class:`CompilerUnusable`.
+    """
+    source_path.write_text(source)
+    command, result = _run_compiler(source_path, output_path)
+    if result.returncode == 0 and _built(output_path):
         return
     messages = result.stderr.strip().splitlines()
     kernel = None
@@ -144,10 +192,13 @@ def compile_library(source: str, source_path: Path, output_path: Path) -> None:
             kernel = kernel_at_line(source, int(match.group(1)))
             first = text
             break
+    if first is None and (problem := toolchain_problem()) is not None:
+        raise _unusable(problem)
     where = f"kernel '{kernel}'" if kernel else "the generated C++"
     detail = "\n".join(messages[:40])
+    summary = first or (messages[-1] if messages else "no library was written")
     raise CppCompileError(
-        f"the C++ compiler rejected {where}: {first or messages[-1] if messages else 'no output'}\n"
+        f"the C++ compiler rejected {where}: {summary}\n"
         f"source kept at {source_path}\ncommand: {' '.join(command)}\n{detail}",
         kernel,
         source_path,
@@ -157,6 +208,7 @@ def compile_library(source: str, source_path: Path, output_path: Path) -> None:
 __all__ = [
     "BASE_FLAGS",
     "CompilerNotFound",
+    "CompilerUnusable",
     "CppCompileError",
     "compile_library",
     "compiler_identity",
@@ -164,4 +216,5 @@ __all__ = [
     "find_compiler",
     "kernel_at_line",
     "link_flags",
+    "toolchain_problem",
 ]

@@ -15,34 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-
-class CacheError(OSError):
-    """The cache directory is unsafe or unusable."""
+from kiln.backends.cache import CacheError, cache_root, private_dir, usable_dir
 
 
 def default_cache_dir() -> Path:
-    if env := os.environ.get("KILN_CACHE_DIR"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kiln"
-
-
-def private_dir(path: Path) -> Path:
-    """``path`` created if needed (mode 0700) and checked to be ours and not shared."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise CacheError(f"kiln cache directory {path} belongs to another user")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(
-            f"kiln cache directory {path} is writable by others; fix with: chmod 700 {path}"
-        )
-    return path
+    return usable_dir(cache_root(), "triton")
 
 
 def content_hash(*parts: str) -> str:

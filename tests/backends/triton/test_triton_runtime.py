@@ -76,7 +76,7 @@ def test_shared_cache_directory_is_refused(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    with pytest.raises(CacheError, match="writable by others"):
+    with pytest.raises(CacheError, match="writable by other users"):
         private_dir(shared)
 
 
