@@ -45,6 +45,7 @@ from kiln.dialects.kernel.program_ops import (
     byte_size,
 )
 from kiln.passes.scheduling.inplace import can_update_in_place
+from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.liveness import (
     MemoryProfile,
     buffer_bytes,
@@ -237,6 +238,7 @@ class BufferReusePass(ModulePass):
     """Print peak memory before and after, on stderr."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_kernel_level(op, self.name)
         kernels = {k.sym_name.data: k for k in op.ops if isinstance(k, KernelOp)}
         for program in [p for p in op.ops if isinstance(p, ProgramOp)]:
             stats = plan_program(program, kernels, in_place=self.in_place, reuse=self.reuse)

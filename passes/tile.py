@@ -36,6 +36,7 @@ from kiln.dialects.kernel.attributes import KernelKind, KernelKindAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import AllocOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.attributes import IndexExprAttr
+from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, split_kernel
 from kiln.passes.scheduling.tiling import (
     OUTER_XBLOCK,
@@ -96,6 +97,7 @@ class TilePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.sm_count < 1:
             raise TileError(f"tile: sm-count must be positive, got {self.sm_count}")
+        require_kernel_level(op, self.name)
         names = {k.sym_name.data for k in op.ops if isinstance(k, KernelOp)}
         for kernel in [k for k in op.ops if isinstance(k, KernelOp)]:
             if kernel.tiling is not None:

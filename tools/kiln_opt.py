@@ -34,7 +34,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO, TextIO
+from typing import IO, NoReturn, TextIO
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
@@ -118,13 +118,20 @@ class KilnOptMain(xDSLOptMain):
         super().register_all_frontends()
 
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
-            parser = LocatingParser(self.ctx, io.read(), self.get_input_name(), self._line_offset)
+            raw = io.read()
+            text = raw if isinstance(raw, str) else _decode(raw, self.get_input_name())
+            if not text.strip():  # as mlir-opt: an empty input is an empty module
+                return ModuleOp([])
+            parser = LocatingParser(self.ctx, text, self.get_input_name(), self._line_offset)
             self.source_map = parser.source_map
             return parser.parse_module(not self.args.no_implicit_module)
 
         self.available_frontends["mlir"] = parse_mlir
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        # xDSL builds a plain ArgumentParser; ours reports a usage error in two lines.
+        arg_parser.__class__ = _ShortUsageParser
+        arg_parser.prog = PROGRAM
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(
             "--print-ir-after-all",
@@ -161,7 +168,8 @@ class KilnOptMain(xDSLOptMain):
             arg_parser.add_argument(
                 f"--emit-{name}",
                 dest="target",
-                action="store_const",
+                action=_OneTarget,
+                nargs=0,
                 const=name,
                 help=f"print the result with the '{name}' target (same as -t {name})",
             )
@@ -238,6 +246,45 @@ class KilnOptMain(xDSLOptMain):
         )
         Printer(stream=sys.stderr).print_op(module)
         print("\n", file=sys.stderr)
+
+
+class _OneTarget(argparse.Action):
+    """``--emit-<target>``: a second, different target is an error, not a silent override."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        chosen = getattr(namespace, "_emit_flag", None)
+        if chosen is not None and chosen != option_string:
+            parser.error(f"{chosen} and {option_string} both choose the output: give one")
+        namespace._emit_flag = option_string  # pyright: ignore[reportAttributeAccessIssue]
+        namespace.target = self.const
+
+
+def _decode(raw: bytes, name: str) -> str:
+    """The input as text; a byte that is not UTF-8 is reported at its line and column."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        text = raw.splitlines()[line - 1].decode("utf-8", "replace") if raw else ""
+        location = diagnostics.SourceLocation(name, line, column)
+        message = f"byte 0x{raw[e.start]:02x} is not valid UTF-8"
+        raise DiagnosticError(
+            diagnostics.Diagnostic(message, location=location, source_line=text)
+        ) from None
+
+
+class _ShortUsageParser(argparse.ArgumentParser):
+    """A usage error in two lines, not argparse's whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(see {self.prog} --help)\n")
 
 
 def _plugin_specs(argv: Sequence[str]) -> list[str]:
