@@ -17,7 +17,8 @@ if os.environ.get("KILN_OPINFO_DEVICE", "cpu") != "cuda":
     if importlib.util.find_spec("triton") is not None:
         _path = Path(__file__).parent.parent / "backends" / "triton" / "conftest.py"
         _spec = importlib.util.spec_from_file_location("_kiln_triton_conftest", _path)
-        assert _spec is not None and _spec.loader is not None
+        assert _spec is not None
+        assert _spec.loader is not None
         _module = importlib.util.module_from_spec(_spec)
         _spec.loader.exec_module(_module)
         _module._round_bfloat16_to_nearest_even()

@@ -50,41 +50,55 @@ import torch
 from runner import OpCase, Outcome, make_case, op_db, run_group
 
 DEVICE = os.environ.get("KILN_OPINFO_DEVICE", "cpu")
-_SAMPLES = os.environ.get("KILN_OPINFO_SAMPLES", "1")
-SAMPLES: int | None = None if _SAMPLES == "all" else int(_SAMPLES)
+_SAMPLES = os.environ.get("KILN_OPINFO_SAMPLES", "")
 FULL = os.environ.get("KILN_OPINFO_FULL", "") not in ("", "0")
 _SHARD = os.environ.get("KILN_OPINFO_SHARD", "0/1")
 SHARD, SHARDS = (int(p) for p in _SHARD.split("/"))
 GROUP = 16
 """Ops per compiled graph."""
-SUBSET = 8
-"""Every SUBSET-th op runs in the CPU's subset configurations."""
+ALL = -1
+"""``Config.samples``: every sample."""
 
 
 @dataclass(frozen=True)
 class Config:
     executor: str
     dtype: torch.dtype
-    subset: int | None  # offset of the every-SUBSET-th selection; None: every op
+    every: int = 1
+    """Run every ``every``-th op (of those supporting the dtype), from ``offset``."""
+    offset: int = 0
+    samples: int = 1
+    """The first ``samples`` samples of each op (``ALL``: every one)."""
 
     @property
     def name(self) -> str:
-        return f"{self.executor}-{str(self.dtype).removeprefix('torch.')}"
+        dtype = str(self.dtype).removeprefix("torch.")
+        subset = "" if self.every == 1 else f"-every{self.every}"
+        count = "all" if self.samples == ALL else str(self.samples)
+        return f"{self.executor}-{dtype}{subset}-s{count}"
+
+    def sample_limit(self) -> int | None:
+        if _SAMPLES:
+            return None if _SAMPLES == "all" else int(_SAMPLES)
+        return None if self.samples == ALL else self.samples
 
 
 if DEVICE == "cuda":
     CONFIGS = [
-        Config("triton", torch.float32, None),
-        Config("triton", torch.bfloat16, None),
-        Config("triton", torch.float16, None),
+        Config("triton", torch.float32),
+        Config("triton", torch.bfloat16),
+        Config("triton", torch.float16),
     ]
 else:
     CONFIGS = [
-        Config("cpp", torch.float32, None),
-        Config("cpp", torch.bfloat16, 1),
-        Config("cpp", torch.float16, 3),
-        Config("triton", torch.float32, 5),
+        Config("cpp", torch.float32),
+        Config("cpp", torch.float32, every=32, offset=7, samples=ALL),
+        Config("cpp", torch.bfloat16, every=8, offset=1),
+        Config("cpp", torch.float16, every=8, offset=3),
+        Config("triton", torch.float32, every=8, offset=5),
     ]
+if FULL or _SAMPLES:  # the subsets' extra samples are then covered: one config per pair
+    CONFIGS = list({(c.executor, c.dtype): c for c in reversed(CONFIGS)}.values())[::-1]
 
 
 @dataclass(frozen=True)
@@ -137,10 +151,9 @@ def _supported(key: str, dtype: torch.dtype) -> bool:
 
 def selected(config: Config) -> list[str]:
     keys = [k for k in op_db() if _supported(k, config.dtype)]
-    keys = [k for i, k in enumerate(keys) if i % SHARDS == SHARD]
-    if config.subset is not None and not FULL:
-        keys = [k for i, k in enumerate(keys) if i % SUBSET == config.subset % SUBSET]
-    return keys
+    if not FULL:
+        keys = [k for i, k in enumerate(keys) if i % config.every == config.offset]
+    return [k for i, k in enumerate(keys) if i % SHARDS == SHARD]
 
 
 def _groups(config: Config) -> dict[str, int]:
@@ -164,7 +177,9 @@ GROUPS = {config: _groups(config) for config in CONFIGS}
 @cache
 def group_outcomes(config: Config, group: int) -> dict[str, Outcome]:
     keys = [k for k, g in GROUPS[config].items() if g == group]
-    cases: list[OpCase] = [make_case(op_db()[k], config.dtype, DEVICE, SAMPLES) for k in keys]
+    cases: list[OpCase] = [
+        make_case(op_db()[k], config.dtype, DEVICE, config.sample_limit()) for k in keys
+    ]
     return run_group(cases, config.executor)
 
 
@@ -201,9 +216,9 @@ def test_opinfo(config: Config, key: str) -> None:
         (s := _sample_of(f)) is not None and s in xfail.samples for f in outcome.failures
     )
     if not covered:
-        if xfail.samples is not None and not ran_listed and SAMPLES is not None:
-            listed = sorted(xfail.samples)
-            if all(s >= SAMPLES for s in listed):
+        limit = config.sample_limit()
+        if xfail.samples is not None and not ran_listed and limit is not None:
+            if all(s >= limit for s in xfail.samples):
                 return  # its failing samples are not in this run
         pytest.fail(f"{key} passes now: remove it from EXPECTED_FAILURES ({xfail.reason})")
     pytest.xfail(xfail.reason)

@@ -7,7 +7,7 @@ import torch
 from runner import Sample, check_sample
 
 
-def _sample(fn, *inputs: torch.Tensor, random: bool = False) -> Sample:  # noqa: ANN001
+def _sample(fn, *inputs: torch.Tensor, random: bool = False) -> Sample:
     def program(*tensors: torch.Tensor) -> list[torch.Tensor]:
         return [fn(*tensors)]
 
@@ -29,7 +29,7 @@ def test_equal_results_pass() -> None:
         (lambda y: torch.where(y > 0, torch.nan, y), "not close"),
     ],
 )
-def test_differences_fail(got, message: str) -> None:  # noqa: ANN001
+def test_differences_fail(got, message: str) -> None:
     x = torch.randn(4, 5)
     with pytest.raises(AssertionError, match=message):
         check_sample(_sample(torch.sin, x), [got(torch.sin(x))])
