@@ -35,6 +35,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.filterwarnings("ignore::UserWarning"))
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from runner import TALLY
+
+    for config, counts in sorted(TALLY.items()):
+        line = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+        terminalreporter.write_line(f"opinfo {config}: {line}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def opinfo_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = str(tmp_path_factory.mktemp("kiln-opinfo-cache"))

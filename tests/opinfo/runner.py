@@ -28,6 +28,7 @@ import os
 import sys
 import traceback
 import warnings
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -86,6 +87,10 @@ class Outcome:
     @property
     def failed(self) -> int:
         return len(self.failures)
+
+
+TALLY: defaultdict[str, Counter[str]] = defaultdict(Counter)
+"""Per configuration: ops and samples passed/failed/skipped (printed after the run)."""
 
 
 def op_key(info: Any) -> str:

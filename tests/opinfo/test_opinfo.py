@@ -47,7 +47,7 @@ from functools import cache
 
 import pytest
 import torch
-from runner import OpCase, Outcome, make_case, op_db, run_group
+from runner import TALLY, OpCase, Outcome, make_case, op_db, run_group
 
 DEVICE = os.environ.get("KILN_OPINFO_DEVICE", "cpu")
 _SAMPLES = os.environ.get("KILN_OPINFO_SAMPLES", "")
@@ -208,6 +208,13 @@ def _sample_of(failure: str) -> int | None:
 def test_opinfo(config: Config, key: str) -> None:
     outcome = group_outcomes(config, GROUPS[config][key])[key]
     xfail = expected_failure(key, config)
+    tally = TALLY[config.name]
+    tally["ops"] += 1
+    tally["samples passed"] += outcome.passed
+    tally["samples skipped"] += len(outcome.skipped)
+    if outcome.failures:
+        category = "unexpected" if xfail is None else xfail.reason.split(":")[0]
+        tally[f"samples failed ({category})"] += outcome.failed
     if xfail is None:
         assert not outcome.failures, "\n".join(outcome.failures)
         if not outcome.passed:
