@@ -32,7 +32,9 @@ def _interpreted() -> types.SimpleNamespace:
             # The interpreter keeps a scalar (0-d) value as a 1-element array: the result
             # is a block only if an argument is one, or a store of it into a scalar
             # pointer fails (pow of two 0-d tensors).
-            blocks = [a for a in args if isinstance(a, tl.tensor) and a.type.is_block()]
+            blocks = [
+                a for a in args if isinstance(a, tl.tensor) and isinstance(a.type, tl.block_type)
+            ]
             ty = tl.block_type(scalar, list(data.shape)) if blocks and data.shape else scalar
             return tl.tensor(TensorHandle(data, scalar), ty)
 
