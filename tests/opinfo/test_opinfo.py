@@ -21,7 +21,11 @@ What runs (environment variables); results and counts are in ``docs/opinfo.md``:
 * ``KILN_OPINFO_DEVICE=cuda``: on the GPU: float32, bfloat16, float16 on the Triton
   backend, every op. On the H200::
 
-      KILN_OPINFO_DEVICE=cuda KILN_OPINFO_SAMPLES=all python -m pytest tests/opinfo -q -rxX
+      for i in 0 1 2 3 4 5 6 7; do KILN_OPINFO_DEVICE=cuda KILN_OPINFO_SHARD=$i/8 \\
+        python -m pytest tests/opinfo/test_opinfo.py -q -rxX > opinfo-$i.log 2>&1 & done; wait
+
+  (8 processes for the machine's 16 cores; add ``KILN_OPINFO_SAMPLES=all`` for every
+  sample, about 25 times the work.)
 
 The tally per configuration (ops; samples passed, failed by category, skipped) is
 printed at the end of the run.
