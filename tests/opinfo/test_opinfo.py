@@ -31,8 +31,9 @@ The tally per configuration (ops; samples passed, failed by category, skipped) i
 printed at the end of the run.
 
 Cost, measured on the 2-core dev machine while 4 other jobs shared it: the default
-selection (1,000 op/dtype/backend cases, 1,100 samples) took 226 s of CPU (210 s user,
-16 s sys; 11 min wall under that load). One compiled graph per group of ``GROUP`` ops:
+selection (929 op/dtype/backend cases, 1,383 samples) took 229 s of CPU (212 s user,
+17 s sys; 19 min wall under a load of 8-10, so about 2-4 min on an idle 2-core CI).
+One compiled graph per group of ``GROUP`` ops:
 a group of 16 first samples costs about 3-5 s of CPU (AOTAutograd capture, the pass
 pipeline, one g++ run) against about 1.5 s per op compiled alone; every float32 sample
 of every op (18,755) would cost about an hour, hence the subsets. A group that fails to
