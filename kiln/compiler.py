@@ -218,7 +218,8 @@ def compile_graph(
     _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
     module = import_graph(gm)
-    _dump(debug, "00_aten.mlir", str(module))
+    if debug is not None:  # printing a module costs as much as a pass: only when asked
+        _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
 
     registry = _registry(options)
@@ -231,7 +232,8 @@ def compile_graph(
         if prev is not None:
             stats.pass_seconds[prev.name] = stats.pass_seconds.get(prev.name, 0.0) + now - last[0]
             stats.pass_ops[prev.name] = _count_ops(mod)
-            _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
+            if debug is not None:
+                _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
         last[0] = now
 
     try:

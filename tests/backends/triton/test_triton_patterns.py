@@ -63,6 +63,15 @@ def test_math_functions() -> None:
     )
 
 
+def test_math_functions_of_0d_tensors() -> None:
+    """A libdevice function of scalars (0-d tensors) is a scalar: the interpreter's NumPy
+    shim returned a 1-element block, whose store into a scalar pointer failed (OpInfo's
+    pow, logaddexp, binary_cross_entropy_with_logits)."""
+    x, y = torch.rand(()) + 0.5, torch.randn(())
+    check(lambda x, y: (torch.pow(x, y), torch.logaddexp(x, y), torch.atan2(y, x)), x, y)
+    check(lambda x, y: torch.log1p(x) + y, x, randn(3, 4))  # scalar result broadcast
+
+
 def test_where_and_nan_propagation() -> None:
     x = randn(24)
     x[3] = float("nan")

@@ -1,0 +1,59 @@
+"""The OpInfo runner's comparison catches what it must (no compilation here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from runner import Sample, check_sample
+
+
+def _sample(fn, *inputs: torch.Tensor, random: bool = False) -> Sample:
+    def program(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        return [fn(*tensors)]
+
+    return Sample(0, program, list(inputs), program(*inputs), random, None)
+
+
+def test_equal_results_pass() -> None:
+    x = torch.randn(4, 5)
+    check_sample(_sample(torch.sin, x), [torch.sin(x)])
+
+
+@pytest.mark.parametrize(
+    ("got", "message"),
+    [
+        (lambda y: y + 1e-3, "not close"),
+        (lambda y: y.double(), "dtype"),
+        (lambda y: y.reshape(5, 4), "shape"),
+        (lambda y: y.t().contiguous().t(), "strides"),
+        (lambda y: torch.where(y > 0, torch.nan, y), "not close"),
+    ],
+)
+def test_differences_fail(got, message: str) -> None:
+    x = torch.randn(4, 5)
+    with pytest.raises(AssertionError, match=message):
+        check_sample(_sample(torch.sin, x), [got(torch.sin(x))])
+
+
+def test_nan_positions_must_match() -> None:
+    x = torch.tensor([-1.0, 1.0, 4.0])
+    check_sample(_sample(torch.sqrt, x), [torch.sqrt(x)])  # NaN where eager has NaN
+    with pytest.raises(AssertionError):
+        check_sample(_sample(torch.sqrt, x), [torch.sqrt(x).nan_to_num()])
+
+
+def test_random_ops_compare_metadata_only() -> None:
+    x = torch.randn(4, 5)
+    sample = _sample(torch.rand_like, x, random=True)
+    check_sample(sample, [torch.rand_like(x)])
+    with pytest.raises(AssertionError, match="dtype"):
+        check_sample(sample, [torch.rand_like(x).double()])
+
+
+def test_more_accurate_than_eager_passes() -> None:
+    """A half-precision sum accumulated in float32 (as kiln does) is further from eager's
+    float16 result than the tolerance, but closer to the exact value."""
+    torch.manual_seed(0)
+    x = torch.rand(4096, dtype=torch.float16) * 100
+    exact = x.double().sum().to(torch.float16)
+    check_sample(_sample(torch.sum, x), [exact])
