@@ -8,7 +8,8 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
 ===============  ==========================================================================
 ``pipeline``     pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
 ``plugins``      plugin modules or ``.py`` files to load (each defines ``register(registry)``)
-``executor``     ``auto`` (C++ for CPU tensors, Triton for CUDA tensors, when built),
+``executor``     ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
+                 results, outputs; C++ otherwise; when built, see :mod:`kiln.devices`),
                  ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
                  slow, for debugging)
 ``autotune``     benchmark candidate kernel configs on first call (Triton)
@@ -35,6 +36,7 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
+from kiln.devices import choose_executor, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry
 
 DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
@@ -192,10 +194,11 @@ def compile_graph(
         (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
         None,
     )
-    executor = _choose_executor(options.executor, example_inputs)
+    devices = graph_devices(gm, example_inputs)
+    executor = choose_executor(options.executor, devices, _available_executors())
     if executor == "triton":
-        _check_triton_devices(name, example_inputs)
-    run, stats.executor = _build(executor, module, options, debug)
+        _check_triton_devices(name, example_inputs, devices)
+    run, stats.executor = _build(executor, module, options, debug, gpu_device(devices))
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
@@ -249,20 +252,12 @@ def extern_overloads(module: ModuleOp) -> Counter[str]:
     return counts
 
 
-def _choose_executor(requested: Executor, inputs: Sequence[Any]) -> str:
-    if requested != "auto":
-        return requested
-    on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
-    available = _available_executors()
-    wanted = "triton" if on_cuda else "cpp"
-    return wanted if wanted in available else "interpret"
-
-
-def _check_triton_devices(name: str, inputs: Sequence[Any]) -> None:
-    """Real Triton kernels read GPU memory only; say so at compile time, not at a launch."""
+def _check_triton_devices(name: str, inputs: Sequence[Any], devices: set[torch.device]) -> None:
+    """Real Triton kernels read GPU memory only; say so at compile time, not at a launch.
+    A CPU input of a CUDA graph (a 0-d tensor, CPU indices) is moved by the wrapper."""
     from kiln.backends.triton.runtime import interpreting
 
-    if interpreting():
+    if interpreting() or gpu_device(devices) is not None:
         return
     for k, t in enumerate(inputs):
         if isinstance(t, torch.Tensor) and not t.is_cuda:
@@ -296,7 +291,11 @@ Runner = Callable[[list[Any]], Sequence[Any]]
 
 
 def _build(
-    executor: str, module: ModuleOp, options: CompileOptions, debug: Path | None
+    executor: str,
+    module: ModuleOp,
+    options: CompileOptions,
+    debug: Path | None,
+    device: torch.device | None = None,
 ) -> tuple[Runner, str]:
     """The runner for ``module``, and the executor that actually runs it."""
     if executor == "interpret":
@@ -331,7 +330,13 @@ def _build(
             raise CompileError(
                 "executor 'triton' runs kernel-level IR: the pipeline must include fuse"
             )
-        triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
+        from kiln.backends.triton.runtime import interpreting
+
+        triton_options = TritonOptions(
+            autotune=options.autotune,
+            cuda_graphs=options.cuda_graphs,
+            device=None if interpreting() or device is None else str(device),
+        )
         triton_program = compile_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)
         return triton_program.boxed_call, "triton"
