@@ -219,10 +219,17 @@ def program_device(option: str | None, interpret: bool) -> torch.device:
     return device
 
 
-def fresh_buffer(value: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """An extern's result as a buffer the program owns: contiguous, aliasing no input."""
+def fresh_buffer(
+    value: torch.Tensor | None, inputs: Sequence[torch.Tensor | None]
+) -> torch.Tensor | None:
+    """An extern's result as a buffer the program owns: contiguous, aliasing no input
+    (``None``, an optional output ATen left undefined, stays ``None``)."""
+    if value is None:
+        return None
     storage = value.untyped_storage().data_ptr()
-    if value.is_contiguous() and all(t.untyped_storage().data_ptr() != storage for t in inputs):
+    if value.is_contiguous() and all(
+        t is None or t.untyped_storage().data_ptr() != storage for t in inputs
+    ):
         return value
     return value.clone(memory_format=torch.contiguous_format)
 
