@@ -192,6 +192,11 @@ class LoweringContext:
     ) -> list[TensorRef]:
         """Reduce ``body(bb, idx, ridx)`` (cast to ``value_type``) over the reduction space."""
         check_body_type(value_type)
+        if any(sympy.sympify(s) == 0 for s in reduction_sizes):
+            # A reduction of nothing: ATen gives the identity (sum, prod, any, all), NaN
+            # (mean, var) or raises eager's error (max, min, argmax: no identity), where
+            # a loop would return its initial value (-inf) and load from empty buffers.
+            raise NoLowering(f"{kind.value} over a 0-size dim")
         bb = self.body(sizes, reduction_sizes)
         size_attrs = self._size_attrs(bb, sizes)
         reduction_attrs = self._size_attrs(bb, reduction_sizes)
