@@ -36,7 +36,7 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
-from kiln.devices import choose_executor, gpu_device, graph_devices
+from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry
 
 DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
@@ -209,14 +209,26 @@ def compile_graph(
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 
-    if output_structure is None:
+    fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
+    if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
     from kiln.frontends.fx.outputs import structure_builder
 
-    build = structure_builder(str(output_structure.data))  # pyright: ignore
+    build = (
+        structure_builder(str(output_structure.data))  # pyright: ignore
+        if output_structure is not None
+        else tuple
+    )
+    if fix is None:
 
-    def call(args: Sequence[Any]) -> Any:
-        return build(run(_owned(args)))
+        def call(args: Sequence[Any]) -> Any:
+            return build(run(_owned(args)))
+
+    else:
+
+        def call(args: Sequence[Any]) -> Any:
+            # A CUDA program allocates on the GPU; eager made these outputs on the CPU.
+            return fix(build(run(_owned(args))))
 
     return CompiledGraph(call, stats, module)
 

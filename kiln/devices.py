@@ -10,7 +10,7 @@ graph (legal in eager) does not make the graph a CPU one: the Triton wrapper mov
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -51,4 +51,42 @@ def choose_executor(requested: str, devices: Iterable[torch.device], available: 
     return wanted if wanted in available else "interpret"
 
 
-__all__ = ["choose_executor", "gpu_device", "graph_devices"]
+def output_devices(gm: torch.fx.GraphModule) -> list[torch.device | None]:
+    """The device eager gives each output leaf (None: not a tensor, or unknown)."""
+    output = next(iter(gm.graph.find_nodes(op="output")), None)
+    if output is None:
+        return []
+    leaves = pytree.tree_leaves(output.args[0], is_leaf=lambda v: v is None)
+    out: list[torch.device | None] = []
+    for leaf in leaves:
+        val = leaf.meta.get("val") if isinstance(leaf, torch.fx.Node) else None
+        out.append(val.device if isinstance(val, torch.Tensor) else None)
+    return out
+
+
+def device_fixer(
+    gm: torch.fx.GraphModule, program_device: torch.device | None
+) -> Callable[[Any], Any] | None:
+    """For a GPU program whose graph returns CPU tensors (``torch.tensor(2.0)`` made in
+    a CUDA graph), a function moving those outputs back to the CPU; None when every
+    output is on the program's device (the common case costs nothing)."""
+    if program_device is None:
+        return None
+    devices = output_devices(gm)
+    moved = [k for k, d in enumerate(devices) if d is not None and d.type == "cpu"]
+    if not moved:
+        return None
+
+    def fix(result: Any) -> Any:
+        leaves, spec = pytree.tree_flatten(result, is_leaf=lambda v: v is None)
+        if len(leaves) != len(devices):
+            return result
+        for k in moved:
+            if isinstance(leaves[k], torch.Tensor):
+                leaves[k] = leaves[k].cpu()
+        return pytree.tree_unflatten(leaves, spec)
+
+    return fix
+
+
+__all__ = ["choose_executor", "device_fixer", "gpu_device", "graph_devices", "output_devices"]

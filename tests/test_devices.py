@@ -78,3 +78,18 @@ def test_cpu_graph_runs_on_cpp_and_explicit_choices_stand() -> None:
     assert choose_executor("auto", devices, {"interpret"}) == "interpret"
     cuda = graph_devices(trace(lambda: torch.ones(2, device="cuda")))
     assert choose_executor("auto", cuda, {"cpp", "interpret"}) == "interpret"
+
+
+def test_cpu_outputs_of_a_cuda_graph_are_moved_back() -> None:
+    from kiln.devices import device_fixer, output_devices
+
+    gm = trace(lambda x: (x * 2.0, torch.ones(2) + 1.0), ((3,), "cuda"))
+    devices = output_devices(gm)
+    assert [d.type if d is not None else None for d in devices] == ["cuda", "cpu"]
+    fix = device_fixer(gm, torch.device("cuda", 0))
+    assert fix is not None
+    out = fix((torch.randn(3), torch.randn(2)))
+    assert isinstance(out, tuple)
+    assert out[1].device.type == "cpu"
+    assert device_fixer(trace(lambda x: x * 2.0, ((3,), "cuda")), torch.device("cuda", 0)) is None
+    assert device_fixer(gm, None) is None

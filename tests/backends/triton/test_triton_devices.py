@@ -5,7 +5,7 @@ are checked on graphs traced with fake CUDA tensors. With ``KILN_TRITON_DEVICE=c
 the GPU tests compile through ``torch.compile(backend="kiln")`` and compare every
 output's device, dtype and values with eager::
 
-    KILN_TRITON_DEVICE=cuda python -m pytest tests/backends/triton/test_devices.py -q
+    KILN_TRITON_DEVICE=cuda python -m pytest tests/backends/triton/test_triton_devices.py -q
 """
 
 from __future__ import annotations
@@ -127,6 +127,11 @@ def test_gpu_factory_only_graphs_return_cuda_tensors() -> None:
 @gpu_only
 def test_gpu_graph_that_moves_a_cpu_input_to_cuda() -> None:
     _assert_like_eager(lambda x: (x.to("cuda") * 2.0).sin(), torch.randn(8))
+
+
+@gpu_only
+def test_gpu_cpu_tensor_made_in_a_cuda_graph_stays_on_the_cpu() -> None:
+    _assert_like_eager(lambda x: (x * 2.0, torch.ones(2) + 1.0), torch.randn(3, device="cuda"))
 
 
 @gpu_only
