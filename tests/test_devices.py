@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.signal import windows
 
 from kiln.devices import choose_executor, gpu_device, graph_devices
 
@@ -37,7 +38,7 @@ def test_factory_only_graph_on_cuda_runs_on_triton() -> None:
             torch.linspace(0, 1, 5, device="cuda"),
             torch.logspace(0, 1, 5, device="cuda"),
             torch.scalar_tensor(2.0, device="cuda"),
-            torch.signal.windows.hann(6, device="cuda"),
+            windows.hann(6, device=torch.device("cuda")),
         )
     )
     assert executor(gm) == "triton"

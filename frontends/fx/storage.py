@@ -146,7 +146,7 @@ def storage_operands(
         args["self"] = base_value
     if offset is None:
         args["storage_offset"] = val.storage_offset()
-    return target, storage_attr(base_val.storage_offset(), base_val.stride())
+    return target, storage_attr(int(base_val.storage_offset()), [int(s) for s in base_val.stride()])
 
 
 __all__ = ["STORAGE_READS", "STORAGE_WRITES", "storage_base", "storage_operands"]

@@ -19,11 +19,17 @@ import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.signal import windows as signal_windows
 from triton_checks import DEVICE
 
 import kiln
 from kiln.backends.triton.runtime import as_buffer
-from kiln.compiler import CompileOptions, _check_triton_devices, compile_graph  # pyright: ignore[reportPrivateUsage]
+from kiln.compiler import (
+    CompileError,
+    CompileOptions,
+    _check_triton_devices,  # pyright: ignore[reportPrivateUsage]
+    compile_graph,
+)  # pyright: ignore[reportPrivateUsage]
 from kiln.devices import graph_devices
 
 ON_GPU = DEVICE.type == "cuda"
@@ -32,24 +38,24 @@ gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs KILN_TRITON_DEVICE=cuda 
 
 def factories(device: str) -> tuple[torch.Tensor, ...]:
     return (
-        torch.ones(3, device=device) * 2.0,
-        torch.zeros(2, 3, device=device) + 1.0,
-        torch.full((4,), 1.5, device=device),
-        torch.arange(5, device=device) * 3,
-        torch.linspace(-1.0, 1.0, 7, device=device),
-        torch.logspace(0.0, 2.0, 5, device=device),
-        torch.scalar_tensor(2.5, device=device) + 1.0,
+        torch.ones(3, device=torch.device(device)) * 2.0,
+        torch.zeros(2, 3, device=torch.device(device)) + 1.0,
+        torch.full((4,), 1.5, device=torch.device(device)),
+        torch.arange(5, device=torch.device(device)) * 3,
+        torch.linspace(-1.0, 1.0, 7, device=torch.device(device)),
+        torch.logspace(0.0, 2.0, 5, device=torch.device(device)),
+        torch.scalar_tensor(2.5, device=torch.device(device)) + 1.0,
     )
 
 
 def windows(device: str) -> tuple[torch.Tensor, ...]:
-    w = torch.signal.windows
+    w = signal_windows
     return (
-        w.hann(8, device=device),
-        w.hamming(8, device=device),
-        w.gaussian(8, std=2.0, device=device),
-        w.cosine(8, device=device),
-        w.exponential(8, device=device),
+        w.hann(8, device=torch.device(device)),
+        w.hamming(8, device=torch.device(device)),
+        w.gaussian(8, std=2.0, device=torch.device(device)),
+        w.cosine(8, device=torch.device(device)),
+        w.exponential(8, device=torch.device(device)),
     )
 
 
@@ -83,7 +89,7 @@ def test_cpu_scalar_input_of_a_cuda_graph_is_no_compile_error(
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     _check_triton_devices("g", [torch.randn(3), torch.randn(())], graph_devices(gm))
     cpu = make_fx(lambda x: x * 2.0)(torch.randn(3))
-    with pytest.raises(kiln.compiler.CompileError, match="input 0 is on cpu"):
+    with pytest.raises(CompileError, match="input 0 is on cpu"):
         _check_triton_devices("g", [torch.randn(3)], graph_devices(cpu))
 
 
