@@ -8,7 +8,8 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
 ===============  ==========================================================================
 ``pipeline``     pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
 ``plugins``      plugin modules or ``.py`` files to load (each defines ``register(registry)``)
-``executor``     ``auto`` (C++ for CPU tensors, Triton for CUDA tensors, when built),
+``executor``     ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
+                 results, outputs; C++ otherwise; when built, see :mod:`kiln.devices`),
                  ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
                  slow, for debugging)
 ``autotune``     benchmark candidate kernel configs on first call (Triton)
@@ -37,6 +38,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
+from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
 DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
@@ -250,10 +252,11 @@ def compile_graph(
         (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
         None,
     )
-    executor = _choose_executor(options.executor, example_inputs)
+    devices = graph_devices(gm, example_inputs)
+    executor = choose_executor(options.executor, devices, _available_executors())
     if executor == "triton":
-        _check_triton_devices(name, example_inputs)
-    run, stats.executor = _build(executor, module, options, debug)
+        _check_triton_devices(name, example_inputs, devices)
+    run, stats.executor = _build(executor, module, options, debug, gpu_device(devices))
     stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
@@ -264,14 +267,26 @@ def compile_graph(
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 
-    if output_structure is None:
+    fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
+    if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
     from kiln.frontends.fx.outputs import structure_builder
 
-    build = structure_builder(str(output_structure.data))  # pyright: ignore
+    build = (
+        structure_builder(str(output_structure.data))  # pyright: ignore
+        if output_structure is not None
+        else tuple
+    )
+    if fix is None:
 
-    def call(args: Sequence[Any]) -> Any:
-        return build(run(_owned(args)))
+        def call(args: Sequence[Any]) -> Any:
+            return build(run(_owned(args)))
+
+    else:
+
+        def call(args: Sequence[Any]) -> Any:
+            # A CUDA program allocates on the GPU; eager made these outputs on the CPU.
+            return fix(build(run(_owned(args))))
 
     return CompiledGraph(call, stats, module)
 
@@ -307,20 +322,12 @@ def extern_overloads(module: ModuleOp) -> Counter[str]:
     return counts
 
 
-def _choose_executor(requested: Executor, inputs: Sequence[Any]) -> str:
-    if requested != "auto":
-        return requested
-    on_cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
-    available = _available_executors()
-    wanted = "triton" if on_cuda else "cpp"
-    return wanted if wanted in available else "interpret"
-
-
-def _check_triton_devices(name: str, inputs: Sequence[Any]) -> None:
-    """Real Triton kernels read GPU memory only; say so at compile time, not at a launch."""
+def _check_triton_devices(name: str, inputs: Sequence[Any], devices: set[torch.device]) -> None:
+    """Real Triton kernels read GPU memory only; say so at compile time, not at a launch.
+    A CPU input of a CUDA graph (a 0-d tensor, CPU indices) is moved by the wrapper."""
     from kiln.backends.triton.runtime import interpreting
 
-    if interpreting():
+    if interpreting() or gpu_device(devices) is not None:
         return
     for k, t in enumerate(inputs):
         if isinstance(t, torch.Tensor) and not t.is_cuda:
@@ -354,7 +361,11 @@ Runner = Callable[[list[Any]], Sequence[Any]]
 
 
 def _build(
-    executor: str, module: ModuleOp, options: CompileOptions, debug: Path | None
+    executor: str,
+    module: ModuleOp,
+    options: CompileOptions,
+    debug: Path | None,
+    device: torch.device | None = None,
 ) -> tuple[Runner, str]:
     """The runner for ``module``, and the executor that actually runs it."""
     if executor == "interpret":
@@ -389,7 +400,13 @@ def _build(
             raise CompileError(
                 "executor 'triton' runs kernel-level IR: the pipeline must include fuse"
             )
-        triton_options = TritonOptions(autotune=options.autotune, cuda_graphs=options.cuda_graphs)
+        from kiln.backends.triton.runtime import interpreting
+
+        triton_options = TritonOptions(
+            autotune=options.autotune,
+            cuda_graphs=options.cuda_graphs,
+            device=None if interpreting() or device is None else str(device),
+        )
         triton_program = compile_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)
         return triton_program.boxed_call, "triton"

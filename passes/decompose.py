@@ -99,6 +99,37 @@ def _when_not_training(decomposition: Callable[..., Any]) -> Callable[..., Any]:
     return decompose
 
 
+def _running_stats_in_float(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """A training batch-norm decomposition that updates the running statistics in the
+    computation dtype (float32 for bf16/fp16), as eager's kernels do.
+
+    PyTorch's decomposition computes ``(1 - momentum) * running_mean`` in the running
+    stat's own dtype: a bf16 rounding eager never makes, up to an ulp (2.0 for a running
+    variance near 300) off after one step. The new statistics are float32 either way
+    (the op's result types), so only that rounding goes."""
+    from torch._prims_common import get_computation_dtype
+
+    def decompose(
+        input: torch.Tensor,
+        weight: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        running_mean: torch.Tensor,
+        running_var: torch.Tensor,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        dtype = get_computation_dtype(input.dtype)
+
+        def upcast(t: torch.Tensor) -> torch.Tensor:
+            return t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+
+        return decomposition(
+            input, weight, bias, upcast(running_mean), upcast(running_var), *args, **kwargs
+        )
+
+    return decompose
+
+
 @cache
 def base_table(name: str) -> dict[Any, Callable[..., Any]]:
     """The named decomposition table (see module docstring)."""
@@ -121,6 +152,12 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
                 extra.append(getattr(packet, overload))
         table = dict(core_aten_decompositions())
         table.update(get_decompositions(extra))
+        for overload in (
+            torch.ops.aten._native_batch_norm_legit_functional.default,
+            torch.ops.aten._batch_norm_with_update_functional.default,
+        ):
+            if overload in table:
+                table[overload] = _running_stats_in_float(table[overload])
         # ``_native_batch_norm_legit_no_training`` decomposes into the mutating overload
         # with ``training=False``; only that case is pure, so only it is decomposed.
         for overload in (

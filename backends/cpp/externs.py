@@ -94,9 +94,15 @@ def _made_fresh(value: SSAValue, overloads: frozenset[str]) -> bool:
     return owner.overload_name in overloads
 
 
-def as_buffer(value: torch.Tensor, inputs: Sequence[Any], fresh: bool = False) -> torch.Tensor:
+def as_buffer(
+    value: torch.Tensor | None, inputs: Sequence[Any], fresh: bool = False
+) -> torch.Tensor | None:
     """``value`` as a buffer a kernel may read and later overwrite (``fresh``: it cannot
-    alias an input, so only its layout is checked)."""
+    alias an input, so only its layout is checked). ``None`` stays ``None``: an optional
+    output ATen left undefined (cuDNN attention's ``cum_seq_q``) although the FakeTensor
+    the graph was traced with is a tensor."""
+    if value is None:
+        return None
     if value.is_contiguous() and value.storage_offset() == 0:
         if fresh:
             return value

@@ -64,6 +64,9 @@ class TritonOptions:
     """Parallel compile workers (0: one per CPU, at most 16)."""
     progress: bool = True
     """Print autotuning progress on stderr."""
+    device: str | None = None
+    """The device the program allocates on and moves its arguments to (the graph's, see
+    :mod:`kiln.devices`); default: the current CUDA device, or the CPU when interpreting."""
 
 
 def interpreting() -> bool:
@@ -193,17 +196,40 @@ def pointer_dtypes(kernel: KernelOp) -> list[torch.dtype]:
 # -- run-time support the wrapper calls ---------------------------------------------------------
 
 
-def as_buffer(value: Any) -> Any:
-    """A program argument as a contiguous buffer (copied only when it is not)."""
-    if isinstance(value, torch.Tensor) and not value.is_contiguous():
+def as_buffer(value: Any, device: torch.device | None = None) -> Any:
+    """A program argument as a contiguous buffer on ``device`` (copied only when it is
+    not: a CPU 0-d tensor of a CUDA graph, legal in eager, would fault in a kernel)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if device is not None and value.device != device:
+        value = value.to(device)
+    if not value.is_contiguous():
         return value.contiguous()
     return value
 
 
-def fresh_buffer(value: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """An extern's result as a buffer the program owns: contiguous, aliasing no input."""
+def program_device(option: str | None, interpret: bool) -> torch.device:
+    """The device a program runs on (see :attr:`TritonOptions.device`), with an index,
+    so that comparing it with a tensor's device is exact."""
+    if interpret:
+        return torch.device("cpu")
+    device = torch.device(option or "cuda")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def fresh_buffer(
+    value: torch.Tensor | None, inputs: Sequence[torch.Tensor | None]
+) -> torch.Tensor | None:
+    """An extern's result as a buffer the program owns: contiguous, aliasing no input
+    (``None``, an optional output ATen left undefined, stays ``None``)."""
+    if value is None:
+        return None
     storage = value.untyped_storage().data_ptr()
-    if value.is_contiguous() and all(t.untyped_storage().data_ptr() != storage for t in inputs):
+    if value.is_contiguous() and all(
+        t is None or t.untyped_storage().data_ptr() != storage for t in inputs
+    ):
         return value
     return value.clone(memory_format=torch.contiguous_format)
 
@@ -321,7 +347,7 @@ def compile_program(
     loaded.fresh_buffer = fresh_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]
     loaded.get_stream = _stream_getter(interpret)  # pyright: ignore[reportAttributeAccessIssue]
-    loaded.default_device = torch.device("cpu" if interpret else "cuda")  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.default_device = program_device(options.device, interpret)  # pyright: ignore[reportAttributeAccessIssue]
     if not interpret and not options.autotune:
         precompile(generated.kernels, runners, options.compile_threads)
     program = TritonProgram(generated.text, path, loaded, runners, interpret, tuner)
@@ -369,5 +395,6 @@ __all__ = [
     "interpreting",
     "kernel_spec",
     "precompile",
+    "program_device",
     "reinterpret",
 ]

@@ -188,9 +188,12 @@ class WrapperPrinter:
         tensors = [
             p for p, a in zip(params, block.args, strict=True) if isinstance(a.type, MemRefType)
         ]
+        # The graph's device, fixed at compile time (kiln.devices): a graph whose tensors
+        # are all made inside it still allocates on the GPU, and a CPU 0-d argument of a
+        # CUDA graph is moved there.
+        self.emit("device = default_device")
         for p in tensors:
-            self.emit(f"{p} = as_buffer({p})")
-        self.emit(f"device = {tensors[0]}.device" if tensors else "device = default_device")
+            self.emit(f"{p} = as_buffer({p}, device)")
         self.emit("stream = get_stream(device)")
         released = argument_releases(self.program)
         self.release(released.get(None, []))
@@ -280,10 +283,26 @@ class WrapperPrinter:
                 self.names[result] = name
             for line in lines:
                 self.emit(line)
+            self.kernel_inputs_on_device(op)
             return
         for name in outputs:
             self.taken.discard(name)
         self.extern_overloads(op)
+        self.kernel_inputs_on_device(op)
+
+    def kernel_inputs_on_device(self, op: ExternOp) -> None:
+        """An extern's 0-d result that a kernel reads is moved to the program's device:
+        ATen may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a
+        device), which eager mixes into GPU ops but a Triton kernel cannot read."""
+        for result in op.outputs:
+            ty = result.type
+            if (
+                isinstance(ty, MemRefType)
+                and not ty.get_shape()
+                and any(isinstance(use.operation, LaunchOp) for use in result.uses)
+            ):
+                name = self.name(result)
+                self.emit(f"{name} = as_buffer({name}, device)")
 
     def extern_overloads(self, op: ExternOp) -> None:
         """An extern body as ``aten.<op>.<overload>(...)`` calls (for bodies that

@@ -90,7 +90,10 @@ class FloorDiv(sympy.Function):
         if divisor == 1:
             return base
         if divisor == 0:
-            raise ZeroDivisionError("index expression divides by zero")
+            # Index expressions divide by sizes and strides, which are 0 only where a
+            # dim is empty: no index of that space is ever evaluated, so any value will
+            # do (torch.eye(0), sums over a 0-size dim, block_diag with an empty block).
+            return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(as_int(base) // as_int(divisor))
         if base == 0:
@@ -119,7 +122,10 @@ def floordiv(base: Expr | int, divisor: Expr | int) -> Expr:
 
 
 def mod(base: Expr | int, divisor: Expr | int) -> Expr:
-    """``base % divisor`` (Python's sign rule), simplified."""
+    """``base % divisor`` (Python's sign rule), simplified; 0 for a 0 divisor (an empty
+    dim's size: see :meth:`FloorDiv.eval`)."""
+    if divisor == 0:
+        return sympy.Integer(0)
     return cast(Expr, sympy.Mod(base, divisor))
 
 

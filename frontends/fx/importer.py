@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import ArgEncodingError
+from kiln.dialects.aten.storage import STORAGE_ATTR
 from kiln.frontends.fx.constants import constant_op
 from kiln.frontends.fx.errors import FxImportError
 from kiln.frontends.fx.locations import LocationBuilder
@@ -40,6 +41,7 @@ from kiln.frontends.fx.outputs import (
     output_strides_attr,
 )
 from kiln.frontends.fx.overloads import Overload, OverloadTable
+from kiln.frontends.fx.storage import STORAGE_READS, STORAGE_WRITES, storage_operands
 from kiln.frontends.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
@@ -60,6 +62,8 @@ SMALL_CONSTANT_NUMEL = 64
 are embedded even when parameters stay inputs: they are literals of the program."""
 
 _TRACED_CONSTANT_PREFIXES = ("_tensor_constant", "_lifted_tensor_constant")
+
+STORAGE_OPS = STORAGE_READS | STORAGE_WRITES
 
 _EXPECTED_ERRORS = (
     UnsupportedValue,
@@ -304,11 +308,19 @@ class GraphImporter:
         args = {name: convert(value) for name, value in zip(names, node.args, strict=False)}
         for name, value in node.kwargs.items():
             args[name] = convert(value)
+        storage: Attribute | None = None
+        if target in STORAGE_OPS:
+            # as_strided & co. read eager's storage layout, which kiln's buffers need not have.
+            target, storage = storage_operands(node, target, args, self._values)
+            overload = self._overloads.get(target)
         scalars = [n for n in overload.tensor_args if _is_scalar(args.get(n))]
         if scalars:
             overload = self._wrap_scalars(target, overload, args, scalars)
         result_types = self._types.result_types(self._meta_val(node))
-        self._define(node, overload.build(args, result_types))
+        op = overload.build(args, result_types)
+        if storage is not None:
+            op.attributes[STORAGE_ATTR] = storage
+        self._define(node, op)
 
     def _wrap_scalars(
         self,

@@ -27,6 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
 from kiln.dialects.loop.ops import (
     ExternOp,
@@ -191,6 +192,11 @@ class LoweringContext:
     ) -> list[TensorRef]:
         """Reduce ``body(bb, idx, ridx)`` (cast to ``value_type``) over the reduction space."""
         check_body_type(value_type)
+        if any(sympy.sympify(s) == 0 for s in reduction_sizes):
+            # A reduction of nothing: ATen gives the identity (sum, prod, any, all), NaN
+            # (mean, var) or raises eager's error (max, min, argmax: no identity), where
+            # a loop would return its initial value (-inf) and load from empty buffers.
+            raise NoLowering(f"{kind.value} over a 0-size dim")
         bb = self.body(sizes, reduction_sizes)
         size_attrs = self._size_attrs(bb, sizes)
         reduction_attrs = self._size_attrs(bb, reduction_sizes)
@@ -259,10 +265,16 @@ class LoweringContext:
             return arg
 
         views: list[tuple[SSAValue, TensorRef]] = []
+        eager_layout = self._eager_layout_operand(op)
         for operand in op.operands:
             if operand in mapping:
                 continue
             lowered = self.values.get(operand)
+            if isinstance(lowered, TensorRef) and eager_layout is not None:
+                if operand is eager_layout[0]:
+                    # The op's values depend on this operand's strides (kiln.storage).
+                    views.append((operand, self.in_layout(lowered, eager_layout[1])))
+                    continue
             if isinstance(lowered, TensorRef):
                 if lowered.is_plain() and _same_shape(lowered):
                     mapping[operand] = input_arg(lowered.buffer)
@@ -310,6 +322,32 @@ class LoweringContext:
             else:
                 out.append(self.buffer_ref(result))
         return out
+
+    def _eager_layout_operand(self, op: Operation) -> tuple[SSAValue, tuple[int, ...]] | None:
+        """The ``self`` operand of a storage-dependent op and the strides eager gives it."""
+        if not isinstance(op, AtenOp):
+            return None
+        layout = storage_layout(op)
+        operand = op.tensor_operands().get("self", [None])
+        if layout is None or not operand or operand[0] is None:
+            return None
+        return operand[0], layout[1]
+
+    def in_layout(self, ref: TensorRef, strides: Sequence[int]) -> TensorRef:
+        """``ref`` with exactly ``strides`` (a dense layout): a view when kiln already
+        stores it so, else a copy whose buffer is ordered by decreasing stride."""
+        if ref.strides is not None and all(
+            size == 1 or a == b for size, a, b in zip(ref.sizes, ref.strides, strides, strict=True)
+        ):
+            return ref
+        order = sorted(range(ref.rank), key=lambda k: -strides[k])
+        position = [order.index(d) for d in range(ref.rank)]
+        copy = self.pointwise(
+            [ref.sizes[k] for k in order],
+            ref.dtype,
+            lambda bb, idx: bb.load(ref, [idx[position[d]] for d in range(ref.rank)]),
+        )
+        return copy.permute(position)
 
     def _follows_channels_last(self, op: Operation) -> bool:
         if not isinstance(op, AtenOp) or op.overload_name not in CHANNELS_LAST_FOLLOWING:

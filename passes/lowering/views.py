@@ -19,9 +19,19 @@ from typing import Any
 import sympy
 from xdsl.dialects.builtin import StringAttr
 
-from kiln.dialects.loop.expr import floordiv
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.tensors import NCHW, NHWC, ONE, TensorRef, expr, numel
+from kiln.dialects.aten.storage import dense_dims, storage_layout
+from kiln.dialects.loop.expr import floordiv, mod
+from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, LoweringError, OpArgs
+from kiln.passes.lowering.tensors import (
+    NCHW,
+    NHWC,
+    ONE,
+    ZERO,
+    TensorRef,
+    expr,
+    numel,
+    strided_index,
+)
 from kiln.passes.lowering.types import NoLowering
 
 Expr = sympy.Expr
@@ -235,13 +245,80 @@ def _chunk(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
 def _as_strided(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
-    if ref.strides is None:
-        raise NoLowering("as_strided of a non-strided view")
     sizes = args.result_sizes(0, _sizes(args.value("size")))
     strides = _sizes(args.value("stride"))
     offset = args.value("storage_offset")
+    layout = storage_layout(args.op)
+    if layout is not None:
+        return [_storage_view(args, ref, layout, sizes, strides, offset)]
+    # IR without eager's layout (written by hand): the buffer is taken to be the storage.
+    if ref.strides is None:
+        raise NoLowering("as_strided of a non-strided view")
     start = ref.offset if offset is None else expr(offset)
     return [ref.strided(sizes, strides, start)]
+
+
+def _storage_view(
+    args: OpArgs,
+    ref: TensorRef,
+    layout: tuple[int, tuple[int, ...]],
+    sizes: Sequence[Expr],
+    strides: Sequence[Expr],
+    offset: Any,
+) -> TensorRef:
+    """``as_strided`` over ``ref``, whose eager storage layout is ``layout``: element
+    ``idx`` of the result is the element of ``ref`` that eager stores at position
+    ``offset + sum(strides * idx)`` (kiln's buffer may hold ``ref`` in another layout)."""
+    base_offset, base_strides = layout
+    base_sizes = [int(s) if s.is_Integer else None for s in ref.sizes]
+    start = expr(base_offset if offset is None else offset)
+    if (
+        None in base_sizes
+        or len(base_strides) != ref.rank
+        or not all(e.is_Integer for e in (*sizes, *strides, start))
+    ):
+        raise LoweringError(f"{args.op.name}: symbolic sizes with a recorded storage layout")
+    static_sizes = [int(s) for s in base_sizes if s is not None]
+    dims = dense_dims(static_sizes, base_strides)
+    covered = 1
+    for k in dims or ():
+        covered *= static_sizes[k]
+    first = int(start) + sum(
+        int(st) * (int(n) - 1) for st, n in zip(strides, sizes, strict=True) if int(st) < 0
+    )
+    last = int(start) + sum(
+        int(st) * (int(n) - 1) for st, n in zip(strides, sizes, strict=True) if int(st) > 0
+    )
+    empty = any(int(n) == 0 for n in sizes)
+    if not empty and (dims is None or first < base_offset or last >= base_offset + covered):
+        # Eager reads storage that holds no element of the tensor kiln was given (a
+        # graph input that is a slice of a larger tensor, gaps between elements):
+        # kiln's buffers do not have it, so no lowering or extern can be right.
+        raise LoweringError(
+            f"{args.op.name}: reads storage positions [{first}, {last}] outside the"
+            f" {covered} elements its input holds (eager strides {list(base_strides)},"
+            f" offset {base_offset}); kiln cannot reproduce that storage"
+        )
+    if ref.strides is not None and all(
+        n == 1 or st == s for n, st, s in zip(static_sizes, base_strides, ref.strides, strict=True)
+    ):
+        # kiln holds the elements in eager's layout: storage positions carry over.
+        return ref.strided(sizes, strides, ref.offset + start - base_offset)
+    inner = list(dims or ())
+
+    def element(idx: Sequence[Expr]) -> list[Expr]:
+        position = strided_index(tuple(strides), start - base_offset, tuple(idx))
+        out: list[Expr] = [ZERO] * ref.rank
+        for k in inner:
+            part = floordiv(position, sympy.Integer(base_strides[k]))
+            out[k] = (
+                part
+                if base_strides[k] * static_sizes[k] == covered
+                else mod(part, sympy.Integer(static_sizes[k]))
+            )
+        return out
+
+    return ref.with_map(sizes, element)
 
 
 def _diagonal(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

@@ -46,6 +46,10 @@ R = reduction_var(0)
 
 def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     """The row-major coordinates of position ``flat`` in a space of ``sizes``."""
+    if any(size == 0 for size in sizes):
+        # An empty space has no position: any coordinates will do (and the row-major
+        # strides after a 0-size dim are 0, which the floor division would divide by).
+        return [sympy.Integer(0) for _ in sizes]
     out: list[sympy.Expr] = []
     stride: sympy.Expr = sympy.Integer(1)
     strides: list[sympy.Expr] = []
@@ -213,8 +217,12 @@ class ProgramBuilder:
         outputs = self._outputs(group)
         if not outputs:
             return  # every result is dead
-        kernel, inputs, syms = self._kernel(group, outputs)
-        self.kernels.append(kernel)
+        # Every output empty (a 0-size dim): nothing to compute, so no kernel, whose
+        # index algebra would divide by the empty dims' strides; the buffers still exist.
+        empty = all(_empty_space(self.graph.nodes[i].loop) for i in group.nodes)
+        kernel, inputs, syms = (None, [], []) if empty else self._kernel(group, outputs)
+        if kernel is not None:
+            self.kernels.append(kernel)
         outs: list[SSAValue] = []
         for value in outputs:
             ty = value.type
@@ -231,8 +239,9 @@ class ProgramBuilder:
             block.add_op(alloc)
             outs.append(alloc.result)
             self.values[value] = alloc.result
-        args = [self.values[v] for v in [*inputs, *syms]]
-        block.add_op(LaunchOp(kernel.sym_name.data, args, outs))
+        if kernel is not None:
+            args = [self.values[v] for v in [*inputs, *syms]]
+            block.add_op(LaunchOp(kernel.sym_name.data, args, outs))
 
     def _kernel(
         self, group: Group, outputs: Sequence[SSAValue]
@@ -283,6 +292,11 @@ class ProgramBuilder:
             Region(block),
         )
         return kernel, inputs, syms
+
+
+def _empty_space(loop: LoopNestOp) -> bool:
+    """Whether the loop nest writes no element (a static 0 among its output sizes)."""
+    return any(size.data == 0 for size in loop.sizes.data)
 
 
 def remove_dead_nodes(func: FuncOp) -> None:

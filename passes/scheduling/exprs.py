@@ -21,6 +21,8 @@ def floordiv(a: sympy.Expr, b: sympy.Expr | int) -> sympy.Expr:
 
 
 def mod(a: sympy.Expr, b: sympy.Expr | int) -> sympy.Expr:
+    if b == 0:
+        return sympy.Integer(0)  # an empty dim's size (see kiln.dialects.loop.expr.FloorDiv)
     return cast(sympy.Expr, sympy.Mod(a, sympy.sympify(b)))
 
 

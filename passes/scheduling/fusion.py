@@ -190,6 +190,10 @@ class Scheduler:
                     else f"a {node.op.name} op"
                 )
                 return f"{node.name} is {what}, which is never fused"
+            if group.numel == 0:
+                # No kernel runs for an empty space (see build.py); fused, its nodes
+                # would run over the other group's points.
+                return f"{self.graph.nodes[group.first].name} has an empty iteration space"
         if len(a.nodes) + len(b.nodes) > self.max_nodes:
             return f"the kernel would have more than max-nodes={self.max_nodes} nodes"
         space = self._merge_space(a, b)
