@@ -117,15 +117,11 @@ class XFail:
 
 # op key, (op key, dtype name), (op key, executor) or (op key, executor, dtype name)
 # -> why it fails. May only shrink.
-_ZERO_SIZE = XFail("issue 12 item 7: a 0-sized dim makes an index expression divide by zero")
 _WITH_EFFECTS = XFail("issue 12 item 10: torch 2.13 wraps this linalg op in with_effects")
 _TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 _COMPLEX = XFail("issue 12 item 11: complex results must run as ATen externs")
 
 EXPECTED_FAILURES: dict[str | tuple[str, ...], XFail] = {
-    "block_diag": _ZERO_SIZE,
-    "eye": _ZERO_SIZE,
-    "svd": _ZERO_SIZE,
     "chalf": XFail("issue 12 item 11: complex32 has no kiln element type"),
     ("view_as_complex", "float16"): XFail("issue 12 item 11: complex32 has no kiln element type"),
     "fft.fft": _COMPLEX,
