@@ -152,7 +152,7 @@ def compile_graph(
     name: str | None = None,
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``)."""
-    from kiln.frontends.fx import import_graph
+    from kiln.frontends.fx import import_graph, lifted_constants
 
     start = time.perf_counter()
     name = name or f"graph_{next(_GRAPH_IDS)}"
@@ -164,6 +164,8 @@ def compile_graph(
         _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
     module = import_graph(gm)
+    # Traced constants kiln does not embed are arguments after the placeholders.
+    constants = lifted_constants(module, gm)
     _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
 
@@ -206,6 +208,8 @@ def compile_graph(
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 
+    if constants:
+        run = _with_constants(run, constants)
     if output_structure is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
     from kiln.frontends.fx.outputs import structure_builder
@@ -216,6 +220,14 @@ def compile_graph(
         return build(run(_owned(args)))
 
     return CompiledGraph(call, stats, module)
+
+
+def _with_constants(run: Runner, constants: list[torch.Tensor]) -> Runner:
+    def run_with_constants(args: list[Any]) -> Sequence[Any]:
+        args.extend(constants)
+        return run(args)
+
+    return run_with_constants
 
 
 def _owned(args: Sequence[Any]) -> list[Any]:

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import ArgEncodingError
-from kiln.frontends.fx.constants import constant_op
+from kiln.frontends.fx.constants import constant_op, embeddable
 from kiln.frontends.fx.errors import FxImportError
 from kiln.frontends.fx.locations import LocationBuilder
 from kiln.frontends.fx.outputs import (
@@ -251,6 +251,7 @@ class GraphImporter:
             self._values[node] = _Opaque(f"a {type(value).__name__} attribute")
             return
         if self._embeds(target, value):
+            # Values are read without the ambient FakeTensorMode (see import_graph).
             self._define(node, constant_op(value, self._types))
             return
         ty = self._types.tensor_type(value)
@@ -266,6 +267,7 @@ class GraphImporter:
             traced_literal
             and not isinstance(value, torch.nn.Parameter)
             and value.numel() <= SMALL_CONSTANT_NUMEL
+            and embeddable(value.dtype)
         )
 
     def _unsupported_call(self, node: torch.fx.Node) -> None:
@@ -493,7 +495,39 @@ def import_graph(
 
     Raises :class:`FxImportError` naming the node when a node cannot be represented.
     """
-    return GraphImporter(gm, params, constants or {}).run(func_name)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOTAutograd calls its compilers with its FakeTensorMode still active; constants
+    # are real tensors (``_tensor_constant0``, wrapped Python numbers) whose data the
+    # importer reads, which that mode would refuse or turn into fake tensors.
+    with unset_fake_temporarily():
+        return GraphImporter(gm, params, constants or {}).run(func_name)
+
+
+def lifted_constants(module: ModuleOp, gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """The tensors to pass after the placeholders: one per argument that stands for a
+    ``get_attr`` (``kiln.get_attr``), in argument order, fetched from ``gm``.
+
+    A runner appends them to the graph's inputs, so traced constants that are not
+    embedded (large, or of a dtype dense attributes cannot hold) reach the program with
+    their real data.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    function = module.body.block.first_op
+    assert isinstance(function, func.FuncOp)
+    tensors: list[torch.Tensor] = []
+    for attrs in function.arg_attrs.data if function.arg_attrs is not None else ():
+        target = attrs.data.get(GET_ATTR_ATTR)
+        if not isinstance(target, StringAttr):
+            continue
+        value = _fetch_attr(gm, target.data)
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+            raise FxImportError(
+                f"get_attr '{target.data}'", "has no real tensor data to pass at run time"
+            )
+        tensors.append(value.detach())
+    return tensors
 
 
 def returned_values(module: ModuleOp) -> Sequence[SSAValue]:
