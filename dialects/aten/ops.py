@@ -542,7 +542,9 @@ def class_name(schema: OpSchema) -> str:
 
 
 def _is_pure(schema: OpSchema, tags: Sequence[str]) -> bool:
-    return not schema.is_mutable and "nondeterministic_seeded" not in tags
+    # An op that returns nothing exists for its side effect (a check that raises):
+    # not Pure, so DCE keeps it.
+    return bool(schema.returns) and not schema.is_mutable and "nondeterministic_seeded" not in tags
 
 
 @dataclass(frozen=True)

@@ -309,7 +309,13 @@ class GraphImporter:
         scalars = [n for n in overload.tensor_args if _is_scalar(args.get(n))]
         if scalars:
             overload = self._wrap_scalars(target, overload, args, scalars)
-        result_types = self._types.result_types(self._meta_val(node))
+        if "val" not in node.meta and not target._schema.returns:  # pyright: ignore[reportPrivateUsage]
+            # A side-effect op (_assert_async, _assert_scalar, sym_constrain_range):
+            # tracers leave no meta['val'] on it. It returns nothing and is kept (not
+            # Pure), so its check runs at run time as an ATen call.
+            result_types = []
+        else:
+            result_types = self._types.result_types(self._meta_val(node))
         self._define(node, overload.build(args, result_types))
 
     def _wrap_scalars(
