@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from kiln.dialects.aten import GenericOp
 from kiln.dialects.aten.encoding import ArgEncodingError
 from kiln.frontends.fx.constants import constant_op, embeddable
 from kiln.frontends.fx.errors import FxImportError
@@ -45,7 +46,7 @@ from kiln.frontends.fx.symbolic import (
     SymbolicLowering,
     UnsupportedSymbolicOp,
 )
-from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
+from kiln.frontends.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 
 ParamMode = Literal["inputs", "constants"]
 
@@ -60,6 +61,8 @@ SMALL_CONSTANT_NUMEL = 64
 are embedded even when parameters stay inputs: they are literals of the program."""
 
 _TRACED_CONSTANT_PREFIXES = ("_tensor_constant", "_lifted_tensor_constant")
+
+_WITH_EFFECTS = getattr(torch.ops.higher_order, "with_effects", None)
 
 _EXPECTED_ERRORS = (
     UnsupportedValue,
@@ -239,6 +242,11 @@ class GraphImporter:
         if node.name in self._constants:
             self._define(node, constant_op(self._constants[node.name], self._types))
             return
+        if _is_effect_token(node):
+            # AOTAutograd's runtime passes None for effect tokens (and drops the
+            # returned ones): an argument of type none, which no one reads.
+            self._new_arg(node, NONE_TYPE, {NAME_ATTR: StringAttr(node.name)})
+            return
         ty = self._types.value_type(self._meta_val(node))
         self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name)})
 
@@ -285,6 +293,8 @@ class GraphImporter:
             self._getitem(node)
         elif target in SYMBOLIC_TARGETS:
             self._symbolic_op(node, target)  # pyright: ignore[reportArgumentType]
+        elif target is _WITH_EFFECTS:
+            self._with_effects(node)
         elif isinstance(target, torch._ops.HigherOrderOperator):  # pyright: ignore[reportPrivateUsage]
             raise UnsupportedValue(
                 "higher-order operators (control flow, wrappers) are not supported"
@@ -317,6 +327,37 @@ class GraphImporter:
         else:
             result_types = self._types.result_types(self._meta_val(node))
         self._define(node, overload.build(args, result_types))
+
+    def _with_effects(self, node: torch.fx.Node) -> None:
+        """``with_effects(token, op, *args)``: AOTAutograd's wrapper that orders an
+        effectful op (torch 2.13 wraps ``_linalg_check_errors`` of linalg.inv, solve,
+        cholesky, ... in it). The op runs as an ATen call, kept in program order and never
+        removed (``aten.generic`` is not Pure); the token is an empty tensor no one reads,
+        passed through as the new token."""
+        token, op, *op_args = node.args
+        if not isinstance(token, torch.fx.Node) or not isinstance(op, torch._ops.OpOverload):  # pyright: ignore[reportPrivateUsage]
+            raise UnsupportedValue("with_effects of something other than an ATen overload")
+        overload = self._overloads.get(op)
+        if len(op_args) > len(overload.arg_names):
+            raise UnsupportedValue(
+                f"has {len(op_args)} arguments, the schema {len(overload.arg_names)}"
+            )
+        args = {n: self._arg(v) for n, v in zip(overload.arg_names, op_args, strict=False)}
+        args.update({n: self._arg(v) for n, v in node.kwargs.items()})
+        # meta['val'] is (token, *outputs); an op returning nothing gives (token, None).
+        val = self._meta_val(node)
+        returns = len(op._schema.returns)  # pyright: ignore[reportPrivateUsage]
+        outputs = list(val[1:]) if isinstance(val, list | tuple) else []
+        if returns > 1 and len(outputs) == 1 and isinstance(outputs[0], list | tuple):
+            outputs = list(outputs[0])  # pyright: ignore[reportUnknownArgumentType]
+        result_types = self._types.result_types(outputs[:returns]) if returns else []
+        generic = GenericOp.build_generic(overload.qualified, args, result_types)
+        generic.location = self._location(node)
+        self._ops.append(generic)
+        token_value = self._value_of(token)
+        if isinstance(token_value, tuple):
+            raise UnsupportedValue("the effect token is not a single value")
+        self._values[node] = (token_value, *generic.results)
 
     def _wrap_scalars(
         self,
@@ -410,6 +451,14 @@ class GraphImporter:
 
 
 _NUMBER = (bool, int, float, complex)
+
+
+def _is_effect_token(node: torch.fx.Node) -> bool:
+    """A placeholder only ever used as the token of ``with_effects``."""
+    users = list(node.users)
+    return bool(users) and all(
+        u.target is _WITH_EFFECTS and u.args and u.args[0] is node for u in users
+    )
 
 
 def _static_strides(value: object) -> tuple[int, ...] | None:
