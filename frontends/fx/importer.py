@@ -141,6 +141,8 @@ class GraphImporter:
         }
         self._return: func.ReturnOp | None = None
         self._attributes: dict[str, Attribute] = {}
+        self._quantized: dict[torch.fx.Node, torch.dtype] = {}
+        """Nodes whose tensors are quantized (their FakeTensors say float32)."""
 
     # -- driver ----------------------------------------------------------------------
 
@@ -326,7 +328,39 @@ class GraphImporter:
             result_types = []
         else:
             result_types = self._types.result_types(self._meta_val(node))
+        qdtype = self._quantized_result(node, target, args)
+        if qdtype is not None:
+            result_types = [_retyped(t, self._types.element_type(qdtype)) for t in result_types]
         self._define(node, overload.build(args, result_types))
+
+    def _quantized_result(
+        self,
+        node: torch.fx.Node,
+        target: torch._ops.OpOverload,  # pyright: ignore[reportPrivateUsage]
+        args: dict[str, Any],
+    ) -> torch.dtype | None:
+        """The quantized dtype of the node's tensor results, or None.
+
+        FakeTensors of quantized tensors claim float32 (torch has no quantized meta
+        tensors), so the importer tracks quantized values itself: results of
+        ``quantize_per_*`` and ops reading a quantized value are quantized, except
+        ``dequantize`` and the accessors of quantization parameters. Their element type
+        is then opaque, so everything on them runs through ATen."""
+        name = target._schema.name.removeprefix("aten::")  # pyright: ignore[reportPrivateUsage]
+        dtype = args.get("dtype")
+        if name.startswith("quantize_per_") and isinstance(dtype, torch.dtype):
+            qdtype = dtype
+        elif name.startswith("_make_per_") and name.endswith("_quantized_tensor"):
+            qdtype = _QUANTIZED_OF.get(getattr(self._meta_val(node.args[0]), "dtype", None))  # pyright: ignore[reportArgumentType]
+        elif name in _DEQUANTIZING:
+            qdtype = None
+        else:
+            qdtype = next(
+                (self._quantized[a] for a in node.all_input_nodes if a in self._quantized), None
+            )
+        if qdtype is not None:
+            self._quantized[node] = qdtype
+        return qdtype
 
     def _with_effects(self, node: torch.fx.Node) -> None:
         """``with_effects(token, op, *args)``: AOTAutograd's wrapper that orders an
@@ -451,6 +485,27 @@ class GraphImporter:
 
 
 _NUMBER = (bool, int, float, complex)
+
+
+_QUANTIZED_OF = {torch.int8: torch.qint8, torch.uint8: torch.quint8, torch.int32: torch.qint32}
+_DEQUANTIZING = frozenset(
+    {
+        "dequantize",
+        "int_repr",
+        "q_scale",
+        "q_zero_point",
+        "q_per_channel_scales",
+        "q_per_channel_zero_points",
+        "q_per_channel_axis",
+        "qscheme",
+    }
+)
+
+
+def _retyped(ty: Attribute, element: Attribute) -> Attribute:
+    if isinstance(ty, TensorType):
+        return TensorType(element, ty.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    return ty
 
 
 def _is_effect_token(node: torch.fx.Node) -> bool:
