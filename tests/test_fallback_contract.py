@@ -47,14 +47,16 @@ def assert_like_eager(actual: Any, expected: Any) -> None:
         for a, e in zip(actual, expected, strict=True):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
             assert_like_eager(a, e)
         return
-    assert isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
+    assert isinstance(actual, torch.Tensor)
+    assert isinstance(expected, torch.Tensor)
     assert actual.device == expected.device
     assert actual.dtype == expected.dtype
     assert actual.shape == expected.shape
     if expected.numel() > 1:
         assert actual.stride() == expected.stride()
     if expected.is_quantized:
-        assert actual.is_quantized and actual.q_scale() == expected.q_scale()
+        assert actual.is_quantized
+        assert actual.q_scale() == expected.q_scale()
         assert actual.q_zero_point() == expected.q_zero_point()
         torch.testing.assert_close(actual.int_repr(), expected.int_repr())
         return
@@ -82,7 +84,16 @@ def check(fn: Program, *inputs: Any) -> None:
         lambda x: x + torch.arange(100.0).reshape(4, 25)[:, :3].contiguous(),
         lambda x: x * torch.tensor([1j, 2.0, -1j]),
     ],
-    ids=["add", "index", "maximum", "masked_cumsum", "rsub_scalar", "rdiv_scalar", "large", "complex"],
+    ids=[
+        "add",
+        "index",
+        "maximum",
+        "masked_cumsum",
+        "rsub_scalar",
+        "rdiv_scalar",
+        "large",
+        "complex",
+    ],
 )
 def test_traced_constants_keep_their_data(fn: Program) -> None:
     check(fn, torch.randn(4, 3) + 2)

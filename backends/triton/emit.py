@@ -24,11 +24,11 @@ def kiln_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, ClassVar
 
-import struct
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (

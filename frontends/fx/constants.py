@@ -12,12 +12,17 @@ layout xDSL's ``DenseIntOrFPElementsAttr`` uses for every element type kiln maps
 from __future__ import annotations
 
 import torch
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    IntegerType,
+    TensorType,
+)
 from xdsl.ir import Attribute
 
 from kiln.dialects.aten import ConstantOp
 from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
-
 
 _EMBEDDABLE = frozenset(
     {
@@ -39,7 +44,7 @@ def dense_attr(value: torch.Tensor, types: TypeConverter) -> DenseIntOrFPElement
         raise UnsupportedValue("a fake tensor has no data to embed as a constant")
     tensor_type: TensorType[Attribute] = types.tensor_type(value)
     element = tensor_type.element_type
-    if not embeddable(value.dtype):
+    if not embeddable(value.dtype) or not isinstance(element, IntegerType | AnyFloat):
         raise UnsupportedValue(f"constants of element type {element} cannot be embedded")
     data = value.detach().to("cpu")
     if data.dtype is torch.bool:

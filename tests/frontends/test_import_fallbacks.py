@@ -50,8 +50,8 @@ def _efficient(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
 
 
 def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
-    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = aten._scaled_dot_product_flash_attention(
-        q, k, v
+    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = (
+        aten._scaled_dot_product_flash_attention(q, k, v)
     )
     return aten._scaled_dot_product_flash_attention_backward(
         out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, 0.0, False, seed, offset
@@ -66,7 +66,9 @@ def _cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
     )
 
 
-@pytest.mark.parametrize("program", [_efficient, _flash, _cudnn], ids=["efficient", "flash", "cudnn"])
+@pytest.mark.parametrize(
+    "program", [_efficient, _flash, _cudnn], ids=["efficient", "flash", "cudnn"]
+)
 def test_cuda_sdpa_variants_import_with_undefined_tensors(program: Callable[..., Any]) -> None:
     """The CUDA-only overloads, traced on fake CUDA tensors (no GPU needed): a None in a
     ``Tensor`` argument (``attn_bias``, ``cum_seq_q``) or result imports as aten.generic."""
@@ -75,7 +77,9 @@ def test_cuda_sdpa_variants_import_with_undefined_tensors(program: Callable[...,
     gm = make_fx(program, tracing_mode="fake")(q, k, v)
     module = import_graph(gm)
     round_trips(module)
-    backward = next(op for name, op in generic_ops(module).items() if name.endswith("_backward.default"))
+    backward = next(
+        op for name, op in generic_ops(module).items() if name.endswith("_backward.default")
+    )
     assert "= none" in str(backward)  # the undefined tensor argument, printed by name
 
 
@@ -113,7 +117,8 @@ def test_undefined_tensor_argument_round_trips_by_name() -> None:
     round_trips(module)
     (op,) = generic_ops(module).values()
     operands = op.tensor_operands()
-    assert operands["attn_bias"] == [] and operands["out"] == [op.operands[0]]
+    assert operands["attn_bias"] == []
+    assert operands["out"] == [op.operands[0]]
 
 
 # -- item 9: side-effect ops without meta['val'] ------------------------------------------------
@@ -137,7 +142,11 @@ def test_side_effect_ops_import_with_no_results_and_are_not_pure() -> None:
     torch.compile(fn, backend=backend)(torch.randint(0, 5, (6,)))
     module = import_graph(graphs[0])
     round_trips(module)
-    asserts = [op for op in module.walk() if isinstance(op, GenericOp) and "_assert_async" in op.overload.data]
+    asserts = [
+        op
+        for op in module.walk()
+        if isinstance(op, GenericOp) and "_assert_async" in op.overload.data
+    ]
     assert len(asserts) == 2
     assert all(not op.results for op in asserts)
     from xdsl.traits import is_side_effect_free
@@ -162,7 +171,10 @@ def test_with_effects_imports_its_op_and_a_none_token() -> None:
 
     torch._dynamo.reset()
     torch.compile(torch.linalg.inv, backend=backend)(torch.randn(3, 3))
-    if not any(n.target is getattr(torch.ops.higher_order, "with_effects", None) for n in graphs[0].graph.nodes):
+    if not any(
+        n.target is getattr(torch.ops.higher_order, "with_effects", None)
+        for n in graphs[0].graph.nodes
+    ):
         pytest.skip("this torch does not wrap linalg checks in with_effects")
     module = import_graph(graphs[0])
     round_trips(module)
@@ -176,7 +188,14 @@ def test_with_effects_imports_its_op_and_a_none_token() -> None:
 
 @pytest.mark.parametrize(
     "dtype",
-    [torch.complex32, torch.float8_e4m3fn, torch.float8_e5m2, torch.qint8, torch.quint8, torch.bits8],
+    [
+        torch.complex32,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+        torch.qint8,
+        torch.quint8,
+        torch.bits8,
+    ],
 )
 def test_every_dtype_has_an_element_type(dtype: torch.dtype) -> None:
     assert type_to_dtype(dtype_to_type(dtype)) is dtype
