@@ -131,6 +131,21 @@ def _fake_inputs(mode: Any, state: Sequence[torch.Tensor], inputs: Sequence[Any]
     return fakes
 
 
+def fake_inputs(inputs: Sequence[Any], dynamic: bool = False) -> list[Any]:
+    """Fake tensors (shapes and dtypes, no data) for ``inputs``, for tracing without
+    running the program on values: :func:`capture_aot` and :func:`capture_aot_training`
+    accept them (the module's real parameters mix in), and the captured example inputs
+    are then fake too. ``dynamic``: symbolic sizes, one shape environment for all."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv() if dynamic else None)
+    return [
+        mode.from_tensor(v, static_shapes=not dynamic) if isinstance(v, torch.Tensor) else v
+        for v in inputs
+    ]
+
+
 # -- make_fx -------------------------------------------------------------------------
 
 

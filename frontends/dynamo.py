@@ -39,7 +39,13 @@ def kiln_backend(
 
     def compiler(kind: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
         def compile_fn(fx_graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-            compiled = compile_graph(fx_graph, inputs, opts, name=f"{kind}_{graph_id}")
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            # AOTAutograd calls its compilers with its FakeTensorMode active; kiln
+            # compiles real programs, whose constants (``_tensor_constant0``) it reads
+            # and builds at compile time.
+            with unset_fake_temporarily():
+                compiled = compile_graph(fx_graph, inputs, opts, name=f"{kind}_{graph_id}")
 
             def run(args: list[Any]) -> Any:
                 # Boxed: AOTAutograd hands over its argument list and keeps no other

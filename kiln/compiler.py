@@ -210,7 +210,7 @@ def compile_graph(
     name: str | None = None,
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``)."""
-    from kiln.frontends.fx import import_graph
+    from kiln.frontends.fx import import_graph, lifted_constants
 
     start = time.perf_counter()
     name = name or f"graph_{next(_GRAPH_IDS)}"
@@ -220,6 +220,8 @@ def compile_graph(
     _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
     module = import_graph(gm)
+    # Traced constants kiln does not embed are arguments after the placeholders.
+    constants = lifted_constants(module, gm)
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
@@ -267,6 +269,8 @@ def compile_graph(
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
 
+    if constants:
+        run = _with_constants(run, constants)
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
     if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
@@ -289,6 +293,14 @@ def compile_graph(
             return fix(build(run(_owned(args))))
 
     return CompiledGraph(call, stats, module)
+
+
+def _with_constants(run: Runner, constants: list[torch.Tensor]) -> Runner:
+    def run_with_constants(args: list[Any]) -> Sequence[Any]:
+        args.extend(constants)
+        return run(args)
+
+    return run_with_constants
 
 
 def _owned(args: Sequence[Any]) -> list[Any]:

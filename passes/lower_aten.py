@@ -48,7 +48,7 @@ from kiln.passes.lowering import LoweringTable, lowering_table
 from kiln.passes.lowering.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.lowering.creation import lower_constant
 from kiln.passes.lowering.tensors import TensorRef
-from kiln.passes.lowering.types import NoLowering
+from kiln.passes.lowering.types import NoLowering, is_body_type
 
 
 class LowerAtenError(DiagnosticException):
@@ -141,6 +141,11 @@ def _lower_op(
                 results = lowering(ctx, OpArgs(ctx, op))
             except NoLowering:
                 results = None
+            if results is not None and any(_uncopyable_view(r) for r in results):
+                # ATen computes the view (no body handles its element type), on
+                # contiguous copies of its inputs, as torch's reshape would copy.
+                _materialize_operands(ctx, op)
+                results = None
         name = op.overload_name
         _mark_written(ctx, op)
         if results is None:
@@ -169,6 +174,21 @@ def _lower_op(
         if isinstance(old.type, TensorType):
             raise LoweringError(f"{op.name} produces a tensor outside the aten dialect")
         ctx.values[old] = new
+
+
+def _materialize_operands(ctx: LoweringContext, op: Operation) -> None:
+    for operand in op.operands:
+        ref = ctx.values.get(operand)
+        if isinstance(ref, TensorRef) and not ref.is_plain():
+            ctx.values[operand] = ctx.buffer_ref(ctx.materialize(ref, operand.name_hint))
+
+
+def _uncopyable_view(result: object) -> bool:
+    """A non-strided view (a reshape of a transpose) of complex, float8 or quantized
+    elements: only a loop body could copy it, and none computes on those types."""
+    return (
+        isinstance(result, TensorRef) and result.strides is None and not is_body_type(result.dtype)
+    )
 
 
 def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:

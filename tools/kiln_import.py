@@ -7,8 +7,9 @@
 ``module:callable``: ``module`` is a dotted module name or a path to a ``.py`` file;
 ``callable`` is an ``nn.Module`` class (instantiated with no arguments), a module
 instance, a factory function without parameters that returns a module, or a function
-to trace. Inputs are random: ``torch.randn`` for floats, ``randint(0, 16)`` for
-integers, random booleans. ``--input f32`` is a 0-d tensor.
+to trace. Only the inputs' shapes and dtypes matter: every mode traces on fake tensors
+(no values), so integer inputs such as token ids are never out of range.
+``--input f32`` is a 0-d tensor.
 
 Prints the IR on stdout (or to ``-o``). Any failure is one line on stderr and exit
 status 1; ``--debug`` shows the traceback.
@@ -198,6 +199,11 @@ def build_module(args: argparse.Namespace) -> Any:
     inputs = [random_input(*parse_input(spec)) for spec in args.input]
     if not inputs and default_inputs is not None:
         inputs = default_inputs
+    if args.mode == "aot":
+        # AOTAutograd runs the program once; on fake tensors, so that no value (token
+        # ids drawn beyond an embedding's size) can make that run fail. make_fx and
+        # torch.export trace on fake tensors themselves.
+        inputs = capture.fake_inputs(inputs, dynamic=args.dynamic)
     if args.mode == "aot" and args.training:
         graphs = capture.capture_aot_training(program, *inputs, dynamic=args.dynamic)
         functions: list[Operation] = []

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -39,6 +39,7 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Operation, SSAValue
 
+from kiln.dialects.aten.attributes import OpaqueDtypeType
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
 from kiln.dialects.aten.interpreter import (
@@ -246,7 +247,12 @@ class _Body:
         overload = f"{schema.namespace}::{schema.qualified_name}"
         if overload == "aten::as_strided.default" and not keywords:
             offset = positional[3] if len(positional) > 3 and positional[3] != "None" else "0"
-            reinterpret = self.constant(REINTERPRET)
+            # _reinterpret_tensor crashes on quantized tensors (opaque element types).
+            source = op.operands[0].type
+            opaque = isinstance(source, TensorType) and isinstance(
+                source.element_type, OpaqueDtypeType
+            )
+            reinterpret = self.constant(_reinterpret_fallback if opaque else REINTERPRET)
             return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
         callee = self.constant(function if function is not None else torch_overload(overload))

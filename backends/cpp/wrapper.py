@@ -389,6 +389,11 @@ class _Writer:
         self.line(f"{self.name(op.results[0])} = {text}")
 
 
+CMPI_PYTHON = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+"""Python operators by ``arith.cmpi`` predicate (eq, ne, slt, sle, sgt, sge, ult, ...);
+sizes are non-negative, so the unsigned predicates compare the same."""
+
+
 def _scalar_python(op: Operation, a: list[str]) -> str | None:
     """Python for the size arithmetic a program may hold."""
     if isinstance(op, memref.DimOp):
@@ -403,12 +408,18 @@ def _scalar_python(op: Operation, a: list[str]) -> str | None:
         arith.RemSIOp: "_remsi({0}, {1})",
         arith.MaxSIOp: "max({0}, {1})",
         arith.MinSIOp: "min({0}, {1})",
+        arith.AndIOp: "({0} & {1})",
+        arith.OrIOp: "({0} | {1})",
+        arith.XOrIOp: "({0} ^ {1})",
     }
     template = binary.get(type(op))
     if template is not None:
         return template.format(*a)
     if isinstance(op, arith.IndexCastOp):
         return a[0]
+    if isinstance(op, arith.CmpiOp):
+        # Symbolic checks (``u0 >= 0`` for torch._check) feed _assert_scalar externs.
+        return f"({a[0]} {CMPI_PYTHON[op.predicate.value.data]} {a[1]})"
     if isinstance(op, arith.SelectOp):
         return f"({a[1]} if {a[0]} else {a[2]})"
     return None

@@ -24,11 +24,11 @@ def kiln_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr):
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, ClassVar
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (
@@ -106,9 +106,26 @@ def literal(value: float | int | bool, ty: Attribute | None = None) -> str:
     if math.isinf(value):
         return 'float("inf")' if value > 0 else 'float("-inf")'
     if ty is not None and not isinstance(ty, Float64Type):
-        text = str(np.float32(value))
+        text = _shortest_float32(value)
         return text if any(c in text for c in ".en") else f"{text}.0"
     return repr(value)
+
+
+def _shortest_float32(value: float) -> str:
+    """The shortest decimal that reads back as the float32 nearest ``value`` (what
+    ``str(numpy.float32(value))`` prints; emitting source must not need numpy)."""
+    try:
+        (single,) = struct.unpack("<f", struct.pack("<f", value))
+    except OverflowError:  # beyond float32's range: what the kernel's f32 holds
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        text = f"{single:.{digits}g}"
+        try:
+            if struct.unpack("<f", struct.pack("<f", float(text)))[0] == single:
+                return text
+        except OverflowError:  # rounded up past float32's largest value
+            continue
+    return repr(single)
 
 
 # -- helpers the kernels call ----------------------------------------------------------------

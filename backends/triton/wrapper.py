@@ -264,6 +264,10 @@ class WrapperPrinter:
         elif type(op) in _INDEX_BINARY:
             a, b = (self.name(v) for v in op.operands)
             expr = _INDEX_BINARY[type(op)].format(a, b)
+        elif isinstance(op, arith.CmpiOp):
+            # Symbolic checks (``u0 >= 0`` for torch._check) feed _assert_scalar externs.
+            a, b = (self.name(v) for v in op.operands)
+            expr = f"{a} {CMPI_PYTHON[op.predicate.value.data]} {b}"
         else:
             raise WrapperError(f"cannot run {op.name} in a kernel.program wrapper")
         name = self.fresh(_identifier(op.results[0].name_hint), "s")
@@ -399,6 +403,10 @@ def _returns_list(op: AtenOp) -> bool:
     return any(r.kind is ArgKind.TENSOR_LIST for r in op.op_schema().returns)
 
 
+CMPI_PYTHON = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+"""Python operators by ``arith.cmpi`` predicate (sizes are non-negative, so the unsigned
+predicates compare the same)."""
+
 _INDEX_BINARY: dict[type[Operation], str] = {
     arith.AddiOp: "{0} + {1}",
     arith.SubiOp: "{0} - {1}",
@@ -409,6 +417,9 @@ _INDEX_BINARY: dict[type[Operation], str] = {
     arith.RemSIOp: "int(math.fmod({0}, {1}))",
     arith.MaxSIOp: "max({0}, {1})",
     arith.MinSIOp: "min({0}, {1})",
+    arith.AndIOp: "{0} & {1}",
+    arith.OrIOp: "{0} | {1}",
+    arith.XOrIOp: "{0} ^ {1}",
 }
 
 _RESERVED_NAMES = frozenset(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from xdsl.ir import Data
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -26,3 +29,30 @@ class SymRefAttr(Data[int]):
 
     def print_parameter(self, printer: Printer) -> None:
         printer.print_string(f"<{self.data}>")
+
+
+@irdl_attr_definition
+class OpaqueDtypeType(ParametrizedAttribute, TypeAttribute):
+    """The element type of a torch dtype kiln does not compute on (quantized, packed,
+    bit and sub-byte types): ``tensor<4x!aten.dtype<"qint8">>``.
+
+    Tensors of it only flow between ATen calls (``loop.extern``): no lowering reads or
+    writes their elements, so they never need a representation of their own.
+    """
+
+    name = "aten.dtype"
+
+    dtype: StringAttr
+    """The torch dtype's name without ``torch.`` (``qint8``)."""
+
+    def __init__(self, dtype: str | StringAttr) -> None:
+        super().__init__(StringAttr(dtype) if isinstance(dtype, str) else dtype)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.dtype.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)

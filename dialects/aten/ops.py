@@ -295,11 +295,14 @@ class AtenOp(IRDLOperation):
                 values = tensors[spec.name]
                 if spec.kind is ArgKind.OPT_TENSOR and not values:
                     continue
-                text_prefix = "" if _is_positional(spec) else f"{spec.name} = "
+                undefined = spec.kind is ArgKind.TENSOR and not values
+                text_prefix = "" if _is_positional(spec) and not undefined else f"{spec.name} = "
                 if not first:
                     printer.print_string(", ")
                 printer.print_string(text_prefix)
-                if spec.kind in (ArgKind.TENSOR, ArgKind.OPT_TENSOR):
+                if undefined:
+                    printer.print_string("none")  # an undefined tensor (aten.generic only)
+                elif spec.kind in (ArgKind.TENSOR, ArgKind.OPT_TENSOR):
                     printer.print_ssa_value(values[0])  # pyright: ignore[reportArgumentType]
                 else:
                     printer.print_string("[")
@@ -425,9 +428,14 @@ def _has_var_result(schema: OpSchema) -> bool:
 
 
 def _encode_args(
-    schema: OpSchema, args: Mapping[str, ArgValue]
+    schema: OpSchema, args: Mapping[str, ArgValue], allow_undefined: bool = False
 ) -> tuple[list[list[SSAValue]], dict[str, Attribute], list[SSAValue]]:
-    """Split schema arguments into tensor operand groups, properties and sym operands."""
+    """Split schema arguments into tensor operand groups, properties and sym operands.
+
+    ``allow_undefined`` (``aten.generic``): a ``Tensor`` argument may be None, an
+    undefined tensor, which torch accepts there (``attn_bias`` of
+    ``_scaled_dot_product_efficient_attention_backward``); its group is empty.
+    """
     groups: list[list[SSAValue]] = []
     properties: dict[str, Attribute] = {}
     sym: list[SSAValue] = []
@@ -440,6 +448,9 @@ def _encode_args(
         value = args.get(spec.name)
         if spec.kind.is_tensor:
             if spec.kind is ArgKind.TENSOR:
+                if value is None and allow_undefined:
+                    groups.append([])
+                    continue
                 if not isinstance(value, SSAValue):
                     raise encoding.ArgEncodingError(
                         f"{schema.qualified_name}: argument '{spec.name}' needs a tensor value"
@@ -488,6 +499,8 @@ def _parse_arg_list(parser: Parser, schema: OpSchema) -> _Parsed:
             if name not in {a.name for a in schema.arguments}:
                 parser.raise_error(f"{schema.qualified_name} has no argument '{name}'", pos)
             parsed[name] = encoding.parse_value(parser)
+            if index < len(positional) and positional[index].name == name:
+                index += 1  # a positional tensor given by name (``attn_bias = none``)
         else:
             if index >= len(positional):
                 parser.raise_error(
@@ -542,7 +555,9 @@ def class_name(schema: OpSchema) -> str:
 
 
 def _is_pure(schema: OpSchema, tags: Sequence[str]) -> bool:
-    return not schema.is_mutable and "nondeterministic_seeded" not in tags
+    # An op that returns nothing exists for its side effect (a check that raises):
+    # not Pure, so DCE keeps it.
+    return bool(schema.returns) and not schema.is_mutable and "nondeterministic_seeded" not in tags
 
 
 @dataclass(frozen=True)
@@ -696,7 +711,7 @@ class GenericOp(AtenOp):
         cls, overload: str, args: Mapping[str, ArgValue], result_types: Sequence[Attribute]
     ) -> GenericOp:
         schema = torch_schema(overload)
-        groups, arg_attrs, sym = _encode_args(schema, args)
+        groups, arg_attrs, sym = _encode_args(schema, args, allow_undefined=True)
         properties: dict[str, Attribute] = {
             "overload": StringAttr(overload),
             "tensor_counts": DenseArrayBase.from_list(i64, [len(g) for g in groups]),

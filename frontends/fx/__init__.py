@@ -51,6 +51,7 @@ from kiln.frontends.fx.importer import (
     NAME_ATTR,
     ParamMode,
     import_graph,
+    lifted_constants,
     returned_values,
 )
 from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_outputs, rebuild_structure
@@ -62,6 +63,7 @@ __all__ = [
     "FxImportError",
     "ParamMode",
     "import_graph",
+    "lifted_constants",
     "rebuild_outputs",
     "rebuild_structure",
     "returned_values",

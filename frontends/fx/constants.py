@@ -16,7 +16,6 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     BytesAttr,
     DenseIntOrFPElementsAttr,
-    IndexType,
     IntegerType,
     TensorType,
 )
@@ -25,6 +24,19 @@ from xdsl.ir import Attribute
 from kiln.dialects.aten import ConstantOp
 from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
 
+_EMBEDDABLE = frozenset(
+    {
+        "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+        "float16", "bfloat16", "float32", "float64",
+    }
+)  # fmt: skip
+"""dtypes whose elements a ``DenseIntOrFPElementsAttr`` holds exactly (not complex,
+float8 or quantized: such constants are passed as run-time arguments instead)."""
+
+
+def embeddable(dtype: torch.dtype) -> bool:
+    return str(dtype).removeprefix("torch.") in _EMBEDDABLE
+
 
 def dense_attr(value: torch.Tensor, types: TypeConverter) -> DenseIntOrFPElementsAttr:
     """The dense attribute holding ``value`` (a real, CPU-copyable tensor)."""
@@ -32,7 +44,7 @@ def dense_attr(value: torch.Tensor, types: TypeConverter) -> DenseIntOrFPElement
         raise UnsupportedValue("a fake tensor has no data to embed as a constant")
     tensor_type: TensorType[Attribute] = types.tensor_type(value)
     element = tensor_type.element_type
-    if not isinstance(element, IntegerType | IndexType | AnyFloat):
+    if not embeddable(value.dtype) or not isinstance(element, IntegerType | AnyFloat):
         raise UnsupportedValue(f"constants of element type {element} cannot be embedded")
     data = value.detach().to("cpu")
     if data.dtype is torch.bool:

@@ -27,9 +27,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from kiln.dialects.aten import GenericOp
 from kiln.dialects.aten.encoding import ArgEncodingError
 from kiln.dialects.aten.storage import STORAGE_ATTR
-from kiln.frontends.fx.constants import constant_op
+from kiln.frontends.fx.constants import constant_op, embeddable
 from kiln.frontends.fx.errors import FxImportError
 from kiln.frontends.fx.locations import LocationBuilder
 from kiln.frontends.fx.outputs import (
@@ -47,7 +48,7 @@ from kiln.frontends.fx.symbolic import (
     SymbolicLowering,
     UnsupportedSymbolicOp,
 )
-from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
+from kiln.frontends.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 
 ParamMode = Literal["inputs", "constants"]
 
@@ -64,6 +65,7 @@ are embedded even when parameters stay inputs: they are literals of the program.
 _TRACED_CONSTANT_PREFIXES = ("_tensor_constant", "_lifted_tensor_constant")
 
 STORAGE_OPS = STORAGE_READS | STORAGE_WRITES
+_WITH_EFFECTS = getattr(torch.ops.higher_order, "with_effects", None)
 
 _EXPECTED_ERRORS = (
     UnsupportedValue,
@@ -142,6 +144,8 @@ class GraphImporter:
         }
         self._return: func.ReturnOp | None = None
         self._attributes: dict[str, Attribute] = {}
+        self._quantized: dict[torch.fx.Node, torch.dtype] = {}
+        """Nodes whose tensors are quantized (their FakeTensors say float32)."""
 
     # -- driver ----------------------------------------------------------------------
 
@@ -243,6 +247,11 @@ class GraphImporter:
         if node.name in self._constants:
             self._define(node, constant_op(self._constants[node.name], self._types))
             return
+        if _is_effect_token(node):
+            # AOTAutograd's runtime passes None for effect tokens (and drops the
+            # returned ones): an argument of type none, which no one reads.
+            self._new_arg(node, NONE_TYPE, {NAME_ATTR: StringAttr(node.name)})
+            return
         ty = self._types.value_type(self._meta_val(node))
         self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name)})
 
@@ -255,6 +264,7 @@ class GraphImporter:
             self._values[node] = _Opaque(f"a {type(value).__name__} attribute")
             return
         if self._embeds(target, value):
+            # Values are read without the ambient FakeTensorMode (see import_graph).
             self._define(node, constant_op(value, self._types))
             return
         ty = self._types.tensor_type(value)
@@ -270,6 +280,7 @@ class GraphImporter:
             traced_literal
             and not isinstance(value, torch.nn.Parameter)
             and value.numel() <= SMALL_CONSTANT_NUMEL
+            and embeddable(value.dtype)
         )
 
     def _unsupported_call(self, node: torch.fx.Node) -> None:
@@ -287,6 +298,8 @@ class GraphImporter:
             self._getitem(node)
         elif target in SYMBOLIC_TARGETS:
             self._symbolic_op(node, target)  # pyright: ignore[reportArgumentType]
+        elif target is _WITH_EFFECTS:
+            self._with_effects(node)
         elif isinstance(target, torch._ops.HigherOrderOperator):  # pyright: ignore[reportPrivateUsage]
             raise UnsupportedValue(
                 "higher-order operators (control flow, wrappers) are not supported"
@@ -316,11 +329,80 @@ class GraphImporter:
         scalars = [n for n in overload.tensor_args if _is_scalar(args.get(n))]
         if scalars:
             overload = self._wrap_scalars(target, overload, args, scalars)
-        result_types = self._types.result_types(self._meta_val(node))
+        if "val" not in node.meta and not target._schema.returns:  # pyright: ignore[reportPrivateUsage]
+            # A side-effect op (_assert_async, _assert_scalar, sym_constrain_range):
+            # tracers leave no meta['val'] on it. It returns nothing and is kept (not
+            # Pure), so its check runs at run time as an ATen call.
+            result_types = []
+        else:
+            result_types = self._types.result_types(self._meta_val(node))
+        qdtype = self._quantized_result(node, target, args)
+        if qdtype is not None:
+            result_types = [_retyped(t, self._types.element_type(qdtype)) for t in result_types]
         op = overload.build(args, result_types)
         if storage is not None:
             op.attributes[STORAGE_ATTR] = storage
         self._define(node, op)
+
+    def _quantized_result(
+        self,
+        node: torch.fx.Node,
+        target: torch._ops.OpOverload,  # pyright: ignore[reportPrivateUsage]
+        args: dict[str, Any],
+    ) -> torch.dtype | None:
+        """The quantized dtype of the node's tensor results, or None.
+
+        FakeTensors of quantized tensors claim float32 (torch has no quantized meta
+        tensors), so the importer tracks quantized values itself: results of
+        ``quantize_per_*`` and ops reading a quantized value are quantized, except
+        ``dequantize`` and the accessors of quantization parameters. Their element type
+        is then opaque, so everything on them runs through ATen."""
+        name = target._schema.name.removeprefix("aten::")  # pyright: ignore[reportPrivateUsage]
+        dtype = args.get("dtype")
+        if name.startswith("quantize_per_") and isinstance(dtype, torch.dtype):
+            qdtype = dtype
+        elif name.startswith("_make_per_") and name.endswith("_quantized_tensor"):
+            qdtype = _QUANTIZED_OF.get(getattr(self._meta_val(node.args[0]), "dtype", None))  # pyright: ignore[reportArgumentType]
+        elif name in _DEQUANTIZING:
+            qdtype = None
+        else:
+            qdtype = next(
+                (self._quantized[a] for a in node.all_input_nodes if a in self._quantized), None
+            )
+        if qdtype is not None:
+            self._quantized[node] = qdtype
+        return qdtype
+
+    def _with_effects(self, node: torch.fx.Node) -> None:
+        """``with_effects(token, op, *args)``: AOTAutograd's wrapper that orders an
+        effectful op (torch 2.13 wraps ``_linalg_check_errors`` of linalg.inv, solve,
+        cholesky, ... in it). The op runs as an ATen call, kept in program order and never
+        removed (``aten.generic`` is not Pure); the token is an empty tensor no one reads,
+        passed through as the new token."""
+        token, op, *op_args = node.args
+        if not isinstance(token, torch.fx.Node) or not isinstance(op, torch._ops.OpOverload):  # pyright: ignore[reportPrivateUsage]
+            raise UnsupportedValue("with_effects of something other than an ATen overload")
+        overload = self._overloads.get(op)
+        if len(op_args) > len(overload.arg_names):
+            raise UnsupportedValue(
+                f"has {len(op_args)} arguments, the schema {len(overload.arg_names)}"
+            )
+        args = {n: self._arg(v) for n, v in zip(overload.arg_names, op_args, strict=False)}
+        args.update({n: self._arg(v) for n, v in node.kwargs.items()})
+        # meta['val'] is (token, *outputs); an op returning nothing gives (token, None).
+        val = self._meta_val(node)
+        returns = len(op._schema.returns)  # pyright: ignore[reportPrivateUsage]
+        outputs = list(val[1:]) if isinstance(val, list | tuple) else []
+        if returns > 1 and len(outputs) == 1 and isinstance(outputs[0], list | tuple):
+            outputs = list(outputs[0])  # pyright: ignore[reportUnknownArgumentType]
+        result_types = self._types.result_types(outputs[:returns]) if returns else []
+        generic = GenericOp.build_generic(overload.qualified, args, result_types)
+        generic.location = self._location(node)
+        self._ops.append(generic)
+        token_value = self._value_of(token)
+        if isinstance(token_value, tuple):
+            raise UnsupportedValue("the effect token is not a single value")
+        self._values[node] = (token_value, *generic.results)
 
     def _wrap_scalars(
         self,
@@ -416,6 +498,35 @@ class GraphImporter:
 _NUMBER = (bool, int, float, complex)
 
 
+_QUANTIZED_OF = {torch.int8: torch.qint8, torch.uint8: torch.quint8, torch.int32: torch.qint32}
+_DEQUANTIZING = frozenset(
+    {
+        "dequantize",
+        "int_repr",
+        "q_scale",
+        "q_zero_point",
+        "q_per_channel_scales",
+        "q_per_channel_zero_points",
+        "q_per_channel_axis",
+        "qscheme",
+    }
+)
+
+
+def _retyped(ty: Attribute, element: Attribute) -> Attribute:
+    if isinstance(ty, TensorType):
+        return TensorType(element, ty.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    return ty
+
+
+def _is_effect_token(node: torch.fx.Node) -> bool:
+    """A placeholder only ever used as the token of ``with_effects``."""
+    users = list(node.users)
+    return bool(users) and all(
+        u.target is _WITH_EFFECTS and u.args and u.args[0] is node for u in users
+    )
+
+
 def _static_strides(value: object) -> tuple[int, ...] | None:
     """The strides of a FakeTensor output, when they are all static."""
     if not isinstance(value, torch.Tensor):
@@ -505,7 +616,39 @@ def import_graph(
 
     Raises :class:`FxImportError` naming the node when a node cannot be represented.
     """
-    return GraphImporter(gm, params, constants or {}).run(func_name)
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOTAutograd calls its compilers with its FakeTensorMode still active; constants
+    # are real tensors (``_tensor_constant0``, wrapped Python numbers) whose data the
+    # importer reads, which that mode would refuse or turn into fake tensors.
+    with unset_fake_temporarily():
+        return GraphImporter(gm, params, constants or {}).run(func_name)
+
+
+def lifted_constants(module: ModuleOp, gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """The tensors to pass after the placeholders: one per argument that stands for a
+    ``get_attr`` (``kiln.get_attr``), in argument order, fetched from ``gm``.
+
+    A runner appends them to the graph's inputs, so traced constants that are not
+    embedded (large, or of a dtype dense attributes cannot hold) reach the program with
+    their real data.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    function = module.body.block.first_op
+    assert isinstance(function, func.FuncOp)
+    tensors: list[torch.Tensor] = []
+    for attrs in function.arg_attrs.data if function.arg_attrs is not None else ():
+        target = attrs.data.get(GET_ATTR_ATTR)
+        if not isinstance(target, StringAttr):
+            continue
+        value = _fetch_attr(gm, target.data)
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+            raise FxImportError(
+                f"get_attr '{target.data}'", "has no real tensor data to pass at run time"
+            )
+        tensors.append(value.detach())
+    return tensors
 
 
 def returned_values(module: ModuleOp) -> Sequence[SSAValue]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from xdsl.dialects.builtin import NoneType
 from xdsl.ir import Attribute
 
 from kiln.dialects.aten import AtenOp, GenericOp, op_class
@@ -23,6 +24,7 @@ OpOverload = torch._ops.OpOverload  # pyright: ignore[reportPrivateUsage]
 # How torch's JIT types print (``str(argument.type)``) for Tensor, Tensor?, Scalar, Scalar?.
 _TENSOR_TYPES = frozenset({"Tensor", "Optional[Tensor]"})
 _SCALAR_TYPES = frozenset({"number", "Optional[number]"})
+NONE_TYPE = NoneType()
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,25 @@ class Overload:
     """Schema argument names, in order (FX positional args map onto these)."""
     tensor_args: tuple[str, ...]
     """Arguments typed ``Tensor`` or ``Tensor?`` (where FX may put a Python number)."""
+    required_tensor_args: tuple[str, ...] = ()
+    """Arguments typed ``Tensor`` (not optional)."""
+    masked_results: bool = False
+    """Whether an ``output_mask`` argument may switch results off (type ``none``)."""
 
     def build(self, args: Mapping[str, Any], result_types: Sequence[Attribute]) -> AtenOp:
-        if self.op_cls is not None:
+        if self.op_cls is not None and not self._undefined_tensors(args, result_types):
             return self.op_cls.create_from_args(args, result_types)
         return GenericOp.build_generic(self.qualified, args, result_types)
+
+    def _undefined_tensors(
+        self, args: Mapping[str, Any], result_types: Sequence[Attribute]
+    ) -> bool:
+        """Whether a ``Tensor`` argument or result is None (an undefined tensor, which
+        torch allows: the efficient-attention backward's ``attn_bias``, flash attention's
+        ``cum_seq_q``). Generated ops require tensors there; ``aten.generic`` does not."""
+        if any(args.get(name, ...) is None for name in self.required_tensor_args):
+            return True
+        return not self.masked_results and any(t == NONE_TYPE for t in result_types)
 
 
 class OverloadTable:
@@ -78,6 +94,8 @@ def _describe(target: OpOverload) -> Overload:
         op_cls=op_cls,
         arg_names=tuple(a.name for a in schema.arguments),
         tensor_args=tuple(a.name for a in schema.arguments if str(a.type) in _TENSOR_TYPES),
+        required_tensor_args=tuple(a.name for a in schema.arguments if str(a.type) == "Tensor"),
+        masked_results=any(a.name == "output_mask" for a in schema.arguments),
     )
 
 

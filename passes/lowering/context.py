@@ -16,6 +16,7 @@ from typing import Any
 import sympy
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     ArrayAttr,
     IndexType,
     IntegerAttr,
@@ -39,7 +40,7 @@ from kiln.dialects.loop.ops import (
 )
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
 from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef, contiguous_strides
-from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type
+from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type, is_body_type
 
 Expr = sympy.Expr
 Lowered = TensorRef | SSAValue
@@ -233,9 +234,43 @@ class LoweringContext:
         (named ``name``, the tensor it holds)."""
         if ref.is_plain():
             return ref.buffer
+        if not is_body_type(ref.dtype):
+            return self._extern_copy(ref, name)
         copy = self.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
         copy.buffer.name_hint = name
         return copy.buffer
+
+    def _extern_copy(self, ref: TensorRef, name: str | None) -> SSAValue:
+        """The copy of a strided view whose dtype no loop body handles (complex, float8,
+        quantized): ATen's ``clone`` of the ``as_strided`` view, into a contiguous buffer."""
+        from kiln.dialects.aten.dialect import op_class
+        from kiln.dialects.loop.body_ops import YieldOp
+
+        if ref.strides is None:
+            raise NoLowering(f"a non-strided view of {ref.dtype} cannot be copied by ATen")
+        buffer_type_ = ref.buffer.type
+        assert isinstance(buffer_type_, MemRefType)
+        block = Block(arg_types=[tensor_for_buffer(buffer_type_)])
+        body_ops: list[Operation] = []
+        syms: list[SSAValue] = []
+        builder = _ExternBody(self, block, body_ops, syms, {})
+        shape = [int(s) if s.is_Integer else DYNAMIC_INDEX for s in map(sympy.sympify, ref.sizes)]
+        view_type = TensorType(ref.dtype, shape)
+        view = builder.as_strided(block.args[0], ref, view_type)
+        clone = op_class("clone.default")
+        assert clone is not None
+        copy = clone.from_args({"self": view, "memory_format": "contiguous_format"}, [view_type])
+        body_ops += [copy, YieldOp(copy.results[0])]
+        block.add_ops(body_ops)
+        extern = ExternOp.build(
+            operands=[[ref.buffer], syms],
+            result_types=[[buffer_type(ref.dtype, ref.sizes)]],
+            regions=[Region(block)],
+        )
+        self.emit(extern)
+        result = extern.outputs[0]
+        result.name_hint = name
+        return result
 
     # -- extern ---------------------------------------------------------------------------
 

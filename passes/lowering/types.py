@@ -8,6 +8,8 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
     Float16Type,
+    Float32Type,
+    Float64Type,
     IndexType,
     IntegerType,
     Signedness,
@@ -41,6 +43,18 @@ def is_low_precision(ty: Attribute) -> bool:
     return isinstance(ty, Float16Type | BFloat16Type)
 
 
+_BODY_FLOATS = Float16Type | BFloat16Type | Float32Type | Float64Type
+
+
+def is_body_type(ty: Attribute) -> bool:
+    """Whether loop bodies can load, compute and store elements of ``ty``."""
+    try:
+        check_body_type(ty)
+    except NoLowering:
+        return False
+    return True
+
+
 def check_body_type(ty: Attribute) -> None:
     """Loop bodies compute on signless ``arith`` types: floats, ``i1`` and signed ints.
 
@@ -48,7 +62,8 @@ def check_body_type(ty: Attribute) -> None:
     """
     if is_unsigned(ty):
         raise NoLowering(f"unsigned element type {ty}")
-    if not (is_float(ty) or isinstance(ty, IntegerType)):
+    # Not is_float: float8 types are AnyFloat too, but no body computes on them.
+    if not isinstance(ty, _BODY_FLOATS | IntegerType):
         raise NoLowering(f"element type {ty}")
 
 

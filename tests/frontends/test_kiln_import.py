@@ -148,3 +148,28 @@ def test_help_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_parse_input(spec: str, expected: tuple[list[int], str]) -> None:
     assert parse_input(spec) == expected
+
+
+@pytest.mark.parametrize("extra", [[], ["--training"], ["--dynamic"]])
+def test_integer_inputs_are_traced_fake_not_drawn_out_of_range(
+    tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Embedding(5, 8) fed ``2x16xi64``: random ids would be out of range; tracing
+    on fake tensors never looks at them."""
+    path = tmp_path / "small_embedding.py"
+    path.write_text(
+        "import torch\n"
+        "class Emb(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.e = torch.nn.Embedding(5, 8)\n"
+        "    def forward(self, ids):\n"
+        "        return self.e(ids).sum(-1)\n"
+        "def pick(x, idx):\n"
+        "    return torch.index_select(x, 0, idx)\n"
+    )
+    assert main([f"{path}:Emb", "--input", "2x16xi64", *extra]) == 0
+    functions = parse_functions(capsys.readouterr().out)
+    assert len(functions) == (2 if extra == ["--training"] else 1)
+    assert main([f"{path}:pick", "--input", "4x3xf32", "--input", "2xi64", *extra[1:]]) == 0
+    parse_functions(capsys.readouterr().out)
