@@ -140,8 +140,9 @@ def _program(info: Any, sample: Any) -> tuple[Callable[..., list[torch.Tensor]],
     return program, [leaves[p] for p in positions]
 
 
-def _clone(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [t.clone() for t in tensors]
+def _clone(tensors: Sequence[Any]) -> list[Any]:
+    # Not every graph input is a tensor: AOTAutograd's effect tokens (with_effects) are None.
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
 def make_case(info: Any, dtype: torch.dtype, device: str, limit: int | None = None) -> OpCase:

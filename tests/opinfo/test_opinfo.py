@@ -117,33 +117,7 @@ class XFail:
 
 # op key, (op key, dtype name), (op key, executor) or (op key, executor, dtype name)
 # -> why it fails. May only shrink.
-_WITH_EFFECTS = XFail("issue 12 item 10: torch 2.13 wraps this linalg op in with_effects")
-_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-_COMPLEX = XFail("issue 12 item 11: complex results must run as ATen externs")
-
-EXPECTED_FAILURES: dict[str | tuple[str, ...], XFail] = {
-    "chalf": XFail("issue 12 item 11: complex32 has no kiln element type"),
-    ("view_as_complex", "float16"): XFail("issue 12 item 11: complex32 has no kiln element type"),
-    "fft.fft": _COMPLEX,
-    "fft.ifft": _COMPLEX,
-    "fft.ihfft": _COMPLEX,
-    "fft.ihfft2": _COMPLEX,
-    "fft.ihfftn": _COMPLEX,
-    "fft.rfft": _COMPLEX,
-    "linalg.eig": _COMPLEX,
-    "stft": _COMPLEX,
-}
-if _TORCH >= (2, 13):  # older torch calls these linalg ops directly
-    for _key in (
-        "linalg.cholesky",
-        "linalg.inv",
-        "linalg.ldl_factor",
-        "linalg.lu_factor",
-        "linalg.solve",
-        "linalg.tensorinv",
-        "linalg.tensorsolve",
-    ):
-        EXPECTED_FAILURES[_key] = _WITH_EFFECTS
+EXPECTED_FAILURES: dict[str | tuple[str, ...], XFail] = {}
 
 
 def expected_failure(key: str, config: Config) -> XFail | None:
