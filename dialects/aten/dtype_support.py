@@ -37,7 +37,7 @@ def _is_pointwise(overload: str) -> bool:
 
     try:
         return torch.Tag.pointwise in torch_overload(overload).tags  # pyright: ignore[reportAttributeAccessIssue]
-    except Exception:  # noqa: BLE001 - no such overload: no verdict
+    except Exception:  # no such overload: no verdict
         return False
 
 
@@ -67,7 +67,7 @@ def _probe(op: AtenOp) -> str | None:
             return None
     try:
         plan = build_plan(op)
-    except Exception:  # noqa: BLE001 - an op the interpreter cannot call: no verdict
+    except Exception:  # an op the interpreter cannot call: no verdict
         return None
     try:
         # Under torch.compile a FakeTensorMode is active: the probe must run real kernels.
