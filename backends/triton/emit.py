@@ -44,6 +44,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from kiln.dialects.triton import (
+    DeviceAssertOp,
     MATH_FUNCTIONS,
     PREDICATES,
     AddPtrOp,
@@ -302,6 +303,11 @@ class _KernelPrinter:
             self.loop(op, indent)
             return
         if isinstance(op, scf.YieldOp):
+            return
+        if isinstance(op, DeviceAssertOp):
+            self.lines.append(
+                f"{INDENT * indent}tl.device_assert({self.text(op.cond)}, {op.msg.data!r})"
+            )
             return
         if isinstance(op, StoreOp):
             mask = f", {self.text(op.mask)}" if op.mask is not None else ""

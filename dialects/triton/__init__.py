@@ -15,6 +15,7 @@ from kiln.dialects.triton.block_ops import (
     ConstantOp,
     ExpandDimsOp,
     FullOp,
+    DeviceAssertOp,
     LoadOp,
     StoreOp,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "ExpandDimsOp",
     "FullOp",
     "KernelOp",
+    "DeviceAssertOp",
     "LoadOp",
     "MathOp",
     "PointerType",

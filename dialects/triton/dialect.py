@@ -11,6 +11,7 @@ from kiln.dialects.triton.block_ops import (
     ConstantOp,
     ExpandDimsOp,
     FullOp,
+    DeviceAssertOp,
     LoadOp,
     StoreOp,
 )
@@ -34,6 +35,7 @@ Triton = Dialect(
         AddPtrOp,
         LoadOp,
         StoreOp,
+        DeviceAssertOp,
         *BINARY_CLASSES.values(),
         CmpOp,
         MathOp,
