@@ -48,3 +48,19 @@ def test_out_of_range_index_fails_the_launch(
         compiled.run(args)
         if DEVICE.type == "cuda":
             torch.cuda.synchronize()
+
+
+# Outputs that alias each other share storage through the Triton executor too (the
+# structure that rebuilds them is the same for every executor; issue 20 item 3).
+
+
+def test_aliasing_outputs_share_storage_with_triton() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2]))
+    from test_output_aliasing import CASES, check_aliasing_like_eager
+
+    for fn in CASES:
+        torch._dynamo.reset()
+        check_aliasing_like_eager(fn, "triton", DEVICE.type)
