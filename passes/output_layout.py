@@ -255,7 +255,8 @@ def _apply(func: FuncOp) -> None:
 def _base_index(expr: ast.expr) -> int:
     while isinstance(expr, ast.Call):
         expr = expr.args[1]
-    assert isinstance(expr, ast.Constant) and type(expr.value) is int
+    assert isinstance(expr, ast.Constant)
+    assert type(expr.value) is int
     return expr.value
 
 

@@ -44,7 +44,6 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from kiln.dialects.triton import (
-    DeviceAssertOp,
     MATH_FUNCTIONS,
     PREDICATES,
     AddPtrOp,
@@ -56,6 +55,7 @@ from kiln.dialects.triton import (
     CombineOp,
     ConstantOp,
     ConstexprOp,
+    DeviceAssertOp,
     ExpandDimsOp,
     FullOp,
     KernelOp,

@@ -26,7 +26,6 @@ from kiln.dialects.triton.block_ops import INDEX_ASSERT
 MAX_GRID_Y = 65535
 
 
-
 class LaunchError(RuntimeError):
     """A kernel that cannot be launched with these arguments."""
 
@@ -222,5 +221,4 @@ class KernelRunner:
             self._set_config(saved)
 
 
-__all__ = [
-    "MAX_GRID_Y", "Compiled", "KernelRunner", "KernelSpec", "LaunchError"]
+__all__ = ["MAX_GRID_Y", "Compiled", "KernelRunner", "KernelSpec", "LaunchError"]

@@ -36,7 +36,7 @@ def _is_pointwise(overload: str) -> bool:
     from kiln.dialects.aten.interpreter import torch_overload
 
     try:
-        return torch.Tag.pointwise in torch_overload(overload).tags  # pyright: ignore[reportAttributeAccessIssue]
+        return torch.Tag.pointwise in torch_overload(overload).tags  # pyright: ignore[reportFunctionMemberAccess, reportAttributeAccessIssue]
     except Exception:  # no such overload: no verdict
         return False
 
@@ -72,7 +72,7 @@ def _probe(op: AtenOp) -> str | None:
     try:
         # Under torch.compile a FakeTensorMode is active: the probe must run real kernels.
         with _disable_current_modes():
-            plan.run(values)
+            plan.run(tuple(values))
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as e:
         return str(e).splitlines()[0] if str(e) else type(e).__name__
     return None

@@ -12,6 +12,17 @@ from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 Cpp = Dialect(
     "cpp",
-    [FuncOp, ReturnOp, ForOp, YieldOp, LoadOp, StoreOp, IndexOp, AllocaOp, CheckIndexOp, TransposeTileOp],
+    [
+        FuncOp,
+        ReturnOp,
+        ForOp,
+        YieldOp,
+        LoadOp,
+        StoreOp,
+        IndexOp,
+        AllocaOp,
+        CheckIndexOp,
+        TransposeTileOp,
+    ],
     [LoopKindAttr],
 )

@@ -12,7 +12,7 @@ contiguous storage.
 cpp.store %v, %out_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
 %i = cpp.index "i0 + 16*i1"(%l, %rb)
 %acc = cpp.alloca : memref<16xf32>
-cpp.check_index %row < %n
+cpp.check_index %row, %n
 ```
 
 A ``checked`` load (an indirect, data-dependent address) first tests that the address
@@ -324,7 +324,7 @@ class CheckIndexOp(IRDLOperation):
     """Raises the function's index error flag unless ``0 <= index < bound``.
 
     ```mlir
-    cpp.check_index %row < %n
+    cpp.check_index %row, %n
     ```
     """
 
@@ -333,7 +333,7 @@ class CheckIndexOp(IRDLOperation):
     index = operand_def(IndexType)
     bound = operand_def(IndexType)
 
-    assembly_format = "$index `<` $bound attr-dict"
+    assembly_format = "$index `,` $bound attr-dict"
 
     def __init__(self, index: SSAValue, bound: SSAValue) -> None:
         super().__init__(operands=[index, bound])
@@ -367,4 +367,9 @@ class AllocaOp(IRDLOperation):
 __all__ = [
     "AllocaOp",
     "CheckIndexOp",
-    "IndexOp", "LoadOp", "StoreOp", "check_operand_symbols", "fill_attr"]
+    "IndexOp",
+    "LoadOp",
+    "StoreOp",
+    "check_operand_symbols",
+    "fill_attr",
+]

@@ -267,9 +267,7 @@ class LoopBodyFunctions(InterpreterFunctions):
         bad = (index < 0) | (index >= size)
         if bool(bad.any()):
             value = int(index[bad].flatten()[0]) if index.dim() else int(index)
-            raise IndexOutOfBounds(
-                f"index {value} is out of bounds for a dimension of size {size}"
-            )
+            raise IndexOutOfBounds(f"index {value} is out of bounds for a dimension of size {size}")
         return (args[0],)
 
     @impl_terminator(YieldOp)

@@ -270,7 +270,7 @@ class IndexOp(IRDLOperation):
         return op
 
 
-class IndexOutOfBounds(IndexError, RuntimeError):  # noqa: N818 - eager's names: IndexError, RuntimeError
+class IndexOutOfBounds(IndexError, RuntimeError):
     """An indirect index outside the dimension it indexes (``loop.check_index`` failed).
 
     Eager raises ``IndexError`` for some ops (``index_select``, ``embedding``,

@@ -9,9 +9,9 @@ from kiln.dialects.triton.block_ops import (
     ArangeOp,
     BroadcastToOp,
     ConstantOp,
+    DeviceAssertOp,
     ExpandDimsOp,
     FullOp,
-    DeviceAssertOp,
     LoadOp,
     StoreOp,
 )

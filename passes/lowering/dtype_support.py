@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import wraps
 
 from kiln.dialects.aten.dtype_support import eager_rejects
@@ -15,7 +16,7 @@ def guarded(lowering: Lowering) -> Lowering:
     """``lowering``, after checking that eager accepts the op's dtypes."""
 
     @wraps(lowering)
-    def lower(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    def lower(ctx: LoweringContext, args: OpArgs) -> Sequence[Lowered]:
         error = eager_rejects(args.op)
         if error is not None:
             raise NoLowering(f"eager rejects these dtypes: {error}")

@@ -14,6 +14,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from kiln.dialects.aten import AtenOp, GenericOp, op_class, op_classes
+from kiln.dialects.aten.meta_check import shape_checks
 from kiln.dialects.aten.schema import ArgKind, ArgSpec, parse_schema
 from kiln.dialects.aten.schemas import SCHEMAS
 from kiln.registry import make_context
@@ -91,10 +92,13 @@ def test_op_counts() -> None:
 
 def test_every_generated_op_round_trips() -> None:
     module = _module_with_all_ops()
-    module.verify()
+    # Arbitrary operands: the schema checks apply, torch's shape functions would not agree.
+    with shape_checks(False):
+        module.verify()
     text = _print(module)
     reparsed = Parser(make_context(), text).parse_module()
-    reparsed.verify()
+    with shape_checks(False):
+        reparsed.verify()
     assert _print(reparsed) == text
     assert reparsed.is_structurally_equivalent(module)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pass_checks import assert_pass_output, run_pass
 
@@ -87,7 +89,7 @@ func.func @f(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<2xf32>) attributes
 """
 
 
-def _run(text: str, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _run(text: str, x: torch.Tensor) -> tuple[list[Any], list[Any]]:
     before, after = run_pass(OutputLayoutPass(), text)
     want = list(run_function(before, [x], "f"))
     structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
@@ -107,7 +109,8 @@ def test_view_of_an_output_is_returned_as_a_view() -> None:
 
 def test_views_of_an_unreturned_intermediate_share_it() -> None:
     want, got = _run(SHARED_BASE, torch.randn(2, 3))
-    assert isinstance(got, list) and len(got) == 2
+    assert isinstance(got, list)
+    assert len(got) == 2
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w)
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from triton_checks import DEVICE, check
-
+from triton_checks import DEVICE, Compiled, check
 
 
 def _gather(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
@@ -20,6 +19,12 @@ def _embedding(w: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
 
 def _cross_entropy(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(x, t)
+
+
+def _run_and_wait(compiled: Compiled, args: list[object]) -> None:
+    compiled.run(args)
+    if DEVICE.type == "cuda":  # a device-side assert surfaces at the next sync
+        torch.cuda.synchronize()
 
 
 CASES = [
@@ -45,9 +50,7 @@ def test_out_of_range_index_fails_the_launch(
     args[1] = torch.tensor(bad, device=DEVICE)
     # IndexOutOfBounds in the interpreter; a device-side assert (RuntimeError) on a GPU.
     with pytest.raises(RuntimeError):
-        compiled.run(args)
-        if DEVICE.type == "cuda":
-            torch.cuda.synchronize()
+        _run_and_wait(compiled, args)
 
 
 # Outputs that alias each other share storage through the Triton executor too (the
