@@ -122,6 +122,10 @@ def _run_meta(
             return f"torch rejects these operand types: {first}"
     for k, dtype, shape in declared:
         got = results[k] if k < len(results) else None
+        if k > 0 and isinstance(got, torch.Tensor) and got.dtype == dtype and 0 in shape:
+            # A secondary result declared empty: CPU kernels return empty saved statistics
+            # where the meta function sizes them (batch norm in inference).
+            continue
         if not isinstance(got, torch.Tensor) or got.dtype != dtype or tuple(got.shape) != shape:
             return (
                 f"result #{k} is declared {op.result_types[k]}, but for these operands "
