@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ from kiln.registry import make_context
 T = TensorType(f32, [2, 3])
 
 
-def _sample_value(spec: ArgSpec, new_value: callable[[Attribute], SSAValue]) -> object:
+def _sample_value(spec: ArgSpec, new_value: Callable[[Attribute], SSAValue]) -> object:
     kind = spec.kind
     if kind is ArgKind.TENSOR:
         return new_value(T)
