@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
 
 if TYPE_CHECKING:
@@ -233,7 +234,8 @@ class DecomposePass(ModulePass):
         targets = [o for o in op.walk() if isinstance(o, AtenOp)]
         for target in targets:
             overload = by_name.get(_torch_name(target))
-            if overload is None:
+            if overload is None or eager_rejects(target, pointwise_only=True) is not None:
+                # A dtype eager rejects: keep the op, so that it raises as eager does.
                 continue
             replacement = _decomposed_body(target, overload, table)
             if replacement is None:

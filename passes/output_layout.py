@@ -27,6 +27,16 @@ becomes::
 
 Outputs that are function arguments, have symbolic sizes or overlapping / non-dense
 strides are returned contiguous, as before.
+
+An output that is a view of another output (``y = x + 1; return y, y.view(-1)``) must
+share its storage, as in eager: writing ``y`` in place after the call changes the view.
+kiln's buffers would hold it as a separate copy, so such an output is instead returned as
+the other output seen through the same ATen view ops, replayed on it at run time
+(``alias("aten::view.default", 0, "{'size': [-1]}")`` in ``kiln.outputs``, see
+:mod:`kiln.frontends.fx.outputs`), and the copy is not computed. Views whose arguments
+are symbolic, or not Python literals, stay copies. (Outputs that alias graph *inputs* are
+AOTAutograd's to regenerate; this handles aliases between outputs, which are the
+compiler's job.)
 """
 
 from __future__ import annotations
@@ -34,15 +44,18 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import BlockArgument
+from xdsl.ir import BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
+from kiln.dialects.aten.ops import AtenOp
 from kiln.frontends.fx.outputs import (
     OUTPUT_STRIDES_ATTR,
     OUTPUTS_ATTR,
@@ -93,19 +106,125 @@ class _Rewrap(ast.NodeTransformer):
         return node
 
 
+@cache
+def _is_view(overload: str) -> bool:
+    from kiln.dialects.aten.interpreter import torch_overload
+
+    try:
+        return bool(getattr(torch_overload(overload), "is_view", False))
+    except Exception:  # an operator torch does not know: not a view
+        return False
+
+
+def _literal_arguments(op: AtenOp) -> str | None:
+    """The op's non-tensor arguments as the text of a Python dict literal (None when one
+    is symbolic or has no literal, such as a dtype)."""
+    arguments: dict[str, object] = {}
+    for spec in op.op_schema().arguments:
+        if spec.kind.is_tensor:
+            continue
+        attr = op.arg_attr(spec.name)
+        if attr is None:
+            continue
+        if collect_sym_refs(attr):
+            return None
+        value = decode_value(spec, attr, ())
+        try:
+            if ast.literal_eval(repr(value)) != value:
+                return None
+        except (ValueError, SyntaxError):
+            return None
+        arguments[spec.name] = value
+    return repr(arguments)
+
+
+def _view_chain(value: SSAValue) -> tuple[SSAValue, list[tuple[str, str]]]:
+    """The value ``value`` is a view of (through ATen view ops with literal arguments),
+    and those ops, outermost first."""
+    calls: list[tuple[str, str]] = []
+    while True:
+        op = value.owner
+        if not isinstance(op, AtenOp) or op.sym_operands() or not _is_view(op.overload_name):
+            return value, calls
+        tensors = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
+        arguments = _literal_arguments(op)
+        if len(tensors) != 1 or arguments is None:
+            return value, calls
+        calls.append((op.overload_name, arguments))
+        value = tensors[0]
+
+
+def _alias_expr(base: int, calls: Sequence[tuple[str, str]]) -> ast.expr:
+    node: ast.expr = ast.Constant(base)
+    for overload, arguments in reversed(calls):
+        node = ast.Call(
+            ast.Name("alias", ast.Load()),
+            [ast.Constant(overload), node, ast.Constant(arguments)],
+            [],
+        )
+    return node
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replaces leaf ``k`` of a ``kiln.outputs`` expression by ``exprs[k]`` (whose base
+    is never itself an alias: it is a chain's root)."""
+
+    def __init__(self, exprs: dict[int, ast.expr]) -> None:
+        self.exprs = exprs
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is int and node.value in self.exprs:
+            return self.exprs[node.value]
+        return node
+
+
+def _aliases(values: list[SSAValue]) -> dict[int, ast.expr]:
+    """Outputs that are views of a tensor another output is, or is a view of, as
+    ``alias(...)`` expressions over that tensor's index. A base no output returns as is
+    is appended to ``values`` (returned, but reached only through the aliases)."""
+    returned: dict[SSAValue, int] = {}
+    for k, value in enumerate(values):
+        returned.setdefault(value, k)
+    groups: dict[SSAValue, list[tuple[int, list[tuple[str, str]]]]] = {}
+    for k, value in enumerate(values):
+        if isinstance(value.type, TensorType) and returned[value] == k:
+            root, calls = _view_chain(value)
+            if calls and not isinstance(root, BlockArgument):  # inputs: AOTAutograd's job
+                groups.setdefault(root, []).append((k, calls))
+    exprs: dict[int, ast.expr] = {}
+    for root, views in groups.items():
+        base = returned.get(root)
+        if base is None:
+            if len(views) < 2:
+                continue  # the only view of its base: nothing to share storage with
+            base = len(values)
+            values.append(root)
+        for k, calls in views:
+            exprs[k] = _alias_expr(base, calls)
+    return exprs
+
+
 def _apply(func: FuncOp) -> None:
     strides = output_strides(func)
     ret = func.body.block.last_op
     structure = func.attributes.get(OUTPUTS_ATTR)
-    if strides is None or not isinstance(ret, ReturnOp) or not isinstance(structure, StringAttr):
+    if not isinstance(ret, ReturnOp) or not isinstance(structure, StringAttr):
         return
     permute_class = op_class("permute.default")
     assert permute_class is not None
     views: dict[int, tuple[int, ...]] = {}
     values = list(ret.arguments)
-    for k, (value, recorded) in enumerate(zip(values, strides, strict=True)):
+    n_outputs = len(values)
+    aliases = _aliases(values)
+    recorded_strides = [*(strides or [None] * n_outputs), *[None] * (len(values) - n_outputs)]
+    for k, (value, recorded) in enumerate(zip(values, recorded_strides, strict=True)):
         ty = value.type
-        if recorded is None or not isinstance(ty, TensorType) or isinstance(value, BlockArgument):
+        if (
+            recorded is None
+            or k in aliases
+            or not isinstance(ty, TensorType)
+            or isinstance(value, BlockArgument)
+        ):
             continue
         shape = list(ty.get_shape())
         order = stride_order(shape, recorded)
@@ -117,15 +236,28 @@ def _apply(func: FuncOp) -> None:
         Rewriter.insert_op(permute, InsertPoint.before(ret))
         values[k] = permute.results[0]
         views[k] = _inverse(order)
-    del func.attributes[OUTPUT_STRIDES_ATTR]
-    if not views:
+    if strides is not None:
+        del func.attributes[OUTPUT_STRIDES_ATTR]
+    if not views and not aliases:
         return
-    tree = _Rewrap(views).visit(ast.parse(structure.data, mode="eval"))
+    for k, expr in aliases.items():
+        # Nothing reads the copy any more: return its base twice, and DCE drops the view.
+        values[k] = values[_base_index(expr)]
+    tree = ast.parse(structure.data, mode="eval")
+    tree = _Rewrap(views).visit(_Substitute(aliases).visit(tree))
     func.attributes[OUTPUTS_ATTR] = StringAttr(ast.unparse(ast.fix_missing_locations(tree)))
     Rewriter.replace_op(ret, ReturnOp(*values))
     func.function_type = func.function_type.__class__.from_lists(
         list(func.function_type.inputs.data), [v.type for v in values]
     )
+
+
+def _base_index(expr: ast.expr) -> int:
+    while isinstance(expr, ast.Call):
+        expr = expr.args[1]
+    assert isinstance(expr, ast.Constant)
+    assert type(expr.value) is int
+    return expr.value
 
 
 @dataclass(frozen=True)

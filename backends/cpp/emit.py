@@ -30,7 +30,7 @@ from kiln.backends.cpp.scalar_ops import UnsupportedOp, constant_text, scalar_ex
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
-from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.memory_ops import AllocaOp, CheckIndexOp, IndexOp, LoadOp, StoreOp
 from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 _KEYWORDS = frozenset(
@@ -53,6 +53,8 @@ def _may_fail(op: Operation) -> bool:
     """Whether the op can raise an error flag."""
     if isinstance(op, LoadOp):
         return op.checked is not None
+    if isinstance(op, CheckIndexOp):
+        return True
     return type(op).__name__ in _DIVISION_NAMES
 
 
@@ -182,6 +184,12 @@ class FunctionEmitter:
         elif isinstance(op, TransposeTileOp):
             source = f"{self.name(op.source)} + ({self.index_text(op)})"
             self.line(f"kiln_transpose16({source}, {op.stride.data}LL, {self.name(op.tile)});")
+        elif isinstance(op, CheckIndexOp):
+            # One unsigned compare catches both a negative index and one past the end.
+            index, bound = self.operand(op.index), self.operand(op.bound)
+            self.line(
+                f"{ERROR_FLAG} |= (uint64_t)({index}) < (uint64_t)({bound}) ? 0 : KILN_ERR_INDEX;"
+            )
         elif isinstance(op, IndexOp):
             result = self.name(op.result)
             if is_nonnegative(op.expr.data, [self._is_nonnegative(v) for v in op.indices]):

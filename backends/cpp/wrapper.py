@@ -34,7 +34,8 @@ the argument list is taken over (AOTAutograd's boxed convention: ``args.clear()`
 that each argument is released after its last use.
 
 A kernel that hits an out-of-range indirect index or an integer division by zero
-returns its error flags and the wrapper raises ``IndexError`` / ``ZeroDivisionError``,
+returns its error flags and the wrapper raises ``IndexOutOfBounds`` (an ``IndexError``
+and a ``RuntimeError``) / ``ZeroDivisionError``,
 as eager PyTorch would.
 """
 
@@ -71,6 +72,7 @@ from kiln.dialects.kernel.program_ops import (
     ReuseOp,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
+from kiln.dialects.loop.body_ops import IndexOutOfBounds
 from kiln.passes.cpp_lowering.kernel import READ_AFTER_WRITE
 from kiln.passes.lower_to_cpp import LowerToCppPass
 from kiln.passes.scheduling.liveness import argument_releases
@@ -85,7 +87,11 @@ class WrapperError(ValueError):
 
 def _kernel_failed(kernel: str, code: int) -> None:
     if code & ERROR_INDEX:
-        raise IndexError(f"kiln: {kernel}: index out of bounds (an indirect index is out of range)")
+        # IndexError and RuntimeError both: eager raises either, depending on the op.
+        raise IndexOutOfBounds(
+            f"kiln: {kernel}: index out of bounds (an indirect index is outside the "
+            "dimension it indexes)"
+        )
     if code & ERROR_DIV_ZERO:
         raise ZeroDivisionError(f"kiln: {kernel}: integer division by zero")
     raise RuntimeError(f"kiln: {kernel} failed with error flags {code}")

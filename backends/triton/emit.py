@@ -55,6 +55,7 @@ from kiln.dialects.triton import (
     CombineOp,
     ConstantOp,
     ConstexprOp,
+    DeviceAssertOp,
     ExpandDimsOp,
     FullOp,
     KernelOp,
@@ -319,6 +320,11 @@ class _KernelPrinter:
             self.loop(op, indent)
             return
         if isinstance(op, scf.YieldOp):
+            return
+        if isinstance(op, DeviceAssertOp):
+            self.lines.append(
+                f"{INDENT * indent}tl.device_assert({self.text(op.cond)}, {op.msg.data!r})"
+            )
             return
         if isinstance(op, StoreOp):
             mask = f", {self.text(op.mask)}" if op.mask is not None else ""

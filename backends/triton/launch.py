@@ -19,7 +19,9 @@ from typing import Any
 
 import sympy
 
+from kiln.dialects.loop.body_ops import IndexOutOfBounds
 from kiln.dialects.loop.index_eval import compile_expr
+from kiln.dialects.triton.block_ops import INDEX_ASSERT
 
 MAX_GRID_Y = 65535
 
@@ -45,6 +47,25 @@ class KernelSpec:
     configs: tuple[dict[str, int], ...]
     """Candidate configs, the chosen one first."""
     implements: str
+    asserts: bool = False
+    """Whether the kernel holds ``tl.device_assert`` (index checks): Triton compiles
+    those only with ``debug=True``."""
+
+
+def enable_interpreter_asserts() -> None:
+    """Make ``tl.device_assert`` raise under ``TRITON_INTERPRET=1``.
+
+    Triton's interpreter has no per-kernel ``debug`` option: its builder's options start
+    with ``debug=False``, which turns every ``device_assert`` into a no-op. Turn it on
+    (once, for the process), with overflow sanitizing off as in compiled kernels.
+    """
+    from dataclasses import replace
+
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = replace(builder.options, debug=True, sanitize_overflow=False)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -75,6 +96,8 @@ class KernelRunner:
     launches: int = 0
 
     def __post_init__(self) -> None:
+        if self.interpret and self.spec.asserts:
+            enable_interpreter_asserts()
         self.config = dict(self.config or self.spec.configs[0])
         self._numel = compile_expr(self.spec.numel)
         self._ynumel = compile_expr(self.spec.ynumel) if self.spec.ynumel is not None else None
@@ -87,7 +110,12 @@ class KernelRunner:
         self.config = dict(config)
         self.constexpr_values = tuple(config[c] for c in self.spec.constexprs)
         self.constexpr_kwargs = {c: config[c] for c in self.spec.constexprs}
-        self.options = {k: config[k] for k in ("num_warps", "num_stages") if k in config}
+        self.options: dict[str, Any] = {
+            k: config[k] for k in ("num_warps", "num_stages") if k in config
+        }
+        if self.spec.asserts:
+            # What Inductor compiles with: device asserts on, overflow sanitizing off.
+            self.options.update(debug=True, sanitize_overflow=False)
         self.compiled.clear()
         self._static_grid = self._grid(()) if self._static else None
 
@@ -122,7 +150,14 @@ class KernelRunner:
             grid = self.grid(args)
         self.launches += 1
         if self.interpret:
-            self.fn[grid](*args, **self.constexpr_kwargs)
+            try:
+                self.fn[grid](*args, **self.constexpr_kwargs)
+            except Exception as e:
+                if self.spec.asserts and INDEX_ASSERT in str(e):
+                    # The interpreter's failed device_assert: raise what the C++ backend
+                    # and kiln's interpreters raise (on a GPU, a device-side assert).
+                    raise IndexOutOfBounds(f"kiln: {self.spec.name}: {e}") from e
+                raise
             return
         key = self.key(args)
         compiled = self.compiled.get(key)

@@ -47,7 +47,7 @@ from kiln.dialects.kernel.attributes import ConfigAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp as LoopKernelOp
 from kiln.dialects.kernel.program_ops import ProgramOp
 from kiln.dialects.loop.body_eval import torch_dtype
-from kiln.dialects.triton import KernelOp, PointerType
+from kiln.dialects.triton import DeviceAssertOp, KernelOp, PointerType
 
 
 class TritonRuntimeError(RuntimeError):
@@ -182,6 +182,7 @@ def kernel_spec(kernel: KernelOp) -> KernelSpec:
         ynumel=kernel.ynumel.data if kernel.ynumel is not None else None,
         configs=tuple(configs),
         implements=implements.string_value() if isinstance(implements, SymbolRefAttr) else "",
+        asserts=any(isinstance(op, DeviceAssertOp) for op in kernel.walk()),
     )
 
 

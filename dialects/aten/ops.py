@@ -245,6 +245,11 @@ class AtenOp(IRDLOperation):
                     f"{self.name}: symbolic argument must be index, integer or float, got {value.type}"
                 )
         self._verify_results(schema.returns)
+        # Shapes and dtypes as torch computes them (static shapes; see meta_check).
+        from kiln.dialects.aten.meta_check import shape_mismatch
+
+        if (mismatch := shape_mismatch(self)) is not None:  # pyright: ignore[reportArgumentType]
+            raise VerifyException(f"{self.name}: {mismatch}")
 
     def _verify_tensor_arg(self, spec: ArgSpec) -> None:
         values = self._group(spec.name)

@@ -7,11 +7,22 @@ from xdsl.ir import Dialect
 from kiln.dialects.cpp.attributes import LoopKindAttr
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
-from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.memory_ops import AllocaOp, CheckIndexOp, IndexOp, LoadOp, StoreOp
 from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 Cpp = Dialect(
     "cpp",
-    [FuncOp, ReturnOp, ForOp, YieldOp, LoadOp, StoreOp, IndexOp, AllocaOp, TransposeTileOp],
+    [
+        FuncOp,
+        ReturnOp,
+        ForOp,
+        YieldOp,
+        LoadOp,
+        StoreOp,
+        IndexOp,
+        AllocaOp,
+        CheckIndexOp,
+        TransposeTileOp,
+    ],
     [LoopKindAttr],
 )

@@ -12,12 +12,15 @@ contiguous storage.
 cpp.store %v, %out_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
 %i = cpp.index "i0 + 16*i1"(%l, %rb)
 %acc = cpp.alloca : memref<16xf32>
+cpp.check_index %row, %n
 ```
 
 A ``checked`` load (an indirect, data-dependent address) first tests that the address
 lies inside the buffer: if not, it reads nothing (its value is zero, or the fill) and the
 function reports an index error to its caller (C's out-of-bounds read would be
-undefined behaviour).
+undefined behaviour). ``cpp.check_index`` tests an indirect index against the size of
+the dimension it indexes (which the flat bound of a checked load cannot see: index 6 of
+a 4x6 buffer's last dim is inside the buffer) and raises the same error.
 """
 
 from __future__ import annotations
@@ -317,6 +320,26 @@ class IndexOp(IRDLOperation):
 
 
 @irdl_op_definition
+class CheckIndexOp(IRDLOperation):
+    """Raises the function's index error flag unless ``0 <= index < bound``.
+
+    ```mlir
+    cpp.check_index %row, %n
+    ```
+    """
+
+    name = "cpp.check_index"
+
+    index = operand_def(IndexType)
+    bound = operand_def(IndexType)
+
+    assembly_format = "$index `,` $bound attr-dict"
+
+    def __init__(self, index: SSAValue, bound: SSAValue) -> None:
+        super().__init__(operands=[index, bound])
+
+
+@irdl_op_definition
 class AllocaOp(IRDLOperation):
     """A local array of static size (a C array on the stack): accumulators, partials.
 
@@ -341,4 +364,12 @@ class AllocaOp(IRDLOperation):
             raise VerifyException(f"{self.name}: a local array has a static size, not {ty}")
 
 
-__all__ = ["AllocaOp", "IndexOp", "LoadOp", "StoreOp", "check_operand_symbols", "fill_attr"]
+__all__ = [
+    "AllocaOp",
+    "CheckIndexOp",
+    "IndexOp",
+    "LoadOp",
+    "StoreOp",
+    "check_operand_symbols",
+    "fill_attr",
+]

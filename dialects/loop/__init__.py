@@ -7,11 +7,12 @@ syntax and :mod:`kiln.dialects.loop.interpreter` to run it.
 """
 
 from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKind, ReductionKindAttr
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp
 from kiln.dialects.loop.dialect import Loop
 from kiln.dialects.loop.ops import ExternOp, LoopNestOp, PointwiseOp, ReductionOp
 
 __all__ = [
+    "CheckIndexOp",
     "ExternOp",
     "IndexExprAttr",
     "IndexOp",

@@ -33,7 +33,7 @@ from xdsl.interpreter import (
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import InterpretationError
 
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, IndexOutOfBounds, LoadOp, YieldOp
 from kiln.dialects.loop.index_eval import compile_expr
 
 
@@ -257,6 +257,18 @@ class LoopBodyFunctions(InterpreterFunctions):
     def run_index(self, interpreter: Interpreter, op: IndexOp, args: PythonValues) -> PythonValues:
         value = compile_expr(op.expr.data)(self.frame.env)
         return (_as_tensor(value, IndexType()),)
+
+    @impl(CheckIndexOp)
+    def run_check_index(
+        self, interpreter: Interpreter, op: CheckIndexOp, args: PythonValues
+    ) -> PythonValues:
+        index = _as_tensor(args[0], IndexType())
+        size = int(compile_expr(op.size.data)(self.frame.env))
+        bad = (index < 0) | (index >= size)
+        if bool(bad.any()):
+            value = int(index[bad].flatten()[0]) if index.dim() else int(index)
+            raise IndexOutOfBounds(f"index {value} is out of bounds for a dimension of size {size}")
+        return (args[0],)
 
     @impl_terminator(YieldOp)
     def run_yield(

@@ -8,6 +8,7 @@ and to the iteration space.
 %b = loop.load %w["16*i0 + d1"](%row) : memref<10x16xf32>      // indirect (gather)
 %c = loop.load %x["d0 - 2"] if %inside else 0.0 : memref<8xf32>  // masked, with fill
 %i = loop.index "d0 + 3"                                          // index as a value
+%j = loop.check_index %k < "s0"                                   // 0 <= %k < s0, or raise
 loop.yield %c : f32
 ```
 """
@@ -269,6 +270,71 @@ class IndexOp(IRDLOperation):
         return op
 
 
+class IndexOutOfBounds(IndexError, RuntimeError):
+    """An indirect index outside the dimension it indexes (``loop.check_index`` failed).
+
+    Eager raises ``IndexError`` for some ops (``index_select``, ``embedding``,
+    ``nll_loss``, advanced indexing) and ``RuntimeError`` for others (``gather``); Inductor
+    raises ``RuntimeError``. This is both, so that code catching either still catches it.
+    """
+
+
+@irdl_op_definition
+class CheckIndexOp(IRDLOperation):
+    """Asserts that an indirect index lies inside the dimension it indexes, and gives it.
+
+    Every index loaded from a tensor (``gather``, ``index_select``, ``embedding``,
+    ``x[idx]``) goes through it before it reaches a ``loop.load``, so that every executor
+    raises where eager does (:class:`IndexOutOfBounds`), rather than read another row
+    of the buffer or wrap a negative index. ``size`` is the dimension's size, an
+    expression over the op's sizes (``s<k>``) only.
+
+    ```mlir
+    %j = loop.check_index %i < "s0"
+    ```
+    """
+
+    name = "loop.check_index"
+
+    index = operand_def(IndexType)
+    size = prop_def(IndexExprAttr)
+    result = result_def(IndexType)
+
+    # Pure: it computes nothing observable but the error, so it may be CSE'd, and dropped
+    # with the load it guards (Inductor checks only indices that are used too).
+    traits = traits_def(Pure())
+
+    def __init__(self, index: SSAValue, size: IndexExprAttr) -> None:
+        super().__init__(operands=[index], properties={"size": size}, result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        for symbol in self.size.data.free_symbols:
+            if var_kind(symbol)[0] != "s":  # pyright: ignore[reportArgumentType]
+                raise VerifyException(
+                    f"{self.name}: the size '{self.size.text}' may only use size variables "
+                    f"(s<k>), not {symbol}"
+                )
+        check_expr_vars(self, self.size, 0)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.index)
+        printer.print_string(" < ")
+        printer.print_string_literal(self.size.text)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CheckIndexOp:
+        index = parser.parse_unresolved_operand()
+        parser.parse_punctuation("<")
+        size = IndexExprAttr(parse_expr_literal(parser))
+        attributes = parser.parse_optional_attr_dict()
+        op = cls(parser.resolve_operand(index, IndexType()), size)
+        op.attributes.update(attributes)
+        return op
+
+
 @irdl_op_definition
 class YieldOp(IRDLOperation):
     """Ends a loop body with its value(s).
@@ -300,7 +366,9 @@ class YieldOp(IRDLOperation):
 
 
 __all__ = [
+    "CheckIndexOp",
     "IndexOp",
+    "IndexOutOfBounds",
     "LoadOp",
     "YieldOp",
     "enclosing_loop_op",

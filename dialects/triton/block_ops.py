@@ -9,6 +9,7 @@
 %p = triton.addptr %in_ptr0, %e : !triton.ptr<f32>, !triton.block<[XBLOCK, 1], i32> -> !triton.block<[XBLOCK, 1], !triton.ptr<f32>>
 %v = triton.load %p mask %m other 0.0 : !triton.block<[XBLOCK, 1], !triton.ptr<f32>> -> !triton.block<[XBLOCK, 1], f32>
 triton.store %p, %v mask %m : !triton.block<[XBLOCK, 1], !triton.ptr<f32>>, !triton.block<[XBLOCK, 1], f32>
+triton.device_assert %ok, "index out of bounds" : !triton.block<[XBLOCK, 1], i1>  // tl.device_assert(ok, "...")
 ```
 """
 
@@ -497,12 +498,49 @@ class StoreOp(IRDLOperation):
         return op
 
 
+INDEX_ASSERT = "index out of bounds"
+"""How the message of a ``triton.device_assert`` checking an index begins (the runtime
+recognises the interpreter's failed assert by it)."""
+
+
+@irdl_op_definition
+class DeviceAssertOp(IRDLOperation):
+    """``tl.device_assert(cond, msg)``: fails the launch where a lane's ``cond`` is false.
+
+    Triton compiles it only with ``debug=True`` (the runtime does so for kernels that
+    hold one); on a GPU a failed assert is a device-side assert (the CUDA context is
+    lost, as with Inductor's index asserts), in the interpreter an ``AssertionError``.
+
+    ```mlir
+    triton.device_assert %ok, "index out of bounds" : !triton.block<[XBLOCK, 1], i1>
+    ```
+    """
+
+    name = "triton.device_assert"
+
+    cond = operand_def(BlockType | IntegerType)
+    msg = prop_def(StringAttr)
+
+    traits = traits_def(MemoryWriteEffect())
+
+    assembly_format = "$cond `,` $msg attr-dict `:` type($cond)"
+
+    def __init__(self, cond: SSAValue, msg: str) -> None:
+        super().__init__(operands=[cond], properties={"msg": StringAttr(msg)})
+
+    def verify_(self) -> None:
+        if element_of(self.cond.type) != i1:
+            raise VerifyException(f"{self.name}: the condition must be i1, not {self.cond.type}")
+
+
 __all__ = [
     "EVICTION_POLICIES",
+    "INDEX_ASSERT",
     "AddPtrOp",
     "ArangeOp",
     "BroadcastToOp",
     "ConstantOp",
+    "DeviceAssertOp",
     "ExpandDimsOp",
     "FullOp",
     "LoadOp",

@@ -12,7 +12,10 @@ func.func @forward(...) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xi64>)
 Containers are tuples, lists, dicts (str or int keys) and named tuples / structseqs,
 written as a call of their qualified type name; ``permute(k, (1, 0))`` is returned value
 ``k`` seen through ``Tensor.permute`` (how a graph returns a tensor with the strides
-eager gives it, see :mod:`kiln.passes.output_layout`).
+eager gives it, see :mod:`kiln.passes.output_layout`); ``alias("aten::view.default", k,
+"{'size': [-1]}")`` is the ATen view op called on returned value ``k`` with these
+arguments (a Python literal in a string): an output that is a view of another output is
+returned as that view, sharing its storage as in eager, not as a copy.
 
 ``kiln.output_strides`` (written only when some output is not contiguous) records the
 strides eager gives each returned value (``[]``: not a tensor, or unknown)::
@@ -27,6 +30,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
@@ -148,12 +152,56 @@ def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
             raise OutputStructureError("permute takes a value and a tuple of dims")
         order = tuple(d.value for d in dims.elts if isinstance(d, ast.Constant))
         return None if tensor is None else tensor.permute(order)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "alias":
+        view, arguments = _alias_call(node)
+        base = _fill(node.args[1], values)
+        return None if base is None else view(base, **arguments)
     if isinstance(node, ast.Call) and not node.keywords:
         cls = _resolve_type(node.func)
         items = [_fill(a, values) for a in node.args]
         # namedtuples take their fields positionally, structseqs one sequence.
         return cls(*items) if hasattr(cls, "_fields") else cls(items)
     raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
+
+
+def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The view op and keyword arguments of an ``alias(overload, value, args)`` node."""
+    if len(node.args) != 3 or node.keywords:
+        raise OutputStructureError("alias takes an overload, a value and its arguments")
+    overload, _, arguments = node.args
+    if not (isinstance(overload, ast.Constant) and isinstance(overload.value, str)) or not (
+        isinstance(arguments, ast.Constant) and isinstance(arguments.value, str)
+    ):
+        raise OutputStructureError("alias names its overload and arguments as strings")
+    return _view_op(overload.value), _literal_arguments(arguments.value)
+
+
+@cache
+def _view_op(overload: str) -> Callable[..., Any]:
+    from kiln.dialects.aten.interpreter import torch_overload
+
+    try:
+        op = torch_overload(overload)
+    except Exception as e:  # torch has no such operator
+        raise OutputStructureError(f"alias of unknown operator {overload}: {e}") from None
+    if not getattr(op, "is_view", False):
+        raise OutputStructureError(f"alias of {overload}, which is not a view op")
+    return op
+
+
+@cache
+def _literal_dict(text: str) -> tuple[tuple[str, Any], ...]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as e:
+        raise OutputStructureError(f"malformed alias arguments {text!r}: {e}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):  # pyright: ignore[reportUnknownVariableType]
+        raise OutputStructureError(f"alias arguments {text!r} are not a dict of names")
+    return tuple(value.items())  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+
+
+def _literal_arguments(text: str) -> dict[str, Any]:
+    return dict(_literal_dict(text))
 
 
 def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:

@@ -34,8 +34,10 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
+from kiln.dialects.cpp.memory_ops import CheckIndexOp as CppCheckIndexOp
 from kiln.dialects.cpp.tile_ops import TILE_SIDE
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
+from kiln.dialects.loop.body_ops import CheckIndexOp as LoopCheckIndexOp
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
@@ -399,6 +401,10 @@ class KernelLowering:
                 mapping[op.result] = self.load_global(node, op, emit, env, values, mapping)
             elif isinstance(op, LoopIndexOp):
                 mapping[op.result] = emit.index(self.compose(node, op.expr.data), env)
+            elif isinstance(op, LoopCheckIndexOp):
+                index = mapping[op.index]
+                emit.add(CppCheckIndexOp(index, emit.index(self.compose(node, op.size.data), env)))
+                mapping[op.result] = index
             else:
                 emit.add(op.clone(value_mapper=mapping))
         raise AssertionError(f"{node.name} body has no loop.yield")

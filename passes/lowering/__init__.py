@@ -45,9 +45,13 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         reductions,
         views,
     )
+    from kiln.passes.lowering.dtype_support import guarded
 
+    # Pointwise kernels are where ATen rejects dtypes its meta functions accept (abs of
+    # bool, silu of int, bitwise_and of float): ask ATen first (dtype_support).
+    pointwise_table = {**pointwise.LOWERINGS, **pointwise_backward.LOWERINGS}
     tables: dict[str, dict[str, Lowering]] = {
-        "pointwise": {**pointwise.LOWERINGS, **pointwise_backward.LOWERINGS},
+        "pointwise": {name: guarded(lowering) for name, lowering in pointwise_table.items()},
         "reductions": reductions.LOWERINGS,
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,

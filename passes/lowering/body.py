@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from kiln.dialects.loop.attributes import IndexExprAttr
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import segment_sizes
 from kiln.passes.lowering.tensors import TensorRef
@@ -169,6 +169,11 @@ class BodyBuilder:
         """An index expression as an ``index`` value."""
         attr = expr_attr(self.localize(sympy.sympify(e)))
         return self.emit(IndexOp.create(properties={"expr": attr}, result_types=[_INDEX]))
+
+    def check_index(self, index: SSAValue, size: Expr) -> SSAValue:
+        """``index``, checked to lie in ``[0, size)`` (``loop.check_index``)."""
+        attr = expr_attr(self.localize(sympy.sympify(size)))
+        return self.emit(CheckIndexOp(index, attr))
 
     def index_as(self, e: Expr, ty: Attribute) -> SSAValue:
         """An index expression converted to ``ty`` (i64, f32, ...)."""

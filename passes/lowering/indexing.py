@@ -38,16 +38,21 @@ Expr = sympy.Expr
 Value = SSAValue
 
 
-def _as_index(bb: BodyBuilder, v: Value, size: Expr | None) -> Value:
-    """A loaded integer index as an ``index`` value (negatives wrap when ``size``)."""
+def _as_index(bb: BodyBuilder, v: Value, size: Expr, wrap: bool) -> Value:
+    """A loaded integer index into a dimension of ``size``, as an ``index`` value checked
+    to lie in ``[0, size)`` (``loop.check_index``: eager raises for an index outside its
+    dimension, which the buffer's flat bounds cannot see). ``wrap``: a negative index
+    counts from the end first (advanced indexing, ``x[idx]``; ``gather``,
+    ``index_select`` and ``embedding`` raise on negatives)."""
     if is_float(v.type) or is_bool(v.type):
         raise NoLowering(f"index tensor of {v.type}")
     v = bb.cast(v, i64)
-    if size is not None:
+    if wrap:
         zero = bb.const(0, i64)
         wrapped = bb.add_(v, bb.index_as(size, i64))
         v = bb.select(bb.cmp("lt", v, zero), wrapped, v)
-    return bb.emit(arith.IndexCastOp(v, IndexType()))
+    index = bb.emit(arith.IndexCastOp(v, IndexType()))
+    return bb.check_index(index, size)
 
 
 # --- cat / stack -----------------------------------------------------------------
@@ -257,7 +262,7 @@ def _index_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
                 xidx[j] = d
         indirect: list[Value] = []
         for n, (pos, t) in enumerate(zip(positions, expanded, strict=True)):
-            indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos]))
+            indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos], wrap=True))
             xidx[pos] = indirect_var(n)
         return bb.load(x, [xidx[k] for k in range(x.rank)], indirect=indirect)
 
@@ -273,7 +278,8 @@ def _index_select(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     sizes = args.result_sizes(0, [*x.sizes[:dim], length, *x.sizes[dim + 1 :]])
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        i = _as_index(bb, bb.load(index, [idx[dim]] if index.rank else []), None)
+        loaded = bb.load(index, [idx[dim]] if index.rank else [])
+        i = _as_index(bb, loaded, x.sizes[dim], wrap=False)
         return bb.load(x, [*idx[:dim], indirect_var(0), *idx[dim + 1 :]], indirect=[i])
 
     return [ctx.pointwise(sizes, args.result_dtype(), body)]
@@ -287,7 +293,7 @@ def _gather(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     sizes = args.result_sizes(0, list(index.sizes))
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        i = _as_index(bb, bb.load(index, idx), None)
+        i = _as_index(bb, bb.load(index, idx), x.sizes[dim], wrap=False)
         return bb.load(x, [*idx[:dim], indirect_var(0), *idx[dim + 1 :]], indirect=[i])
 
     return [ctx.pointwise(sizes, args.result_dtype(), body)]
@@ -300,7 +306,7 @@ def _embedding(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     sizes = args.result_sizes(0, [*indices.sizes, weight.sizes[1]])
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        i = _as_index(bb, bb.load(indices, idx[:-1]), None)
+        i = _as_index(bb, bb.load(indices, idx[:-1]), weight.sizes[0], wrap=False)
         return bb.load(weight, [indirect_var(0), idx[-1]], indirect=[i])
 
     return [ctx.pointwise(sizes, args.result_dtype(), body)]

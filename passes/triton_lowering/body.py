@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp
 from kiln.dialects.triton.literals import literal_value
 from kiln.dialects.triton.types import element_of
 from kiln.passes.triton_lowering.builder import TritonBuilder
@@ -51,6 +51,10 @@ class KernelContext(Protocol):
 
     def index_value(self, op: IndexOp) -> SSAValue:
         """The value of a ``loop.index``."""
+        ...
+
+    def check_index(self, op: CheckIndexOp, index: SSAValue) -> SSAValue:
+        """``index`` after asserting it lies in ``op``'s size (``loop.check_index``)."""
         ...
 
     def loop_var(self, arg: SSAValue) -> SSAValue:
@@ -83,6 +87,9 @@ def lower_body(
             continue
         if isinstance(op, IndexOp):
             values[op.result] = ctx.index_value(op)
+            continue
+        if isinstance(op, CheckIndexOp):
+            values[op.result] = ctx.check_index(op, get(op.index))
             continue
         rule = _RULES.get(type(op))
         if rule is None:

@@ -27,13 +27,14 @@ from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr
 from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp
 from kiln.dialects.loop.expr import indirect_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.dialects.triton import (
     AddPtrOp,
     ArangeOp,
     ConstexprOp,
+    DeviceAssertOp,
     KernelOp,
     PointerType,
     ProgramIdOp,
@@ -43,11 +44,12 @@ from kiln.dialects.triton import (
 from kiln.dialects.triton import (
     LoadOp as TritonLoadOp,
 )
+from kiln.dialects.triton.block_ops import INDEX_ASSERT
 from kiln.dialects.triton.literals import literal_value
-from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, shape_of
+from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, element_of, shape_of
 from kiln.passes.scheduling.legality import flat_index
 from kiln.passes.triton_lowering.body import index_element, lower_body
-from kiln.passes.triton_lowering.builder import TritonBuilder
+from kiln.passes.triton_lowering.builder import TritonBuilder, constant_value
 from kiln.passes.triton_lowering.index import IndexEmitter
 from kiln.passes.triton_lowering.plan import KernelPlan, Level, NodePlan, R, X, Y
 from kiln.passes.triton_lowering.reduction import ReductionLowering
@@ -398,6 +400,22 @@ class _NodeContext:
 
     def index_value(self, op: IndexOp) -> SSAValue:
         return self.kernel.index.emit(self.kernel.kernel_expr(self.node, op.expr.data))
+
+    def check_index(self, op: CheckIndexOp, index: SSAValue) -> SSAValue:
+        """``tl.device_assert`` that ``index`` lies in its dimension (lanes past the end of
+        the kernel's range are exempt: their index was never loaded)."""
+        kernel = self.kernel
+        b = self.builder
+        size = kernel.index.emit(kernel.kernel_expr(self.node, op.size.data))
+        zero = b.const(0, element_of(index.type))
+        inside = b.binary("and", b.cmp("ge", index, zero), b.cmp("lt", index, size))
+        if constant_value(inside) is True:
+            return index
+        lanes = kernel.mask_for(shape_of(inside.type))
+        if lanes is not None:
+            inside = b.binary("or", inside, b.not_(lanes))
+        b.insert(DeviceAssertOp(inside, f"{INDEX_ASSERT}: 0 <= index < {op.size.text}"))
+        return index
 
     def load(self, load: LoadOp, indirect: Sequence[SSAValue], mask: SSAValue | None) -> SSAValue:
         outer = self.outer[load.buffer]

@@ -189,7 +189,7 @@ func.func @f(%x: memref<4x8xf32>) -> memref<4xf32> {
 func.func @f(%x: memref<4xf32>) -> memref<4xf32> {
   %0 = loop.extern (%x) : (memref<4xf32>) -> memref<4xf32> {
   ^bb0(%a: tensor<5xf32>):
-    %1 = aten.neg.default(%a) : (tensor<5xf32>) -> tensor<4xf32>
+    %1 = aten.slice.Tensor(%a, dim = 0, start = 0, end = 4) : (tensor<5xf32>) -> tensor<4xf32>
     loop.yield %1 : tensor<4xf32>
   }
   func.return %0 : memref<4xf32>

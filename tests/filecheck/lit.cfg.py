@@ -24,6 +24,12 @@ config.test_exec_root = os.environ.get(
 _bin = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
 config.environment["PYTHONWARNINGS"] = "error::DeprecationWarning"
+# The checkout these tests belong to comes first: an editable install may point at
+# another worktree (lit passes no PYTHONPATH of its own).
+_root = os.path.dirname(os.path.dirname(config.test_source_root))
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    p for p in [_root, os.environ.get("PYTHONPATH", "")] if p
+)
 config.substitutions.append(
     ("%plugins", os.path.join(os.path.dirname(config.test_source_root), "plugins"))
 )

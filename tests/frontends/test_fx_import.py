@@ -453,7 +453,10 @@ def test_create_from_args_matches_from_args(
     fast = cls.create_from_args(concrete, result_types)
     reference = cls.from_args(concrete, result_types)
     block.add_ops([fast, reference])
-    fast.verify()
+    from kiln.dialects.aten.meta_check import shape_checks
+
+    with shape_checks(False):  # placeholder result types: the schema checks alone
+        fast.verify()
     assert type(fast) is type(reference)
     assert list(fast.operands) == list(reference.operands)
     assert fast.result_types == reference.result_types

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pass_checks import assert_pass_output, run_pass
 
@@ -54,3 +56,63 @@ def test_stride_orders() -> None:
     assert stride_order([1, 4, 8], [32, 1, 4]) == [0, 2, 1]  # a unit dim stays in place
     assert stride_order([4, 8], [16, 2]) is None  # not dense
     assert stride_order([4, 8], [1, 1]) is None  # overlapping
+
+
+# --- outputs that are views of other outputs share their storage -------------------------
+
+ALIASED = """
+func.func @f(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<6xf32>, tensor<3x2xf32>) attributes {kiln.outputs = "(0, 1, 2)"} {
+  %y = aten.add.Scalar(%x, other = 1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %v = aten.view.default(%y, size = [-1]) : (tensor<2x3xf32>) -> tensor<6xf32>
+  %t = aten.t.default(%y) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y, %v, %t : tensor<2x3xf32>, tensor<6xf32>, tensor<3x2xf32>
+}
+"""
+
+ALIASED_AFTER = """
+func.func @f(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) attributes {kiln.outputs = "(0, alias('aten::view.default', 0, \\"{'size': [-1]}\\"), alias('aten::t.default', 0, '{}'))"} {
+  %y = aten.add.Scalar(%x, other = 1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %v = aten.view.default(%y, size = [-1]) : (tensor<2x3xf32>) -> tensor<6xf32>
+  %t = aten.t.default(%y) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y, %y, %y : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+"""
+
+# Two views of an intermediate no output returns: it is returned too, unseen.
+SHARED_BASE = """
+func.func @f(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<2xf32>) attributes {kiln.outputs = "[0, 1]"} {
+  %y = aten.add.Scalar(%x, other = 1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %t = aten.t.default(%y) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %s = aten.select.int(%y, dim = 1, index = 2) : (tensor<2x3xf32>) -> tensor<2xf32>
+  func.return %t, %s : tensor<3x2xf32>, tensor<2xf32>
+}
+"""
+
+
+def _run(text: str, x: torch.Tensor) -> tuple[list[Any], list[Any]]:
+    before, after = run_pass(OutputLayoutPass(), text)
+    want = list(run_function(before, [x], "f"))
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    return want, list(rebuild_structure(structure, run_function(after, [x], "f")))
+
+
+def test_view_of_an_output_is_returned_as_a_view() -> None:
+    assert_pass_output(OutputLayoutPass(), ALIASED, ALIASED_AFTER)
+    want, got = _run(ALIASED, torch.randn(2, 3))
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w)
+        assert g.stride() == w.stride()
+    got[0].add_(10)  # eager: every view sees it
+    torch.testing.assert_close(got[1], got[0].view(-1))
+    torch.testing.assert_close(got[2], got[0].t())
+
+
+def test_views_of_an_unreturned_intermediate_share_it() -> None:
+    want, got = _run(SHARED_BASE, torch.randn(2, 3))
+    assert isinstance(got, list)
+    assert len(got) == 2
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w)
+    assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+    got[0].mul_(0)
+    assert not got[1].any()

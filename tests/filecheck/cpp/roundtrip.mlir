@@ -14,6 +14,7 @@
 // CHECK-NEXT:        %0 = cpp.load %in_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
 // CHECK-NEXT:        %true = arith.constant true
 // CHECK-NEXT:        %1 = cpp.load %in_ptr0["i0 - 1"](%x1) if %true else -inf : memref<4x16xf32>
+// CHECK-NEXT:        cpp.check_index %x0, %c4
 // CHECK-NEXT:        %2 = cpp.load %in_ptr1["8*i0 + i1"](%x0, %x1) checked : memref<20x8xf32>
 // CHECK-NEXT:        %i = cpp.index "i0 + 16*i1"(%x1, %x0)
 // CHECK-NEXT:        %3 = math.exp %0 : f32
@@ -37,6 +38,7 @@ cpp.func @kernel0(%in_ptr0: memref<4x16xf32>, %in_ptr1: memref<20x8xf32>, %s0: i
       %0 = cpp.load %in_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
       %true = arith.constant true
       %1 = cpp.load %in_ptr0["i0 - 1"](%x1) if %true else -inf : memref<4x16xf32>
+      cpp.check_index %x0, %c4
       %2 = cpp.load %in_ptr1["8*i0 + i1"](%x0, %x1) checked : memref<20x8xf32>
       %i = cpp.index "i0 + 16*i1"(%x1, %x0)
       %3 = math.exp %0 : f32

@@ -21,8 +21,9 @@
 // CHECK-NEXT:    ^bb0(%d0: index, %d1: index, %in0: memref<10x8xf32>, %in1: memref<?xi64>):
 // CHECK-NEXT:      %5 = loop.load %in1["d0"] : memref<?xi64>
 // CHECK-NEXT:      %6 = arith.index_cast %5 : i64 to index
-// CHECK-NEXT:      %7 = loop.load %in0["d1 + 8*i0"](%6) : memref<10x8xf32>
-// CHECK-NEXT:      loop.yield %7 : f32
+// CHECK-NEXT:      %7 = loop.check_index %6 < "10"
+// CHECK-NEXT:      %8 = loop.load %in0["d1 + 8*i0"](%7) : memref<10x8xf32>
+// CHECK-NEXT:      loop.yield %8 : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %5 = loop.extern (%x) : (memref<4x8xf32>) -> memref<4xf32> {
 // CHECK-NEXT:    ^bb0(%6: tensor<4x8xf32>):
@@ -50,8 +51,9 @@ func.func @forward(%x: memref<4x8xf32>, %w: memref<10x8xf32>, %t: memref<?xi64>,
   ^bb0(%d0: index, %d1: index, %in0: memref<10x8xf32>, %in1: memref<?xi64>):
     %5 = loop.load %in1["d0"] : memref<?xi64>
     %6 = arith.index_cast %5 : i64 to index
-    %7 = loop.load %in0["d1 + 8*i0"](%6) : memref<10x8xf32>
-    loop.yield %7 : f32
+    %7 = loop.check_index %6 < "10"
+    %8 = loop.load %in0["d1 + 8*i0"](%7) : memref<10x8xf32>
+    loop.yield %8 : f32
   }
   %5 = loop.extern (%x) : (memref<4x8xf32>) -> memref<4xf32> {
   ^bb0(%6: tensor<4x8xf32>):

@@ -37,3 +37,19 @@ func.func @argmax_type(%x: memref<4x8xf32>) -> memref<4xf32> {
   func.return %0 : memref<4xf32>
 }
 // CHECK: {{.*}}verify-errors.mlir:[[# @LINE - 7]]:8: error: 'loop.reduction' op argmax produces i64, not f32
+
+// -----
+
+// A dimension's size cannot depend on the position.
+func.func @check_index_position(%x: memref<4xf32>, %t: memref<4xi64>) -> memref<4xf32> {
+  %0 = loop.pointwise [4] (%x, %t) : (memref<4xf32>, memref<4xi64>) -> memref<4xf32> {
+  ^bb0(%d0: index, %in0: memref<4xf32>, %in1: memref<4xi64>):
+    %1 = loop.load %in1["d0"] : memref<4xi64>
+    %2 = arith.index_cast %1 : i64 to index
+    %3 = loop.check_index %2 < "d0 + 1"
+    %4 = loop.load %in0["i0"](%3) : memref<4xf32>
+    loop.yield %4 : f32
+  }
+  func.return %0 : memref<4xf32>
+}
+// CHECK: {{.*}}verify-errors.mlir:[[# @LINE - 6]]:10: error: 'loop.check_index' op the size 'd0 + 1' may only use size variables (s<k>), not d0

@@ -44,6 +44,7 @@ triton.kernel @kiln_red_fused_argmax_0 looped [8] x ["s0"] params [in_ptr0, out_
   %best, %where = triton.reduce argmax %acc#0, %acc#1 axis 1 : (!triton.block<[XBLOCK, RBLOCK], f32>, !triton.block<[XBLOCK, RBLOCK], i64>) -> (!triton.block<[XBLOCK], f32>, !triton.block<[XBLOCK], i64>)
   %col_i = triton.expand_dims %where, 1 : !triton.block<[XBLOCK], i64> -> !triton.block<[XBLOCK, 1], i64>
   %out = triton.addptr %out_ptr0, %x : !triton.ptr<i64>, !triton.block<[XBLOCK, 1], i64> -> !triton.block<[XBLOCK, 1], !triton.ptr<i64>>
+  triton.device_assert %xmask, "index out of bounds: 0 <= index < 8" : !triton.block<[XBLOCK, 1], i1>
   triton.store %out, %col_i mask %xmask : !triton.block<[XBLOCK, 1], !triton.ptr<i64>>, !triton.block<[XBLOCK, 1], i64>, !triton.block<[XBLOCK, 1], i1>
   triton.return
 }
@@ -61,5 +62,6 @@ triton.kernel @kiln_red_fused_argmax_0 looped [8] x ["s0"] params [in_ptr0, out_
 // CHECK:        %g = triton.math tanh %f : !triton.block<[XBLOCK, RBLOCK], f32> -> !triton.block<[XBLOCK, RBLOCK], f32>
 // CHECK:        %nv, %ni = triton.combine argmax %v, %i, %s, %idx
 // CHECK:        %best, %where = triton.reduce argmax {{%.*}}, {{%.*}} axis 1
-// CHECK:        triton.store %out, %col_i mask %xmask
+// CHECK:        triton.device_assert %xmask, "index out of bounds: 0 <= index < 8" : !triton.block<[XBLOCK, 1], i1>
+// CHECK-NEXT:   triton.store %out, %col_i mask %xmask
 // CHECK-NEXT:   triton.return

@@ -1,0 +1,80 @@
+"""Outputs that alias each other share storage, as in eager (issue 20 item 3).
+
+``y = x + 1; return y, y.view(-1)``: writing ``y`` in place after the call must change
+the view too; kiln used to return the view as a separate copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+import kiln
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> None:
+    torch._dynamo.reset()
+
+
+def _view_of_output(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x + 1
+    return y, y.view(-1)
+
+
+def _views_of_intermediate(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x + 1
+    return y.t(), y.view(-1)
+
+
+def _chain_and_select(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x.t() * 2  # eager strides: transposed
+    return y, y[1:], y.transpose(0, 1)[0]
+
+
+CASES = [_view_of_output, _views_of_intermediate, _chain_and_select]
+
+
+def storage_groups(outputs: tuple[torch.Tensor, ...]) -> list[int]:
+    """For each output, the index of the first output sharing its storage."""
+    ptrs = [o.untyped_storage().data_ptr() for o in outputs]
+    return [ptrs.index(p) for p in ptrs]
+
+
+def check_aliasing_like_eager(
+    fn: Callable[[torch.Tensor], tuple[torch.Tensor, ...]], executor: str, device: str = "cpu"
+) -> None:
+    x = torch.randn(3, 4, device=device)
+    expected = fn(x)
+    actual = kiln.compile(fn, verbose=False, executor=executor)(x)
+    assert storage_groups(actual) == storage_groups(expected)
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e)
+        assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset())
+    # A write through the first output shows through every output that aliases it.
+    actual[0].add_(10)
+    expected[0].add_(10)
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("executor", ["cpp", "interpret"])
+@pytest.mark.parametrize("fn", CASES, ids=[f.__name__.strip("_") for f in CASES])
+def test_aliasing_outputs_share_storage(
+    fn: Callable[[torch.Tensor], tuple[torch.Tensor, ...]], executor: str
+) -> None:
+    check_aliasing_like_eager(fn, executor)
+
+
+def test_single_view_output_is_computed_as_before() -> None:
+    from kiln.compiler import last_compile_stats
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).view(-1)
+
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(kiln.compile(fn, verbose=False)(x), fn(x))
+    assert last_compile_stats().kernels == 1
+    assert not last_compile_stats().externs
