@@ -155,6 +155,8 @@ def clamp_slice(size: Expr, start: Any, end: Any, step: int) -> tuple[Expr, Expr
     # Symbolic sizes: bounds must be plainly in range (what torch's guards ensured).
     if (start_e.is_Integer and int(start_e) < 0) or (end_e.is_Integer and int(end_e) < 0):
         raise NoLowering("negative slice bounds on a symbolic dim")
+    if start_e.is_Integer and end_e.is_Integer and int(end_e) <= int(start_e):
+        return start_e, sympy.Integer(0)  # eager clamps end to start: an empty slice
     return start_e, floordiv(end_e - start_e + step - 1, step)
 
 
@@ -192,15 +194,26 @@ def _split(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     dim = wrap_dim(args.value("dim"), ref.rank)
     split = expr(args.value("split_size"))
     total = ref.sizes[dim]
-    if not (split.is_Integer and total.is_Integer):
-        raise NoLowering("symbolic split")
-    n, k = int(total), int(split)
-    if k <= 0:
-        raise NoLowering("split size must be positive")
-    sizes = (
-        [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)] if n else [sympy.Integer(0)]
-    )
-    return _split_by_sizes(ref, sizes, dim)
+    if split.is_Integer and total.is_Integer:
+        n, k = int(total), int(split)
+        if k <= 0:
+            raise NoLowering("split size must be positive")
+        sizes = (
+            [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)]
+            if n
+            else [sympy.Integer(0)]
+        )
+        return _split_by_sizes(ref, sizes, dim)
+    return _split_by_sizes(ref, _symbolic_pieces(total, split, len(args.op.results)), dim)
+
+
+def _symbolic_pieces(total: Expr, piece: Expr, count: int) -> list[Expr]:
+    """Sizes of ``count`` pieces of ``piece`` elements out of ``total`` (symbolic): all
+    full but the last, which takes what remains (``total - (count-1)*piece``, at most
+    ``piece``). The number of pieces is the graph's (dynamo guarded it on the sizes)."""
+    if count <= 0:
+        raise NoLowering("split into no pieces")
+    return [*([piece] * (count - 1)), total - (count - 1) * piece]
 
 
 def _split_with_sizes(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -223,8 +236,12 @@ def _chunk(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     dim = wrap_dim(args.value("dim"), ref.rank)
     chunks = args.value("chunks")
     total = ref.sizes[dim]
-    if not total.is_Integer or not isinstance(chunks, int) or chunks <= 0:
-        raise NoLowering("symbolic chunk")
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise NoLowering("symbolic chunk count")
+    if not total.is_Integer:
+        # torch.chunk: pieces of ceil(total / chunks), the last one shorter.
+        piece = floordiv(total + chunks - 1, chunks)
+        return _split_by_sizes(ref, _symbolic_pieces(total, piece, len(args.op.results)), dim)
     n = int(total)
     k = (n + chunks - 1) // chunks
     sizes = [sympy.Integer(min(k, n - s)) for s in range(0, n, k)] if k else [sympy.Integer(0)]
