@@ -29,7 +29,10 @@ def _interpreted() -> types.SimpleNamespace:
             arrays = [a.handle.data if isinstance(a, tl.tensor) else np.asarray(a) for a in args]
             with np.errstate(all="ignore"):
                 data = np.asarray(fn(*arrays)).astype(arrays[0].dtype, copy=False)
-            ty = tl.block_type(scalar, list(data.shape)) if data.shape else scalar
+            # The interpreter keeps a 0-d value as a 1-element array: the result is a
+            # block only if an argument is (pow of two scalars stores to a scalar).
+            block = any(isinstance(a, tl.tensor) and a.type.is_block() for a in args)
+            ty = tl.block_type(scalar, list(data.shape)) if block and data.shape else scalar
             return tl.tensor(TensorHandle(data, scalar), ty)
 
         return call

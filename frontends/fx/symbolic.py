@@ -71,12 +71,28 @@ _COMPARE: dict[Callable[..., object], tuple[str, str]] = {
     operator.ge: ("sge", "oge"),
 }
 
+_SQRT: frozenset[Callable[..., object]] = frozenset(
+    f for f in (math.sqrt, getattr(torch, "_sym_sqrt", None), getattr(torch, "sym_sqrt", None)) if f
+)
+"""``math.sqrt`` of a SymInt traces as ``torch._sym_sqrt`` (``sym_sqrt`` in some releases)."""
+
 _UNARY: frozenset[Callable[..., object]] = frozenset(
-    {operator.neg, torch.sym_not, torch.sym_float, torch.sym_int, math.floor, math.ceil}
+    {
+        operator.neg,
+        operator.pos,
+        operator.abs,
+        torch.sym_not,
+        torch.sym_float,
+        torch.sym_int,
+        math.floor,
+        math.ceil,
+        math.trunc,
+        *_SQRT,
+    }
 )
 
 SYMBOLIC_TARGETS: frozenset[Callable[..., object]] = frozenset(
-    {*_BINARY, *_COMPARE, *_UNARY, operator.mod, operator.truediv}
+    {*_BINARY, *_COMPARE, *_UNARY, operator.mod, operator.truediv, operator.pow, pow}
 )
 """Python functions :class:`SymbolicLowering` handles."""
 
@@ -177,7 +193,26 @@ class SymbolicLowering:
             return self._op(arith.DivfOp(lhs, rhs))
         if target is operator.mod:
             return self._mod(args)
+        if target in (operator.pow, pow):
+            return self._pow(args)
         return self._unary(target, args)
+
+    def _pow(self, args: Sequence[Operand]) -> SSAValue:
+        """Python's ``**``: an int to a non-negative int constant stays an int; anything
+        else (a float, a negative or symbolic exponent) is a float power."""
+        if len(args) != 2:
+            raise UnsupportedSymbolicOp(f"pow with {len(args)} arguments")
+        base, exponent = args
+        if isinstance(exponent, int) and not isinstance(exponent, bool) and 0 <= exponent <= 16:
+            (value,) = self._operands([base], as_float=False)
+            if not _is_float(value.type):
+                # Small constant exponents (what size arithmetic uses): multiplies.
+                result = self.constant(1, value.type)
+                for k in range(exponent):
+                    result = value if k == 0 else self._op(arith.MuliOp(result, value))
+                return result
+        lhs, rhs = self._operands(args, as_float=True)
+        return self._op(xmath.PowFOp(lhs, rhs))
 
     def _binary(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
         lowering = _BINARY[target]
@@ -214,6 +249,17 @@ class SymbolicLowering:
             return self._op(arith.XOrIOp(value, self.constant(True, i1)))
         if target is torch.sym_int:
             return self._to_index(value)
+        if target is operator.pos:
+            return value
+        if target is operator.abs:
+            if _is_float(value.type):
+                return self._op(xmath.AbsFOp(value))
+            return self._op(arith.MaxSIOp(value, self._op(arith.SubiOp(self.constant(0, value.type), value))))
+        if target is math.trunc:
+            # Python's trunc rounds toward zero to an int, as fptosi does.
+            return self._to_index(value) if _is_float(value.type) else value
+        if target in _SQRT:
+            return self._op(xmath.SqrtOp(self._to_float(value)))
         if target in (math.floor, math.ceil):
             if not _is_float(value.type):
                 return value

@@ -1,23 +1,13 @@
-"""``torch.compile(..., backend="kiln", dynamic=True)`` on the C++ executor against eager:
-views with symbolic sizes (uneven chunk/split, slices, expand), host arithmetic on sizes
-(``sym_float``, ``pow``, ``trunc``, floor/ceil division, min/max, sqrt), and index
-expressions that stay small through long chains of views.
-
-Each case runs several sizes through one compiled function, on fresh random inputs, and
-compares values, shapes and strides with eager. The Triton interpreter runs the same
-cases in ``tests/backends/triton/test_triton_dynamic.py``.
-"""
+"""``torch.compile(..., backend="kiln", dynamic=True)`` on the C++ executor against eager
+(cases in ``tests/dynamic_cases.py``): views with symbolic sizes, host arithmetic on
+sizes, and the size of index expressions through long chains of views."""
 
 from __future__ import annotations
-
-import math
-from collections.abc import Callable, Sequence
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-Case = Callable[..., object]
+from dynamic_cases import ARITH_CASES, SIZES_2D, VIEW_CASES, run_dynamic, sdpa
 
 
 @pytest.fixture(autouse=True)
@@ -25,105 +15,9 @@ def _fresh_dynamo() -> None:
     torch._dynamo.reset()
 
 
-def run_dynamic(
-    fn: Case,
-    shapes: Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]],
-    executor: str = "cpp",
-    check_strides: bool = True,
-) -> None:
-    """Compile ``fn`` once with dynamic shapes; every shape (or tuple of shapes, one per
-    argument) must give eager's values, shapes and strides."""
-    compiled = torch.compile(
-        fn, backend="kiln", dynamic=True, options={"verbose": False, "executor": executor}
-    )
-    with torch._dynamo.config.patch(cache_size_limit=64):
-        for shape in shapes:
-            shape_list = shape if isinstance(shape[0], list | tuple) else [shape]
-            inputs = [torch.randn(*s) for s in shape_list]
-            expected = fn(*inputs)
-            actual = compiled(*inputs)
-            _compare(actual, expected, check_strides, f"shapes {shape_list}")
-
-
-def _compare(actual: object, expected: object, check_strides: bool, where: str) -> None:
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), where
-        assert actual.shape == expected.shape, where
-        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5, msg=where)
-        if check_strides:
-            big = [d for d in range(expected.dim()) if expected.shape[d] > 1]
-            assert [actual.stride(d) for d in big] == [expected.stride(d) for d in big], where
-    elif isinstance(expected, list | tuple):
-        assert isinstance(actual, list | tuple) and len(actual) == len(expected), where
-        for a, e in zip(actual, expected, strict=True):
-            _compare(a, e, check_strides, where)
-    else:
-        assert actual == pytest.approx(expected), where
-
-
-SIZES_2D = [(3, 7), (4, 10), (2, 13), (5, 24)]
-
-VIEW_CASES: dict[str, Case] = {
-    # A view of the input returned as it is (AOTAutograd rebuilds it from the input).
-    "chunk_view": lambda x: torch.chunk(x, 6, 1)[1],
-    "chunk_last_view": lambda x: torch.chunk(x, 3, 1)[-1],
-    "chunk_math": lambda x: torch.chunk(x, 6, 1)[1] * 2 + torch.chunk(x, 6, 1)[0],
-    "chunk_cat": lambda x: torch.cat([c * (i + 1) for i, c in enumerate(torch.chunk(x, 3, 1))], 1),
-    "tensor_split_view": lambda x: torch.tensor_split(x, 3, 1)[1],
-    "tensor_split_math": lambda x: [t.exp() for t in torch.tensor_split(x, 3, 1)],
-    "split_symbolic": lambda x: [t + 1 for t in torch.split(x, x.shape[1] // 3 + 1, 1)],
-    "split_symbolic_view": lambda x: torch.split(x, x.shape[1] // 3 + 1, 1)[1],
-    "narrow_symbolic": lambda x: x.narrow(1, 1, x.shape[1] - 2) * 3,
-    "narrow_symbolic_view": lambda x: x.narrow(1, 1, x.shape[1] - 2),
-    "slice_half": lambda x: x[:, x.shape[1] // 2 :] - x[:, : x.shape[1] - x.shape[1] // 2],
-    "slice_empty": lambda x: torch.cat([x[:, 5:2], x * 2, x[:, 6:3]], 1),
-    "expand": lambda x: x[:, :1].expand(-1, x.shape[1]) + x,
-    "broadcast": lambda x: x.sum(1, keepdim=True) * x.unsqueeze(0),
-}
-
-
 @pytest.mark.parametrize("name", list(VIEW_CASES))
 def test_views_with_symbolic_sizes(name: str) -> None:
     run_dynamic(VIEW_CASES[name], SIZES_2D)
-
-
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return F.scaled_dot_product_attention(q, k, v)
-
-
-ARITH_CASES: dict[str, Case] = {
-    "sym_float": lambda x: x * (x.shape[1] / 3.0),
-    "sym_float_mean": lambda x: x.sum(1) / float(x.shape[1]),
-    "pow": lambda x: x * (x.shape[1] ** 0.5),
-    "pow_int": lambda x: x * (x.shape[1] ** 2),
-    "sqrt": lambda x: x / math.sqrt(x.shape[1]),
-    "trunc": lambda x: x * math.trunc(x.shape[1] / 3),
-    "floor_ceil": lambda x: x * math.floor(x.shape[1] / 4) + math.ceil(x.shape[1] / 4),
-    "min_max": lambda x: x * torch.sym_min(x.shape[0], x.shape[1])
-    + torch.sym_max(x.shape[0], x.shape[1]),
-    "float_min_max": lambda x: x * min(x.shape[1] / 2.0, 3.5) + max(x.shape[0] * 0.5, 1.25),
-}
-
-
-@pytest.mark.parametrize("name", list(ARITH_CASES))
-def test_host_arithmetic_on_sizes(name: str) -> None:
-    run_dynamic(ARITH_CASES[name], SIZES_2D)
-
-
-def test_sdpa_scale_from_a_symbolic_head_dim() -> None:
-    """SDPA's default scale is 1/sqrt(head_dim): a SymFloat computed on the host."""
-    run_dynamic(
-        _sdpa,
-        [[(2, 3, 5, 8)] * 3, [(2, 3, 7, 16)] * 3, [(1, 2, 9, 4)] * 3],
-        check_strides=False,
-    )
-
-
-def test_interpolate_with_symbolic_sizes() -> None:
-    run_dynamic(
-        lambda x: F.interpolate(x, scale_factor=2.0, mode="nearest") * 2,
-        [(1, 2, 5, 6), (2, 2, 7, 3), (1, 3, 4, 9)],
-    )
 
 
 def test_symbolic_chunk_and_split_lower_to_views() -> None:
@@ -134,3 +28,24 @@ def test_symbolic_chunk_and_split_lower_to_views() -> None:
     run_dynamic(VIEW_CASES["chunk_cat"], SIZES_2D[:2])
     run_dynamic(VIEW_CASES["split_symbolic"], SIZES_2D[:2])
     assert compile_history() and all(not stats.externs for stats in compile_history())
+
+
+@pytest.mark.parametrize("name", list(ARITH_CASES))
+def test_host_arithmetic_on_sizes(name: str) -> None:
+    run_dynamic(ARITH_CASES[name], SIZES_2D)
+
+
+def test_sdpa_scale_from_a_symbolic_head_dim() -> None:
+    """SDPA's default scale is 1/sqrt(head_dim): a SymFloat computed on the host."""
+    run_dynamic(
+        sdpa, [[(2, 3, 5, 8)] * 3, [(2, 3, 7, 16)] * 3, [(1, 2, 9, 4)] * 3], check_strides=False
+    )
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_interpolate_with_symbolic_sizes(mode: str) -> None:
+    """``interpolate`` computes its output size as ``trunc(sym_float(h) * scale)``."""
+    run_dynamic(
+        lambda x: F.interpolate(x, scale_factor=1.5, mode=mode) * 2,
+        [(1, 2, 5, 6), (2, 2, 7, 3), (1, 3, 4, 9)],
+    )
