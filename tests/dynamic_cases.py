@@ -69,6 +69,11 @@ VIEW_CASES: dict[str, Case] = {
     "slice_half": lambda x: x[:, x.shape[1] // 2 :] - x[:, : x.shape[1] - x.shape[1] // 2],
     "slice_empty": lambda x: torch.cat([x[:, 5:2], x * 2, x[:, 6:3]], 1),
     "expand": lambda x: x[:, :1].expand(-1, x.shape[1]) + x,
+    "expand_view": lambda x: x[:, :1].expand(-1, x.shape[1]),
+    "expand_bigger_view": lambda x: x.unsqueeze(0).expand(3, -1, -1),
+    "narrow_start_view": lambda x: x.narrow(1, x.shape[1] // 2, 2),
+    "as_strided_view": lambda x: x.as_strided((x.shape[0], 2), (x.shape[1], 1), 1),
+    "as_strided_offset_view": lambda x: x.as_strided((1, 2), (x.shape[1], 1), x.shape[1]),
     "broadcast": lambda x: x.sum(1, keepdim=True) * x.unsqueeze(0),
 }
 
