@@ -21,11 +21,15 @@ def run_dynamic(
     shapes: Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]],
     executor: str = "cpp",
     check_strides: bool = True,
+    options: dict[str, object] | None = None,
 ) -> None:
     """Compile ``fn`` once with dynamic shapes; every shape (or tuple of shapes, one per
     argument) must give eager's values, shapes and strides."""
     compiled = torch.compile(
-        fn, backend="kiln", dynamic=True, options={"verbose": False, "executor": executor}
+        fn,
+        backend="kiln",
+        dynamic=True,
+        options={"verbose": False, "executor": executor, **(options or {})},
     )
     with torch._dynamo.config.patch(cache_size_limit=64):
         for shape in shapes:

@@ -44,6 +44,7 @@ from kiln.frontends.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
     UnsupportedSymbolicOp,
+    size_symbol_attrs,
 )
 from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
 
@@ -239,8 +240,9 @@ class GraphImporter:
         if node.name in self._constants:
             self._define(node, constant_op(self._constants[node.name], self._types))
             return
-        ty = self._types.value_type(self._meta_val(node))
-        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name)})
+        val = self._meta_val(node)
+        ty = self._types.value_type(val)
+        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name), **size_symbol_attrs(val)})
 
     def _get_attr(self, node: torch.fx.Node) -> None:
         target = str(node.target)

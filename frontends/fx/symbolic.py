@@ -25,6 +25,8 @@ from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     AnyFloat,
+    ArrayAttr,
+    StringAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -35,6 +37,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.frontends.fx.types import INDEX
 
 Operand = SSAValue | int | float | bool
@@ -266,6 +269,27 @@ class SymbolicLowering:
             rounding = xmath.FloorOp if target is math.floor else xmath.CeilOp
             return self._to_index(self._op(rounding(value)))
         raise UnsupportedSymbolicOp(f"{_name(target)} is not a supported symbolic operator")
+
+
+def size_symbol_attrs(val: object) -> dict[str, Attribute]:
+    """The size-symbol attributes of a placeholder's FakeTensor or SymInt (see
+    :mod:`kiln.dialects.aten.size_symbols`)."""
+
+    def name(size: object) -> str:
+        if isinstance(size, torch.SymInt):
+            expr = size.node.expr
+            if getattr(expr, "is_Symbol", False):
+                return str(expr)
+        return ""
+
+    if isinstance(val, torch.SymInt):
+        symbol = name(val)
+        return {SIZE_SYMBOL_ATTR: StringAttr(symbol)} if symbol else {}
+    if isinstance(val, torch.Tensor):
+        names = [name(s) for s in val.size()]
+        if any(names):
+            return {SIZE_SYMBOLS_ATTR: ArrayAttr([StringAttr(n) for n in names])}
+    return {}
 
 
 def _name(target: Callable[..., object]) -> str:

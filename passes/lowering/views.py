@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 from xdsl.dialects.builtin import StringAttr
 
-from kiln.dialects.loop.expr import floordiv
+from kiln.dialects.loop.expr import MAX_INDEX_NODES, expr_nodes, floordiv, index_var
 from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.lowering.tensors import NCHW, NHWC, ONE, TensorRef, expr, numel
 from kiln.passes.lowering.types import NoLowering
@@ -50,10 +50,29 @@ def infer_view_sizes(ref: TensorRef, requested: Sequence[Any]) -> list[Expr]:
     return sizes
 
 
+def index_nodes(ref: TensorRef) -> int:
+    """The size of ``ref``'s index expression (sympy nodes) over fresh index variables."""
+    if ref.strides is not None:
+        return 0
+    return expr_nodes(ref.storage_index([index_var(k) for k in range(ref.rank)]))
+
+
+def bounded_reshape(ctx: LoweringContext, ref: TensorRef, sizes: Sequence[Expr]) -> TensorRef:
+    """``ref.reshape(sizes)``, through a contiguous copy of ``ref`` when the reshaped
+    index expression would exceed :data:`~kiln.dialects.loop.expr.MAX_INDEX_NODES`
+    (a reshape of a layout torch cannot view nests ``//`` and ``%``; chained, they grow
+    without bound under symbolic sizes)."""
+    out = ref.reshape(sizes)
+    if out.strides is None and index_nodes(out) > MAX_INDEX_NODES:
+        copy = ctx.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
+        out = copy.reshape(sizes)
+    return out
+
+
 def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
     sizes = args.result_sizes(0, infer_view_sizes(ref, args.value("size")))
-    return [ref.reshape(sizes)]
+    return [bounded_reshape(ctx, ref, sizes)]
 
 
 def _alias(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -290,7 +309,7 @@ def _flatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     start = wrap_dim(args.value("start_dim"), ref.rank)
     end = wrap_dim(args.value("end_dim"), ref.rank)
     sizes = [*ref.sizes[:start], numel(ref.sizes[start : end + 1]), *ref.sizes[end + 1 :]]
-    return [ref.reshape(args.result_sizes(0, sizes))]
+    return [bounded_reshape(ctx, ref, args.result_sizes(0, sizes))]
 
 
 def _unflatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -299,7 +318,7 @@ def _unflatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     inner = TensorRef(ref.buffer, (ref.sizes[dim],), ref.dtype, (ONE,))
     parts = infer_view_sizes(inner, args.value("sizes"))
     sizes = [*ref.sizes[:dim], *parts, *ref.sizes[dim + 1 :]]
-    return [ref.reshape(args.result_sizes(0, sizes))]
+    return [bounded_reshape(ctx, ref, args.result_sizes(0, sizes))]
 
 
 def _narrow(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

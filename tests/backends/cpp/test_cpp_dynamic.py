@@ -4,6 +4,8 @@ sizes, and the size of index expressions through long chains of views."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -49,3 +51,32 @@ def test_interpolate_with_symbolic_sizes(mode: str) -> None:
         lambda x: F.interpolate(x, scale_factor=1.5, mode=mode) * 2,
         [(1, 2, 5, 6), (2, 2, 7, 3), (1, 3, 4, 9)],
     )
+
+
+def _reshape_chain(x: torch.Tensor) -> torch.Tensor:
+    """20 reshapes torch cannot view (of a transposed layout), and 20 that it can."""
+    a, b, c = x.shape
+    for _ in range(20):
+        x = x.transpose(1, 2).reshape(a, b, c)
+    for k in range(20):
+        x = x.reshape(a * b, c).t().reshape(c, a, b).permute(1, 2, 0)
+        x = x + 1 if k % 5 == 4 else x
+    return x * 2
+
+
+def test_chains_of_views_keep_index_expressions_small(tmp_path: Path) -> None:
+    """Symbolic sizes: tensor dims and SymInt arguments share symbols (views of
+    ``a*b`` are views), and reshapes torch cannot view stay under the index-size bound
+    (a copy instead of a nested ``//``/``%`` expression, which grew exponentially)."""
+    run_dynamic(
+        _reshape_chain,
+        [(3, 5, 4), (2, 3, 7)],
+        executor="cpp",
+        options={"debug_dir": str(tmp_path)},
+    )
+    sources = list(tmp_path.glob("*/kernels.cpp"))
+    assert sources
+    for source in sources:
+        text = source.read_text()
+        assert len(text) < 120_000
+        assert max(len(line) for line in text.splitlines()) < 4_000
