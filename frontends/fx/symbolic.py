@@ -26,11 +26,12 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
-    StringAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
+    StringAttr,
+    TensorType,
     f64,
     i1,
     i64,
@@ -75,7 +76,7 @@ _COMPARE: dict[Callable[..., object], tuple[str, str]] = {
 }
 
 _SQRT: frozenset[Callable[..., object]] = frozenset(
-    f for f in (math.sqrt, getattr(torch, "_sym_sqrt", None), getattr(torch, "sym_sqrt", None)) if f
+    f for f in (getattr(torch, "_sym_sqrt", None), getattr(torch, "sym_sqrt", None)) if f
 )
 """``math.sqrt`` of a SymInt traces as ``torch._sym_sqrt`` (``sym_sqrt`` in some releases)."""
 
@@ -183,6 +184,8 @@ class SymbolicLowering:
 
     def lower(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
         """The SSA value of ``target(*args)``."""
+        if any(isinstance(a, SSAValue) and isinstance(a.type, TensorType) for a in args):
+            raise UnsupportedSymbolicOp(f"{_name(target)} of a tensor is not a size operation")
         if target in _BINARY:
             return self._binary(target, args)
         if target in _COMPARE:
@@ -257,7 +260,9 @@ class SymbolicLowering:
         if target is operator.abs:
             if _is_float(value.type):
                 return self._op(xmath.AbsFOp(value))
-            return self._op(arith.MaxSIOp(value, self._op(arith.SubiOp(self.constant(0, value.type), value))))
+            return self._op(
+                arith.MaxSIOp(value, self._op(arith.SubiOp(self.constant(0, value.type), value)))
+            )
         if target is math.trunc:
             # Python's trunc rounds toward zero to an int, as fptosi does.
             return self._to_index(value) if _is_float(value.type) else value
