@@ -95,8 +95,13 @@ _UNARY: frozenset[Callable[..., object]] = frozenset(
     }
 )
 
+_SUM: frozenset[Callable[..., object]] = frozenset(
+    f for f in (getattr(torch, "sym_sum", None),) if f
+)
+"""``torch.sym_sum([a, b, c])``: dynamo's n-ary size addition."""
+
 SYMBOLIC_TARGETS: frozenset[Callable[..., object]] = frozenset(
-    {*_BINARY, *_COMPARE, *_UNARY, operator.mod, operator.truediv, operator.pow, pow}
+    {*_BINARY, *_COMPARE, *_UNARY, *_SUM, operator.mod, operator.truediv, operator.pow, pow}
 )
 """Python functions :class:`SymbolicLowering` handles."""
 
@@ -201,6 +206,16 @@ class SymbolicLowering:
             return self._mod(args)
         if target in (operator.pow, pow):
             return self._pow(args)
+        if target in _SUM:
+            if len(args) != 1 or not isinstance(args[0], list | tuple):
+                raise UnsupportedSymbolicOp("sym_sum takes one list")
+            terms: list[Operand] = list(args[0])  # pyright: ignore[reportUnknownArgumentType]
+            if not terms:
+                return self.constant(0, INDEX)
+            total = self._operands(terms[:1], as_float=False)[0]
+            for term in terms[1:]:
+                total = self._binary(operator.add, [total, term])
+            return total
         return self._unary(target, args)
 
     def _pow(self, args: Sequence[Operand]) -> SSAValue:

@@ -178,6 +178,13 @@ class LoweringContext:
             return cached
         from kiln.dialects.loop.expr import FloorDiv, operands
 
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+            base = self.index_value(e.base)
+            value = base
+            for _ in range(int(e.exp) - 1):
+                value = self.emit(arith.MuliOp(value, base)).results[0]
+            self._index_values[e] = value
+            return value
         args = [self.index_value(a) for a in operands(e)]
         if isinstance(e, sympy.Add):
             op_cls: type[Operation] = arith.AddiOp
