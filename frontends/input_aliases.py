@@ -78,12 +78,13 @@ class InputAliases:
             if storage is None or storage not in storages:
                 continue
             assert isinstance(val, torch.Tensor)
+            tensor: torch.Tensor = val
             alias = _Alias(
                 position,
                 storages[storage],
-                tuple(_expr(s) for s in val.size()),
-                tuple(_expr(s) for s in val.stride()),
-                _expr(val.storage_offset()),
+                tuple(_expr(tensor.size(d)) for d in range(tensor.dim())),
+                tuple(_expr(tensor.stride(d)) for d in range(tensor.dim())),
+                _expr(tensor.storage_offset()),
             )
             if all(self._computable(e) for e in (*alias.size, *alias.stride, alias.offset)):
                 self.aliases.append(alias)
@@ -126,7 +127,8 @@ class InputAliases:
         substitution = {s: sympy.Integer(v) for s, v in values.items()}
 
         def evaluate(e: sympy.Expr) -> int:
-            return int(e.xreplace(substitution)) if e.free_symbols else int(e)
+            value: Any = e.xreplace(substitution) if e.free_symbols else e
+            return int(value)
 
         patched: list[Any] = list(outputs)  # pyright: ignore[reportUnknownArgumentType]
         for alias, source in zip(self.aliases, inputs, strict=True):

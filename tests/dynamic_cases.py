@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -21,19 +22,15 @@ def run_dynamic(
     shapes: Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]],
     executor: str = "cpp",
     check_strides: bool = True,
-    options: dict[str, object] | None = None,
+    options: dict[str, str] | None = None,
 ) -> None:
     """Compile ``fn`` once with dynamic shapes; every shape (or tuple of shapes, one per
     argument) must give eager's values, shapes and strides."""
-    compiled = torch.compile(
-        fn,
-        backend="kiln",
-        dynamic=True,
-        options={"verbose": False, "executor": executor, **(options or {})},
-    )
+    settings: dict[str, Any] = {"verbose": False, "executor": executor, **(options or {})}
+    compiled: Any = torch.compile(fn, backend="kiln", dynamic=True, options=settings)
     with torch._dynamo.config.patch(cache_size_limit=64):
         for shape in shapes:
-            shape_list = shape if isinstance(shape[0], list | tuple) else [shape]
+            shape_list: list[Any] = list(shape) if isinstance(shape[0], list | tuple) else [shape]
             inputs = [torch.randn(*s) for s in shape_list]
             expected = fn(*inputs)
             actual = compiled(*inputs)
@@ -49,7 +46,8 @@ def _compare(actual: object, expected: object, check_strides: bool, where: str) 
             big = [d for d in range(expected.dim()) if expected.shape[d] > 1]
             assert [actual.stride(d) for d in big] == [expected.stride(d) for d in big], where
     elif isinstance(expected, list | tuple):
-        assert isinstance(actual, list | tuple) and len(actual) == len(expected), where
+        assert isinstance(actual, list | tuple), where
+        assert len(actual) == len(expected), where
         for a, e in zip(actual, expected, strict=True):
             _compare(a, e, check_strides, where)
     else:
@@ -94,8 +92,9 @@ ARITH_CASES: dict[str, Case] = {
     "sqrt": lambda x: x / math.sqrt(x.shape[1]),
     "trunc": lambda x: x * math.trunc(x.shape[1] / 3),
     "floor_ceil": lambda x: x * math.floor(x.shape[1] / 4) + math.ceil(x.shape[1] / 4),
-    "min_max": lambda x: x * torch.sym_min(x.shape[0], x.shape[1])
-    + torch.sym_max(x.shape[0], x.shape[1]),
+    "min_max": lambda x: (
+        x * torch.sym_min(x.shape[0], x.shape[1]) + torch.sym_max(x.shape[0], x.shape[1])
+    ),
     "float_min_max": lambda x: x * min(x.shape[1] / 2.0, 3.5) + max(x.shape[0] * 0.5, 1.25),
     "pow_neg_half": lambda x: x * x.shape[1] ** -0.5,
     "float_size_to_view": lambda x: x[:, : math.trunc(x.shape[1] * 0.5)] * 2,

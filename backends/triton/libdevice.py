@@ -31,7 +31,9 @@ def _interpreted() -> types.SimpleNamespace:
                 data = np.asarray(fn(*arrays)).astype(arrays[0].dtype, copy=False)
             # The interpreter keeps a 0-d value as a 1-element array: the result is a
             # block only if an argument is (pow of two scalars stores to a scalar).
-            block = any(isinstance(a, tl.tensor) and a.type.is_block() for a in args)
+            block = any(
+                isinstance(a, tl.tensor) and isinstance(a.type, tl.block_type) for a in args
+            )
             ty = tl.block_type(scalar, list(data.shape)) if block and data.shape else scalar
             return tl.tensor(TensorHandle(data, scalar), ty)
 

@@ -33,7 +33,6 @@ import torch
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
-    IntegerAttr,
     MemRefType,
     StringAttr,
 )
