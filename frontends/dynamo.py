@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from kiln.compiler import CompileOptions, compile_graph
+from kiln.frontends.input_aliases import InputAliases
 
 _GRAPH_IDS = itertools.count()
 
@@ -46,12 +47,15 @@ def kiln_backend(
             # and builds at compile time.
             with unset_fake_temporarily():
                 compiled = compile_graph(fx_graph, inputs, opts, name=f"{kind}_{graph_id}")
+            aliases = InputAliases(fx_graph)
 
             def run(args: list[Any]) -> Any:
                 # Boxed: AOTAutograd hands over its argument list and keeps no other
                 # reference, so the program frees each input (a saved activation, in
                 # a backward graph) after its last use, as Inductor's wrappers do.
-                return compiled.run(args)
+                captured = aliases.capture(args)
+                outputs = compiled.run(args)
+                return outputs if captured is None else aliases.apply(outputs, captured)
 
             run._boxed_call = True  # pyright: ignore[reportFunctionMemberAccess]
             return run

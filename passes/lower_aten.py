@@ -36,7 +36,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, UnknownLoc
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FunctionType,
+    IndexType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -44,10 +53,11 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.passes.lowering import LoweringTable, lowering_table
 from kiln.passes.lowering.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.lowering.creation import lower_constant
-from kiln.passes.lowering.tensors import TensorRef
+from kiln.passes.lowering.tensors import Expr, TensorRef
 from kiln.passes.lowering.types import NoLowering, is_body_type
 
 
@@ -74,9 +84,7 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
     old_block = func.body.block
     new_block = Block(arg_types=[buffer_type_for(t) for t in old_block.arg_types])
     ctx = LoweringContext(new_block)
-    for old, new in zip(old_block.args, new_block.args, strict=True):
-        new.name_hint = old.name_hint
-        ctx.values[old] = ctx.buffer_ref(new) if isinstance(new.type, MemRefType) else new
+    _bind_arguments(ctx, func, old_block, new_block)
     for op in old_block.ops:
         last = new_block.last_op
         try:
@@ -90,6 +98,33 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
     outputs = terminator.operand_types if isinstance(terminator, ReturnOp) else ()
     func.function_type = FunctionType.from_lists(new_block.arg_types, outputs)
     old_block.erase(safe_erase=False)
+
+
+def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_block: Block) -> None:
+    """Map the arguments; sizes that are the same shape-environment symbol (a SymInt
+    argument, a dim of a tensor argument: the importer's size-symbol attributes) get
+    one size symbol, so that views over them compare structurally."""
+    attrs = [a.data for a in func.arg_attrs.data] if func.arg_attrs is not None else []
+    by_name: dict[str, Expr] = {}
+    pairs = list(zip(old_block.args, new_block.args, strict=True))
+    for k, (old, new) in enumerate(pairs):
+        new.name_hint = old.name_hint
+        if isinstance(new.type, MemRefType):
+            continue
+        ctx.values[old] = new
+        name = attrs[k].get(SIZE_SYMBOL_ATTR) if k < len(attrs) else None
+        if isinstance(name, StringAttr) and isinstance(new.type, IndexType):
+            by_name.setdefault(name.data, ctx.symbol(new))
+    for k, (old, new) in enumerate(pairs):
+        if not isinstance(new.type, MemRefType):
+            continue
+        names = attrs[k].get(SIZE_SYMBOLS_ATTR) if k < len(attrs) else None
+        dims = (
+            [n.data if isinstance(n, StringAttr) else "" for n in names.data]
+            if isinstance(names, ArrayAttr)
+            else []
+        )
+        ctx.values[old] = ctx.buffer_ref(new, dims, by_name)
 
 
 def _check_not_written(ctx: LoweringContext, op: Operation) -> None:

@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IndexType, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
@@ -59,6 +59,8 @@ from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.externs import REINTERPRET, ExternCall, inline_extern
 from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import load_kernels
+from kiln.backends.host_scalars import HELPERS as HOST_HELPERS
+from kiln.backends.host_scalars import constant_python, scalar_python
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -132,15 +134,6 @@ def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _divsi(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _remsi(a: int, b: int) -> int:
-    return a - b * _divsi(a, b)
-
-
 _IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -206,8 +199,8 @@ class _Writer:
 
     def operand(self, value: SSAValue) -> str:
         owner = value.owner
-        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-            return str(int(owner.value.value.data))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if isinstance(owner, arith.ConstantOp) and (literal := constant_python(owner)):
+            return literal
         return self.name(value)
 
     # -- the program -----------------------------------------------------------------------
@@ -222,8 +215,7 @@ class _Writer:
                 "_reinterpret": REINTERPRET,
                 "_kernel_failed": _kernel_failed,
                 "_bad_argument": _bad_argument,
-                "_divsi": _divsi,
-                "_remsi": _remsi,
+                **HOST_HELPERS,
             }
         )
         header = f"def {self.program.sym_name.data}(args):"
@@ -404,31 +396,7 @@ def _scalar_python(op: Operation, a: list[str]) -> str | None:
     """Python for the size arithmetic a program may hold."""
     if isinstance(op, memref.DimOp):
         return f"{a[0]}.shape[{a[1]}]"
-    binary = {
-        arith.AddiOp: "({0} + {1})",
-        arith.SubiOp: "({0} - {1})",
-        arith.MuliOp: "({0} * {1})",
-        arith.FloorDivSIOp: "({0} // {1})",
-        arith.CeilDivSIOp: "(-((-{0}) // {1}))",
-        arith.DivSIOp: "_divsi({0}, {1})",
-        arith.RemSIOp: "_remsi({0}, {1})",
-        arith.MaxSIOp: "max({0}, {1})",
-        arith.MinSIOp: "min({0}, {1})",
-        arith.AndIOp: "({0} & {1})",
-        arith.OrIOp: "({0} | {1})",
-        arith.XOrIOp: "({0} ^ {1})",
-    }
-    template = binary.get(type(op))
-    if template is not None:
-        return template.format(*a)
-    if isinstance(op, arith.IndexCastOp):
-        return a[0]
-    if isinstance(op, arith.CmpiOp):
-        # Symbolic checks (``u0 >= 0`` for torch._check) feed _assert_scalar externs.
-        return f"({a[0]} {CMPI_PYTHON[op.predicate.value.data]} {a[1]})"
-    if isinstance(op, arith.SelectOp):
-        return f"({a[1]} if {a[0]} else {a[2]})"
-    return None
+    return scalar_python(op, a)
 
 
 def read_after_write(functions: Sequence[FuncOp]) -> dict[str, list[tuple[int, int]]]:

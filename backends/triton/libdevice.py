@@ -29,13 +29,12 @@ def _interpreted() -> types.SimpleNamespace:
             arrays = [a.handle.data if isinstance(a, tl.tensor) else np.asarray(a) for a in args]
             with np.errstate(all="ignore"):
                 data = np.asarray(fn(*arrays)).astype(arrays[0].dtype, copy=False)
-            # The interpreter keeps a scalar (0-d) value as a 1-element array: the result
-            # is a block only if an argument is one, or a store of it into a scalar
-            # pointer fails (pow of two 0-d tensors).
-            blocks = [
-                a for a in args if isinstance(a, tl.tensor) and isinstance(a.type, tl.block_type)
-            ]
-            ty = tl.block_type(scalar, list(data.shape)) if blocks and data.shape else scalar
+            # The interpreter keeps a 0-d value as a 1-element array: the result is a
+            # block only if an argument is (pow of two scalars stores to a scalar).
+            block = any(
+                isinstance(a, tl.tensor) and isinstance(a.type, tl.block_type) for a in args
+            )
+            ty = tl.block_type(scalar, list(data.shape)) if block and data.shape else scalar
             return tl.tensor(TensorHandle(data, scalar), ty)
 
         return call

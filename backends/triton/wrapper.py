@@ -33,13 +33,14 @@ import torch
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
-    IntegerAttr,
     MemRefType,
     StringAttr,
 )
 from xdsl.ir import Operation, SSAValue
 
 from kiln.backends.cpp.externs import inline_extern
+from kiln.backends.host_scalars import HELPERS as HOST_HELPERS
+from kiln.backends.host_scalars import constant_python, scalar_python
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import ConstantOp as AtenConstantOp
 from kiln.dialects.aten.encoding import decode_value
@@ -253,21 +254,19 @@ class WrapperPrinter:
             self.scalar(op)
 
     def scalar(self, op: Operation) -> None:
-        """Size arithmetic on ``index`` values."""
-        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-            self.names[op.result] = str(op.value.value.data)
+        """Host arithmetic on sizes and scalars (see :mod:`kiln.backends.host_scalars`)."""
+        if isinstance(op, arith.ConstantOp) and (literal := constant_python(op)) is not None:
+            self.names[op.result] = literal
             return
         if isinstance(op, memref.DimOp):
             source = self.name(op.source)
             index = self.name(op.index)
             expr = f"{source}.shape[{index}]"
-        elif type(op) in _INDEX_BINARY:
-            a, b = (self.name(v) for v in op.operands)
-            expr = _INDEX_BINARY[type(op)].format(a, b)
-        elif isinstance(op, arith.CmpiOp):
-            # Symbolic checks (``u0 >= 0`` for torch._check) feed _assert_scalar externs.
-            a, b = (self.name(v) for v in op.operands)
-            expr = f"{a} {CMPI_PYTHON[op.predicate.value.data]} {b}"
+        elif len(op.results) == 1 and (
+            text := scalar_python(op, [self.name(v) for v in op.operands])
+        ):
+            expr = text
+            self.namespace.update(HOST_HELPERS)
         else:
             raise WrapperError(f"cannot run {op.name} in a kernel.program wrapper")
         name = self.fresh(_identifier(op.results[0].name_hint), "s")
@@ -402,25 +401,6 @@ class WrapperPrinter:
 def _returns_list(op: AtenOp) -> bool:
     return any(r.kind is ArgKind.TENSOR_LIST for r in op.op_schema().returns)
 
-
-CMPI_PYTHON = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
-"""Python operators by ``arith.cmpi`` predicate (sizes are non-negative, so the unsigned
-predicates compare the same)."""
-
-_INDEX_BINARY: dict[type[Operation], str] = {
-    arith.AddiOp: "{0} + {1}",
-    arith.SubiOp: "{0} - {1}",
-    arith.MuliOp: "{0} * {1}",
-    arith.FloorDivSIOp: "{0} // {1}",
-    arith.DivSIOp: "int({0} / {1})",
-    arith.CeilDivSIOp: "-(-{0} // {1})",
-    arith.RemSIOp: "int(math.fmod({0}, {1}))",
-    arith.MaxSIOp: "max({0}, {1})",
-    arith.MinSIOp: "min({0}, {1})",
-    arith.AndIOp: "{0} & {1}",
-    arith.OrIOp: "{0} | {1}",
-    arith.XOrIOp: "{0} ^ {1}",
-}
 
 _RESERVED_NAMES = frozenset(
     {

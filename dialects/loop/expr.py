@@ -155,6 +155,25 @@ def is_index_expr(expr: Expr) -> bool:
     return True
 
 
+MAX_INDEX_NODES = 256
+"""The most sympy nodes an index expression should have. Views compose index maps, and a
+reshape torch could not view divides and takes remainders of the flat index; chained,
+and with symbolic sizes that nothing folds, those nest without bound (one kernel had a
+250,000-character index). Lowering materializes a contiguous copy rather than build a
+larger expression, and inlining does not compose past it: a chain of N views stays
+O(N)."""
+
+
+def expr_nodes(expr: Expr, limit: int = MAX_INDEX_NODES) -> int:
+    """The number of nodes of ``expr``, counted up to ``limit + 1``."""
+    count = 0
+    for _ in sympy.preorder_traversal(expr):
+        count += 1
+        if count > limit:
+            break
+    return count
+
+
 # --- printing ---------------------------------------------------------------------
 
 _ATOM, _POW, _MUL, _ADD = 0, 1, 2, 3

@@ -47,6 +47,7 @@ from kiln.frontends.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
     UnsupportedSymbolicOp,
+    size_symbol_attrs,
 )
 from kiln.frontends.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 
@@ -252,8 +253,9 @@ class GraphImporter:
             # returned ones): an argument of type none, which no one reads.
             self._new_arg(node, NONE_TYPE, {NAME_ATTR: StringAttr(node.name)})
             return
-        ty = self._types.value_type(self._meta_val(node))
-        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name)})
+        val = self._meta_val(node)
+        ty = self._types.value_type(val)
+        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name), **size_symbol_attrs(val)})
 
     def _get_attr(self, node: torch.fx.Node) -> None:
         target = str(node.target)

@@ -25,16 +25,20 @@ from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     AnyFloat,
+    ArrayAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
+    StringAttr,
+    TensorType,
     f64,
     i1,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.frontends.fx.types import INDEX
 
 Operand = SSAValue | int | float | bool
@@ -71,12 +75,33 @@ _COMPARE: dict[Callable[..., object], tuple[str, str]] = {
     operator.ge: ("sge", "oge"),
 }
 
+_SQRT: frozenset[Callable[..., object]] = frozenset(
+    f for f in (getattr(torch, "_sym_sqrt", None), getattr(torch, "sym_sqrt", None)) if f
+)
+"""``math.sqrt`` of a SymInt traces as ``torch._sym_sqrt`` (``sym_sqrt`` in some releases)."""
+
 _UNARY: frozenset[Callable[..., object]] = frozenset(
-    {operator.neg, torch.sym_not, torch.sym_float, torch.sym_int, math.floor, math.ceil}
+    {
+        operator.neg,
+        operator.pos,
+        operator.abs,
+        torch.sym_not,
+        torch.sym_float,
+        torch.sym_int,
+        math.floor,
+        math.ceil,
+        math.trunc,
+        *_SQRT,
+    }
 )
 
+_SUM: frozenset[Callable[..., object]] = frozenset(
+    f for f in (getattr(torch, "sym_sum", None),) if f
+)
+"""``torch.sym_sum([a, b, c])``: dynamo's n-ary size addition."""
+
 SYMBOLIC_TARGETS: frozenset[Callable[..., object]] = frozenset(
-    {*_BINARY, *_COMPARE, *_UNARY, operator.mod, operator.truediv}
+    {*_BINARY, *_COMPARE, *_UNARY, *_SUM, operator.mod, operator.truediv, operator.pow, pow}
 )
 """Python functions :class:`SymbolicLowering` handles."""
 
@@ -164,6 +189,8 @@ class SymbolicLowering:
 
     def lower(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
         """The SSA value of ``target(*args)``."""
+        if any(isinstance(a, SSAValue) and isinstance(a.type, TensorType) for a in args):
+            raise UnsupportedSymbolicOp(f"{_name(target)} of a tensor is not a size operation")
         if target in _BINARY:
             return self._binary(target, args)
         if target in _COMPARE:
@@ -177,7 +204,36 @@ class SymbolicLowering:
             return self._op(arith.DivfOp(lhs, rhs))
         if target is operator.mod:
             return self._mod(args)
+        if target in (operator.pow, pow):
+            return self._pow(args)
+        if target in _SUM:
+            if len(args) != 1 or not isinstance(args[0], list | tuple):
+                raise UnsupportedSymbolicOp("sym_sum takes one list")
+            terms: list[Operand] = list(args[0])  # pyright: ignore[reportUnknownArgumentType]
+            if not terms:
+                return self.constant(0, INDEX)
+            total = self._operands(terms[:1], as_float=False)[0]
+            for term in terms[1:]:
+                total = self._binary(operator.add, [total, term])
+            return total
         return self._unary(target, args)
+
+    def _pow(self, args: Sequence[Operand]) -> SSAValue:
+        """Python's ``**``: an int to a non-negative int constant stays an int; anything
+        else (a float, a negative or symbolic exponent) is a float power."""
+        if len(args) != 2:
+            raise UnsupportedSymbolicOp(f"pow with {len(args)} arguments")
+        base, exponent = args
+        if isinstance(exponent, int) and not isinstance(exponent, bool) and 0 <= exponent <= 16:
+            (value,) = self._operands([base], as_float=False)
+            if not _is_float(value.type):
+                # Small constant exponents (what size arithmetic uses): multiplies.
+                result = self.constant(1, value.type)
+                for k in range(exponent):
+                    result = value if k == 0 else self._op(arith.MuliOp(result, value))
+                return result
+        lhs, rhs = self._operands(args, as_float=True)
+        return self._op(xmath.PowFOp(lhs, rhs))
 
     def _binary(self, target: Callable[..., object], args: Sequence[Operand]) -> SSAValue:
         lowering = _BINARY[target]
@@ -214,12 +270,46 @@ class SymbolicLowering:
             return self._op(arith.XOrIOp(value, self.constant(True, i1)))
         if target is torch.sym_int:
             return self._to_index(value)
+        if target is operator.pos:
+            return value
+        if target is operator.abs:
+            if _is_float(value.type):
+                return self._op(xmath.AbsFOp(value))
+            return self._op(
+                arith.MaxSIOp(value, self._op(arith.SubiOp(self.constant(0, value.type), value)))
+            )
+        if target is math.trunc:
+            # Python's trunc rounds toward zero to an int, as fptosi does.
+            return self._to_index(value) if _is_float(value.type) else value
+        if target in _SQRT:
+            return self._op(xmath.SqrtOp(self._to_float(value)))
         if target in (math.floor, math.ceil):
             if not _is_float(value.type):
                 return value
             rounding = xmath.FloorOp if target is math.floor else xmath.CeilOp
             return self._to_index(self._op(rounding(value)))
         raise UnsupportedSymbolicOp(f"{_name(target)} is not a supported symbolic operator")
+
+
+def size_symbol_attrs(val: object) -> dict[str, Attribute]:
+    """The size-symbol attributes of a placeholder's FakeTensor or SymInt (see
+    :mod:`kiln.dialects.aten.size_symbols`)."""
+
+    def name(size: object) -> str:
+        if isinstance(size, torch.SymInt):
+            expr = size.node.expr
+            if getattr(expr, "is_Symbol", False):
+                return str(expr)
+        return ""
+
+    if isinstance(val, torch.SymInt):
+        symbol = name(val)
+        return {SIZE_SYMBOL_ATTR: StringAttr(symbol)} if symbol else {}
+    if isinstance(val, torch.Tensor):
+        names = [name(s) for s in val.size()]
+        if any(names):
+            return {SIZE_SYMBOLS_ATTR: ArrayAttr([StringAttr(n) for n in names])}
+    return {}
 
 
 def _name(target: Callable[..., object]) -> str:

@@ -30,6 +30,7 @@ from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
+from kiln.dialects.loop.expr import floordiv
 from kiln.dialects.loop.ops import (
     ExternOp,
     PointwiseOp,
@@ -62,6 +63,7 @@ class LoweringContext:
         """Function-level size symbols -> the index value bound to each."""
         self._symbol_of: dict[SSAValue, sympy.Symbol] = {}
         self._index_values: dict[Expr, SSAValue] = {}
+        self._expr_of: dict[SSAValue, Expr] = {}
         self._constants: dict[int, SSAValue] = {}
         self.written: set[SSAValue] = set()
         """Buffers an in-place op has written (reading them again is refused)."""
@@ -84,18 +86,30 @@ class LoweringContext:
             raise LoweringError(f"expected a scalar, got a tensor {value.type}")
         return lowered
 
-    def buffer_ref(self, buffer: SSAValue) -> TensorRef:
-        """The ref for a fresh contiguous buffer; ``?`` dims get ``memref.dim`` symbols."""
+    def buffer_ref(
+        self,
+        buffer: SSAValue,
+        dim_names: Sequence[str] = (),
+        by_name: dict[str, Expr] | None = None,
+    ) -> TensorRef:
+        """The ref for a fresh contiguous buffer; ``?`` dims get ``memref.dim`` symbols,
+        except a dim named in ``dim_names`` whose name ``by_name`` already binds (the
+        dims just bound are added to it)."""
         ty = buffer.type
         assert isinstance(ty, MemRefType)
         sizes: list[Expr] = []
         for k, dim in enumerate(ty.get_shape()):
+            name = dim_names[k] if k < len(dim_names) else ""
             if dim >= 0:
                 sizes.append(sympy.Integer(dim))
+            elif name and by_name is not None and name in by_name:
+                sizes.append(by_name[name])
             else:
                 index = self.index_constant(k)
                 dim_op = self.emit(memref.DimOp(buffer, index))
                 sizes.append(self.symbol(dim_op.results[0]))
+                if name and by_name is not None:
+                    by_name[name] = sizes[-1]
         return TensorRef.of_buffer(buffer, sizes)
 
     # -- size symbols ------------------------------------------------------------------------
@@ -117,6 +131,38 @@ class LoweringContext:
             self._index_values[symbol] = bound
         return symbol
 
+    def size_expr(self, value: SSAValue) -> Expr:
+        """The size expression of a function-level integer value: sums, differences,
+        products and floor divisions of sizes stay expressions over the size symbols
+        (``s0 * s1``, not a new symbol), so views over them compare structurally."""
+        cached = self._expr_of.get(value)
+        if cached is not None:
+            return cached
+        owner = value.owner
+        e: Expr | None = None
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            e = sympy.Integer(int(owner.value.value.data))
+        elif isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp) and isinstance(
+            value.type, IndexType
+        ):
+            a, b = (self.size_expr(v) for v in owner.operands)
+            e = (
+                a + b
+                if isinstance(owner, arith.AddiOp)
+                else a - b
+                if isinstance(owner, arith.SubiOp)
+                else a * b
+            )
+        elif isinstance(owner, arith.FloorDivSIOp) and isinstance(value.type, IndexType):
+            a, b = (self.size_expr(v) for v in owner.operands)
+            if b.is_Integer and int(b) > 0:
+                e = floordiv(a, b)
+        if e is None:
+            e = self.symbol(value)
+        self._expr_of[value] = e
+        self._index_values.setdefault(e, value)
+        return e
+
     def index_constant(self, value: int) -> SSAValue:
         cached = self._constants.get(value)
         if cached is None:
@@ -134,6 +180,13 @@ class LoweringContext:
             return cached
         from kiln.dialects.loop.expr import FloorDiv, operands
 
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+            base = self.index_value(e.base)
+            value = base
+            for _ in range(int(e.exp) - 1):
+                value = self.emit(arith.MuliOp(value, base)).results[0]
+            self._index_values[e] = value
+            return value
         args = [self.index_value(a) for a in operands(e)]
         if isinstance(e, sympy.Add):
             op_cls: type[Operation] = arith.AddiOp
@@ -513,7 +566,7 @@ class OpArgs:
         for v in self.op.sym_operands():
             lowered = self.ctx.scalar(v)
             if isinstance(lowered.type, IndexType | IntegerType):
-                syms.append(self.ctx.symbol(lowered))
+                syms.append(self.ctx.size_expr(lowered))
             else:
                 syms.append(_SymbolicFloat())
         value = decode_value(spec, self.op.arg_attr(name), syms)

@@ -20,7 +20,7 @@ import sympy
 from xdsl.dialects.builtin import StringAttr
 
 from kiln.dialects.aten.storage import dense_dims, storage_layout
-from kiln.dialects.loop.expr import floordiv, mod
+from kiln.dialects.loop.expr import MAX_INDEX_NODES, expr_nodes, floordiv, index_var, mod
 from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, LoweringError, OpArgs
 from kiln.passes.lowering.tensors import (
     NCHW,
@@ -60,10 +60,29 @@ def infer_view_sizes(ref: TensorRef, requested: Sequence[Any]) -> list[Expr]:
     return sizes
 
 
+def index_nodes(ref: TensorRef) -> int:
+    """The size of ``ref``'s index expression (sympy nodes) over fresh index variables."""
+    if ref.strides is not None:
+        return 0
+    return expr_nodes(ref.storage_index([index_var(k) for k in range(ref.rank)]))
+
+
+def bounded_reshape(ctx: LoweringContext, ref: TensorRef, sizes: Sequence[Expr]) -> TensorRef:
+    """``ref.reshape(sizes)``, through a contiguous copy of ``ref`` when the reshaped
+    index expression would exceed :data:`~kiln.dialects.loop.expr.MAX_INDEX_NODES`
+    (a reshape of a layout torch cannot view nests ``//`` and ``%``; chained, they grow
+    without bound under symbolic sizes)."""
+    out = ref.reshape(sizes)
+    if out.strides is None and index_nodes(out) > MAX_INDEX_NODES:
+        copy = ctx.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
+        out = copy.reshape(sizes)
+    return out
+
+
 def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
     sizes = args.result_sizes(0, infer_view_sizes(ref, args.value("size")))
-    return [ref.reshape(sizes)]
+    return [bounded_reshape(ctx, ref, sizes)]
 
 
 def _alias(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -165,6 +184,8 @@ def clamp_slice(size: Expr, start: Any, end: Any, step: int) -> tuple[Expr, Expr
     # Symbolic sizes: bounds must be plainly in range (what torch's guards ensured).
     if (start_e.is_Integer and int(start_e) < 0) or (end_e.is_Integer and int(end_e) < 0):
         raise NoLowering("negative slice bounds on a symbolic dim")
+    if start_e.is_Integer and end_e.is_Integer and int(end_e) <= int(start_e):
+        return start_e, sympy.Integer(0)  # eager clamps end to start: an empty slice
     return start_e, floordiv(end_e - start_e + step - 1, step)
 
 
@@ -202,15 +223,26 @@ def _split(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     dim = wrap_dim(args.value("dim"), ref.rank)
     split = expr(args.value("split_size"))
     total = ref.sizes[dim]
-    if not (split.is_Integer and total.is_Integer):
-        raise NoLowering("symbolic split")
-    n, k = int(total), int(split)
-    if k <= 0:
-        raise NoLowering("split size must be positive")
-    sizes = (
-        [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)] if n else [sympy.Integer(0)]
-    )
-    return _split_by_sizes(ref, sizes, dim)
+    if split.is_Integer and total.is_Integer:
+        n, k = int(total), int(split)
+        if k <= 0:
+            raise NoLowering("split size must be positive")
+        sizes = (
+            [sympy.Integer(min(k, n - s)) for s in range(0, max(n, 1), k)]
+            if n
+            else [sympy.Integer(0)]
+        )
+        return _split_by_sizes(ref, sizes, dim)
+    return _split_by_sizes(ref, _symbolic_pieces(total, split, len(args.op.results)), dim)
+
+
+def _symbolic_pieces(total: Expr, piece: Expr, count: int) -> list[Expr]:
+    """Sizes of ``count`` pieces of ``piece`` elements out of ``total`` (symbolic): all
+    full but the last, which takes what remains (``total - (count-1)*piece``, at most
+    ``piece``). The number of pieces is the graph's (dynamo guarded it on the sizes)."""
+    if count <= 0:
+        raise NoLowering("split into no pieces")
+    return [*([piece] * (count - 1)), total - (count - 1) * piece]
 
 
 def _split_with_sizes(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -233,8 +265,12 @@ def _chunk(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     dim = wrap_dim(args.value("dim"), ref.rank)
     chunks = args.value("chunks")
     total = ref.sizes[dim]
-    if not total.is_Integer or not isinstance(chunks, int) or chunks <= 0:
-        raise NoLowering("symbolic chunk")
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise NoLowering("symbolic chunk count")
+    if not total.is_Integer:
+        # torch.chunk: pieces of ceil(total / chunks), the last one shorter.
+        piece = floordiv(total + chunks - 1, chunks)
+        return _split_by_sizes(ref, _symbolic_pieces(total, piece, len(args.op.results)), dim)
     n = int(total)
     k = (n + chunks - 1) // chunks
     sizes = [sympy.Integer(min(k, n - s)) for s in range(0, n, k)] if k else [sympy.Integer(0)]
@@ -350,7 +386,7 @@ def _flatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     start = wrap_dim(args.value("start_dim"), ref.rank)
     end = wrap_dim(args.value("end_dim"), ref.rank)
     sizes = [*ref.sizes[:start], numel(ref.sizes[start : end + 1]), *ref.sizes[end + 1 :]]
-    return [ref.reshape(args.result_sizes(0, sizes))]
+    return [bounded_reshape(ctx, ref, args.result_sizes(0, sizes))]
 
 
 def _unflatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
@@ -359,7 +395,7 @@ def _unflatten(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     inner = TensorRef(ref.buffer, (ref.sizes[dim],), ref.dtype, (ONE,))
     parts = infer_view_sizes(inner, args.value("sizes"))
     sizes = [*ref.sizes[:dim], *parts, *ref.sizes[dim + 1 :]]
-    return [ref.reshape(args.result_sizes(0, sizes))]
+    return [bounded_reshape(ctx, ref, args.result_sizes(0, sizes))]
 
 
 def _narrow(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

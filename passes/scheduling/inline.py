@@ -28,6 +28,8 @@ from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import (
+    MAX_INDEX_NODES,
+    expr_nodes,
     index_var,
     indirect_var,
     simplify_with_ranges,
@@ -97,6 +99,8 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
         return False
     if any(load.indirect for load in reads) and not _position_free(producer):
         return False
+    if _index_blowup(producer, consumers):
+        return False
     own = _bytes(producer.result)
     points = own // _element_bytes(producer.result)
     inputs_bytes = 0
@@ -107,6 +111,31 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
     store_cost = own * (1 + len(reads))
     inline_cost = inputs_bytes * len(reads)
     return inline_cost <= store_cost
+
+
+def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:
+    """Whether composing a consumer's load index with the producer's own load indices
+    would exceed :data:`MAX_INDEX_NODES` (chains of reshapes under symbolic sizes:
+    the stored intermediate keeps every kernel's index small)."""
+    own = [op.index.data for op in producer.body.walk() if isinstance(op, LoadOp)]
+    own += [op.expr.data for op in producer.body.walk() if isinstance(op, IndexOp)]
+    if not own:
+        return False
+    biggest = max(expr_nodes(e) for e in own)
+    for consumer in consumers:
+        for load in _loads_of(consumer, producer.result):
+            outer = expr_nodes(load.index.data)
+            if biggest * (outer + 4) <= MAX_INDEX_NODES:
+                continue  # cheap bound: cannot exceed
+            sizes = [s.data for s in producer.sizes.data]
+            coordinates = unflatten(load.index.data, sizes)
+            ranges = loop_ranges(consumer)
+            substitution = {index_var(k): c for k, c in enumerate(coordinates)}
+            for e in own:
+                composed = simplify_with_ranges(sympy.expand(e.xreplace(substitution)), ranges)
+                if expr_nodes(composed) > MAX_INDEX_NODES:
+                    return True
+    return False
 
 
 def _position_free(producer: PointwiseOp) -> bool:

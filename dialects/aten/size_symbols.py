@@ -1,0 +1,20 @@
+"""Argument attributes that name the shape-environment symbols of a function's sizes.
+
+The FX importer writes them on ``func.func`` arguments; ``lower-aten`` reads them, so that
+a SymInt argument and the tensor dims that are the same symbol (``arg0_1 = s77`` and
+``x: f32[s77, s27]``) get one size symbol, and views over them compare structurally
+(``x.view(s77 * s27)`` is a view, not a reshape through ``//`` and ``%``)::
+
+    func.func @forward(%arg0 : index {kiln.size_symbol = "s77"},
+                       %x : tensor<?x?xf32> {kiln.size_symbols = ["s77", "s27"]})
+"""
+
+from __future__ import annotations
+
+SIZE_SYMBOL_ATTR = "kiln.size_symbol"
+"""On a SymInt argument: its symbol (``"s77"``)."""
+SIZE_SYMBOLS_ATTR = "kiln.size_symbols"
+"""On a tensor argument: per dim, the symbol its size is (``""`` where it is not a plain
+symbol)."""
+
+__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR"]

@@ -1,0 +1,146 @@
+"""Outputs that are views of graph inputs keep eager's view metadata.
+
+AOTAutograd does not trust a compiled graph with the aliasing of its outputs: for an
+output that eager makes a view of an input, it rebuilds the view from the input
+itself (``gen_alias_from_base``). It replays the recorded view functions when their
+arguments are static; otherwise (``torch.chunk(x, 6, 1)[1]`` with a symbolic dim: a
+split whose size is a SymInt) it calls ``input.as_strided(out.size(), out.stride(),
+out.storage_offset())`` with the *compiled* output's metadata. kiln computes such an
+output into a fresh contiguous buffer (offset 0, its own strides), so that rebuilt view
+silently read chunk 0's data.
+
+:class:`InputAliases` finds those outputs at compile time (their FakeTensor shares the
+storage of a placeholder's) and returns them as ``input.as_strided`` with eager's sizes,
+strides and offset, evaluated from the run's actual sizes: exactly eager's view, and no
+copy. It is what Inductor's wrapper does (``reinterpret_tensor`` of the argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+Getter = Callable[[Sequence[Any]], int]
+
+
+@dataclass(frozen=True)
+class _Alias:
+    output: int
+    input: int
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    offset: sympy.Expr
+
+
+def _expr(value: int | torch.SymInt) -> sympy.Expr:
+    if isinstance(value, torch.SymInt):
+        return sympy.sympify(value.node.expr)
+    return sympy.Integer(value)
+
+
+def _storage(value: object) -> int | None:
+    if not isinstance(value, torch.Tensor) or value.is_sparse:
+        return None
+    try:
+        return value.untyped_storage()._cdata  # pyright: ignore[reportPrivateUsage]  # the C++ storage, shared by views
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+class InputAliases:
+    """The outputs of one FX graph that alias its tensor inputs (see the module doc)."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        placeholders = list(gm.graph.find_nodes(op="placeholder"))
+        self._symbols: dict[sympy.Symbol, Getter] = {}
+        storages: dict[int, int] = {}
+        for k, node in enumerate(placeholders):
+            val = node.meta.get("val")
+            self._bind_placeholder(k, val)
+            storage = _storage(val)
+            if storage is not None:
+                storages.setdefault(storage, k)
+        self.aliases: list[_Alias] = []
+        output = next(iter(gm.graph.find_nodes(op="output")), None)
+        returned = output.args[0] if output is not None else ()
+        if not isinstance(returned, tuple | list):
+            return
+        for position, node in enumerate(returned):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            if not isinstance(node, torch.fx.Node) or node.op == "placeholder":
+                continue  # an input returned as it is: AOTAutograd returns the input
+            val = node.meta.get("val")
+            storage = _storage(val)
+            if storage is None or storage not in storages:
+                continue
+            assert isinstance(val, torch.Tensor)
+            tensor: torch.Tensor = val
+            alias = _Alias(
+                position,
+                storages[storage],
+                tuple(_expr(tensor.size(d)) for d in range(tensor.dim())),
+                tuple(_expr(tensor.stride(d)) for d in range(tensor.dim())),
+                _expr(tensor.storage_offset()),
+            )
+            if all(self._computable(e) for e in (*alias.size, *alias.stride, alias.offset)):
+                self.aliases.append(alias)
+
+    def _bind_placeholder(self, k: int, val: object) -> None:
+        """Record how to read each size symbol from the run's arguments."""
+
+        def bind(value: object, getter: Getter) -> None:
+            if isinstance(value, torch.SymInt):
+                symbol = value.node.expr
+                if isinstance(symbol, sympy.Symbol) and symbol not in self._symbols:
+                    self._symbols[symbol] = getter
+
+        if isinstance(val, torch.SymInt):
+            bind(val, lambda args: int(args[k]))
+        elif isinstance(val, torch.Tensor):
+            for d, size in enumerate(val.size()):
+                bind(size, lambda args, d=d: int(args[k].size(d)))
+            for d, stride in enumerate(val.stride()):
+                bind(stride, lambda args, d=d: int(args[k].stride(d)))
+            bind(val.storage_offset(), lambda args: int(args[k].storage_offset()))
+
+    def _computable(self, e: sympy.Expr) -> bool:
+        return all(s in self._symbols for s in e.free_symbols)
+
+    def capture(self, args: Sequence[Any]) -> tuple[list[Any], dict[sympy.Symbol, int]] | None:
+        """What :meth:`apply` needs from the arguments, taken before the compiled
+        program consumes (clears) them."""
+        if not self.aliases:
+            return None
+        inputs = [args[a.input] for a in self.aliases]
+        values = {symbol: get(args) for symbol, get in self._symbols.items()}
+        return inputs, values
+
+    def apply(self, outputs: Any, captured: tuple[list[Any], dict[sympy.Symbol, int]]) -> Any:
+        """``outputs`` with each aliasing output replaced by eager's view of its input."""
+        if not isinstance(outputs, tuple | list):
+            return outputs
+        inputs, values = captured
+        substitution = {s: sympy.Integer(v) for s, v in values.items()}
+
+        def evaluate(e: sympy.Expr) -> int:
+            value: Any = e.xreplace(substitution) if e.free_symbols else e
+            return int(value)
+
+        patched: list[Any] = list(outputs)  # pyright: ignore[reportUnknownArgumentType]
+        for alias, source in zip(self.aliases, inputs, strict=True):
+            if alias.output >= len(patched) or not isinstance(source, torch.Tensor):
+                continue
+            current = patched[alias.output]
+            if not isinstance(current, torch.Tensor):
+                continue
+            size = [evaluate(e) for e in alias.size]
+            if list(current.shape) != size:
+                continue  # not the tensor we think it is: leave it alone
+            patched[alias.output] = source.as_strided(
+                size, [evaluate(e) for e in alias.stride], evaluate(alias.offset)
+            )
+        return type(outputs)(patched)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]

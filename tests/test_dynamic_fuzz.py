@@ -1,0 +1,109 @@
+"""Hypothesis fuzzing of ``torch.compile(..., backend="kiln", dynamic=True)``: random
+chains of views (uneven chunk/split, narrow at symbolic offsets, transpose, flatten,
+expand), broadcasting, and integer/float arithmetic on symbolic sizes, each op written
+relative to the sizes it meets so the same program runs at several sizes. Checked
+against eager: values, shapes, strides of views returned from inputs, and the size of the
+generated C++ (index expressions must not blow up).
+
+``KILN_FUZZ_EXAMPLES`` scales the example count (as in ``test_graph_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+Op = Callable[[torch.Tensor, int], torch.Tensor]
+
+OPS: dict[str, Op] = {
+    "chunk_first": lambda t, d: torch.chunk(t, 3, d)[0],
+    "chunk_last": lambda t, d: torch.chunk(t, 4, d)[-1],
+    "split_last": lambda t, d: torch.split(t, t.shape[d] // 2 + 1, d)[-1],
+    "tensor_split": lambda t, d: torch.tensor_split(t, 3, d)[1] if t.shape[d] >= 3 else t,
+    "narrow": lambda t, d: t.narrow(d, t.shape[d] // 3, t.shape[d] - t.shape[d] // 3),
+    "transpose": lambda t, d: t.transpose(d, -1),
+    "flatten": lambda t, d: t.flatten(0, 1) if t.dim() >= 3 else t,
+    "reshape_back": lambda t, d: t.transpose(0, -1).reshape(t.shape),
+    "expand": lambda t, d: t.unsqueeze(0).expand(2, *t.shape) if t.dim() < 4 else t,
+    "broadcast": lambda t, d: t + t.sum(d, keepdim=True),
+    "float_size": lambda t, d: t * (t.shape[d] / 3.0),
+    "trunc_size": lambda t, d: t * math.trunc(t.shape[d] * 1.5),
+    "floordiv_size": lambda t, d: t + t.shape[d] // 2,
+    "pow_size": lambda t, d: t * t.shape[d] ** -0.5,
+    "exp": lambda t, d: torch.exp(t.clamp(-4, 4)),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    shape: tuple[int, ...]
+    grow: tuple[int, ...]
+    steps: tuple[tuple[str, int], ...]
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        for name, dim in self.steps:
+            x = OPS[name](x, dim % x.dim())
+        return x
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> Program:
+    rank = draw(st.integers(2, 3))
+    shape = tuple(draw(st.integers(2, 7)) for _ in range(rank))
+    grow = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    names = st.sampled_from(sorted(OPS))
+    steps = draw(st.lists(st.tuples(names, st.integers(0, 3)), min_size=1, max_size=6))
+    return Program(shape, grow, tuple(steps))
+
+
+def check(program: Program, executor: str) -> None:
+    torch._dynamo.reset()
+    with tempfile.TemporaryDirectory() as debug:
+        compiled = torch.compile(
+            program.run,
+            backend="kiln",
+            dynamic=True,
+            options={"verbose": False, "executor": executor, "debug_dir": debug},
+        )
+        with torch._dynamo.config.patch(cache_size_limit=16):
+            for scale in (0, 1):
+                shape = [s + scale * g for s, g in zip(program.shape, program.grow, strict=True)]
+                x = torch.randn(shape)
+                want = program.run(x)
+                have = compiled(x)
+                assert have.shape == want.shape
+                torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-4)
+                if want._base is x:  # a view of the input: eager's layout exactly
+                    assert have.stride() == want.stride()
+                    assert have.storage_offset() == want.storage_offset()
+        for source in [*Path(debug).glob("*/kernels.cpp"), *Path(debug).glob("*/*.py")]:
+            lines = source.read_text().splitlines() or [""]
+            assert max(len(line) for line in lines) < 4_000, source.name
+
+
+def fuzz(examples: int) -> settings:
+    return settings(
+        max_examples=max(examples, 1),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        database=None,
+    )
+
+
+EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40"))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@fuzz(EXAMPLES // 8)
+@given(programs())
+def test_dynamic_views_and_size_arithmetic_cpp(program: Program) -> None:
+    check(program, "cpp")
