@@ -106,6 +106,8 @@ class Row:
     err_eager: float | None = None
     err_fp64: float | None = None
     eager_err_fp64: float | None = None
+    notes: str | None = None
+    """Measurements that failed on a passing row (memory, profiler, optimizer)."""
 
     def key(self) -> tuple[str, ...]:
         return (self.model, self.size, self.mode, self.dtype, self.backend)
@@ -472,11 +474,29 @@ def run_backend(
                 return task.step(fn, model, inputs, before)
 
             row.ms = median_ms(run, device, args.iters)
-            row.peak_mb = peak_mb(run, device)
+            # Secondary measurements: a failure there is a note, the row still passes.
+            notes = []
+            try:
+                row.peak_mb = peak_mb(run, device)
+            except TaskTimeout:
+                raise
+            except Exception as e:
+                notes.append(f"peak memory: {_reason(e)}")
             if device.type == "cuda":
-                row.kernel_ms, row.launches = profile_kernels(run)
+                try:
+                    row.kernel_ms, row.launches = profile_kernels(run)
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"profiler: {_reason(e)}")
             if backend == "eager" and task.mode == "train":
-                row.opt_ms = optimizer_ms(task, args.iters)
+                try:
+                    row.opt_ms = optimizer_ms(task, args.iters)
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"optimizer: {_reason(e)}")
+            row.notes = "; ".join(notes) or None
     except Exception as e:  # a failure is a row, never a crash of the run
         row.status, row.reason = "fail", _reason(e)
     return row
@@ -707,7 +727,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--scaling", action="store_true", help="also run the compile-time scaling")
     p.add_argument("--layers", default="1,4,16,48", help="scaling: GPT-2 layer counts")
     p.add_argument("--json", type=Path, default=None, help="results file (merged into)")
-    p.add_argument("--resume", action="store_true", help="skip tasks already in --json")
+    p.add_argument("--resume", action="store_true", help="skip tasks already in --json/--merge")
+    p.add_argument(
+        "--deadline",
+        type=int,
+        default=0,
+        help="start no task after this many seconds (0: none); rerun with --resume for the rest",
+    )
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="more results files to merge")
     p.add_argument("--markdown", type=Path, default=None, help="render the dashboard here")
     p.add_argument("--render-only", action="store_true", help="render --json/--merge; run nothing")
@@ -809,7 +835,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = _progress(len(tasks))
     failures = 0
     built: dict[tuple[str, str], Any] = {}
+    started = time.monotonic()
+    stopped = 0
     for spec, size, mode, dtype in tasks:
+        if args.deadline and time.monotonic() - started > args.deadline:
+            stopped += 1  # left for the next invocation (--resume)
+            continue
         progress.set_description(f"{spec.name} {size} {mode} {dtype}")
         key = (spec.name, size)
         try:
@@ -857,7 +888,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.markdown:
         render(data, args.markdown)
         print(f"wrote {args.markdown}")
-    print(f"{len(tasks)} tasks, {failures} failed rows", file=sys.stderr)
+    print(
+        f"{len(tasks) - stopped} tasks run, {failures} failed rows"
+        + (f"; {stopped} tasks left after the --deadline (rerun with --resume)" if stopped else ""),
+        file=sys.stderr,
+    )
     return 0
 
 

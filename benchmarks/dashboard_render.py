@@ -172,7 +172,7 @@ def table(
         + ["peak MB (" + " / ".join(backends) + ")", "kiln compression"]
         + ["launches (" + " / ".join(compiled) + ")"]
         + (["kernel ms (" + " / ".join(backends) + ")"] if cuda else [])
-        + ["kiln err (eager / fp64 / eager's fp64)", "failures"]
+        + ["kiln err (eager / fp64 / eager's fp64)", "failures and notes"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for model, rs in models.items():
@@ -206,7 +206,11 @@ def table(
                 for k in ("err_eager", "err_fp64", "eager_err_fp64")
             )
         )
-        notes = "; ".join(f"{b}: {r['reason']}" for b, r in rs.items() if r["status"] != "pass")
+        notes = "; ".join(
+            f"{b}: {r['reason'] if r['status'] != 'pass' else r['notes']}"
+            for b, r in rs.items()
+            if r["status"] != "pass" or r.get("notes")
+        )
         cells.append(notes.replace("|", "\\|")[:400])
         lines.append("| " + " | ".join(cells) + " |")
     return lines

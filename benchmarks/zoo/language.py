@@ -23,13 +23,15 @@ from zoo.compat import import_transformers
 class Logits(nn.Module):
     """A transformers model called with keyword inputs, returning ``.logits``."""
 
-    def __init__(self, model: nn.Module, names: tuple[str, ...]) -> None:
+    def __init__(self, model: nn.Module, names: tuple[str, ...], use_cache: bool | None) -> None:
         super().__init__()
-        self.model, self.names = model, names
+        self.model, self.names, self.use_cache = model, names, use_cache
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         kwargs: dict[str, Any] = dict(zip(self.names, inputs, strict=True))
-        return self.model(**kwargs, use_cache=False).logits
+        if self.use_cache is not None:  # decoders: no KV cache in the outputs
+            kwargs["use_cache"] = self.use_cache
+        return self.model(**kwargs).logits
 
 
 def _tokens(size: str, batch_large: int = 8, seq_large: int = 512) -> tuple[int, int]:
@@ -50,7 +52,8 @@ def _spec(
         transformers = import_transformers()
         cfg = getattr(transformers, config_class)(**config(size))
         cls = getattr(transformers, model_class)
-        model = seeded(lambda: Logits(cls(cfg), inputs))
+        decoder = "decoder" in family or "encoder-decoder" in family
+        model = seeded(lambda: Logits(cls(cfg), inputs, False if decoder else None))
         batch, seq = _tokens(size, batch_large, seq_large)
         vocab = cfg.vocab_size
         ids = tuple(randint(vocab, batch, seq, seed=2 + k) for k in range(len(inputs)))
@@ -248,5 +251,5 @@ def gpt2_layers(layers: int) -> Built:
         embd_pdrop=0.0,
         attn_pdrop=0.0,
     )
-    model = seeded(lambda: Logits(transformers.GPT2LMHeadModel(cfg), ("input_ids",)))
+    model = seeded(lambda: Logits(transformers.GPT2LMHeadModel(cfg), ("input_ids",), False))
     return model, (randint(2048, 1, 32),)
