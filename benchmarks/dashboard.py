@@ -269,19 +269,31 @@ class Task:
         return [o.detach() for o in outs] + grads
 
 
+SCALE_FLOOR = 1e-3
+"""A tensor's error is relative to its largest magnitude, but to no less than this fraction of
+the largest over all compared tensors: a gradient that is zero in exact arithmetic (an
+attention key bias's: softmax ignores a constant added to every score) is rounding noise,
+and relative to itself any two computations of it differ by 100%."""
+
+
 def rel_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
-    """Worst over tensors of max |out - ref| / max |ref| (inf on NaN or a shape mismatch)."""
+    """Worst over tensors of max |out - ref| / max |ref| (floored, see :data:`SCALE_FLOOR`;
+    inf on NaN or a shape mismatch)."""
     if len(outs) != len(refs):
         return math.inf
-    worst = 0.0
+    pairs = []
     for o, r in zip(outs, refs, strict=True):
         if o.shape != r.shape:
             return math.inf
-        o64, r64 = o.detach().double(), r.detach().double()
-        scale = r64.abs().max().item() if r64.numel() else 0.0
-        diff = (o64 - r64).abs().max().item() if r64.numel() else 0.0
+        if r.numel():
+            o64, r64 = o.detach().double(), r.detach().double()
+            pairs.append(((o64 - r64).abs().max().item(), r64.abs().max().item()))
+    floor = SCALE_FLOOR * max((scale for _, scale in pairs), default=0.0)
+    worst = 0.0
+    for diff, scale in pairs:
         if math.isnan(diff):
             return math.inf
+        scale = max(scale, floor)
         worst = max(worst, diff / scale if scale > 0 else (0.0 if diff < 1e-6 else math.inf))
     return worst
 

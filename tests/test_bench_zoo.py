@@ -130,3 +130,13 @@ def test_results_merge_later_files_win(tmp_path: Path) -> None:
     merged = dashboard.load_results([first, second])
     assert [r["commit"] for r in merged["runs"]] == ["x", "y"]
     assert sorted((r["model"], r["ms"]) for r in merged["rows"]) == [("a", 1.0), ("b", 3.0)]
+
+
+def test_error_of_a_zero_gradient_is_floored_by_the_largest_tensor() -> None:
+    big = torch.tensor([1.0, -2.0])
+    noise, other_noise = torch.tensor([1e-9]), torch.tensor([-1e-9])
+    # Alone, two roundings of a zero differ by 200%; beside a tensor of magnitude 2, by 1e-6.
+    assert dashboard.rel_error([noise], [other_noise]) == pytest.approx(2.0)
+    assert dashboard.rel_error([big, noise], [big, other_noise]) == pytest.approx(2e-9 / 2e-3)
+    assert dashboard.rel_error([big * 1.01], [big]) == pytest.approx(0.01)
+    assert dashboard.rel_error([torch.tensor([float("nan")])], [big[:1]]) == math.inf
