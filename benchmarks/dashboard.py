@@ -335,7 +335,7 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     # Allocations inside an op are charged to the op (its self usage), frees outside any op
     # to "[memory]" events; ordered by start time, their running sum peaks with the step.
     points = []
-    for event in prof.events():
+    for event in prof.events() or []:
         usage = event.cpu_memory_usage if event.name == "[memory]" else event.self_cpu_memory_usage
         if usage:
             points.append((event.time_range.start, usage))
@@ -348,7 +348,6 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
 
 def profile_kernels(run: Callable[[], Any], steps: int = 5) -> tuple[float, float]:
     """CUDA: (kernel ms per step, kernels per step) summed over the device's kernels."""
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -357,8 +356,8 @@ def profile_kernels(run: Callable[[], Any], steps: int = 5) -> tuple[float, floa
             run()
         torch.cuda.synchronize()
     total_us, count = 0.0, 0
-    for event in prof.events():
-        if event.device_type == DeviceType.CUDA:
+    for event in prof.events() or []:
+        if getattr(event.device_type, "name", "") == "CUDA":  # kernels, copies, memsets
             total_us += event.time_range.elapsed_us()
             count += 1
     return total_us / 1000 / steps, count / steps
@@ -437,6 +436,8 @@ def run_backend(
     )
     device = task.device
     model, inputs = task.instance()
+    from kiln.compiler import compile_history, reset_compile_history
+
     before = torch.compiler.cudagraph_mark_step_begin if backend == "inductor-ro" else None
     eager_s = (eager_ms or ref.eager_first_s * 1000) / 1000
 
@@ -451,8 +452,6 @@ def run_backend(
             torch._dynamo.reset()
             fresh_caches(f"{spec.name}-{backend}")
             if backend.startswith("kiln"):
-                from kiln.compiler import compile_history, reset_compile_history
-
                 reset_compile_history()
             fn = compile_with(backend, model)
             if backend.startswith("inductor") and device.type == "cpu":
