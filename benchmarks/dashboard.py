@@ -415,9 +415,25 @@ def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None
 
 
 def _reason(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(e).__name__}: {first[:300]}"
+    """The exception's type and first line, and its root cause's (Dynamo wraps a backend's
+    error as ``BackendCompilerFailed: backend='...' raised:`` with the cause below)."""
+    root = e
+    while True:
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if not isinstance(inner, BaseException) or inner is root:
+            break
+        root = inner
+
+    def first(x: BaseException) -> str:
+        lines = [line for line in str(x).strip().splitlines() if line.strip()]
+        if isinstance(x, type(e)) and x is e and len(lines) > 1 and lines[0].endswith(":"):
+            return lines[1].strip()[:300]
+        return lines[0].strip()[:300] if lines else ""
+
+    text = f"{type(e).__name__}: {first(e)}"
+    if root is not e:
+        text += f" <- {type(root).__name__}: {first(root)}"
+    return text
 
 
 def run_backend(
