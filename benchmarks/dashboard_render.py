@@ -1,0 +1,412 @@
+"""Render the dashboard's results (benchmarks/dashboard.py's JSON) as markdown and plots.
+
+``render(data, path)`` writes ``path`` (markdown) and PNG plots in a folder named like it
+(``dashboard-cpu.md`` -> ``dashboard-cpu/``): per (size, mode, dtype) the speedup of every
+backend over eager per model; cold compile times, kiln against Inductor; peak-memory
+compression, kiln against Inductor; compile time against depth (the scaling family).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+Rows = list[dict[str, Any]]
+
+ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg")
+PAIRS = (("kiln", "inductor"), ("kiln-cg", "inductor-ro"))
+"""(kiln backend, the Inductor backend it is compared with)."""
+
+
+def geomean(xs: Iterable[float]) -> float | None:
+    values = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in values) / len(values)) if values else None
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return format(value, spec)
+
+
+def _ms(row: dict[str, Any] | None) -> float | None:
+    return row["ms"] if row and row["status"] == "pass" and row.get("ms") else None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num and den else None
+
+
+def groups(rows: Rows) -> dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]]:
+    """(size, mode, dtype) -> model -> backend -> row, in a stable order."""
+    out: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = defaultdict(dict)
+    sizes, modes, dtypes = (
+        ("small", "large"),
+        ("infer", "train"),
+        ("float32", "bfloat16", "float16"),
+    )
+    for row in sorted(
+        rows,
+        key=lambda r: (
+            sizes.index(r["size"]) if r["size"] in sizes else 9,
+            modes.index(r["mode"]) if r["mode"] in modes else 9,
+            dtypes.index(r["dtype"]) if r["dtype"] in dtypes else 9,
+        ),
+    ):
+        out[(row["size"], row["mode"], row["dtype"])].setdefault(row["model"], {})[
+            row["backend"]
+        ] = row
+    return out
+
+
+def backends_in(rows: Rows) -> list[str]:
+    present = {r["backend"] for r in rows}
+    return [b for b in ORDER if b in present]
+
+
+def summary(rows: Rows) -> list[str]:
+    backends = backends_in(rows)
+    compiled = [b for b in backends if b != "eager"]
+    pairs = [(k, i) for k, i in PAIRS if k in backends and i in backends]
+    head = (
+        ["size", "mode", "dtype", "models"]
+        + [f"{b} pass" for b in backends]
+        + [f"{b} speedup" for b in compiled]
+        + [f"{k}/{i}" for k, i in pairs]
+        + [f"compile {k}/{i}" for k, i in pairs[:1]]
+        + [f"{b} compression" for b in compiled]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (size, mode, dtype), models in groups(rows).items():
+        cells = [size, mode, dtype, str(len(models))]
+        for b in backends:
+            present = [m[b] for m in models.values() if b in m]
+            cells.append(f"{sum(r['status'] == 'pass' for r in present)}/{len(present)}")
+        for b in compiled:
+            cells.append(
+                fmt(
+                    geomean(
+                        _ratio(_ms(m.get("eager")), _ms(m.get(b))) or 0 for m in models.values()
+                    )
+                )
+            )
+        for k, i in pairs:
+            cells.append(
+                fmt(geomean(_ratio(_ms(m.get(i)), _ms(m.get(k))) or 0 for m in models.values()))
+            )
+        for k, i in pairs[:1]:
+            cells.append(
+                fmt(
+                    geomean(
+                        _ratio(_compile(m.get(k)), _compile(m.get(i))) or 0 for m in models.values()
+                    )
+                )
+            )
+        for b in compiled:
+            cells.append(fmt(geomean(_compression(m, b) or 0 for m in models.values())))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _compile(row: dict[str, Any] | None) -> float | None:
+    return row.get("cold_compile_s") if row and row["status"] == "pass" else None
+
+
+def _compression(models_row: dict[str, dict[str, Any]], backend: str) -> float | None:
+    eager, other = models_row.get("eager"), models_row.get(backend)
+    if not eager or not other or other["status"] != "pass":
+        return None
+    return _ratio(eager.get("peak_mb"), other.get("peak_mb"))
+
+
+def worst(rows: Rows, n: int = 5) -> list[str]:
+    """The n lowest kiln/Inductor ratios over all rows where both ran."""
+    found = []
+    for (size, mode, dtype), models in groups(rows).items():
+        for model, rs in models.items():
+            for k, i in PAIRS:
+                ratio = _ratio(_ms(rs.get(i)), _ms(rs.get(k)))
+                if ratio:
+                    found.append((ratio, model, size, mode, dtype, k, i, rs))
+    found.sort(key=lambda t: t[0])
+    lines = [
+        "| model | size | mode | dtype | pair | inductor ms | kiln ms | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for ratio, model, size, mode, dtype, k, i, rs in found[:n]:
+        lines.append(
+            f"| {model} | {size} | {mode} | {dtype} | {k} vs {i} | {fmt(_ms(rs.get(i)), '.3f')} | "
+            f"{fmt(_ms(rs.get(k)), '.3f')} | {ratio:.2f} |"
+        )
+    return lines if found else ["(no row where both kiln and Inductor ran)"]
+
+
+def failures(rows: Rows) -> list[str]:
+    failed = [r for r in rows if r["status"] != "pass"]
+    if not failed:
+        return ["None."]
+    lines = ["| model | size | mode | dtype | backend | reason |", "|---|---|---|---|---|---|"]
+    for r in sorted(
+        failed, key=lambda r: (r["model"], r["size"], r["mode"], r["dtype"], r["backend"])
+    ):
+        reason = (r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(
+            f"| {r['model']} | {r['size']} | {r['mode']} | {r['dtype']} | {r['backend']} | {reason} |"
+        )
+    return lines
+
+
+def table(
+    models: dict[str, dict[str, dict[str, Any]]], backends: Sequence[str], cuda: bool
+) -> list[str]:
+    compiled = [b for b in backends if b != "eager"]
+    pairs = [(k, i) for k, i in PAIRS if k in backends and i in backends]
+    head = (
+        ["model", "source"]
+        + [f"{b} ms" for b in backends]
+        + [f"{k}/{i}" for k, i in pairs]
+        + ["kiln speedup", "cold compile s (ind / kiln)", "warm compile s (ind / kiln)"]
+        + ["peak MB (" + " / ".join(backends) + ")", "kiln compression"]
+        + ["launches (" + " / ".join(compiled) + ")"]
+        + (["kernel ms (" + " / ".join(backends) + ")"] if cuda else [])
+        + ["kiln err (eager / fp64 / eager's fp64)", "failures and notes"]
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, rs in models.items():
+        any_row = next(iter(rs.values()))
+        kiln = rs.get("kiln")
+        ind = rs.get("inductor")
+        cells = [model, any_row["source"]]
+        cells += [fmt(_ms(rs.get(b)), ".3f") for b in backends]
+        cells += [fmt(_ratio(_ms(rs.get(i)), _ms(rs.get(k)))) for k, i in pairs]
+        cells.append(fmt(_ratio(_ms(rs.get("eager")), _ms(kiln))))
+        for key in ("cold_compile_s", "warm_compile_s"):
+            cells.append(
+                f"{fmt(ind.get(key) if ind else None, '.1f')} / {fmt(kiln.get(key) if kiln else None, '.1f')}"
+            )
+        cells.append(
+            " / ".join(fmt(rs[b].get("peak_mb") if b in rs else None, ".1f") for b in backends)
+        )
+        cells.append(fmt(_compression(rs, "kiln")))
+        cells.append(
+            " / ".join(fmt(rs[b].get("launches") if b in rs else None, ".0f") for b in compiled)
+        )
+        if cuda:
+            cells.append(
+                " / ".join(
+                    fmt(rs[b].get("kernel_ms") if b in rs else None, ".3f") for b in backends
+                )
+            )
+        cells.append(
+            " / ".join(
+                fmt(kiln.get(k) if kiln else None, ".1e")
+                for k in ("err_eager", "err_fp64", "eager_err_fp64")
+            )
+        )
+        notes = "; ".join(
+            f"{b}: {r['reason'] if r['status'] != 'pass' else r['notes']}"
+            for b, r in rs.items()
+            if r["status"] != "pass" or r.get("notes")
+        )
+        cells.append(notes.replace("|", "\\|")[:400])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def scaling_lines(points: Rows) -> list[str]:
+    if not points:
+        return ["Not run (`--scaling`)."]
+    by_backend: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for p in points:
+        by_backend[p["backend"]][p["layers"]] = p
+    layers = sorted({p["layers"] for p in points})
+    lines = [
+        "| backend | "
+        + " | ".join(f"{n} layers" for n in layers)
+        + " | s per added layer (first to last) |",
+        "|---|" + "---|" * (len(layers) + 1),
+    ]
+    for backend, by_layers in sorted(by_backend.items()):
+        cells = []
+        for n in layers:
+            p = by_layers.get(n)
+            cells.append(
+                "-" if p is None else fmt(p.get("compile_s"), ".1f") if "error" not in p else "fail"
+            )
+        ok = [
+            (n, by_layers[n]["compile_s"])
+            for n in layers
+            if n in by_layers and "compile_s" in by_layers[n]
+        ]
+        slope = (ok[-1][1] - ok[0][1]) / (ok[-1][0] - ok[0][0]) if len(ok) >= 2 else None
+        lines.append(f"| {backend} | " + " | ".join(cells) + f" | {fmt(slope)} |")
+    errors = [
+        f"- {p['backend']} at {p['layers']} layers: {p['error']}" for p in points if "error" in p
+    ]
+    return lines + (["", *errors] if errors else [])
+
+
+# -- plots ---------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_speedup(
+    models: dict[str, dict[str, dict[str, Any]]], backends: Sequence[str], title: str, path: Path
+) -> None:
+    plt = _pyplot()
+    compiled = [b for b in backends if b != "eager"]
+    names = list(models)
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(names) * max(1, len(compiled) / 2) + 1.5))
+    height = 0.8 / max(len(compiled), 1)
+    for k, b in enumerate(compiled):
+        values = [_ratio(_ms(models[m].get("eager")), _ms(models[m].get(b))) or 0.0 for m in names]
+        ax.barh([y + k * height for y in range(len(names))], values, height=height, label=b)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(
+        [y + height * (len(compiled) - 1) / 2 for y in range(len(names))], names, fontsize=7
+    )
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over eager (higher is better; 0 = failed)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_pairs(rows: Rows, metric: str, label: str, path: Path, log: bool) -> bool:
+    """kiln's value against Inductor's per (model, size, mode, dtype), one dot each."""
+    plt = _pyplot()
+    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (size, mode, dtype), models in groups(rows).items():
+        for rs in models.values():
+            k, i = rs.get("kiln"), rs.get("inductor")
+            if metric == "compression":
+                kv, iv = _compression(rs, "kiln"), _compression(rs, "inductor")
+            else:
+                kv = k.get(metric) if k and k["status"] == "pass" else None
+                iv = i.get(metric) if i and i["status"] == "pass" else None
+            if kv and iv:
+                points[f"{size} {mode} {dtype}"].append((iv, kv))
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 6))
+    lo = min(min(x, y) for ps in points.values() for x, y in ps)
+    hi = max(max(x, y) for ps in points.values() for x, y in ps)
+    for name, ps in points.items():
+        ax.scatter([p[0] for p in ps], [p[1] for p in ps], label=name, s=14)
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(f"Inductor {label}")
+    ax.set_ylabel(f"kiln {label}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def plot_scaling(points: Rows, path: Path) -> bool:
+    plt = _pyplot()
+    by_backend: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for p in points:
+        if "compile_s" in p:
+            by_backend[p["backend"]].append((p["layers"], p["compile_s"]))
+    if not by_backend:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for backend, ps in sorted(by_backend.items()):
+        ps.sort()
+        ax.plot([p[0] for p in ps], [p[1] for p in ps], marker="o", label=backend)
+    ax.set_xlabel("GPT-2 layers (width 128)")
+    ax.set_ylabel("cold compile s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+# -- the page ------------------------------------------------------------------------------
+
+
+def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
+    rows: Rows = data.get("rows", [])
+    runs = data.get("runs", [])
+    folder = path.with_suffix("")
+    if plots:
+        folder.mkdir(parents=True, exist_ok=True)
+    rel = folder.name
+    cuda = any(r.get("device", "").startswith("cuda") for r in rows) or any(
+        run.get("device") == "cuda" for run in runs
+    )
+    machines = sorted({run.get("machine", "?") for run in runs})
+    out = [
+        f"# Benchmark dashboard: {'CUDA' if cuda else 'CPU'}, {', '.join(machines) or '?'}",
+        "",
+        "Generated by `benchmarks/dashboard.py` (definitions of every column in its docstring). "
+        "Eager, TorchInductor and kiln side by side in one process per run, on real architectures "
+        "(torchvision, timm, transformers; random weights, built from configs) and the hand-written "
+        "models of `benchmarks/models.py`. Ratios: `kiln/inductor` = Inductor ms / kiln ms "
+        "(above 1: kiln is faster); speedup = eager ms / backend ms; compression = eager peak / "
+        "backend peak (memory one step allocates beyond what was live before it); compile times "
+        "exclude one eager step.",
+        "",
+        "## Runs",
+        "",
+        "| commit | started | machine | versions | check only | iters | command |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        versions = ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items())
+        out.append(
+            f"| {run.get('commit', '?')} | {run.get('started', '?')} | {run.get('machine', '?')} | "
+            f"{versions} | {run.get('check_only', False)} | {run.get('iters', '?')} | "
+            f"`{run.get('command', '?')}` |"
+        )
+    out += ["", "## Summary (geomeans over the models where both sides passed)", "", *summary(rows)]
+    out += ["", "## Worst five (kiln/Inductor)", "", *worst(rows)]
+    n_failed = sum(r["status"] != "pass" for r in rows)
+    out += ["", f"## Failures ({n_failed} of {len(rows)} rows)", "", *failures(rows)]
+    out += ["", "## Compile-time scaling (GPT-2, width 128, cold, fresh process each)", ""]
+    out += scaling_lines(data.get("scaling", []))
+    if plots and plot_scaling(data.get("scaling", []), folder / "scaling.png"):
+        out += ["", f"![compile time against depth]({rel}/scaling.png)"]
+    if plots:
+        if plot_pairs(rows, "cold_compile_s", "cold compile s", folder / "compile.png", log=True):
+            out += [
+                "",
+                "## Compile time, kiln against Inductor",
+                "",
+                f"![compile time]({rel}/compile.png)",
+            ]
+        if plot_pairs(rows, "compression", "memory compression", folder / "memory.png", log=True):
+            out += [
+                "",
+                "## Memory compression, kiln against Inductor",
+                "",
+                f"![memory]({rel}/memory.png)",
+            ]
+    for (size, mode, dtype), models in groups(rows).items():
+        group_backends = backends_in([r for rs in models.values() for r in rs.values()])
+        out += ["", f"## {size} / {mode} / {dtype}", ""]
+        if plots and any(_ms(r) for rs in models.values() for r in rs.values()):
+            name = f"speedup-{size}-{mode}-{dtype}.png"
+            plot_speedup(models, group_backends, f"{size} {mode} {dtype}", folder / name)
+            out += [f"![speedup {size} {mode} {dtype}]({rel}/{name})", ""]
+        out += table(models, group_backends, cuda)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")

@@ -1,0 +1,142 @@
+"""The benchmark dashboard (benchmarks/dashboard.py): its zoo builders and its renderer.
+
+Needs the ``bench`` extra (torchvision, timm, transformers, matplotlib); skipped without it
+(CI does not install it). Cheap: two tiny models, one kiln compile of a softmax.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+# Found, not imported: torchvision beside a CPU torch must be imported through the zoo's
+# workaround (benchmarks/zoo/compat.py), and timm and transformers import torchvision.
+_MISSING = [
+    name
+    for name in ("matplotlib", "torchvision", "timm", "transformers", "tqdm")
+    if importlib.util.find_spec(name) is None
+]
+if _MISSING:
+    pytest.skip(
+        f"the bench extra is not installed ({', '.join(_MISSING)})", allow_module_level=True
+    )
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import dashboard  # noqa: E402
+from dashboard_render import geomean, render  # noqa: E402
+from zoo import registry  # noqa: E402
+
+
+def test_zoo_has_twenty_real_architectures_and_the_hand_written_ones() -> None:
+    zoo = registry()
+    real = [s for s in zoo.values() if s.source in ("torchvision", "timm", "transformers")]
+    assert len(real) >= 20
+    assert {"mlp", "gpt2", "llama_block"} <= {s.name for s in zoo.values() if s.source == "kiln"}
+    assert {s.source for s in real} == {"torchvision", "timm", "transformers"}
+
+
+@pytest.mark.parametrize("name", ["hf_llama", "tv_mobilenet_v3_small"])
+def test_builders_are_seeded_and_run_offline(name: str) -> None:
+    spec = registry()[name]
+    model, inputs = spec.build("small")
+    again, inputs_again = spec.build("small")
+    for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for a, b in zip(inputs, inputs_again, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with torch.no_grad():
+        out = model(*inputs)
+    assert isinstance(out, torch.Tensor)
+    assert torch.isfinite(out).all()
+
+
+def test_check_only_run_and_render(tmp_path: Path) -> None:
+    results = tmp_path / "r.json"
+    argv = ["--models", "softmax", "--modes", "infer", "--dtypes", "float32"]
+    argv += ["--backends", "eager,kiln", "--check-only", "--json", str(results)]
+    assert dashboard.main(argv) == 0
+    rows = json.loads(results.read_text())["rows"]
+    assert {(r["backend"], r["status"]) for r in rows} == {("eager", "pass"), ("kiln", "pass")}
+    kiln = next(r for r in rows if r["backend"] == "kiln")
+    assert kiln["err_eager"] < 1e-5
+    assert kiln["launches"] >= 1
+    page = tmp_path / "dash.md"
+    assert dashboard.main(["--render-only", "--json", str(results), "--markdown", str(page)]) == 0
+    assert "## Failures (0 of 2 rows)" in page.read_text()
+    assert "## small / infer / float32" in page.read_text()
+
+
+def _row(model: str, backend: str, ms: float | None, status: str = "pass", **extra: object) -> dict:
+    row = {
+        "model": model,
+        "source": "kiln",
+        "family": "op",
+        "size": "small",
+        "mode": "infer",
+        "dtype": "float32",
+        "backend": backend,
+        "device": "cpu",
+        "status": status,
+        "reason": None if status == "pass" else "boom",
+        "ms": ms,
+    }
+    row.update(extra)
+    return row
+
+
+def test_render_geomeans_worst_and_failures(tmp_path: Path) -> None:
+    rows = [
+        _row("a", "eager", 4.0, peak_mb=8.0),
+        _row("a", "inductor", 2.0, peak_mb=4.0, cold_compile_s=2.0),
+        _row("a", "kiln", 1.0, peak_mb=2.0, cold_compile_s=1.0),
+        _row("b", "eager", 9.0),
+        _row("b", "inductor", 3.0),
+        _row("b", "kiln", 6.0),
+        _row("c", "eager", 1.0),
+        _row("c", "inductor", 1.0),
+        _row("c", "kiln", None, status="fail"),
+    ]
+    page = tmp_path / "d.md"
+    render(
+        {"runs": [], "rows": rows, "scaling": [{"backend": "kiln", "layers": 1, "compile_s": 1.0}]},
+        page,
+    )
+    text = page.read_text()
+    # kiln/inductor over a (2.0) and b (0.5): geomean 1.00; kiln speedup over a (4) and b (1.5).
+    assert f"| {geomean([2.0, 0.5]):.2f} |" in text
+    assert math.isclose(geomean([4.0, 1.5]) or 0, math.sqrt(6.0))
+    assert "| b | small | infer | float32 | kiln vs inductor | 3.000 | 6.000 | 0.50 |" in text
+    assert "| c | small | infer | float32 | kiln | boom |" in text
+    assert (tmp_path / "d" / "speedup-small-infer-float32.png").exists()
+    assert (tmp_path / "d" / "scaling.png").exists()
+
+
+def test_results_merge_later_files_win(tmp_path: Path) -> None:
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    first.write_text(json.dumps({"runs": [{"commit": "x"}], "rows": [_row("a", "kiln", 2.0)]}))
+    second.write_text(
+        json.dumps(
+            {"runs": [{"commit": "y"}], "rows": [_row("a", "kiln", 1.0), _row("b", "kiln", 3.0)]}
+        )
+    )
+    merged = dashboard.load_results([first, second])
+    assert [r["commit"] for r in merged["runs"]] == ["x", "y"]
+    assert sorted((r["model"], r["ms"]) for r in merged["rows"]) == [("a", 1.0), ("b", 3.0)]
+
+
+def test_error_of_a_zero_gradient_is_floored_by_the_largest_tensor() -> None:
+    big = torch.tensor([1.0, -2.0])
+    noise, other_noise = torch.tensor([1e-9]), torch.tensor([-1e-9])
+    # Alone, two roundings of a zero differ by 200%; beside a tensor of magnitude 2, by 1e-6.
+    assert dashboard.rel_error([noise], [other_noise]) == pytest.approx(2.0)
+    assert dashboard.rel_error([big, noise], [big, other_noise]) == pytest.approx(2e-9 / 2e-3)
+    assert dashboard.rel_error([big * 1.01], [big]) == pytest.approx(0.01)
+    assert dashboard.rel_error([torch.tensor([float("nan")])], [big[:1]]) == math.inf
