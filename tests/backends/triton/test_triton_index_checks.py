@@ -44,6 +44,12 @@ CASES = [
 def test_out_of_range_index_fails_the_launch(
     fn: object, x: torch.Tensor, good: torch.Tensor, bad: list[int]
 ) -> None:
+    if DEVICE.type == "cuda":
+        # A device-side assert poisons the process's CUDA context: every later test would
+        # fail. Trigger it in a child process.
+        case = [c[0] for c in CASES].index(fn), [c[3] for c in CASES].index(bad)
+        _assert_fails_in_a_child(case[1])
+        return
     compiled = check(fn, x, good)  # pyright: ignore[reportArgumentType]
     assert "tl.device_assert(" in compiled.program.source
     args = list(compiled.args)
@@ -51,6 +57,30 @@ def test_out_of_range_index_fails_the_launch(
     # IndexOutOfBounds in the interpreter; a device-side assert (RuntimeError) on a GPU.
     with pytest.raises(RuntimeError):
         _run_and_wait(compiled, args)
+
+
+def _assert_fails_in_a_child(k: int) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    script = (
+        f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parents[1])!r}]\n"
+        "import torch, test_triton_index_checks as t\n"
+        f"fn, x, good, bad = t.CASES[{k}]\n"
+        "compiled = t.check(fn, x, good)\n"
+        "assert 'tl.device_assert(' in compiled.program.source\n"
+        "args = list(compiled.args); args[1] = torch.tensor(bad, device=t.DEVICE)\n"
+        "t._run_and_wait(compiled, args)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode != 0, result.stdout
+    assert "device-side assert" in result.stderr or "Assertion" in result.stderr, result.stderr[
+        -2000:
+    ]
 
 
 # Outputs that alias each other share storage through the Triton executor too (the
