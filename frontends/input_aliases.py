@@ -79,6 +79,9 @@ class InputAliases:
                 continue
             assert isinstance(val, torch.Tensor)
             tensor: torch.Tensor = val
+            source = placeholders[storages[storage]].meta.get("val")
+            if not isinstance(source, torch.Tensor) or source.dtype != tensor.dtype:
+                continue  # a view of another dtype (view_as_real): not an as_strided of it
             alias = _Alias(
                 position,
                 storages[storage],

@@ -91,8 +91,11 @@ def check(program: Program, executor: str) -> None:
 
 
 def fuzz(examples: int) -> settings:
+    # Derandomized in CI (the same programs every run: a red CI names a real regression);
+    # KILN_FUZZ_RANDOM=1 with a large KILN_FUZZ_EXAMPLES is the long-run mode.
     return settings(
         max_examples=max(examples, 1),
+        derandomize=not os.environ.get("KILN_FUZZ_RANDOM"),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         database=None,
@@ -107,3 +110,21 @@ EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40"))
 @given(programs())
 def test_dynamic_views_and_size_arithmetic_cpp(program: Program) -> None:
     check(program, "cpp")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): broadcast x3 + narrow + reshape_back + expand under symbolic sizes "
+    "still emits a C++ index line over 4,000 characters (found by this fuzzer in CI)",
+)
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_index_blow_up_found_by_the_fuzzer() -> None:
+    steps = (
+        ("broadcast", 0),
+        ("broadcast", 0),
+        ("broadcast", 0),
+        ("narrow", 0),
+        ("reshape_back", 1),
+        ("expand", 2),
+    )
+    check(Program(shape=(3, 5, 6), grow=(3, 1, 3), steps=steps), "cpp")
