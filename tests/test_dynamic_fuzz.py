@@ -128,3 +128,11 @@ def test_index_blow_up_found_by_the_fuzzer() -> None:
         ("expand", 2),
     )
     check(Program(shape=(3, 5, 6), grow=(3, 1, 3), steps=steps), "cpp")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("executor", ["cpp", "interpret"])
+def test_first_chunk_of_a_symbolic_split_returned_as_is(executor: str) -> None:
+    # Found by the derandomized fuzzer: the program returned the input's whole buffer for
+    # the view, and the shape check meant to guard the rebuild skipped eager's view.
+    check(Program(shape=(5, 6, 3), grow=(2, 2, 2), steps=(("chunk_first", 0),)), executor)
