@@ -294,18 +294,16 @@ class WrapperPrinter:
         self.kernel_inputs_on_device(op)
 
     def kernel_inputs_on_device(self, op: ExternOp) -> None:
-        """An extern's 0-d result that a kernel reads is moved to the program's device:
-        ATen may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a
-        device), which eager mixes into GPU ops but a Triton kernel cannot read."""
+        """An extern's result that a kernel reads is moved to the program's device: ATen
+        may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a device, a
+        tensor constant such as the indices of ``x[torch.tensor([0, 2])]``), which eager
+        mixes into GPU ops but a Triton kernel cannot read. The move keeps the strides."""
         for result in op.outputs:
-            ty = result.type
-            if (
-                isinstance(ty, MemRefType)
-                and not ty.get_shape()
-                and any(isinstance(use.operation, LaunchOp) for use in result.uses)
+            if isinstance(result.type, MemRefType) and any(
+                isinstance(use.operation, LaunchOp) for use in result.uses
             ):
                 name = self.name(result)
-                self.emit(f"{name} = as_buffer({name}, device)")
+                self.emit(f"{name} = on_device({name}, device)")
 
     def extern_overloads(self, op: ExternOp) -> None:
         """An extern body as ``aten.<op>.<overload>(...)`` calls (for bodies that
@@ -414,6 +412,7 @@ _RESERVED_NAMES = frozenset(
         "constants",
         "empty_strided",
         "as_buffer",
+        "on_device",
         "fresh_buffer",
         "reinterpret",
         "get_stream",
