@@ -44,6 +44,7 @@ from kiln.backends.host_scalars import constant_python, scalar_python
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import ConstantOp as AtenConstantOp
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import (
@@ -393,6 +394,10 @@ class WrapperPrinter:
         )
         if "." not in schema.qualified_name:
             target += ".default"
+        adapter = adapted_overload(f"{namespace}::{schema.qualified_name}")
+        if adapter is not None:
+            target = adapter.__name__.lstrip("_")
+            self.namespace[target] = adapter
         return f"{target}({', '.join([*positional, *keywords])})"
 
 
