@@ -28,7 +28,17 @@ def test_efficient_attention_backward_is_called_through_the_adapter() -> None:
     q = torch.randn(1, 2, 8, 16)
     gm = make_fx(
         lambda g, q, o, lse: torch.ops.aten._scaled_dot_product_efficient_attention_backward(
-            g, q, q, q, None, o, lse, torch.tensor(0), torch.tensor(0), 0.0, [True, True, True, False]
+            g,
+            q,
+            q,
+            q,
+            None,
+            o,
+            lse,
+            torch.tensor(0),
+            torch.tensor(0),
+            0.0,
+            [True, True, True, False],
         ),
         tracing_mode="fake",
         pre_dispatch=False,
