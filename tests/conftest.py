@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-
 import pytest
 
 
@@ -11,13 +9,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """``backend="kiln"`` also where kiln runs from a checkout on ``PYTHONPATH`` without
     being installed (the GPU machine): its entry point is then missing."""
     del config
-    installed = any(
-        ep.name == "kiln" for ep in importlib.metadata.entry_points(group="torch_dynamo_backends")
-    )
-    if installed:
-        return
-    from torch._dynamo.backends.registry import register_backend
+    from torch._dynamo.backends.registry import list_backends, register_backend
 
+    if "kiln" in list_backends(exclude_tags=()):
+        return
     from kiln.frontends.dynamo import kiln_backend
 
     register_backend(kiln_backend, name="kiln")
