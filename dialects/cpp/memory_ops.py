@@ -55,20 +55,17 @@ from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
 from kiln.dialects.loop.body_ops import fill_attr, fill_text, parse_fill
-from kiln.dialects.loop.expr import var_kind
 
 
 def check_operand_symbols(op: IRDLOperation, expr: IndexExprAttr, n_operands: int) -> None:
     """An address may only use ``i0..i<n-1>``: the op's index operands."""
-    for symbol in sorted(expr.data.free_symbols, key=str):
-        kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-        if kind != "i" or k >= n_operands:
-            raise VerifyException(
-                f"{op.name}: index '{expr.text}' uses {symbol}; only i0..i{n_operands - 1} "
-                f"(its {n_operands} index operand(s)) exist here"
-                if n_operands
-                else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
-            )
+    if (symbol := expr.foreign_symbol("i", n_operands)) is not None:
+        raise VerifyException(
+            f"{op.name}: index '{expr.text}' uses {symbol}; only i0..i{n_operands - 1} "
+            f"(its {n_operands} index operand(s)) exist here"
+            if n_operands
+            else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
+        )
 
 
 def _print_address(printer: Printer, expr: IndexExprAttr, operands: Sequence[SSAValue]) -> None:

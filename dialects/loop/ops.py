@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from typing import ClassVar, Self
 
 import sympy
 from xdsl.dialects.builtin import (
@@ -67,7 +68,6 @@ from kiln.dialects.loop.attributes import (
     parse_expr_literal,
 )
 from kiln.dialects.loop.body_ops import YieldOp
-from kiln.dialects.loop.expr import var_kind
 
 DYNAMIC = DYNAMIC_INDEX
 """xDSL's marker for a dynamic (``?``) dimension."""
@@ -103,14 +103,12 @@ def _verify_sizes(
     op: IRDLOperation, sizes: ArrayAttr[IndexExprAttr], what: str, n_syms: int
 ) -> None:
     for size in sizes.data:
-        for symbol in size.data.free_symbols:
-            kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-            if kind != "s" or k >= n_syms:
-                raise VerifyException(
-                    f"{op.name}: {what} '{size.text}' may only use s0..s{n_syms - 1}"
-                    if n_syms
-                    else f"{op.name}: {what} '{size.text}' uses a symbol but the op has no syms"
-                )
+        if size.foreign_symbol("s", n_syms) is not None:
+            raise VerifyException(
+                f"{op.name}: {what} '{size.text}' may only use s0..s{n_syms - 1}"
+                if n_syms
+                else f"{op.name}: {what} '{size.text}' uses a symbol but the op has no syms"
+            )
         if size.data.is_Integer and int(size.data) < 0:
             raise VerifyException(f"{op.name}: negative {what} {size.text}")
 
@@ -401,8 +399,83 @@ def tensor_for_buffer(ty: Attribute) -> Attribute:
     return ty
 
 
+class ExternOpBase(IRDLOperation):
+    """Shared fields, verifier and syntax of ``loop.extern`` and ``kernel.extern``: calls
+    to ATen whose body is aten ops on the input buffers seen as tensors.
+
+    Block arguments are the input buffers as tensors, then the ``syms`` operands; results
+    are the yielded tensors as contiguous buffers (non-tensor values pass through).
+    Subclasses set ``YIELD_OP`` (their dialect's terminator) and their traits.
+    """
+
+    inputs = var_operand_def(MemRefType)
+    syms = var_operand_def()
+    outputs = var_result_def()
+    body = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    YIELD_OP: ClassVar[type[IRDLOperation]] = YieldOp
+    """The terminator of the body."""
+    CONTIGUOUS_INPUTS: ClassVar[bool] = True
+    """Whether the verifier requires contiguous input buffers."""
+
+    def verify_(self) -> None:
+        block = self.body.block
+        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
+        if list(block.arg_types) != expected:
+            raise VerifyException(
+                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
+                f"expected ({', '.join(map(str, expected))}), got "
+                f"({', '.join(map(str, block.arg_types))})"
+            )
+        if self.CONTIGUOUS_INPUTS:
+            for value in self.inputs:
+                if not is_contiguous_buffer(value.type):
+                    raise VerifyException(
+                        f"{self.name}: input {value.type} is not a contiguous buffer"
+                    )
+        last = block.last_op
+        if not isinstance(last, self.YIELD_OP):
+            raise VerifyException(f"{self.name}: body must end with '{self.YIELD_OP.name}'")
+        values: Sequence[SSAValue] = last.operands
+        if len(values) != len(self.outputs):
+            raise VerifyException(
+                f"{self.name}: body yields {len(values)} values for {len(self.outputs)} results"
+            )
+        for value, out in zip(values, self.outputs, strict=True):
+            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
+                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
+            if tensor_for_buffer(out.type) != value.type:
+                raise VerifyException(
+                    f"{self.name}: yielded {value.type} does not match result {out.type}"
+                )
+
+    def print(self, printer: Printer) -> None:
+        print_operands_and_region(self, printer)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
+        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
+        op.attributes.update(attributes)
+        return op
+
+    @classmethod
+    def create_with_body(
+        cls,
+        inputs: Sequence[SSAValue],
+        syms: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+    ) -> Self:
+        return cls.build(
+            operands=[list(inputs), list(syms)], result_types=[list(result_types)], regions=[body]
+        )
+
+
 @irdl_op_definition
-class ExternOp(IRDLOperation):
+class ExternOp(ExternOpBase):
     """Buffers computed by an ATen kernel: the body is aten ops on tensors.
 
     Block arguments are the input buffers seen as tensors, then the ``syms`` operands;
@@ -421,54 +494,12 @@ class ExternOp(IRDLOperation):
 
     name = "loop.extern"
 
-    inputs = var_operand_def(MemRefType)
-    syms = var_operand_def()
-    outputs = var_result_def()
-    body = region_def("single_block")
-
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
-
-    def verify_(self) -> None:
-        block = self.body.block
-        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
-        if list(block.arg_types) != expected:
-            raise VerifyException(
-                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
-                f"expected ({', '.join(map(str, expected))}), got "
-                f"({', '.join(map(str, block.arg_types))})"
-            )
-        for value in self.inputs:
-            if not is_contiguous_buffer(value.type):
-                raise VerifyException(f"{self.name}: input {value.type} is not a contiguous buffer")
-        last = block.last_op
-        if not isinstance(last, YieldOp):
-            raise VerifyException(f"{self.name}: body must end with 'loop.yield'")
-        if len(last.values) != len(self.outputs):
-            raise VerifyException(
-                f"{self.name}: body yields {len(last.values)} values for {len(self.outputs)} results"
-            )
-        for value, out in zip(last.values, self.outputs, strict=True):
-            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
-                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
-            if tensor_for_buffer(out.type) != value.type:
-                raise VerifyException(
-                    f"{self.name}: yielded {value.type} does not match result {out.type}"
-                )
-
-    def print(self, printer: Printer) -> None:
-        print_operands_and_region(self, printer)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ExternOp:
-        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
-        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
-        op.attributes.update(attributes)
-        return op
 
 
 __all__ = [
     "ExternOp",
+    "ExternOpBase",
     "LoopNestOp",
     "PointwiseOp",
     "ReductionOp",

@@ -24,6 +24,7 @@ triton.kernel @kiln_poi_fused_add_0 pointwise [128] x [1] params [in_ptr0, in_pt
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import auto
 
 import sympy
 from xdsl.dialects.builtin import (
@@ -34,9 +35,11 @@ from xdsl.dialects.builtin import (
     SymbolNameConstraint,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Region, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
     prop_def,
@@ -48,16 +51,34 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from kiln.dialects.loop.attributes import IndexExprAttr
-from kiln.dialects.loop.expr import var_kind
 from kiln.dialects.loop.ops import parse_sizes, print_sizes
+from kiln.dialects.loop.syntax import Ident, Int
 from kiln.dialects.triton.types import PointerType
 
-KERNEL_KINDS = ("pointwise", "persistent", "looped", "split")
-"""``pointwise``; reductions with the whole reduction in one block (``persistent``) or a
-loop over reduction blocks (``looped``, and ``split``: the partial first stage of a split
-reduction, which loops too)."""
+
+class TritonKernelKind(StrEnum):
+    """``pointwise``; reductions with the whole reduction in one block (``persistent``) or
+    a loop over reduction blocks (``looped``, and ``split``: the partial first stage of a
+    split reduction, which loops too)."""
+
+    POINTWISE = auto()
+    PERSISTENT = auto()
+    LOOPED = auto()
+    SPLIT = auto()
+
+
+@irdl_attr_definition
+class TritonKernelKindAttr(EnumAttribute[TritonKernelKind], SpacedOpaqueSyntaxAttribute):
+    """``#triton<kind looped>`` (in ``triton.kernel``'s syntax just ``looped``)."""
+
+    name = "triton.kind"
+
+
+KERNEL_KINDS = tuple(str(kind) for kind in TritonKernelKind)
+"""The kinds' names, in order."""
 
 
 @irdl_op_definition
@@ -67,7 +88,7 @@ class KernelOp(IRDLOperation):
     name = "triton.kernel"
 
     sym_name = prop_def(SymbolNameConstraint())
-    kind = prop_def(StringAttr)
+    kind = prop_def(TritonKernelKindAttr)
     numel = prop_def(IndexExprAttr)
     rnumel = prop_def(IndexExprAttr)
     ynumel = opt_prop_def(IndexExprAttr)
@@ -80,7 +101,7 @@ class KernelOp(IRDLOperation):
     def __init__(
         self,
         name: str,
-        kind: str,
+        kind: str | TritonKernelKind,
         numel: sympy.Expr | int,
         rnumel: sympy.Expr | int,
         params: Sequence[tuple[str, Attribute]],
@@ -93,7 +114,7 @@ class KernelOp(IRDLOperation):
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),
-                "kind": StringAttr(kind),
+                "kind": TritonKernelKindAttr(TritonKernelKind(kind)),
                 "numel": IndexExprAttr(sympy.sympify(numel)),
                 "rnumel": IndexExprAttr(sympy.sympify(rnumel)),
                 "ynumel": None if ynumel is None else IndexExprAttr(sympy.sympify(ynumel)),
@@ -121,10 +142,6 @@ class KernelOp(IRDLOperation):
 
     def verify_(self) -> None:
         where = f"{self.name} @{self.sym_name.data}"
-        if self.kind.data not in KERNEL_KINDS:
-            raise VerifyException(
-                f"{where}: kind must be one of {KERNEL_KINDS}, not '{self.kind.data}'"
-            )
         block = self.body.block
         names = self.param_names + self.constexpr_names
         if len(self.param_names) != len(block.args):
@@ -145,11 +162,9 @@ class KernelOp(IRDLOperation):
         for what, attr in (("numel", self.numel), ("rnumel", self.rnumel), ("ynumel", self.ynumel)):
             if attr is None:
                 continue
-            for symbol in attr.data.free_symbols:
-                kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-                if kind != "s" or k >= n_sizes:
-                    raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
-        if self.kind.data == "pointwise" and self.rnumel.data != 1:
+            if (symbol := attr.foreign_symbol("s", n_sizes)) is not None:
+                raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
+        if self.kind.data is TritonKernelKind.POINTWISE and self.rnumel.data != 1:
             raise VerifyException(
                 f"{where}: a pointwise kernel has rnumel 1, not {self.rnumel.text}"
             )
@@ -194,7 +209,7 @@ class KernelOp(IRDLOperation):
         op = cls.create(
             properties={
                 "sym_name": StringAttr(name),
-                "kind": StringAttr(kind),
+                "kind": TritonKernelKindAttr(TritonKernelKind(kind)),
                 "numel": IndexExprAttr(numel),
                 "rnumel": IndexExprAttr(rnumel),
                 "params": ArrayAttr(StringAttr(p) for p in params),
@@ -257,15 +272,8 @@ class ProgramIdOp(IRDLOperation):
     def __init__(self, axis: int) -> None:
         super().__init__(properties={"axis": IntAttr(axis)}, result_types=[i32])
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.axis.data}")
-        printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ProgramIdOp:
-        op = cls(parser.parse_integer(allow_boolean=False, allow_negative=False))
-        op.attributes.update(parser.parse_optional_attr_dict())
-        return op
+    assembly_format = "custom<Int>($axis) attr-dict"
+    custom_directives = (Int,)
 
     def verify_(self) -> None:
         if self.axis.data not in (0, 1, 2):
@@ -300,20 +308,8 @@ class ConstexprOp(IRDLOperation):
                 f"{self.name}: '{self.param.data}' is not a constexpr of the kernel"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.param.data}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ConstexprOp:
-        param = parser.parse_identifier("expected a constexpr name")
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(param, parser.parse_type())
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Ident>($param) attr-dict `:` type($result)"
+    custom_directives = (Ident,)
 
 
 __all__ = ["KERNEL_KINDS", "ConstexprOp", "KernelOp", "ProgramIdOp", "ReturnOp"]
