@@ -74,7 +74,12 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
-from kiln.dialects.loop.ops import ExternOpBase, is_contiguous_buffer
+from kiln.dialects.loop.ops import (
+    LOOP_DIRECTIVES,
+    OPERANDS_AND_REGION,
+    ExternOpBase,
+    is_contiguous_buffer,
+)
 
 _RESERVED = ("sym_name", "function_type", "arg_attrs", "res_attrs")
 
@@ -381,6 +386,9 @@ class ExternOp(ExternOpBase):
     name = "kernel.extern"
 
     traits = traits_def(HasParent(ProgramOp), IsolatedFromAbove())
+
+    assembly_format = OPERANDS_AND_REGION.format(results="$outputs")
+    custom_directives = LOOP_DIRECTIVES
 
     YIELD_OP: ClassVar[type[IRDLOperation]] = YieldOp
     CONTIGUOUS_INPUTS: ClassVar[bool] = False
