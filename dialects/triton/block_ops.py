@@ -431,34 +431,10 @@ class StoreOp(IRDLOperation):
             )
         _check_mask(self, self.mask, shape)
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.ptr)
-        printer.print_string(", ")
-        printer.print_ssa_value(self.value)
-        if self.mask is not None:
-            printer.print_string(" mask ")
-            printer.print_ssa_value(self.mask)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list(self.operand_types, printer.print_attribute)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> StoreOp:
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        value = parser.parse_unresolved_operand()
-        mask = parser.parse_unresolved_operand() if parser.parse_optional_keyword("mask") else None
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        names = [ptr, value] + ([mask] if mask is not None else [])
-        if len(types) != len(names):
-            parser.raise_error(f"expected {len(names)} types, got {len(types)}")
-        resolved = [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
-        op = cls(resolved[0], resolved[1], resolved[2] if mask is not None else None)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$ptr `,` $value (`mask` $mask^)? attr-dict "
+        "`:` type($ptr) `,` type($value) (`,` type($mask)^)?"
+    )
 
 
 INDEX_ASSERT = "index out of bounds"
