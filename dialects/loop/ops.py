@@ -182,10 +182,9 @@ class LoopNestOp(IRDLOperation):
         assert isinstance(last, YieldOp)
         return last.values[0].type
 
-    # -- syntax ------------------------------------------------------------------
-
 
 def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
+    """``[4, "s0"]``: integers bare, other index expressions as string literals."""
     printer.print_string("[")
     printer.print_list(
         sizes,
@@ -199,6 +198,8 @@ def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
 
 
 def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
+    """What :func:`print_sizes` printed."""
+
     def one() -> IndexExprAttr:
         if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
             return IndexExprAttr(sympy.Integer(n))

@@ -47,6 +47,13 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure, SymbolOpInterface
@@ -79,6 +86,89 @@ class TritonKernelKindAttr(EnumAttribute[TritonKernelKind], SpacedOpaqueSyntaxAt
 
 KERNEL_KINDS = tuple(str(kind) for kind in TritonKernelKind)
 """The kinds' names, in order."""
+
+
+@irdl_custom_directive
+class SymName(CustomDirective):
+    """``@name``."""
+
+    name: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.name.set(state, parser.parse_symbol_name())
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        name = self.name.get(op)
+        assert isinstance(name, StringAttr)
+        printer.print_symbol_name(name.data)
+
+
+@irdl_custom_directive
+class KindWord(CustomDirective):
+    """``looped``: the kernel kind, bare, with a parse error listing the kinds."""
+
+    kind: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        word = parser.parse_identifier("expected a kernel kind")
+        if word not in KERNEL_KINDS:
+            parser.raise_error(
+                f"unknown kernel kind '{word}' (one of {', '.join(KERNEL_KINDS)})", pos
+            )
+        self.kind.set(state, TritonKernelKindAttr(TritonKernelKind(word)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        kind = self.kind.get(op)
+        assert isinstance(kind, TritonKernelKindAttr)
+        printer.print_string(str(kind.data))
+
+
+@irdl_custom_directive
+class OneSize(CustomDirective):
+    """``[128]`` or ``["s0"]``: one size in brackets (may anchor an optional group)."""
+
+    size: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        sizes = parse_sizes(parser)
+        if len(sizes.data) != 1:
+            parser.raise_error("expected one size in brackets", pos)
+        self.size.set(state, sizes.data[0])
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        size = self.size.get(op)
+        assert isinstance(size, IndexExprAttr)
+        print_sizes(printer, [size])
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.size.get(op) is not None
+
+
+@irdl_custom_directive
+class Names(CustomDirective):
+    """``[in_ptr0, out_ptr0]``: a list of identifiers."""
+
+    names: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        names = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_identifier("expected a name")
+        )
+        self.names.set(state, ArrayAttr(StringAttr(n) for n in names))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        names = self.names.get(op)
+        assert isinstance(names, ArrayAttr)
+        printer.print_string(f"[{', '.join(n.data for n in names)}]")  # pyright: ignore
 
 
 @irdl_op_definition
@@ -171,70 +261,13 @@ class KernelOp(IRDLOperation):
         if not isinstance(block.last_op, ReturnOp):
             raise VerifyException(f"{where}: body must end with triton.return")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(f" {self.kind.data} ")
-        print_sizes(printer, [self.numel])
-        printer.print_string(" x ")
-        print_sizes(printer, [self.rnumel])
-        if self.ynumel is not None:
-            printer.print_string(" ynumel ")
-            print_sizes(printer, [self.ynumel])
-        printer.print_string(f" params [{', '.join(self.param_names)}]")
-        printer.print_string(f" constexprs [{', '.join(self.constexpr_names)}]")
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=True)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> KernelOp:
-        name = parser.parse_symbol_name().data
-        pos = parser.pos
-        kind = parser.parse_identifier("expected a kernel kind")
-        if kind not in KERNEL_KINDS:
-            parser.raise_error(
-                f"unknown kernel kind '{kind}' (one of {', '.join(KERNEL_KINDS)})", pos
-            )
-        numel = _one_size(parser)
-        parser.parse_keyword("x")
-        rnumel = _one_size(parser)
-        ynumel = _one_size(parser) if parser.parse_optional_keyword("ynumel") else None
-        parser.parse_keyword("params")
-        params = _names(parser)
-        parser.parse_keyword("constexprs")
-        constexprs = _names(parser)
-        attributes = parser.parse_optional_attr_dict_with_keyword()
-        region = parser.parse_region()
-        op = cls.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "kind": TritonKernelKindAttr(TritonKernelKind(kind)),
-                "numel": IndexExprAttr(numel),
-                "rnumel": IndexExprAttr(rnumel),
-                "params": ArrayAttr(StringAttr(p) for p in params),
-                "constexprs": ArrayAttr(StringAttr(c) for c in constexprs),
-                **({"ynumel": IndexExprAttr(ynumel)} if ynumel is not None else {}),
-            },
-            regions=[region],
-        )
-        if attributes is not None:
-            op.attributes.update(attributes.data)
-        return op
-
-
-def _one_size(parser: Parser) -> sympy.Expr:
-    pos = parser.pos
-    sizes = parse_sizes(parser)
-    if len(sizes.data) != 1:
-        parser.raise_error("expected one size in brackets", pos)
-    return sizes.data[0].data
-
-
-def _names(parser: Parser) -> list[str]:
-    return parser.parse_comma_separated_list(
-        parser.Delimiter.SQUARE, lambda: parser.parse_identifier("expected a name")
+    assembly_format = (
+        "custom<SymName>($sym_name) custom<KindWord>($kind) custom<OneSize>($numel) `x` "
+        "custom<OneSize>($rnumel) (`ynumel` custom<OneSize>($ynumel)^)? "
+        "`params` custom<Names>($params) `constexprs` custom<Names>($constexprs) "
+        "attr-dict-with-keyword $body"
     )
+    custom_directives = (SymName, KindWord, OneSize, Names)
 
 
 @irdl_op_definition
