@@ -3,12 +3,9 @@
 The bias add then fuses into the pointwise kernel that reads the product anyway, and the
 matrix multiply runs without a bias: cuBLAS/MKL implement ``addmm`` by first writing
 the broadcast bias into the output and then accumulating the product onto it (``beta =
-1``), an extra pass over the output, and cuBLAS picks slower tiles for it (measured on
-the H200, BERT large: the fc2 ``addmm`` 0.89 ms per call against 0.75 ms for ``mm``).
-Inductor does the same rewrite on GPUs (``unfuse_bias_add_to_pointwise``); kiln does it on
-both backends, measured faster on each (H200 fp32: BERT 12.78 -> 12.53 ms, GPT-2 20.92 ->
-20.64 ms; this 2-core CPU, small sizes, min of 30: BERT 0.919 -> 0.851 ms, GPT-2 1.282 ->
-1.207 ms, ViT 1.116 -> 1.069 ms, MLP 1.221 -> 1.188 ms)::
+1``), an extra pass over the output, and cuBLAS picks slower tiles for it. Inductor does
+the same rewrite on GPUs (``unfuse_bias_add_to_pointwise``); kiln does it on both
+backends, measured faster on each (figures: docs/benchmarks/design-notes.md)::
 
     %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
     %1 = aten.relu.default(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>

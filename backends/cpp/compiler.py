@@ -3,8 +3,8 @@
 Kernels are built as a shared library with ``-O3 -march=native -fopenmp`` plus:
 
 * ``-mprefer-vector-width=512``: on AVX-512 machines GCC otherwise vectorizes with 256-bit
-  registers; measured here, 512 makes ``#pragma omp simd`` loops as fast as hand-written
-  vector-extension code (and 2x faster than 256 on a tanh-GELU pointwise kernel);
+  registers; 512 makes ``#pragma omp simd`` loops as fast as hand-written vector-extension
+  code (measured: docs/benchmarks/design-notes.md);
 * ``-ffp-contract=off``: no fused multiply-adds the source does not ask for, so results
   round like eager PyTorch's;
 * ``-fno-math-errno -fno-trapping-math``: lets ``sqrtf`` & co. vectorize (kiln never

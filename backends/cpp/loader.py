@@ -2,12 +2,10 @@
 
 The kernels are split into translation units and the units compiled in parallel (one
 compiler process each, through the disk cache), then loaded with ``ctypes``: every
-kernel gets its argument types once, so a launch costs a plain ``ctypes`` call
-(measured here: 0.2 to 0.5 microseconds). Why several units: the compiler's fixed cost
-per unit (the prelude and ``<cmath>``) is about 0.14 s on this 2-core machine, so small
-graphs compile fastest as one unit and large ones as one unit per core (GPT-2 block,
-14 kernels: 0.60 s as one unit, 0.36 s as two in parallel; LLaMA block, 8 kernels:
-0.29 s as one, 0.37 s as two).
+kernel gets its argument types once, so a launch costs a plain ``ctypes`` call. Why
+several units: the compiler has a fixed cost per unit (the prelude and ``<cmath>``), so
+small graphs compile fastest as one unit and large ones as one unit per core (figures:
+docs/benchmarks/design-notes.md).
 """
 
 from __future__ import annotations

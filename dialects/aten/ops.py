@@ -191,9 +191,9 @@ class AtenOp(IRDLOperation):
     ) -> AtenOp:
         """:meth:`from_args` through ``Operation.create``, for importers building many ops.
 
-        About 1.5-2x faster: the per-class operand layout is computed once and IRDL's
-        per-definition argument normalisation is skipped (the encoding already follows
-        the schema; ``verify`` checks the result).
+        Faster (docs/benchmarks/design-notes.md): the per-class operand layout is
+        computed once and IRDL's per-definition argument normalisation is skipped (the
+        encoding already follows the schema; ``verify`` checks the result).
         """
         layout = _create_layout(cls)
         if not layout.arg_names.issuperset(args):

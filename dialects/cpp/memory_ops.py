@@ -55,20 +55,18 @@ from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
 from kiln.dialects.loop.body_ops import fill_attr, fill_text, parse_fill
-from kiln.dialects.loop.expr import var_kind
+from kiln.dialects.loop.syntax import Address, ElementOf, Subscript
 
 
 def check_operand_symbols(op: IRDLOperation, expr: IndexExprAttr, n_operands: int) -> None:
     """An address may only use ``i0..i<n-1>``: the op's index operands."""
-    for symbol in sorted(expr.data.free_symbols, key=str):
-        kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-        if kind != "i" or k >= n_operands:
-            raise VerifyException(
-                f"{op.name}: index '{expr.text}' uses {symbol}; only i0..i{n_operands - 1} "
-                f"(its {n_operands} index operand(s)) exist here"
-                if n_operands
-                else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
-            )
+    if (symbol := expr.foreign_symbol("i", n_operands)) is not None:
+        raise VerifyException(
+            f"{op.name}: index '{expr.text}' uses {symbol}; only i0..i{n_operands - 1} "
+            f"(its {n_operands} index operand(s)) exist here"
+            if n_operands
+            else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
+        )
 
 
 def _print_address(printer: Printer, expr: IndexExprAttr, operands: Sequence[SSAValue]) -> None:
@@ -237,34 +235,11 @@ class StoreOp(IRDLOperation):
             raise VerifyException(f"{self.name}: cannot store a {self.value.type} into {ty}")
         check_operand_symbols(self, self.index, len(self.indices))
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.value)
-        printer.print_string(", ")
-        printer.print_ssa_value(self.buffer)
-        _print_address(printer, self.index, self.indices)
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.buffer.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> StoreOp:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        buffer = parser.parse_unresolved_operand()
-        expr, indices = _parse_address(parser)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = _memref(parser, "cpp.store")
-        op = cls(
-            parser.resolve_operand(value, ty.element_type),
-            parser.resolve_operand(buffer, ty),
-            expr.data,
-            [parser.resolve_operand(i, IndexType()) for i in indices],
-        )
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$value `,` $buffer custom<Subscript>($index, $indices) attr-dict "
+        "`:` custom<ElementOf>(type($buffer), type($value))"
+    )
+    custom_directives = (Subscript, ElementOf)
 
 
 @irdl_op_definition
@@ -294,29 +269,8 @@ class IndexOp(IRDLOperation):
     def verify_(self) -> None:
         check_operand_symbols(self, self.expr, len(self.indices))
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.expr.text)
-        if self.indices:
-            printer.print_string("(")
-            printer.print_list(self.indices, printer.print_ssa_value)
-            printer.print_string(")")
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> IndexOp:
-        expr = IndexExprAttr(parse_expr_literal(parser))
-        indices: list[UnresolvedOperand] = []
-        if parser.parse_optional_punctuation("(") is not None:
-            indices = [parser.parse_unresolved_operand()]
-            while parser.parse_optional_punctuation(",") is not None:
-                indices.append(parser.parse_unresolved_operand())
-            parser.parse_punctuation(")")
-        attributes = parser.parse_optional_attr_dict()
-        op = cls(expr.data, [parser.resolve_operand(i, IndexType()) for i in indices])
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Address>($expr, $indices) attr-dict"
+    custom_directives = (Address,)
 
 
 @irdl_op_definition

@@ -28,17 +28,13 @@ from xdsl.irdl import (
     prop_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.cpp.memory_ops import (  # pyright: ignore[reportPrivateUsage]
-    _memref,  # pyright: ignore[reportPrivateUsage]
-    _parse_address,  # pyright: ignore[reportPrivateUsage]
-    _print_address,  # pyright: ignore[reportPrivateUsage]
     check_operand_symbols,
 )
 from kiln.dialects.loop.attributes import IndexExprAttr
+from kiln.dialects.loop.syntax import Int, Subscript
 
 TILE_SIDE = 16
 """The side of a transposed tile (16 4-byte elements: one 512-bit vector per row)."""
@@ -98,41 +94,11 @@ class TransposeTileOp(IRDLOperation):
             )
         check_operand_symbols(self, self.index, len(self.indices))
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.source)
-        _print_address(printer, self.index, self.indices)
-        printer.print_string(f" stride {self.stride.data} into ")
-        printer.print_ssa_value(self.tile)
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.source.type)
-        printer.print_string(", ")
-        printer.print_attribute(self.tile.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> TransposeTileOp:
-        source = parser.parse_unresolved_operand()
-        expr, indices = _parse_address(parser)
-        parser.parse_keyword("stride")
-        stride = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        parser.parse_keyword("into")
-        tile = parser.parse_unresolved_operand()
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        source_type = _memref(parser, "cpp.transpose_tile")
-        parser.parse_punctuation(",")
-        tile_type = _memref(parser, "cpp.transpose_tile")
-        op = cls(
-            parser.resolve_operand(source, source_type),
-            expr.data,
-            [parser.resolve_operand(i, IndexType()) for i in indices],
-            stride,
-            parser.resolve_operand(tile, tile_type),
-        )
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$source custom<Subscript>($index, $indices) `stride` custom<Int>($stride) `into` "
+        "$tile attr-dict `:` type($source) `,` type($tile)"
+    )
+    custom_directives = (Subscript, Int)
 
 
 __all__ = ["TILE_SIDE", "TransposeTileOp", "element_bytes"]

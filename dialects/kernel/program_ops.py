@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -57,7 +58,6 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
-    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -75,10 +75,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
 from kiln.dialects.loop.ops import (
+    LOOP_DIRECTIVES,
+    OPERANDS_AND_REGION,
+    ExternOpBase,
     is_contiguous_buffer,
-    parse_operands_and_region,
-    print_operands_and_region,
-    tensor_for_buffer,
 )
 
 _RESERVED = ("sym_name", "function_type", "arg_attrs", "res_attrs")
@@ -367,11 +367,12 @@ class LaunchOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ExternOp(IRDLOperation):
+class ExternOp(ExternOpBase):
     """Calls ATen: the body (aten ops on the inputs seen as tensors) is ``loop.extern``'s.
 
     Tensor results come back as new buffers that the program owns (ATen allocates
-    them); other results (sizes) pass through.
+    them); other results (sizes) pass through. Fields, verifier and syntax are
+    :class:`~kiln.dialects.loop.ops.ExternOpBase`'s; inputs need not be contiguous.
 
     ```mlir
     %1 = kernel.extern (%0, %w) : (memref<4x8xf32>, memref<8x3xf32>) -> memref<4x3xf32> {
@@ -384,56 +385,13 @@ class ExternOp(IRDLOperation):
 
     name = "kernel.extern"
 
-    inputs = var_operand_def(MemRefType)
-    syms = var_operand_def()
-    outputs = var_result_def()
-    body = region_def("single_block")
-
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(HasParent(ProgramOp), IsolatedFromAbove())
 
-    def verify_(self) -> None:
-        block = self.body.block
-        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
-        if list(block.arg_types) != expected:
-            raise VerifyException(
-                f"body arguments must be the inputs as tensors and then the syms: "
-                f"expected ({', '.join(map(str, expected))}), got "
-                f"({', '.join(map(str, block.arg_types))})"
-            )
-        last = block.last_op
-        if not isinstance(last, YieldOp):
-            raise VerifyException("body must end with 'kernel.yield'")
-        if len(last.values) != len(self.outputs):
-            raise VerifyException(
-                f"body yields {len(last.values)} values for {len(self.outputs)} results"
-            )
-        for value, out in zip(last.values, self.outputs, strict=True):
-            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
-                raise VerifyException(f"result {out.type} is not a contiguous buffer")
-            if tensor_for_buffer(out.type) != value.type:
-                raise VerifyException(f"yielded {value.type} does not match result {out.type}")
+    assembly_format = OPERANDS_AND_REGION.format(results="$outputs")
+    custom_directives = LOOP_DIRECTIVES
 
-    def print(self, printer: Printer) -> None:
-        print_operands_and_region(self, printer)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ExternOp:
-        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
-        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
-        op.attributes.update(attributes)
-        return op
-
-    @staticmethod
-    def create_with_body(
-        inputs: Sequence[SSAValue],
-        syms: Sequence[SSAValue],
-        result_types: Sequence[Attribute],
-        body: Region,
-    ) -> ExternOp:
-        return ExternOp.build(
-            operands=[list(inputs), list(syms)], result_types=[list(result_types)], regions=[body]
-        )
+    YIELD_OP: ClassVar[type[IRDLOperation]] = YieldOp
+    CONTIGUOUS_INPUTS: ClassVar[bool] = False
 
 
 @irdl_op_definition

@@ -13,7 +13,13 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from kiln.dialects.loop.expr import ExprSyntaxError, format_expr, is_index_expr, parse_expr
+from kiln.dialects.loop.expr import (
+    ExprSyntaxError,
+    format_expr,
+    is_index_expr,
+    parse_expr,
+    var_kind,
+)
 
 
 @irdl_attr_definition
@@ -48,6 +54,18 @@ class IndexExprAttr(Data[sympy.Expr]):
 
     def is_constant(self) -> bool:
         return bool(self.data.is_Integer)
+
+    def foreign_symbol(self, kind: str, count: int | None = None) -> sympy.Symbol | None:
+        """The first symbol (by name) that is not ``<kind><k>`` with ``k < count`` (any
+        ``k`` when ``count`` is None), or None: the check that every verifier of an
+        expression over an op's own variables (sizes over ``s<k>``, addresses over
+        ``i<k>``) makes, each with its own message."""
+        for symbol in sorted(self.data.free_symbols, key=str):
+            assert isinstance(symbol, sympy.Symbol)
+            got, k = var_kind(symbol)
+            if got != kind or (count is not None and k >= count):
+                return symbol
+        return None
 
 
 def parse_expr_literal(parser: AttrParser) -> sympy.Expr:

@@ -47,6 +47,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
 from kiln.dialects.loop.expr import var_kind
+from kiln.dialects.loop.syntax import Below, Expr
 
 
 def enclosing_loop_op(op: Operation) -> Operation | None:
@@ -255,19 +256,8 @@ class IndexOp(IRDLOperation):
     def verify_(self) -> None:
         check_expr_vars(self, self.expr, 0)
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.expr.text)
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> IndexOp:
-        expr = IndexExprAttr(parse_expr_literal(parser))
-        attributes = parser.parse_optional_attr_dict()
-        op = cls.build(properties={"expr": expr}, result_types=[IndexType()])
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Expr>($expr) attr-dict"
+    custom_directives = (Expr,)
 
 
 class IndexOutOfBounds(IndexError, RuntimeError):
@@ -308,31 +298,15 @@ class CheckIndexOp(IRDLOperation):
         super().__init__(operands=[index], properties={"size": size}, result_types=[IndexType()])
 
     def verify_(self) -> None:
-        for symbol in self.size.data.free_symbols:
-            if var_kind(symbol)[0] != "s":  # pyright: ignore[reportArgumentType]
-                raise VerifyException(
-                    f"{self.name}: the size '{self.size.text}' may only use size variables "
-                    f"(s<k>), not {symbol}"
-                )
+        if (symbol := self.size.foreign_symbol("s")) is not None:
+            raise VerifyException(
+                f"{self.name}: the size '{self.size.text}' may only use size variables "
+                f"(s<k>), not {symbol}"
+            )
         check_expr_vars(self, self.size, 0)
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.index)
-        printer.print_string(" < ")
-        printer.print_string_literal(self.size.text)
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> CheckIndexOp:
-        index = parser.parse_unresolved_operand()
-        parser.parse_punctuation("<")
-        size = IndexExprAttr(parse_expr_literal(parser))
-        attributes = parser.parse_optional_attr_dict()
-        op = cls(parser.resolve_operand(index, IndexType()), size)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "$index custom<Below>($size) attr-dict"
+    custom_directives = (Below,)
 
 
 @irdl_op_definition

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from typing import ClassVar, Self
 
 import sympy
 from xdsl.dialects.builtin import (
@@ -55,7 +56,16 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    TypeDirective,
+    VariadicOperandVariable,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
@@ -67,7 +77,6 @@ from kiln.dialects.loop.attributes import (
     parse_expr_literal,
 )
 from kiln.dialects.loop.body_ops import YieldOp
-from kiln.dialects.loop.expr import var_kind
 
 DYNAMIC = DYNAMIC_INDEX
 """xDSL's marker for a dynamic (``?``) dimension."""
@@ -103,14 +112,12 @@ def _verify_sizes(
     op: IRDLOperation, sizes: ArrayAttr[IndexExprAttr], what: str, n_syms: int
 ) -> None:
     for size in sizes.data:
-        for symbol in size.data.free_symbols:
-            kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-            if kind != "s" or k >= n_syms:
-                raise VerifyException(
-                    f"{op.name}: {what} '{size.text}' may only use s0..s{n_syms - 1}"
-                    if n_syms
-                    else f"{op.name}: {what} '{size.text}' uses a symbol but the op has no syms"
-                )
+        if size.foreign_symbol("s", n_syms) is not None:
+            raise VerifyException(
+                f"{op.name}: {what} '{size.text}' may only use s0..s{n_syms - 1}"
+                if n_syms
+                else f"{op.name}: {what} '{size.text}' uses a symbol but the op has no syms"
+            )
         if size.data.is_Integer and int(size.data) < 0:
             raise VerifyException(f"{op.name}: negative {what} {size.text}")
 
@@ -175,31 +182,9 @@ class LoopNestOp(IRDLOperation):
         assert isinstance(last, YieldOp)
         return last.values[0].type
 
-    # -- syntax ------------------------------------------------------------------
-
-
-def print_operands_and_region(op: IRDLOperation, printer: Printer) -> None:
-    """`` (inputs) syms(...) {attrs} : (types) -> results {region}``: the tail shared by
-    loop nests and the extern ops of the loop and kernel dialects."""
-    inputs: Sequence[SSAValue] = op.inputs  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    syms: Sequence[SSAValue] = op.syms  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    body: Region = op.body  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    printer.print_string(" (")
-    printer.print_list(inputs, printer.print_ssa_value)
-    printer.print_string(")")
-    if syms:
-        printer.print_string(" syms(")
-        printer.print_list(syms, printer.print_ssa_value)
-        printer.print_string(")")
-    if op.attributes:
-        printer.print_op_attributes(op.attributes)
-    printer.print_string(" : ")
-    printer.print_function_type([v.type for v in (*inputs, *syms)], op.result_types)
-    printer.print_string(" ")
-    printer.print_region(body, print_entry_block_args=True)
-
 
 def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
+    """``[4, "s0"]``: integers bare, other index expressions as string literals."""
     printer.print_string("[")
     printer.print_list(
         sizes,
@@ -213,6 +198,8 @@ def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
 
 
 def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
+    """What :func:`print_sizes` printed."""
+
     def one() -> IndexExprAttr:
         if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
             return IndexExprAttr(sympy.Integer(n))
@@ -221,40 +208,112 @@ def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
     return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, one))
 
 
-def _parse_operand_lists(parser: Parser) -> tuple[list[UnresolvedOperand], list[UnresolvedOperand]]:
-    inputs = parser.parse_comma_separated_list(
-        parser.Delimiter.PAREN, parser.parse_unresolved_operand
-    )
-    syms: list[UnresolvedOperand] = []
-    if parser.parse_optional_keyword("syms") is not None:
-        syms = parser.parse_comma_separated_list(
-            parser.Delimiter.PAREN, parser.parse_unresolved_operand
-        )
-    return inputs, syms
+# -- syntax: custom directives of the declarative formats below ---------------------------
 
 
-def parse_operands_and_region(
-    parser: Parser,
-) -> tuple[list[SSAValue], list[SSAValue], dict[str, Attribute], list[Attribute], Region]:
-    inputs, syms = _parse_operand_lists(parser)
-    attributes = parser.parse_optional_attr_dict()
-    parser.parse_punctuation(":")
-    pos = parser.pos
-    fn_type = parser.parse_function_type()
-    types = fn_type.inputs.data
-    if len(types) != len(inputs) + len(syms):
-        parser.raise_error(
-            f"{len(inputs) + len(syms)} operands but {len(types)} operand types", pos
+@irdl_custom_directive
+class Sizes(CustomDirective):
+    """``[4, "s0"]``: sizes as integers or index expression literals."""
+
+    sizes: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.sizes.set(state, parse_sizes(parser))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        sizes = self.sizes.get(op)
+        assert isinstance(sizes, ArrayAttr)
+        print_sizes(printer, sizes.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        state.last_was_punctuation = True
+
+
+@irdl_custom_directive
+class Inputs(CustomDirective):
+    """`` (%a, %b)``: the input buffers, always after a space."""
+
+    inputs: VariadicOperandVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.inputs.set(
+            state,
+            parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_unresolved_operand
+            ),
         )
-    resolved = parser.resolve_operands([*inputs, *syms], types, pos)
-    region = parser.parse_region()
-    return (
-        list(resolved[: len(inputs)]),
-        list(resolved[len(inputs) :]),
-        attributes,
-        list(fn_type.outputs.data),
-        region,
-    )
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        printer.print_string(" (")
+        printer.print_list(self.inputs.get(op), printer.print_ssa_value)
+        printer.print_string(")")
+        state.should_emit_space = True
+        state.last_was_punctuation = True
+
+
+@irdl_custom_directive
+class Signature(CustomDirective):
+    """``(input and sym types) -> result types``: one function type for both operand
+    groups (which the declarative ``functional-type`` cannot split)."""
+
+    inputs: TypeDirective
+    syms: TypeDirective
+    results: TypeDirective
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        inner = self.inputs.inner
+        assert isinstance(inner, VariadicOperandVariable)
+        n_inputs = len(state.operands[inner.index] or ())
+        syms = self.syms.inner
+        assert isinstance(syms, VariadicOperandVariable)
+        n_syms = len(state.operands[syms.index] or ())
+        pos = parser.pos
+        fn_type = parser.parse_function_type()
+        types = fn_type.inputs.data
+        if len(types) != n_inputs + n_syms:
+            parser.raise_error(f"{n_inputs + n_syms} operands but {len(types)} operand types", pos)
+        self.inputs.set(state, types[:n_inputs])
+        self.syms.set(state, types[n_inputs:])
+        self.results.set(state, fn_type.outputs.data)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_function_type(
+            [*self.inputs.get(op), *self.syms.get(op)], self.results.get(op)
+        )
+
+
+@irdl_custom_directive
+class ReductionKindWord(CustomDirective):
+    """``sum``: a reduction kind, bare, with a parse error listing the kinds."""
+
+    kind: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        word = parser.parse_identifier("expected a reduction kind")
+        try:
+            kind = ReductionKind(word)
+        except ValueError:
+            parser.raise_error(
+                f"unknown reduction kind '{word}' (one of {', '.join(map(str, ReductionKind))})",
+                pos,
+            )
+        self.kind.set(state, ReductionKindAttr(kind))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        kind = self.kind.get(op)
+        assert isinstance(kind, ReductionKindAttr)
+        printer.print_string(str(kind.data))
+
+
+OPERANDS_AND_REGION = (
+    "custom<Inputs>($inputs) (`syms` `(` $syms^ `)`)? attr-dict "
+    "`:` custom<Signature>(type($inputs), type($syms), type({results})) $body"
+)
+"""The tail shared by loop nests and the extern ops of the loop and kernel dialects:
+`` (inputs) syms(...) {attrs} : (types) -> results {region}``."""
+LOOP_DIRECTIVES = (Sizes, Inputs, Signature, ReductionKindWord)
 
 
 @irdl_op_definition
@@ -284,23 +343,8 @@ class PointwiseOp(LoopNestOp):
                 f"{self.result.type.element_type}"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        print_sizes(printer, self.sizes.data)
-        print_operands_and_region(self, printer)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> PointwiseOp:
-        sizes = parse_sizes(parser)
-        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
-        op = cls.build(
-            operands=[inputs, syms],
-            result_types=results,
-            properties={"sizes": sizes},
-            regions=[region],
-        )
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Sizes>($sizes) " + OPERANDS_AND_REGION.format(results="$result")
+    custom_directives = LOOP_DIRECTIVES
 
 
 _RESULT_COUNT = {ReductionKind.WELFORD: 3}
@@ -358,40 +402,11 @@ class ReductionOp(LoopNestOp):
         if kind is ReductionKind.WELFORD and isinstance(value, IntegerType | IndexType):
             raise VerifyException(f"{self.name}: welford reduces floats, not {value}")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.kind.data} ")
-        print_sizes(printer, self.sizes.data)
-        printer.print_string(" reduce ")
-        print_sizes(printer, self.reduction_sizes.data)
-        print_operands_and_region(self, printer)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ReductionOp:
-        pos = parser.pos
-        word = parser.parse_identifier("expected a reduction kind")
-        try:
-            kind = ReductionKind(word)
-        except ValueError:
-            parser.raise_error(
-                f"unknown reduction kind '{word}' (one of {', '.join(map(str, ReductionKind))})",
-                pos,
-            )
-        sizes = parse_sizes(parser)
-        parser.parse_keyword("reduce")
-        reduction_sizes = parse_sizes(parser)
-        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
-        op = cls.build(
-            operands=[inputs, syms],
-            result_types=[results],
-            properties={
-                "kind": ReductionKindAttr(kind),
-                "sizes": sizes,
-                "reduction_sizes": reduction_sizes,
-            },
-            regions=[region],
-        )
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<ReductionKindWord>($kind) custom<Sizes>($sizes) `reduce` "
+        "custom<Sizes>($reduction_sizes) " + OPERANDS_AND_REGION.format(results="$outputs")
+    )
+    custom_directives = LOOP_DIRECTIVES
 
 
 def tensor_for_buffer(ty: Attribute) -> Attribute:
@@ -401,8 +416,73 @@ def tensor_for_buffer(ty: Attribute) -> Attribute:
     return ty
 
 
+class ExternOpBase(IRDLOperation):
+    """Shared fields, verifier and syntax of ``loop.extern`` and ``kernel.extern``: calls
+    to ATen whose body is aten ops on the input buffers seen as tensors.
+
+    Block arguments are the input buffers as tensors, then the ``syms`` operands; results
+    are the yielded tensors as contiguous buffers (non-tensor values pass through).
+    Subclasses set ``YIELD_OP`` (their dialect's terminator) and their traits.
+    """
+
+    inputs = var_operand_def(MemRefType)
+    syms = var_operand_def()
+    outputs = var_result_def()
+    body = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    YIELD_OP: ClassVar[type[IRDLOperation]] = YieldOp
+    """The terminator of the body."""
+    CONTIGUOUS_INPUTS: ClassVar[bool] = True
+    """Whether the verifier requires contiguous input buffers."""
+
+    def verify_(self) -> None:
+        block = self.body.block
+        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
+        if list(block.arg_types) != expected:
+            raise VerifyException(
+                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
+                f"expected ({', '.join(map(str, expected))}), got "
+                f"({', '.join(map(str, block.arg_types))})"
+            )
+        if self.CONTIGUOUS_INPUTS:
+            for value in self.inputs:
+                if not is_contiguous_buffer(value.type):
+                    raise VerifyException(
+                        f"{self.name}: input {value.type} is not a contiguous buffer"
+                    )
+        last = block.last_op
+        if not isinstance(last, self.YIELD_OP):
+            raise VerifyException(f"{self.name}: body must end with '{self.YIELD_OP.name}'")
+        values: Sequence[SSAValue] = last.operands
+        if len(values) != len(self.outputs):
+            raise VerifyException(
+                f"{self.name}: body yields {len(values)} values for {len(self.outputs)} results"
+            )
+        for value, out in zip(values, self.outputs, strict=True):
+            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
+                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
+            if tensor_for_buffer(out.type) != value.type:
+                raise VerifyException(
+                    f"{self.name}: yielded {value.type} does not match result {out.type}"
+                )
+
+    @classmethod
+    def create_with_body(
+        cls,
+        inputs: Sequence[SSAValue],
+        syms: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+    ) -> Self:
+        return cls.build(
+            operands=[list(inputs), list(syms)], result_types=[list(result_types)], regions=[body]
+        )
+
+
 @irdl_op_definition
-class ExternOp(IRDLOperation):
+class ExternOp(ExternOpBase):
     """Buffers computed by an ATen kernel: the body is aten ops on tensors.
 
     Block arguments are the input buffers seen as tensors, then the ``syms`` operands;
@@ -421,61 +501,22 @@ class ExternOp(IRDLOperation):
 
     name = "loop.extern"
 
-    inputs = var_operand_def(MemRefType)
-    syms = var_operand_def()
-    outputs = var_result_def()
-    body = region_def("single_block")
-
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
 
-    def verify_(self) -> None:
-        block = self.body.block
-        expected = [tensor_for_buffer(v.type) for v in self.inputs] + [v.type for v in self.syms]
-        if list(block.arg_types) != expected:
-            raise VerifyException(
-                f"{self.name}: body arguments must be the inputs as tensors and then the syms: "
-                f"expected ({', '.join(map(str, expected))}), got "
-                f"({', '.join(map(str, block.arg_types))})"
-            )
-        for value in self.inputs:
-            if not is_contiguous_buffer(value.type):
-                raise VerifyException(f"{self.name}: input {value.type} is not a contiguous buffer")
-        last = block.last_op
-        if not isinstance(last, YieldOp):
-            raise VerifyException(f"{self.name}: body must end with 'loop.yield'")
-        if len(last.values) != len(self.outputs):
-            raise VerifyException(
-                f"{self.name}: body yields {len(last.values)} values for {len(self.outputs)} results"
-            )
-        for value, out in zip(last.values, self.outputs, strict=True):
-            if isinstance(out.type, MemRefType) and not is_contiguous_buffer(out.type):
-                raise VerifyException(f"{self.name}: result {out.type} is not a contiguous buffer")
-            if tensor_for_buffer(out.type) != value.type:
-                raise VerifyException(
-                    f"{self.name}: yielded {value.type} does not match result {out.type}"
-                )
-
-    def print(self, printer: Printer) -> None:
-        print_operands_and_region(self, printer)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ExternOp:
-        inputs, syms, attributes, results, region = parse_operands_and_region(parser)
-        op = cls.build(operands=[inputs, syms], result_types=[results], regions=[region])
-        op.attributes.update(attributes)
-        return op
+    assembly_format = OPERANDS_AND_REGION.format(results="$outputs")
+    custom_directives = LOOP_DIRECTIVES
 
 
 __all__ = [
     "ExternOp",
+    "ExternOpBase",
     "LoopNestOp",
     "PointwiseOp",
     "ReductionOp",
     "buffer_type",
     "is_contiguous_buffer",
-    "parse_operands_and_region",
-    "print_operands_and_region",
+    "parse_sizes",
+    "print_sizes",
     "size_attr",
     "tensor_for_buffer",
 ]

@@ -37,6 +37,8 @@ from kiln.dialects.triton.kernel_ops import (
     KernelOp,
     ProgramIdOp,
     ReturnOp,
+    TritonKernelKind,
+    TritonKernelKindAttr,
 )
 from kiln.dialects.triton.reduce_ops import COMBINE_ARITY, REDUCE_ARITY, CombineOp, ReduceOp
 from kiln.dialects.triton.types import BlockType, PointerType
@@ -71,5 +73,7 @@ __all__ = [
     "ReturnOp",
     "StoreOp",
     "Triton",
+    "TritonKernelKind",
+    "TritonKernelKindAttr",
     "WhereOp",
 ]

@@ -39,6 +39,7 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from kiln.dialects.loop.syntax import BlockDim, Int
 from kiln.dialects.triton.literals import (
     check_literal,
     make_literal,
@@ -84,24 +85,8 @@ class ArangeOp(IRDLOperation):
                 f"{self.name}: result must be !triton.block<[{self.end.data}], i32>"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.end.data}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ArangeOp:
-        if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
-            end: Dim = n
-        else:
-            end = parser.parse_identifier("expected a block size")
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        parser.parse_type()
-        op = cls(end)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<BlockDim>($end) attr-dict `:` type($result)"
+    custom_directives = (BlockDim,)
 
 
 @irdl_op_definition
@@ -144,32 +129,10 @@ class ExpandDimsOp(IRDLOperation):
                 f"{self.name}: result must be {BlockType(shape, ty.element_type)}"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.source)
-        printer.print_string(f", {self.axis.data}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.source.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ExpandDimsOp:
-        source = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        ty = parser.parse_type()
-        parser.parse_punctuation("->")
-        parser.parse_type()
-        if not isinstance(ty, BlockType):
-            parser.raise_error(f"triton.expand_dims takes a !triton.block, not {ty}", pos)
-        op = cls(parser.resolve_operand(source, ty), axis)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$source `,` custom<Int>($axis) attr-dict `:` type($source) `->` type($result)"
+    )
+    custom_directives = (Int,)
 
 
 @irdl_op_definition
@@ -468,34 +431,10 @@ class StoreOp(IRDLOperation):
             )
         _check_mask(self, self.mask, shape)
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.ptr)
-        printer.print_string(", ")
-        printer.print_ssa_value(self.value)
-        if self.mask is not None:
-            printer.print_string(" mask ")
-            printer.print_ssa_value(self.mask)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list(self.operand_types, printer.print_attribute)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> StoreOp:
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        value = parser.parse_unresolved_operand()
-        mask = parser.parse_unresolved_operand() if parser.parse_optional_keyword("mask") else None
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        names = [ptr, value] + ([mask] if mask is not None else [])
-        if len(types) != len(names):
-            parser.raise_error(f"expected {len(names)} types, got {len(types)}")
-        resolved = [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
-        op = cls(resolved[0], resolved[1], resolved[2] if mask is not None else None)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$ptr `,` $value (`mask` $mask^)? attr-dict "
+        "`:` type($ptr) `,` type($value) (`,` type($mask)^)?"
+    )
 
 
 INDEX_ASSERT = "index out of bounds"

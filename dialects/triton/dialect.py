@@ -16,7 +16,13 @@ from kiln.dialects.triton.block_ops import (
     StoreOp,
 )
 from kiln.dialects.triton.elementwise import BINARY_CLASSES, CastOp, CmpOp, MathOp, WhereOp
-from kiln.dialects.triton.kernel_ops import ConstexprOp, KernelOp, ProgramIdOp, ReturnOp
+from kiln.dialects.triton.kernel_ops import (
+    ConstexprOp,
+    KernelOp,
+    ProgramIdOp,
+    ReturnOp,
+    TritonKernelKindAttr,
+)
 from kiln.dialects.triton.reduce_ops import CombineOp, ReduceOp
 from kiln.dialects.triton.types import BlockType, PointerType
 
@@ -44,5 +50,5 @@ Triton = Dialect(
         ReduceOp,
         CombineOp,
     ],
-    [BlockType, PointerType],
+    [BlockType, PointerType, TritonKernelKindAttr],
 )

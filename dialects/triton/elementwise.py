@@ -31,11 +31,10 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from kiln.dialects.loop.syntax import Ident
 from kiln.dialects.triton.types import (
     broadcast_shapes,
     element_of,
@@ -212,35 +211,11 @@ class CmpOp(IRDLOperation):
         if self.result.type != expected:
             raise VerifyException(f"{self.name}: result must be {expected}")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.predicate.data} ")
-        printer.print_list(self.operands, printer.print_ssa_value)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list(self.operand_types, printer.print_attribute)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> CmpOp:
-        pos = parser.pos
-        predicate = parser.parse_identifier("expected a predicate")
-        if predicate not in PREDICATES:
-            parser.raise_error(
-                f"unknown predicate '{predicate}' (one of {', '.join(PREDICATES)})", pos
-            )
-        operands = parser.parse_comma_separated_list(
-            parser.Delimiter.NONE, parser.parse_unresolved_operand
-        )
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        parser.parse_punctuation("->")
-        parser.parse_type()
-        lhs, rhs = parser.resolve_operands(operands, types, pos)
-        op = cls(predicate, lhs, rhs)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<Ident>($predicate) $lhs `,` $rhs attr-dict "
+        "`:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+    custom_directives = (Ident,)
 
 
 # -- unary, math, where, cast ---------------------------------------------------------------
@@ -339,32 +314,8 @@ class MathOp(IRDLOperation):
         if self.result.type != expected:
             raise VerifyException(f"{self.name} {fn}: result must be {expected}")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.fn.data} ")
-        printer.print_list(self.args, printer.print_ssa_value)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list(self.args.types, printer.print_attribute)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> MathOp:
-        pos = parser.pos
-        fn = parser.parse_identifier("expected a function name")
-        if fn not in MATH_FUNCTIONS:
-            parser.raise_error(f"unknown function '{fn}'", pos)
-        operands = parser.parse_comma_separated_list(
-            parser.Delimiter.NONE, parser.parse_unresolved_operand
-        )
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        parser.parse_punctuation("->")
-        parser.parse_type()
-        op = cls(fn, *parser.resolve_operands(operands, types, pos))
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Ident>($fn) $args attr-dict `:` type($args) `->` type($result)"
+    custom_directives = (Ident,)
 
 
 @irdl_op_definition

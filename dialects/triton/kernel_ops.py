@@ -24,6 +24,7 @@ triton.kernel @kiln_poi_fused_add_0 pointwise [128] x [1] params [in_ptr0, in_pt
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import auto
 
 import sympy
 from xdsl.dialects.builtin import (
@@ -34,9 +35,11 @@ from xdsl.dialects.builtin import (
     SymbolNameConstraint,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Region, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
     prop_def,
@@ -44,20 +47,128 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from kiln.dialects.loop.attributes import IndexExprAttr
-from kiln.dialects.loop.expr import var_kind
 from kiln.dialects.loop.ops import parse_sizes, print_sizes
+from kiln.dialects.loop.syntax import Ident, Int
 from kiln.dialects.triton.types import PointerType
 
-KERNEL_KINDS = ("pointwise", "persistent", "looped", "split")
-"""``pointwise``; reductions with the whole reduction in one block (``persistent``) or a
-loop over reduction blocks (``looped``, and ``split``: the partial first stage of a split
-reduction, which loops too)."""
+
+class TritonKernelKind(StrEnum):
+    """``pointwise``; reductions with the whole reduction in one block (``persistent``) or
+    a loop over reduction blocks (``looped``, and ``split``: the partial first stage of a
+    split reduction, which loops too)."""
+
+    POINTWISE = auto()
+    PERSISTENT = auto()
+    LOOPED = auto()
+    SPLIT = auto()
+
+
+@irdl_attr_definition
+class TritonKernelKindAttr(EnumAttribute[TritonKernelKind], SpacedOpaqueSyntaxAttribute):
+    """``#triton<kind looped>`` (in ``triton.kernel``'s syntax just ``looped``)."""
+
+    name = "triton.kind"
+
+
+KERNEL_KINDS = tuple(str(kind) for kind in TritonKernelKind)
+"""The kinds' names, in order."""
+
+
+@irdl_custom_directive
+class SymName(CustomDirective):
+    """``@name``."""
+
+    name: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.name.set(state, parser.parse_symbol_name())
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        name = self.name.get(op)
+        assert isinstance(name, StringAttr)
+        printer.print_symbol_name(name.data)
+
+
+@irdl_custom_directive
+class KindWord(CustomDirective):
+    """``looped``: the kernel kind, bare, with a parse error listing the kinds."""
+
+    kind: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        word = parser.parse_identifier("expected a kernel kind")
+        if word not in KERNEL_KINDS:
+            parser.raise_error(
+                f"unknown kernel kind '{word}' (one of {', '.join(KERNEL_KINDS)})", pos
+            )
+        self.kind.set(state, TritonKernelKindAttr(TritonKernelKind(word)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        kind = self.kind.get(op)
+        assert isinstance(kind, TritonKernelKindAttr)
+        printer.print_string(str(kind.data))
+
+
+@irdl_custom_directive
+class OneSize(CustomDirective):
+    """``[128]`` or ``["s0"]``: one size in brackets (may anchor an optional group)."""
+
+    size: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        sizes = parse_sizes(parser)
+        if len(sizes.data) != 1:
+            parser.raise_error("expected one size in brackets", pos)
+        self.size.set(state, sizes.data[0])
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        size = self.size.get(op)
+        assert isinstance(size, IndexExprAttr)
+        print_sizes(printer, [size])
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.size.get(op) is not None
+
+
+@irdl_custom_directive
+class Names(CustomDirective):
+    """``[in_ptr0, out_ptr0]``: a list of identifiers."""
+
+    names: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        names = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_identifier("expected a name")
+        )
+        self.names.set(state, ArrayAttr(StringAttr(n) for n in names))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        names = self.names.get(op)
+        assert isinstance(names, ArrayAttr)
+        printer.print_string(f"[{', '.join(n.data for n in names)}]")  # pyright: ignore
 
 
 @irdl_op_definition
@@ -67,7 +178,7 @@ class KernelOp(IRDLOperation):
     name = "triton.kernel"
 
     sym_name = prop_def(SymbolNameConstraint())
-    kind = prop_def(StringAttr)
+    kind = prop_def(TritonKernelKindAttr)
     numel = prop_def(IndexExprAttr)
     rnumel = prop_def(IndexExprAttr)
     ynumel = opt_prop_def(IndexExprAttr)
@@ -80,7 +191,7 @@ class KernelOp(IRDLOperation):
     def __init__(
         self,
         name: str,
-        kind: str,
+        kind: str | TritonKernelKind,
         numel: sympy.Expr | int,
         rnumel: sympy.Expr | int,
         params: Sequence[tuple[str, Attribute]],
@@ -93,7 +204,7 @@ class KernelOp(IRDLOperation):
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),
-                "kind": StringAttr(kind),
+                "kind": TritonKernelKindAttr(TritonKernelKind(kind)),
                 "numel": IndexExprAttr(sympy.sympify(numel)),
                 "rnumel": IndexExprAttr(sympy.sympify(rnumel)),
                 "ynumel": None if ynumel is None else IndexExprAttr(sympy.sympify(ynumel)),
@@ -121,10 +232,6 @@ class KernelOp(IRDLOperation):
 
     def verify_(self) -> None:
         where = f"{self.name} @{self.sym_name.data}"
-        if self.kind.data not in KERNEL_KINDS:
-            raise VerifyException(
-                f"{where}: kind must be one of {KERNEL_KINDS}, not '{self.kind.data}'"
-            )
         block = self.body.block
         names = self.param_names + self.constexpr_names
         if len(self.param_names) != len(block.args):
@@ -145,81 +252,22 @@ class KernelOp(IRDLOperation):
         for what, attr in (("numel", self.numel), ("rnumel", self.rnumel), ("ynumel", self.ynumel)):
             if attr is None:
                 continue
-            for symbol in attr.data.free_symbols:
-                kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
-                if kind != "s" or k >= n_sizes:
-                    raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
-        if self.kind.data == "pointwise" and self.rnumel.data != 1:
+            if (symbol := attr.foreign_symbol("s", n_sizes)) is not None:
+                raise VerifyException(f"{where}: {what} '{attr.text}' uses undefined {symbol}")
+        if self.kind.data is TritonKernelKind.POINTWISE and self.rnumel.data != 1:
             raise VerifyException(
                 f"{where}: a pointwise kernel has rnumel 1, not {self.rnumel.text}"
             )
         if not isinstance(block.last_op, ReturnOp):
             raise VerifyException(f"{where}: body must end with triton.return")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(f" {self.kind.data} ")
-        print_sizes(printer, [self.numel])
-        printer.print_string(" x ")
-        print_sizes(printer, [self.rnumel])
-        if self.ynumel is not None:
-            printer.print_string(" ynumel ")
-            print_sizes(printer, [self.ynumel])
-        printer.print_string(f" params [{', '.join(self.param_names)}]")
-        printer.print_string(f" constexprs [{', '.join(self.constexpr_names)}]")
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=True)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> KernelOp:
-        name = parser.parse_symbol_name().data
-        pos = parser.pos
-        kind = parser.parse_identifier("expected a kernel kind")
-        if kind not in KERNEL_KINDS:
-            parser.raise_error(
-                f"unknown kernel kind '{kind}' (one of {', '.join(KERNEL_KINDS)})", pos
-            )
-        numel = _one_size(parser)
-        parser.parse_keyword("x")
-        rnumel = _one_size(parser)
-        ynumel = _one_size(parser) if parser.parse_optional_keyword("ynumel") else None
-        parser.parse_keyword("params")
-        params = _names(parser)
-        parser.parse_keyword("constexprs")
-        constexprs = _names(parser)
-        attributes = parser.parse_optional_attr_dict_with_keyword()
-        region = parser.parse_region()
-        op = cls.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "kind": StringAttr(kind),
-                "numel": IndexExprAttr(numel),
-                "rnumel": IndexExprAttr(rnumel),
-                "params": ArrayAttr(StringAttr(p) for p in params),
-                "constexprs": ArrayAttr(StringAttr(c) for c in constexprs),
-                **({"ynumel": IndexExprAttr(ynumel)} if ynumel is not None else {}),
-            },
-            regions=[region],
-        )
-        if attributes is not None:
-            op.attributes.update(attributes.data)
-        return op
-
-
-def _one_size(parser: Parser) -> sympy.Expr:
-    pos = parser.pos
-    sizes = parse_sizes(parser)
-    if len(sizes.data) != 1:
-        parser.raise_error("expected one size in brackets", pos)
-    return sizes.data[0].data
-
-
-def _names(parser: Parser) -> list[str]:
-    return parser.parse_comma_separated_list(
-        parser.Delimiter.SQUARE, lambda: parser.parse_identifier("expected a name")
+    assembly_format = (
+        "custom<SymName>($sym_name) custom<KindWord>($kind) custom<OneSize>($numel) `x` "
+        "custom<OneSize>($rnumel) (`ynumel` custom<OneSize>($ynumel)^)? "
+        "`params` custom<Names>($params) `constexprs` custom<Names>($constexprs) "
+        "attr-dict-with-keyword $body"
     )
+    custom_directives = (SymName, KindWord, OneSize, Names)
 
 
 @irdl_op_definition
@@ -257,15 +305,8 @@ class ProgramIdOp(IRDLOperation):
     def __init__(self, axis: int) -> None:
         super().__init__(properties={"axis": IntAttr(axis)}, result_types=[i32])
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.axis.data}")
-        printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ProgramIdOp:
-        op = cls(parser.parse_integer(allow_boolean=False, allow_negative=False))
-        op.attributes.update(parser.parse_optional_attr_dict())
-        return op
+    assembly_format = "custom<Int>($axis) attr-dict"
+    custom_directives = (Int,)
 
     def verify_(self) -> None:
         if self.axis.data not in (0, 1, 2):
@@ -300,20 +341,8 @@ class ConstexprOp(IRDLOperation):
                 f"{self.name}: '{self.param.data}' is not a constexpr of the kernel"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.param.data}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ConstexprOp:
-        param = parser.parse_identifier("expected a constexpr name")
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(param, parser.parse_type())
-        op.attributes.update(attributes)
-        return op
+    assembly_format = "custom<Ident>($param) attr-dict `:` type($result)"
+    custom_directives = (Ident,)
 
 
 __all__ = ["KERNEL_KINDS", "ConstexprOp", "KernelOp", "ProgramIdOp", "ReturnOp"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import AnyFloat, IntAttr, IntegerType, StringAttr, i1
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -34,11 +34,10 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from kiln.dialects.loop.syntax import Ident, Int
 from kiln.dialects.triton.elementwise import broadcast_result
 from kiln.dialects.triton.types import element_of, shape_of, with_shape
 
@@ -57,36 +56,6 @@ REDUCE_ARITY = {
 
 COMBINE_ARITY = {"argmax": (4, 2), "argmin": (4, 2), "welford": (4, 3)}
 """``triton.combine`` kinds: (operands, results)."""
-
-
-def _print_generic_tail(op: IRDLOperation, printer: Printer, kind: str, suffix: str = "") -> None:
-    printer.print_string(f" {kind} ")
-    printer.print_list(op.operands, printer.print_ssa_value)
-    printer.print_string(suffix)
-    printer.print_op_attributes(op.attributes)
-    printer.print_string(" : ")
-    printer.print_function_type(op.operand_types, op.result_types)
-
-
-def _parse_generic_tail(
-    parser: Parser, kinds: Sequence[str], axis: bool
-) -> tuple[str, list[SSAValue], list[Attribute], int | None, dict[str, Attribute]]:
-    pos = parser.pos
-    kind = parser.parse_identifier("expected a kind")
-    if kind not in kinds:
-        parser.raise_error(f"unknown kind '{kind}' (one of {', '.join(kinds)})", pos)
-    operands = parser.parse_comma_separated_list(
-        parser.Delimiter.NONE, parser.parse_unresolved_operand
-    )
-    axis_value = None
-    if axis:
-        parser.parse_keyword("axis")
-        axis_value = parser.parse_integer(allow_boolean=False, allow_negative=False)
-    attributes = parser.parse_optional_attr_dict()
-    parser.parse_punctuation(":")
-    fn_type = parser.parse_function_type()
-    values = parser.resolve_operands(operands, fn_type.inputs.data, pos)
-    return kind, list(values), list(fn_type.outputs.data), axis_value, attributes
 
 
 @irdl_op_definition
@@ -142,16 +111,11 @@ class ReduceOp(IRDLOperation):
         if kind == "welford" and not isinstance(element, AnyFloat):
             raise VerifyException(f"{self.name} welford reduces floats")
 
-    def print(self, printer: Printer) -> None:
-        _print_generic_tail(self, printer, self.kind.data, f" axis {self.axis.data}")
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ReduceOp:
-        kind, values, _, axis, attributes = _parse_generic_tail(parser, list(REDUCE_ARITY), True)
-        assert axis is not None
-        op = cls(kind, values, axis)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<Ident>($kind) $inputs `axis` custom<Int>($axis) attr-dict "
+        "`:` functional-type($inputs, $outputs)"
+    )
+    custom_directives = (Ident, Int)
 
 
 @irdl_op_definition
@@ -194,15 +158,10 @@ class CombineOp(IRDLOperation):
                     f"{self.name}: results must have the operands' broadcast shape"
                 )
 
-    def print(self, printer: Printer) -> None:
-        _print_generic_tail(self, printer, self.kind.data)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> CombineOp:
-        kind, values, _, _, attributes = _parse_generic_tail(parser, list(COMBINE_ARITY), False)
-        op = cls(kind, values)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<Ident>($kind) $inputs attr-dict `:` functional-type($inputs, $outputs)"
+    )
+    custom_directives = (Ident,)
 
 
 __all__ = ["COMBINE_ARITY", "REDUCE_ARITY", "CombineOp", "ReduceOp"]

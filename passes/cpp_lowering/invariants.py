@@ -15,10 +15,8 @@ or plain loads (no mask, no bounds check: an out-of-range indirect index must ra
 error only when the loop runs) of a buffer the loop does not store to; and
 ``cpp.check_index`` of an invariant index (an embedding row's id, checked once per row
 rather than once per element: the index was read at a valid position, and eager checks
-every index whatever the other dims).
-
-Measured (embedding gather ``w[ids] * 2``, 8192 ids x 256, 2 threads): 0.95 ms ->
-0.48 ms with :mod:`kiln.backends.cpp.emit`'s guarded checked loads (Inductor 0.49).
+every index whatever the other dims). With :mod:`kiln.backends.cpp.emit`'s guarded
+checked loads this halves an embedding gather (docs/benchmarks/design-notes.md).
 """
 
 from __future__ import annotations

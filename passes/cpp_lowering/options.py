@@ -25,8 +25,8 @@ class CppOptions:
     lanes: int = 64
     """Per-lane accumulators of a reduction (at most; see :func:`reduction_lanes`):
     several vectors' worth, so that the adds of consecutive blocks do not wait for each
-    other (measured on 4096 x 1024 f32 rows, 2 threads, AVX-512: 64 lanes instead of 16
-    make sum 0.383 -> 0.370 ms, layer norm 0.914 -> 0.748 ms, eager's 0.369 and 0.748)."""
+    other (64 lanes measured faster than 16 on row sums and layer norm:
+    docs/benchmarks/design-notes.md)."""
     min_chunk: int = 512
     """Least work (elements) per thread worth a parallel loop (Inductor's)."""
     split_threshold: int = 4096

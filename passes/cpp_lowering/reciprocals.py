@@ -15,10 +15,8 @@ the original division runs. So the loop is versioned (:mod:`.versioning`)::
     for (v = (ok ? 1 : 0); v < 1; ++v) { <loop with x / s> }
 
 The versions are the outermost non-parallel loop around the vectorized one that the
-divisor is defined outside of (for a row reduction: the r-loop's blocks).
-
-Measured (softmax over 4096 x 1024 f32 rows, 2 threads, the generated kernel alone):
-1.31 -> 1.10 ms.
+divisor is defined outside of (for a row reduction: the r-loop's blocks). Measured
+faster on softmax rows: docs/benchmarks/design-notes.md.
 """
 
 from __future__ import annotations

@@ -16,11 +16,8 @@ shuffles, 16 stores), and the load becomes a contiguous read of that array::
 Only full tiles do this (the tile's loops are versioned, :mod:`.versioning`); a
 partial tile at the edge keeps the strided loads. Staged: 4-byte input loads, neither
 masked nor checked, contiguous along the rows and at least 16 elements apart along the
-vectorized dim, whose other index operands are fixed for the whole tile.
-
-Measured (``x.t() + x``, 2048 x 2048 f32, one thread, the kernel alone on a preallocated
-output): 5.2 -> 2.8 ms; through ``torch.compile`` (thread CPU time, best of 7 x 30 calls)
-7.2 -> 2.7-5.3 ms, Inductor 3.6 (see docs/benchmarks/cpu-kernels.md).
+vectorized dim, whose other index operands are fixed for the whole tile. Measured about
+twice as fast on a transpose-add: docs/benchmarks/design-notes.md.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``x @ w`` reshaped to ``[2, 64, 1024]`` and returned lowers to an extern (``aten.mm``)
 and a pointwise kernel that copies the product, element by element in order, into a
-buffer of the new shape. The copy moves every byte twice for nothing (measured on the
-H200: 0.5 ms of GPT-2's 21 ms for its logits). When the extern's result is used only by
+buffer of the new shape. The copy moves every byte twice for nothing (a measurable part
+of GPT-2's run time: docs/benchmarks/design-notes.md). When the extern's result is used only by
 that copy, the reshape becomes part of the extern body instead: ATen returns a view of
 its own fresh result, which is the buffer the program wanted::
 

@@ -16,9 +16,8 @@ Where the partials go: an *inner* reduction (contiguous along the reduced dimens
 (``[*sizes, S]``: a program reads one contiguous chunk). An *outer* reduction
 (``x.amax(0)``: neighbouring outputs are neighbours in memory) puts the chunk index
 first (``[S, *sizes]``), so that the lanes of a program read neighbouring columns of one
-chunk: measured on the H200 for ``amax(0)`` of 16384x4096 float32, chunk-innermost
-partials ran at 44% of copy bandwidth, whatever the block sizes, because a block's lanes
-then spanned only XBLOCK/S columns.
+chunk (chunk-innermost partials measured far slower, whatever the block sizes, because a
+block's lanes then spanned only XBLOCK/S columns: docs/benchmarks/design-notes.md).
 """
 
 from __future__ import annotations

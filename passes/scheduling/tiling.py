@@ -39,10 +39,8 @@ SPLIT_MIN_RNUMEL = 8192
 SPLIT_MIN_CHUNK = 1024
 OUTER_SPLIT_MIN_RNUMEL = 1024
 """Outer reductions up to this size are never split. Lower than for inner ones: an outer
-program covers OUTER_XBLOCK outputs, so even long-ish reductions leave the GPU idle.
-Measured on the H200 (``benchmarks/gpu_sweep.py mean_nhwc``: ResNet's average pool,
-relu(x + y).mean over 56x56 rows of 64x128 NHWC channels, float32): unsplit 0.348 ms
-(14% of copy bandwidth), 2 chunks 0.076 ms, 8 chunks 0.062 ms (78%), 32 chunks 0.064."""
+program covers OUTER_XBLOCK outputs, so even long-ish reductions leave the GPU idle
+(measured: docs/benchmarks/design-notes.md)."""
 OUTER_SPLIT_MIN_CHUNK = 256
 MAX_SPLITS = 512
 
@@ -141,14 +139,12 @@ def transposed_split(kernel: KernelOp) -> sympy.Expr | None:
 OUTER_XBLOCK = 64
 """Outputs per program of an outer (non-contiguous) looped reduction (see reduction_tiling)."""
 SPLIT_OUTER_SHAPE = (32, 32, 4)
-"""XBLOCK, RBLOCK, num_warps of the first kernel of a split outer reduction. Measured on
-the H200 (``amax(0)`` of 16384x4096 float32, 16 chunks): 0.076 ms (84% of copy bandwidth,
-Inductor 0.076 ms) against 0.092 ms for (64, 8, 2 warps); the best of 72 shapes tried."""
+"""XBLOCK, RBLOCK, num_warps of the first kernel of a split outer reduction: the best of
+the shapes tried on a GPU (docs/benchmarks/design-notes.md)."""
 SHORT_ROW_MAX_WARPS = 4
-"""Warps of an inner reduction over at most 2048 elements (one row per program). Measured
-on the H200: var_mean over 32768x2048 float32 0.072 ms with 4 warps, 0.083 with 8 (88%
-against 77% of copy bandwidth); sum over 65536x1024 0.071 ms with 4, 0.078 with 8;
-rows of 4096 and more (softmax, layer norm) stay best at 8."""
+"""Warps of an inner reduction over at most 2048 elements (one row per program): fewer
+warps measured faster for such short rows; rows of 4096 and more (softmax, layer norm)
+stay best at 8 (docs/benchmarks/design-notes.md)."""
 
 
 def split_factor(numel: int, rnumel: int, sm_count: int, outputs_per_program: int = 1) -> int:
@@ -156,7 +152,7 @@ def split_factor(numel: int, rnumel: int, sm_count: int, outputs_per_program: in
 
     Parallelism is counted in programs: an outer reduction covers ``outputs_per_program``
     outputs per program, so 4096 column maxima are only 64 programs and need splitting
-    on a 132-SM GPU (measured: 7% of copy bandwidth unsplit on the H200). Outer
+    on a 132-SM GPU (a small fraction of copy bandwidth unsplit). Outer
     reductions split from shorter lengths and into shorter chunks
     (:data:`OUTER_SPLIT_MIN_RNUMEL`).
     """

@@ -1,4 +1,7 @@
-// RUN: kiln-opt %s --split-input-file -p 'lower-aten,fuse,lower-to-cpp{threads=2}' | filecheck %s
+// RUN: kiln-opt %s --split-input-file -p 'lower-to-cpp{threads=2}' | filecheck %s
+
+// The inputs are kernel-level programs (what `lower-aten,fuse` produce from small aten
+// functions), so that this pass runs alone.
 
 // A pointwise kernel: the rows shared out among threads, each row one vector loop; the
 // program's launch now calls the cpp.func. (The bias broadcast keeps two dims; the
@@ -16,10 +19,22 @@
 // CHECK-NEXT:        cpp.store %4, %out_ptr0["32*i0 + i1"](%x0, %x1) : memref<64x32xf32>
 // CHECK:       kernel.program @bias_relu
 // CHECK:         kernel.launch @kernel0(%x, %b) outs(%relu)
-func.func @bias_relu(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<64x32xf32> {
-  %add = aten.add.Tensor(%x, %b) : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
-  %relu = aten.relu.default(%add) : (tensor<64x32xf32>) -> tensor<64x32xf32>
-  func.return %relu : tensor<64x32xf32>
+kernel.kernel @kernel0 pointwise [2048] x [1] (%x: memref<64x32xf32>, %b: memref<32xf32>) -> (memref<64x32xf32>) {
+  %relu = loop.pointwise [64, 32] (%x, %b) {kernel.vars = [#loop.expr<"d0 // 32">, #loop.expr<"d0 % 32">]} : (memref<64x32xf32>, memref<32xf32>) -> memref<64x32xf32> {
+  ^bb0(%d0: index, %d1: index, %0: memref<64x32xf32>, %1: memref<32xf32>):
+    %2 = loop.load %0["32*d0 + d1"] : memref<64x32xf32>
+    %3 = loop.load %1["d1"] : memref<32xf32>
+    %4 = arith.addf %2, %3 : f32
+    %5 = arith.constant 0.000000e+00 : f32
+    %6 = arith.maximumf %4, %5 : f32
+    loop.yield %6 : f32
+  }
+  kernel.yield %relu : memref<64x32xf32>
+}
+kernel.program @bias_relu(%x: memref<64x32xf32>, %b: memref<32xf32>) -> memref<64x32xf32> {
+  %relu = kernel.alloc : memref<64x32xf32>
+  kernel.launch @kernel0(%x, %b) outs(%relu) : (memref<64x32xf32>, memref<32xf32>) -> (memref<64x32xf32>)
+  kernel.return %relu : memref<64x32xf32>
 }
 
 // -----
@@ -29,9 +44,19 @@ func.func @bias_relu(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<64x32x
 // CHECK-LABEL: cpp.func @kernel0
 // CHECK:         cpp.for parallel_simd (%x0) = (%c0) to (%c2048) {
 // CHECK-NEXT:      %0 = cpp.load %in_ptr0["i0"](%x0) : memref<8x256xf32>
-func.func @flat(%x: tensor<8x256xf32>) -> tensor<8x256xf32> {
-  %e = aten.exp.default(%x) : (tensor<8x256xf32>) -> tensor<8x256xf32>
-  func.return %e : tensor<8x256xf32>
+kernel.kernel @kernel0 pointwise [2048] x [1] (%x: memref<8x256xf32>) -> (memref<8x256xf32>) {
+  %e = loop.pointwise [8, 256] (%x) {kernel.vars = [#loop.expr<"d0 // 256">, #loop.expr<"d0 % 256">]} : (memref<8x256xf32>) -> memref<8x256xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<8x256xf32>):
+    %0 = loop.load %in0["256*d0 + d1"] : memref<8x256xf32>
+    %1 = math.exp %0 : f32
+    loop.yield %1 : f32
+  }
+  kernel.yield %e : memref<8x256xf32>
+}
+kernel.program @flat(%x: memref<8x256xf32>) -> memref<8x256xf32> {
+  %e = kernel.alloc : memref<8x256xf32>
+  kernel.launch @kernel0(%x) outs(%e) : (memref<8x256xf32>) -> (memref<8x256xf32>)
+  kernel.return %e : memref<8x256xf32>
 }
 
 // -----
@@ -55,10 +80,20 @@ func.func @flat(%x: tensor<8x256xf32>) -> tensor<8x256xf32> {
 // CHECK-NEXT:        cpp.for serial (%x0_1) = (%0) to (%2) {
 // CHECK:               cpp.for simd (%x1_1) = (%3) to (%5) {
 // CHECK-NEXT:            %{{.*}} = cpp.load %in_ptr0["i0 + 48*i1"](%x0_1, %x1_1) : memref<64x48xf32>
-func.func @transpose(%x: tensor<64x48xf32>) -> tensor<48x64xf32> {
-  %t = aten.t.default(%x) : (tensor<64x48xf32>) -> tensor<48x64xf32>
-  %r = aten.relu.default(%t) : (tensor<48x64xf32>) -> tensor<48x64xf32>
-  func.return %r : tensor<48x64xf32>
+kernel.kernel @kernel0 pointwise [3072] x [1] (%x: memref<64x48xf32>) -> (memref<48x64xf32>) {
+  %r = loop.pointwise [48, 64] (%x) {kernel.vars = [#loop.expr<"d0 // 64">, #loop.expr<"d0 % 64">]} : (memref<64x48xf32>) -> memref<48x64xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<64x48xf32>):
+    %0 = loop.load %in0["d0 + 48*d1"] : memref<64x48xf32>
+    %1 = arith.constant 0.000000e+00 : f32
+    %2 = arith.maximumf %0, %1 : f32
+    loop.yield %2 : f32
+  }
+  kernel.yield %r : memref<48x64xf32>
+}
+kernel.program @transpose(%x: memref<64x48xf32>) -> memref<48x64xf32> {
+  %r = kernel.alloc : memref<48x64xf32>
+  kernel.launch @kernel0(%x) outs(%r) : (memref<64x48xf32>) -> (memref<48x64xf32>)
+  kernel.return %r : memref<48x64xf32>
 }
 
 // -----
@@ -78,9 +113,18 @@ func.func @transpose(%x: tensor<64x48xf32>) -> tensor<48x64xf32> {
 // CHECK:           cpp.for simd (%l_3) = (%c0) to (%c16) {
 // CHECK:             %{{.*}} = cpp.index "i0 + 16"(%l_3)
 // CHECK:           cpp.store %{{.*}}, %out_ptr0["i0"](%x0) : memref<8xf32>
-func.func @row_max(%x: tensor<8x40xf32>) -> tensor<8xf32> {
-  %m = aten.amax.default(%x, dim = [1]) : (tensor<8x40xf32>) -> tensor<8xf32>
-  func.return %m : tensor<8xf32>
+kernel.kernel @kernel0 reduction [8] x [40] (%x: memref<8x40xf32>) -> (memref<8xf32>) {
+  %m = loop.reduction max [8] reduce [40] (%x) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"r0">]} : (memref<8x40xf32>) -> memref<8xf32> {
+  ^bb0(%d0: index, %r0: index, %in0: memref<8x40xf32>):
+    %0 = loop.load %in0["40*d0 + r0"] : memref<8x40xf32>
+    loop.yield %0 : f32
+  }
+  kernel.yield %m : memref<8xf32>
+}
+kernel.program @row_max(%x: memref<8x40xf32>) -> memref<8xf32> {
+  %m = kernel.alloc : memref<8xf32>
+  kernel.launch @kernel0(%x) outs(%m) : (memref<8x40xf32>) -> (memref<8xf32>)
+  kernel.return %m : memref<8xf32>
 }
 
 // -----
@@ -98,7 +142,16 @@ func.func @row_max(%x: tensor<8x40xf32>) -> tensor<8xf32> {
 // CHECK-NEXT:          cpp.for simd (%l_2) = (%c0) to (%1) {
 // CHECK-NEXT:            %x0 = cpp.index "i0 + i1"(%x_start, %l_2)
 // CHECK-NEXT:            %{{.*}} = cpp.load %in_ptr0["96*i0 + i1"](%r0, %x0) : memref<40x96xf32>
-func.func @column_sum(%x: tensor<40x96xf32>) -> tensor<96xf32> {
-  %s = aten.sum.dim_IntList(%x, dim = [0]) : (tensor<40x96xf32>) -> tensor<96xf32>
-  func.return %s : tensor<96xf32>
+kernel.kernel @kernel0 reduction [96] x [40] (%x: memref<40x96xf32>) -> (memref<96xf32>) {
+  %s = loop.reduction sum [96] reduce [40] (%x) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"r0">]} : (memref<40x96xf32>) -> memref<96xf32> {
+  ^bb0(%d0: index, %r0: index, %in0: memref<40x96xf32>):
+    %0 = loop.load %in0["d0 + 96*r0"] : memref<40x96xf32>
+    loop.yield %0 : f32
+  }
+  kernel.yield %s : memref<96xf32>
+}
+kernel.program @column_sum(%x: memref<40x96xf32>) -> memref<96xf32> {
+  %s = kernel.alloc : memref<96xf32>
+  kernel.launch @kernel0(%x) outs(%s) : (memref<40x96xf32>) -> (memref<96xf32>)
+  kernel.return %s : memref<96xf32>
 }

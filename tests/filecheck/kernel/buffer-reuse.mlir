@@ -1,4 +1,7 @@
-// RUN: kiln-opt %s --split-input-file -p 'decompose,lower-aten,fuse,buffer-reuse{report=true}' 2>&1 | filecheck %s
+// RUN: kiln-opt %s --split-input-file -p 'buffer-reuse{report=true}' 2>&1 | filecheck %s
+
+// The inputs are kernel-level programs (what `decompose,lower-aten,fuse` produce from
+// small aten functions), so that this pass runs alone.
 
 // A chain of matrix products and activations. Buffers are freed after their last use;
 // an activation writes into the product it consumes (in place, same positions); the
@@ -15,16 +18,60 @@
 // CHECK:         kernel.free %e1 : memref<8x8xf32>
 // CHECK-NEXT:    kernel.launch @kernel2(%m2) outs(%m2)
 // CHECK-NEXT:    kernel.return %m2
-func.func @chain(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
-  %m0 = aten.mm.default(%x, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  %r0 = aten.relu.default(%m0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  %m1 = aten.mm.default(%r0, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  %r1 = aten.relu.default(%m1) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  %t1 = aten.t.default(%r1) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  %e1 = aten.exp.default(%t1) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  %m2 = aten.mm.default(%e1, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  %r2 = aten.relu.default(%m2) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  func.return %r2 : tensor<8x8xf32>
+kernel.kernel @kernel0 pointwise [64] x [1] (%m0: memref<8x8xf32>) -> (memref<8x8xf32>) {
+  %r0 = loop.pointwise [8, 8] (%m0) {kernel.vars = [#loop.expr<"d0 // 8">, #loop.expr<"d0 % 8">]} : (memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<8x8xf32>):
+    %0 = loop.load %in0["8*d0 + d1"] : memref<8x8xf32>
+    %1 = arith.constant 0.000000e+00 : f32
+    %2 = arith.maximumf %0, %1 : f32
+    loop.yield %2 : f32
+  }
+  kernel.yield %r0 : memref<8x8xf32>
+}
+kernel.kernel @kernel1 pointwise [64] x [1] (%m1: memref<8x8xf32>) -> (memref<8x8xf32>) {
+  %e1 = loop.pointwise [8, 8] (%m1) {kernel.vars = [#loop.expr<"d0 // 8">, #loop.expr<"d0 % 8">]} : (memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %0: memref<8x8xf32>):
+    %1 = loop.load %0["d0 + 8*d1"] : memref<8x8xf32>
+    %2 = arith.constant 0.000000e+00 : f32
+    %3 = arith.maximumf %1, %2 : f32
+    %4 = math.exp %3 : f32
+    loop.yield %4 : f32
+  }
+  kernel.yield %e1 : memref<8x8xf32>
+}
+kernel.kernel @kernel2 pointwise [64] x [1] (%m2: memref<8x8xf32>) -> (memref<8x8xf32>) {
+  %r2 = loop.pointwise [8, 8] (%m2) {kernel.vars = [#loop.expr<"d0 // 8">, #loop.expr<"d0 % 8">]} : (memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<8x8xf32>):
+    %0 = loop.load %in0["8*d0 + d1"] : memref<8x8xf32>
+    %1 = arith.constant 0.000000e+00 : f32
+    %2 = arith.maximumf %0, %1 : f32
+    loop.yield %2 : f32
+  }
+  kernel.yield %r2 : memref<8x8xf32>
+}
+kernel.program @chain(%x: memref<8x8xf32>, %w: memref<8x8xf32>) -> memref<8x8xf32> {
+  %m0 = kernel.extern (%x, %w) : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%0: tensor<8x8xf32>, %1: tensor<8x8xf32>):
+    %m0_1 = aten.mm.default(%0, %1) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    kernel.yield %m0_1 : tensor<8x8xf32>
+  }
+  %r0 = kernel.alloc : memref<8x8xf32>
+  kernel.launch @kernel0(%m0) outs(%r0) : (memref<8x8xf32>) -> (memref<8x8xf32>)
+  %m1 = kernel.extern (%r0, %w) : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%0: tensor<8x8xf32>, %1: tensor<8x8xf32>):
+    %m1_1 = aten.mm.default(%0, %1) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    kernel.yield %m1_1 : tensor<8x8xf32>
+  }
+  %e1 = kernel.alloc : memref<8x8xf32>
+  kernel.launch @kernel1(%m1) outs(%e1) : (memref<8x8xf32>) -> (memref<8x8xf32>)
+  %m2 = kernel.extern (%e1, %w) : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%0: tensor<8x8xf32>, %1: tensor<8x8xf32>):
+    %m2_1 = aten.mm.default(%0, %1) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    kernel.yield %m2_1 : tensor<8x8xf32>
+  }
+  %r2 = kernel.alloc : memref<8x8xf32>
+  kernel.launch @kernel2(%m2) outs(%r2) : (memref<8x8xf32>) -> (memref<8x8xf32>)
+  kernel.return %r2 : memref<8x8xf32>
 }
 
 // -----
@@ -36,10 +83,43 @@ func.func @chain(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
 // CHECK-NEXT:    %m = kernel.extern (%x, %w)
 // CHECK:         kernel.launch @kernel0(%m) outs(%m)
 // CHECK-NEXT:    kernel.return %m
-func.func @softmax_mm(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
-  %m = aten.mm.default(%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
-  %s = aten._softmax.default(%m, dim = -1, half_to_float = false) : (tensor<8x16xf32>) -> tensor<8x16xf32>
-  func.return %s : tensor<8x16xf32>
+kernel.kernel @kernel0 reduction [8] x [16] (%m: memref<8x16xf32>) -> (memref<8x16xf32>) {
+  %amax = loop.reduction max [8, 1] reduce [16] (%m) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"0">, #loop.expr<"r0">]} : (memref<8x16xf32>) -> memref<8x1xf32> {
+  ^bb0(%d0: index, %d1: index, %r0: index, %in0: memref<8x16xf32>):
+    %0 = loop.load %in0["16*d0 + r0"] : memref<8x16xf32>
+    loop.yield %0 : f32
+  }
+  %exp = loop.pointwise [8, 16] (%m, %amax) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"r0">]} : (memref<8x16xf32>, memref<8x1xf32>) -> memref<8x16xf32> {
+  ^bb0(%d0: index, %d1: index, %0: memref<8x16xf32>, %1: memref<8x1xf32>):
+    %2 = loop.load %0["16*d0 + d1"] : memref<8x16xf32>
+    %3 = loop.load %1["d0"] : memref<8x1xf32>
+    %4 = arith.subf %2, %3 : f32
+    %5 = math.exp %4 : f32
+    loop.yield %5 : f32
+  }
+  %sum1 = loop.reduction sum [8, 1] reduce [16] (%exp) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"0">, #loop.expr<"r0">]} : (memref<8x16xf32>) -> memref<8x1xf32> {
+  ^bb0(%d0: index, %d1: index, %r0: index, %in0: memref<8x16xf32>):
+    %0 = loop.load %in0["16*d0 + r0"] : memref<8x16xf32>
+    loop.yield %0 : f32
+  }
+  %div = loop.pointwise [8, 16] (%exp, %sum1) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"r0">]} : (memref<8x16xf32>, memref<8x1xf32>) -> memref<8x16xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<8x16xf32>, %in1: memref<8x1xf32>):
+    %0 = loop.load %in0["16*d0 + d1"] : memref<8x16xf32>
+    %1 = loop.load %in1["d0"] : memref<8x1xf32>
+    %2 = arith.divf %0, %1 : f32
+    loop.yield %2 : f32
+  }
+  kernel.yield %div : memref<8x16xf32>
+}
+kernel.program @softmax_mm(%x: memref<8x16xf32>, %w: memref<16x16xf32>) -> memref<8x16xf32> {
+  %m = kernel.extern (%x, %w) : (memref<8x16xf32>, memref<16x16xf32>) -> memref<8x16xf32> {
+  ^bb0(%0: tensor<8x16xf32>, %1: tensor<16x16xf32>):
+    %m_1 = aten.mm.default(%0, %1) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    kernel.yield %m_1 : tensor<8x16xf32>
+  }
+  %div = kernel.alloc : memref<8x16xf32>
+  kernel.launch @kernel0(%m) outs(%div) : (memref<8x16xf32>) -> (memref<8x16xf32>)
+  kernel.return %div : memref<8x16xf32>
 }
 
 // -----
@@ -50,11 +130,24 @@ func.func @softmax_mm(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x1
 // CHECK:         %[[T:.*]] = kernel.alloc : memref<8x8xf32>
 // CHECK-NEXT:    kernel.launch @kernel0(%m) outs(%[[T]])
 // CHECK-NEXT:    kernel.free %m
-func.func @transposed(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
-  %m = aten.mm.default(%x, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  %t = aten.t.default(%m) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  %e = aten.exp.default(%t) : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  func.return %e : tensor<8x8xf32>
+kernel.kernel @kernel0 pointwise [64] x [1] (%m: memref<8x8xf32>) -> (memref<8x8xf32>) {
+  %e = loop.pointwise [8, 8] (%m) {kernel.vars = [#loop.expr<"d0 // 8">, #loop.expr<"d0 % 8">]} : (memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<8x8xf32>):
+    %0 = loop.load %in0["d0 + 8*d1"] : memref<8x8xf32>
+    %1 = math.exp %0 : f32
+    loop.yield %1 : f32
+  }
+  kernel.yield %e : memref<8x8xf32>
+}
+kernel.program @transposed(%x: memref<8x8xf32>, %w: memref<8x8xf32>) -> memref<8x8xf32> {
+  %m = kernel.extern (%x, %w) : (memref<8x8xf32>, memref<8x8xf32>) -> memref<8x8xf32> {
+  ^bb0(%0: tensor<8x8xf32>, %1: tensor<8x8xf32>):
+    %m_1 = aten.mm.default(%0, %1) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    kernel.yield %m_1 : tensor<8x8xf32>
+  }
+  %e = kernel.alloc : memref<8x8xf32>
+  kernel.launch @kernel0(%m) outs(%e) : (memref<8x8xf32>) -> (memref<8x8xf32>)
+  kernel.return %e : memref<8x8xf32>
 }
 
 // -----
@@ -70,9 +163,41 @@ func.func @transposed(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf3
 // CHECK-NEXT:      %{{.*}} = aten.reshape.default(%{{.*}}, shape = [2, 2, 8, 8]) : (tensor<4x8x8xf32>) -> tensor<2x2x8x8xf32>
 // CHECK:         kernel.launch @kernel0(%b) outs(%b) : (memref<2x2x8x8xf32>) -> (memref<2x2x8x8xf32>)
 // CHECK-NEXT:    kernel.return %b
-func.func @scores_softmax(%q: tensor<4x8x16xf32>, %k: tensor<4x16x8xf32>) -> tensor<2x2x8x8xf32> {
-  %b = aten.bmm.default(%q, %k) : (tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8x8xf32>
-  %v = aten.view.default(%b, size = [2, 2, 8, 8]) : (tensor<4x8x8xf32>) -> tensor<2x2x8x8xf32>
-  %s = aten._softmax.default(%v, dim = -1, half_to_float = false) : (tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
-  func.return %s : tensor<2x2x8x8xf32>
+kernel.kernel @kernel0 reduction [32] x [8] (%b: memref<4x8x8xf32>) -> (memref<2x2x8x8xf32>) {
+  %amax = loop.reduction max [2, 2, 8, 1] reduce [8] (%b) {kernel.vars = [#loop.expr<"d0 // 16">, #loop.expr<"d0 // 8 % 2">, #loop.expr<"d0 % 8">, #loop.expr<"0">, #loop.expr<"r0">]} : (memref<4x8x8xf32>) -> memref<2x2x8x1xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %r0: index, %in0: memref<4x8x8xf32>):
+    %0 = loop.load %in0["128*d0 + 64*d1 + 8*d2 + r0"] : memref<4x8x8xf32>
+    loop.yield %0 : f32
+  }
+  %exp = loop.pointwise [2, 2, 8, 8] (%b, %amax) {kernel.vars = [#loop.expr<"d0 // 16">, #loop.expr<"d0 // 8 % 2">, #loop.expr<"d0 % 8">, #loop.expr<"r0">]} : (memref<4x8x8xf32>, memref<2x2x8x1xf32>) -> memref<2x2x8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %0: memref<4x8x8xf32>, %1: memref<2x2x8x1xf32>):
+    %2 = loop.load %0["128*d0 + 64*d1 + 8*d2 + d3"] : memref<4x8x8xf32>
+    %3 = loop.load %1["16*d0 + 8*d1 + d2"] : memref<2x2x8x1xf32>
+    %4 = arith.subf %2, %3 : f32
+    %5 = math.exp %4 : f32
+    loop.yield %5 : f32
+  }
+  %sum1 = loop.reduction sum [2, 2, 8, 1] reduce [8] (%exp) {kernel.vars = [#loop.expr<"d0 // 16">, #loop.expr<"d0 // 8 % 2">, #loop.expr<"d0 % 8">, #loop.expr<"0">, #loop.expr<"r0">]} : (memref<2x2x8x8xf32>) -> memref<2x2x8x1xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %r0: index, %in0: memref<2x2x8x8xf32>):
+    %0 = loop.load %in0["128*d0 + 64*d1 + 8*d2 + r0"] : memref<2x2x8x8xf32>
+    loop.yield %0 : f32
+  }
+  %div = loop.pointwise [2, 2, 8, 8] (%exp, %sum1) {kernel.vars = [#loop.expr<"d0 // 16">, #loop.expr<"d0 // 8 % 2">, #loop.expr<"d0 % 8">, #loop.expr<"r0">]} : (memref<2x2x8x8xf32>, memref<2x2x8x1xf32>) -> memref<2x2x8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %in0: memref<2x2x8x8xf32>, %in1: memref<2x2x8x1xf32>):
+    %0 = loop.load %in0["128*d0 + 64*d1 + 8*d2 + d3"] : memref<2x2x8x8xf32>
+    %1 = loop.load %in1["16*d0 + 8*d1 + d2"] : memref<2x2x8x1xf32>
+    %2 = arith.divf %0, %1 : f32
+    loop.yield %2 : f32
+  }
+  kernel.yield %div : memref<2x2x8x8xf32>
+}
+kernel.program @scores_softmax(%q: memref<4x8x16xf32>, %k: memref<4x16x8xf32>) -> memref<2x2x8x8xf32> {
+  %b = kernel.extern (%q, %k) : (memref<4x8x16xf32>, memref<4x16x8xf32>) -> memref<4x8x8xf32> {
+  ^bb0(%0: tensor<4x8x16xf32>, %1: tensor<4x16x8xf32>):
+    %b_1 = aten.bmm.default(%0, %1) : (tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8x8xf32>
+    kernel.yield %b_1 : tensor<4x8x8xf32>
+  }
+  %div = kernel.alloc : memref<2x2x8x8xf32>
+  kernel.launch @kernel0(%b) outs(%div) : (memref<4x8x8xf32>) -> (memref<2x2x8x8xf32>)
+  kernel.return %div : memref<2x2x8x8xf32>
 }
