@@ -41,7 +41,7 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -244,16 +244,18 @@ class DecomposePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # One walk over the ops there are now (a decomposition is traced recursively with
         # the same table already, so what it emits is not decomposed again).
-        pattern = Decompose(self.decompositions())
+        pattern = Decompose(self.decompositions(), _module_device(op))
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
 class Decompose(RewritePattern):
-    """Replace an aten op of ``table`` by its traced decomposition (module docstring)."""
+    """Replace an aten op of ``table`` by its decomposition traced on ``device`` (module
+    docstring)."""
 
-    def __init__(self, table: Decompositions) -> None:
+    def __init__(self, table: Decompositions, device: str = "cpu") -> None:
         self.table = table
         self.key = table_key(table)
+        self.device = device
         self.by_name = {str(k): k for k in table}
 
     @op_type_rewrite_pattern
@@ -262,10 +264,19 @@ class Decompose(RewritePattern):
         if overload is None or eager_rejects(op, pointwise_only=True) is not None:
             # A dtype eager rejects: keep the op, so that it raises as eager does.
             return
-        replacement = _decomposed_body(op, overload, self.table, self.key)
+        replacement = _decomposed_body(op, overload, self.table, self.key, self.device)
         if replacement is None:
             return
         _splice(op, replacement, rewriter)
+
+
+def _module_device(module: ModuleOp) -> str:
+    """The device the program runs on (``kiln.device``, set by the driver; CPU when
+    absent). Decompositions are traced there: one that makes a tensor (``empty_permuted``
+    in bf16 ``var_mean``) bakes the tracing device into the IR, and CUDA's variants differ
+    (batch norm's saved statistics)."""
+    attr = module.attributes.get("kiln.device")
+    return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
 def _normalise(name: str) -> str:
@@ -318,23 +329,25 @@ _TRACE_CACHE_SIZE = 4096
 
 
 def _decomposed_body(
-    op: AtenOp, overload: Any, table: Decompositions, key: TableKey
+    op: AtenOp, overload: Any, table: Decompositions, key: TableKey, device: str
 ) -> Traced | None:
     signature = _signature(op)
     if signature is None:
         return None
-    entry = (*signature, key)
+    entry = (*signature, key, device)
     if entry in _TRACE_CACHE:
         _TRACE_CACHE.move_to_end(entry)
         return _TRACE_CACHE[entry]
-    traced = _trace(op, overload, table, key)
+    traced = _trace(op, overload, table, key, device)
     _TRACE_CACHE[entry] = traced
     if len(_TRACE_CACHE) > _TRACE_CACHE_SIZE:
         _TRACE_CACHE.popitem(last=False)
     return traced
 
 
-def _trace(op: AtenOp, overload: Any, table: Decompositions, key: TableKey) -> Traced | None:
+def _trace(
+    op: AtenOp, overload: Any, table: Decompositions, key: TableKey, device: str
+) -> Traced | None:
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
@@ -383,7 +396,7 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions, key: TableKey) -> T
         # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
         # symbolic; an active fake mode would claim our example tensors).
         with _guards.tracing(None), _disable_current_modes():
-            examples, shape_env = _examples(flat_inputs, symbolic)
+            examples, shape_env = _examples(flat_inputs, symbolic, device)
             gm = make_fx(
                 fn,
                 decomposition_table=_with_prims(key),
@@ -425,9 +438,10 @@ _SYMBOL_HINTS = (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
 """Example sizes for symbolic dims: distinct, and not 0 or 1 (which PyTorch specializes)."""
 
 
-def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
-    """Example inputs for tracing: empty tensors, or fake tensors with one fresh symbol
-    per dynamic dimension (and the shape environment holding those symbols)."""
+def _examples(values: list[SSAValue], symbolic: bool, device: str) -> tuple[list[Any], Any]:
+    """Example inputs for tracing on ``device``: empty tensors (fake ones off the CPU, so
+    that no GPU is needed), or fake tensors with one fresh symbol per dynamic dimension
+    (and the shape environment holding those symbols)."""
     import torch
 
     from kiln.dialects.aten.dtypes import type_to_dtype
@@ -439,10 +453,18 @@ def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
         assert isinstance(ty, TensorType)
         shapes.append(list(ty.get_shape()))
         dtypes.append(type_to_dtype(ty.element_type))
-    if not symbolic:
-        return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
-    from torch._dynamo.source import ConstantSource
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    on_cpu = torch.device(device).type == "cpu"
+    if not symbolic:
+        if on_cpu:
+            return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
+        with FakeTensorMode():
+            fakes = [
+                torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes, strict=True)
+            ]
+        return fakes, None
+    from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import (
         DimDynamic,
         ShapeEnv,
@@ -458,13 +480,15 @@ def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
         context = StatelessSymbolicContext(
             dynamic_sizes=[DimDynamic.DYNAMIC if d < 0 else DimDynamic.STATIC for d in shape]
         )
-        examples.append(
-            mode.from_tensor(
-                torch.empty(concrete, dtype=dtype),
-                symbolic_context=context,
-                source=ConstantSource(f"decompose_input_{k}"),
-            )
+        example = mode.from_tensor(
+            torch.empty(concrete, dtype=dtype),
+            symbolic_context=context,
+            source=ConstantSource(f"decompose_input_{k}"),
         )
+        if not on_cpu:
+            with mode:
+                example = example.to(device)
+        examples.append(example)
     return examples, shape_env
 
 
