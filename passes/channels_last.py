@@ -94,9 +94,9 @@ _TO_COPY_LAYOUT_ARGS = ("layout", "device", "pin_memory", "memory_format")
 def _is_elementwise(op: AtenOp) -> bool:
     """A pure pointwise op (the ``Pointwise`` trait): each output element depends only on
     the same element of each (broadcast) input, so any layout computes the same numbers."""
-    if op.op_schema().is_mutable or has_aten_trait(op, NondeterministicSeeded):
+    if not (has_aten_trait(op, Pointwise) or op.overload_name == _TO_COPY):
         return False
-    return has_aten_trait(op, Pointwise) or op.overload_name == _TO_COPY
+    return not op.op_schema().is_mutable and not has_aten_trait(op, NondeterministicSeeded)
 
 
 def _tensor_shape(value: SSAValue) -> tuple[int, ...] | None:
