@@ -40,10 +40,14 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),
     "output-layout": ("kiln.passes.output_layout", "OutputLayoutPass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
+    "inline-producers": ("kiln.passes.inline_producers", "InlineProducersPass"),
     "fuse": ("kiln.passes.fuse", "FusePass"),
+    "elide-extern-copies": ("kiln.passes.elide_extern_copies", "ElideExternCopiesPass"),
     "tile": ("kiln.passes.tile", "TilePass"),
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
     "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),
+    "cpp-hoist-invariants": ("kiln.passes.cpp_hoist_invariants", "CppHoistInvariantsPass"),
+    "cpp-reciprocals": ("kiln.passes.cpp_reciprocals", "CppReciprocalsPass"),
     "lower-to-triton": ("kiln.passes.lower_to_triton", "LowerToTritonPass"),
 }
 

@@ -17,8 +17,8 @@ writes the layout into the IR as *logical* NHWC tensors:
   ``permute(nhwc, [0, 3, 1, 2])``, a view that costs nothing. Lower-rank operands
   (batch-norm's ``[C, 1, 1]`` scale) are broadcast explicitly (``unsqueeze`` to 4-D, then
   the same permute), again only views;
-* a convolution (and the pooling and batch-norm ops of ``CHANNELS_LAST_FOLLOWING`` in
-  :mod:`kiln.passes.lowering.context`, where ``decompose`` leaves them to ATen) whose
+* a convolution (and the pooling and batch-norm ops with the ``FollowsChannelsLast``
+  trait, :mod:`kiln.dialects.aten.traits`, where ``decompose`` leaves them to ATen) whose
   input is stored channels-last is left as it is: ``lower-aten`` passes that input to ATen as a channels-last strided tensor, ATen
   returns a channels-last result (its memory-format propagation), and the extern yields it
   as an NHWC buffer, so no copy is made on either side;
@@ -62,7 +62,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -71,39 +70,33 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.utils.exceptions import InterpretationError
 
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
-from kiln.passes.lowering.context import CHANNELS_LAST_FOLLOWING
+from kiln.dialects.aten.traits import (
+    FollowsChannelsLast,
+    NondeterministicSeeded,
+    Pointwise,
+    ViewLike,
+    has_aten_trait,
+)
 from kiln.passes.lowering.tensors import NCHW, NHWC
 
 CONVOLUTION = "aten::convolution.default"
 
 _TO_COPY = "aten::_to_copy.default"
+_CLONE = "aten::clone.default"
 _TO_COPY_LAYOUT_ARGS = ("layout", "device", "pin_memory", "memory_format")
 """``_to_copy`` is elementwise (a dtype cast) unless it also moves or re-lays-out."""
 
 
-@cache
-def _is_elementwise(overload: str) -> bool:
-    """A pure pointwise overload (torch's ``pointwise`` tag): each output element depends
-    only on the same element of each (broadcast) input, so any layout computes the same
-    numbers."""
-    import torch
-
-    from kiln.dialects.aten.interpreter import torch_overload
-
-    try:
-        overload_fn = torch_overload(overload)
-    except InterpretationError:
+def _is_elementwise(op: AtenOp) -> bool:
+    """A pure pointwise op (the ``Pointwise`` trait): each output element depends only on
+    the same element of each (broadcast) input, so any layout computes the same numbers."""
+    if not (has_aten_trait(op, Pointwise) or op.overload_name == _TO_COPY):
         return False
-    tags = getattr(overload_fn, "tags", ())
-    schema = getattr(overload_fn, "_schema", None)
-    if schema is None or schema.is_mutable or torch.Tag.nondeterministic_seeded in tags:
-        return False
-    return torch.Tag.pointwise in tags or overload == _TO_COPY
+    return not op.op_schema().is_mutable and not has_aten_trait(op, NondeterministicSeeded)
 
 
 def _tensor_shape(value: SSAValue) -> tuple[int, ...] | None:
@@ -151,12 +144,14 @@ def _has_arg(op: AtenOp, name: str) -> bool:
     return any(a.name == name for a in op.op_schema().arguments)
 
 
-def _view_overloads() -> frozenset[str]:
-    """Overloads ``lower-aten`` turns into views of their input's buffer."""
-    from kiln.passes.lowering.views import LOWERINGS
-
-    names = {name if "." in name else f"{name}.default" for name in LOWERINGS}
-    return frozenset(f"aten::{name}" for name in names)
+def _follows_input_layout(op: AtenOp) -> bool:
+    """A value computed by ``op`` takes its layout from ``op``'s input: views and ATen ops
+    that propagate the memory format, and ``clone``, which keeps it (``preserve_format``)."""
+    return (
+        has_aten_trait(op, FollowsChannelsLast)
+        or has_aten_trait(op, ViewLike)
+        or op.overload_name == _CLONE
+    )
 
 
 def _permuted_type(ty: Attribute, dims: Sequence[int]) -> TensorType[Attribute]:
@@ -189,12 +184,10 @@ class _FunctionRewrite:
         keep: set[SSAValue] = set()
         if isinstance(terminator, ReturnOp):
             keep = {v for v in terminator.operands if _rank(v) is not None}
-        views = _view_overloads()
         for op in reversed(list(self.block.ops)):
             if not isinstance(op, AtenOp) or not any(r in keep for r in op.results):
                 continue
-            follows = op.overload_name in CHANNELS_LAST_FOLLOWING or op.overload_name in views
-            if follows:
+            if _follows_input_layout(op):
                 keep.update(v for v in op.operands if _rank(v) is not None)
         return keep
 
@@ -260,7 +253,7 @@ class _FunctionRewrite:
                 continue
             if _is_2d_convolution(op):
                 changed |= self._convolution(op)
-            elif op.overload_name in CHANNELS_LAST_FOLLOWING:
+            elif has_aten_trait(op, FollowsChannelsLast):
                 self._follow_input(op)
             elif self._is_convertible_pointwise(op):
                 self._pointwise(op)
@@ -306,7 +299,7 @@ class _FunctionRewrite:
                 self.channels_last.add(result)
 
     def _is_convertible_pointwise(self, op: AtenOp) -> bool:
-        if not op.results or not _is_elementwise(op.overload_name) or _has_layout_args(op):
+        if not op.results or not _is_elementwise(op) or _has_layout_args(op):
             return False
         shapes = {_tensor_shape(r) for r in op.results}
         if len(shapes) != 1:

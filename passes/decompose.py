@@ -34,9 +34,10 @@ extend it by subclassing and overriding :meth:`DecomposePass.decompositions`.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from xdsl.context import Context
@@ -44,7 +45,13 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import Rewriter
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
@@ -191,16 +198,22 @@ def _prims_to_aten() -> dict[Any, Callable[..., Any]]:
     return table
 
 
-_WITH_PRIMS: dict[int, dict[Any, Callable[..., Any]]] = {}
+TableKey = frozenset[tuple[Any, Callable[..., Any]]]
+"""A decomposition table by content: its (overload, function) pairs. It holds the functions
+themselves, so an equal key always means the same decompositions (an ``id()`` could be
+reused by another table once the first is freed)."""
 
 
-def _with_prims(table: Decompositions) -> dict[Any, Callable[..., Any]]:
-    key = id(table)
-    if key not in _WITH_PRIMS:
-        merged = dict(_prims_to_aten())
-        merged.update(table)
-        _WITH_PRIMS[key] = merged
-    return _WITH_PRIMS[key]
+def table_key(table: Decompositions) -> TableKey:
+    return frozenset(table.items())
+
+
+@lru_cache(maxsize=8)
+def _with_prims(key: TableKey) -> dict[Any, Callable[..., Any]]:
+    """The table in ``key`` plus each prim's ATen implementation (for ``make_fx``)."""
+    merged = dict(_prims_to_aten())
+    merged.update(dict(key))
+    return merged
 
 
 @dataclass(frozen=True)
@@ -229,19 +242,32 @@ class DecomposePass(ModulePass):
         }
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        table = self.decompositions()
-        device = _module_device(op)
-        by_name = {str(k): k for k in table}
-        targets = [o for o in op.walk() if isinstance(o, AtenOp)]
-        for target in targets:
-            overload = by_name.get(_torch_name(target))
-            if overload is None or eager_rejects(target, pointwise_only=True) is not None:
-                # A dtype eager rejects: keep the op, so that it raises as eager does.
-                continue
-            replacement = _decomposed_body(target, overload, table, device)
-            if replacement is None:
-                continue
-            _splice(target, replacement)
+        # One walk over the ops there are now (a decomposition is traced recursively with
+        # the same table already, so what it emits is not decomposed again).
+        pattern = Decompose(self.decompositions(), _module_device(op))
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
+
+
+class Decompose(RewritePattern):
+    """Replace an aten op of ``table`` by its decomposition traced on ``device`` (module
+    docstring)."""
+
+    def __init__(self, table: Decompositions, device: str = "cpu") -> None:
+        self.table = table
+        self.key = table_key(table)
+        self.device = device
+        self.by_name = {str(k): k for k in table}
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
+        overload = self.by_name.get(_torch_name(op))
+        if overload is None or eager_rejects(op, pointwise_only=True) is not None:
+            # A dtype eager rejects: keep the op, so that it raises as eager does.
+            return
+        replacement = _decomposed_body(op, overload, self.table, self.key, self.device)
+        if replacement is None:
+            return
+        _splice(op, replacement, rewriter)
 
 
 def _module_device(module: ModuleOp) -> str:
@@ -294,24 +320,34 @@ class Traced:
     absent: tuple[int, ...]
 
 
-_TRACE_CACHE: dict[tuple[Any, ...], Traced | None] = {}
-"""Traced decompositions by signature. A cache of pure functions of the key: sharing it
-between passes changes no result, only speed."""
+_TRACE_CACHE: OrderedDict[tuple[Any, ...], Traced | None] = OrderedDict()
+"""Traced decompositions by signature and table, least recently used first. A cache of
+pure functions of the key: sharing it between passes changes no result, only speed."""
+
+_TRACE_CACHE_SIZE = 4096
+"""Most traced decompositions kept (a few KB of IR each)."""
 
 
 def _decomposed_body(
-    op: AtenOp, overload: Any, table: Decompositions, device: str
+    op: AtenOp, overload: Any, table: Decompositions, key: TableKey, device: str
 ) -> Traced | None:
-    key = _signature(op)
-    if key is None:
+    signature = _signature(op)
+    if signature is None:
         return None
-    key = (*key, id(table), device)
-    if key not in _TRACE_CACHE:
-        _TRACE_CACHE[key] = _trace(op, overload, table, device)
-    return _TRACE_CACHE[key]
+    entry = (*signature, key, device)
+    if entry in _TRACE_CACHE:
+        _TRACE_CACHE.move_to_end(entry)
+        return _TRACE_CACHE[entry]
+    traced = _trace(op, overload, table, key, device)
+    _TRACE_CACHE[entry] = traced
+    if len(_TRACE_CACHE) > _TRACE_CACHE_SIZE:
+        _TRACE_CACHE.popitem(last=False)
+    return traced
 
 
-def _trace(op: AtenOp, overload: Any, table: Decompositions, device: str) -> Traced | None:
+def _trace(
+    op: AtenOp, overload: Any, table: Decompositions, key: TableKey, device: str
+) -> Traced | None:
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
@@ -363,7 +399,7 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions, device: str) -> Tra
             examples, shape_env = _examples(flat_inputs, symbolic, device)
             gm = make_fx(
                 fn,
-                decomposition_table=_with_prims(table),
+                decomposition_table=_with_prims(key),
                 tracing_mode="symbolic" if symbolic else "fake",
             )(*examples)
         if shape_env is not None and shape_env.guards:
@@ -460,7 +496,7 @@ def _is_same_op(candidate: Operation, op: AtenOp) -> bool:
     return isinstance(candidate, AtenOp) and candidate.overload_name == op.overload_name
 
 
-def _splice(op: AtenOp, traced: Traced) -> None:
+def _splice(op: AtenOp, traced: Traced, rewriter: PatternRewriter) -> None:
     """Clone the traced body before ``op`` and replace ``op`` with what it returns."""
     if any(op.results[i].uses for i in traced.absent):
         return  # a result the decomposition does not compute is used: keep the op
@@ -468,6 +504,7 @@ def _splice(op: AtenOp, traced: Traced) -> None:
     operands = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
     value_map: dict[SSAValue, SSAValue] = dict(zip(block.args, operands, strict=True))
     returned: list[SSAValue | None] = []
+    clones: list[Operation] = []
     for inner in block.ops:
         if isinstance(inner, ReturnOp):
             values = iter(value_map.get(v, v) for v in inner.arguments)
@@ -477,5 +514,5 @@ def _splice(op: AtenOp, traced: Traced) -> None:
             break
         clone = inner.clone(value_mapper=value_map)
         clone.location = op.location
-        Rewriter.insert_op(clone, InsertPoint.before(op))
-    Rewriter.replace_op(op, [], returned)
+        clones.append(clone)
+    rewriter.replace(op, clones, returned)

@@ -10,11 +10,12 @@ replaces the function by ``kernel.kernel`` ops and a ``kernel.program`` of the s
 never becomes a buffer.
 
 After fusing, a kernel that only copies an ATen result in order into a buffer of
-another shape (a reshape) is folded into the extern call
-(:mod:`kiln.passes.scheduling.copy_elision`).
+another shape (a reshape) is folded into the extern call (the ``elide-extern-copies``
+pass, :mod:`kiln.passes.elide_extern_copies`).
 
 Before fusing, cheap pointwise producers are inlined into their consumers where
-recomputing them moves fewer bytes than storing them (:mod:`kiln.passes.scheduling.inline`).
+recomputing them moves fewer bytes than storing them (the ``inline-producers`` pass,
+:mod:`kiln.passes.inline_producers`).
 
 Options: ``max-nodes`` caps the nodes per kernel (``max-nodes=1``: one loop node per
 kernel, no fusion, no inlining); ``inline=false`` turns inlining off; ``report`` prints
@@ -43,14 +44,13 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.diagnostics import OpError
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.dialects.kernel.program_ops import LaunchOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.elide_extern_copies import elide_in_program
+from kiln.passes.inline_producers import inline_producers
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
-from kiln.passes.scheduling.copy_elision import elide_extern_copies
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
-from kiln.passes.scheduling.inline import inline_cheap_producers
 
 
 class FuseError(DiagnosticException):
@@ -92,7 +92,7 @@ class FusePass(ModulePass):
                 )
         remove_dead_nodes(func)
         if self.inline and self.max_nodes > 1:
-            inline_cheap_producers(func)
+            inline_producers(func)
         graph = build_graph(func)
         result = schedule(graph, self.max_nodes) if self.max_nodes > 1 else unfused(graph)
         if self.report:
@@ -106,10 +106,4 @@ class FusePass(ModulePass):
             block.insert_op_before(kernel, func)
         block.insert_op_before(program, func)
         block.erase_op(func, safe_erase=False)
-        if elide_extern_copies(program):
-            launched = {
-                op.kernel.string_value() for op in program.walk() if isinstance(op, LaunchOp)
-            }
-            for kernel in builder.kernels:
-                if kernel.sym_name.data not in launched:
-                    block.erase_op(kernel)
+        elide_in_program(block, program)

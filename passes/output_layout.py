@@ -44,7 +44,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
@@ -55,13 +54,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
-from kiln.dialects.aten.ops import AtenOp
-from kiln.frontends.fx.outputs import (
+from kiln.dialects.aten.function_attrs import (
     OUTPUT_STRIDES_ATTR,
     OUTPUTS_ATTR,
     contiguous_strides,
     output_strides,
 )
+from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 
 
 def stride_order(shape: Sequence[int], strides: Sequence[int]) -> list[int] | None:
@@ -106,16 +106,6 @@ class _Rewrap(ast.NodeTransformer):
         return node
 
 
-@cache
-def _is_view(overload: str) -> bool:
-    from kiln.dialects.aten.interpreter import torch_overload
-
-    try:
-        return bool(getattr(torch_overload(overload), "is_view", False))
-    except Exception:  # an operator torch does not know: not a view
-        return False
-
-
 def _literal_arguments(op: AtenOp) -> str | None:
     """The op's non-tensor arguments as the text of a Python dict literal (None when one
     is symbolic or has no literal, such as a dtype)."""
@@ -144,7 +134,7 @@ def _view_chain(value: SSAValue) -> tuple[SSAValue, list[tuple[str, str]]]:
     calls: list[tuple[str, str]] = []
     while True:
         op = value.owner
-        if not isinstance(op, AtenOp) or op.sym_operands() or not _is_view(op.overload_name):
+        if not isinstance(op, AtenOp) or op.sym_operands() or not has_aten_trait(op, AliasingView):
             return value, calls
         tensors = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
         arguments = _literal_arguments(op)

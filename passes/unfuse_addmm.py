@@ -17,41 +17,33 @@ becomes::
     %1 = aten.relu.default(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
 
 Only ``alpha = beta = 1`` is rewritten, and only when every use of the result is a
-pointwise op (``torch.Tag.pointwise``), or a view whose uses are: otherwise the add
+pointwise op (the ``Pointwise`` trait), or a view (``ViewLike``) whose uses are: otherwise the add
 would be a kernel of its own. Low-precision results round twice (product, then sum)
 instead of once, as under Inductor.
+
+A single-op rewrite: one :class:`UnfuseAddmm` pattern, driven by xDSL's
+``PatternRewriteWalker``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
-from kiln.dialects.aten.interpreter import InterpretationError, torch_overload
-
-_RESHAPES = frozenset({"aten::_unsafe_view.default", "aten::reshape.default"})
-
-
-@cache
-def _tags(overload: str) -> tuple[bool, bool]:
-    """(pointwise, view) for a torch overload name like ``aten::add.Tensor``."""
-    import torch
-
-    try:
-        op = cast("torch._ops.OpOverload[..., Any]", torch_overload(overload))
-    except InterpretationError:
-        return False, False
-    return torch.Tag.pointwise in op.tags, op.is_view or overload in _RESHAPES
+from kiln.dialects.aten.traits import Pointwise, ViewLike, has_aten_trait
 
 
 def _feeds_only_pointwise(value: SSAValue) -> bool:
@@ -61,10 +53,11 @@ def _feeds_only_pointwise(value: SSAValue) -> bool:
         user = use.operation
         if not isinstance(user, AtenOp):
             return False
-        pointwise, view = _tags(user.overload_name)
-        if pointwise:
+        if has_aten_trait(user, Pointwise):
             continue
-        if not view or not all(_feeds_only_pointwise(r) for r in user.results):
+        if not has_aten_trait(user, ViewLike) or not all(
+            _feeds_only_pointwise(r) for r in user.results
+        ):
             return False
     return True
 
@@ -77,34 +70,37 @@ def _is_one(op: AtenOp, name: str) -> bool:
     return decode_value(spec, attr, ()) == 1
 
 
-def _unfuse(op: AtenOp) -> None:
-    mm_class, add_class = op_class("mm.default"), op_class("add.Tensor")
-    assert mm_class is not None
-    assert add_class is not None
-    bias, mat1, mat2 = op.operands[:3]
-    result = op.results[0]
-    mm = mm_class.from_args({"self": mat1, "mat2": mat2}, [result.type])
-    mm.results[0].name_hint = "mm"
-    add = add_class.from_args({"self": mm.results[0], "other": bias}, [result.type])
-    for new in (mm, add):
-        new.location = op.location
-    Rewriter.insert_op(mm, InsertPoint.before(op))
-    Rewriter.insert_op(add, InsertPoint.before(op))
-    add.results[0].name_hint = result.name_hint
-    Rewriter.replace_op(op, [], [add.results[0]])
-
-
-def _candidates(module: Operation) -> list[AtenOp]:
-    return [
-        op
-        for op in module.walk()
-        if isinstance(op, AtenOp)
+def _is_candidate(op: Operation) -> bool:
+    return (
+        isinstance(op, AtenOp)
         and op.overload_name == "aten::addmm.default"
         and not op.sym_operands()
         and _is_one(op, "alpha")
         and _is_one(op, "beta")
         and _feeds_only_pointwise(op.results[0])
-    ]
+    )
+
+
+class UnfuseAddmm(RewritePattern):
+    """``addmm(b, x, w)`` -> ``add(mm(x, w), b)`` where the add fuses."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
+        if not _is_candidate(op):
+            return
+        mm_class, add_class = op_class("mm.default"), op_class("add.Tensor")
+        assert mm_class is not None
+        assert add_class is not None
+        bias, mat1, mat2 = op.operands[:3]
+        result = op.results[0]
+        mm = mm_class.from_args({"self": mat1, "mat2": mat2}, [result.type])
+        mm.results[0].name_hint = "mm"
+        add = add_class.from_args({"self": mm.results[0], "other": bias}, [result.type])
+        for new in (mm, add):
+            new.location = op.location
+        name = result.name_hint
+        rewriter.replace(op, [mm, add])
+        add.results[0].name_hint = name
 
 
 @dataclass(frozen=True)
@@ -114,8 +110,8 @@ class UnfuseAddmmPass(ModulePass):
     name = "unfuse-addmm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for addmm in _candidates(op):
-            _unfuse(addmm)
+        # One walk: the ops it creates (mm, add) are never addmm.
+        PatternRewriteWalker(UnfuseAddmm(), apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["UnfuseAddmmPass"]
+__all__ = ["UnfuseAddmm", "UnfuseAddmmPass"]

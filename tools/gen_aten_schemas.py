@@ -23,7 +23,7 @@ from torch import nn
 
 from kiln.dialects.aten.schema import parse_schema
 
-KEPT_TAGS = ("core", "pointwise", "nondeterministic_seeded")
+KEPT_TAGS = ("core", "pointwise", "nondeterministic_seeded", "view_copy")
 
 # Always representable and needed by the importer even when no model shows them.
 EXTRA_OVERLOADS = (

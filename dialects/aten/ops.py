@@ -63,6 +63,7 @@ from xdsl.utils.exceptions import VerifyException
 from kiln.dialects.aten import encoding
 from kiln.dialects.aten.attributes import SymRefAttr
 from kiln.dialects.aten.schema import ArgKind, ArgSpec, OpSchema, ReturnSpec, parse_schema
+from kiln.dialects.aten.traits import derive_traits
 
 SYM_GROUP = "sym"
 """Name of the operand group holding SSA scalar arguments."""
@@ -620,7 +621,8 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
             if ret.kind is ArgKind.TENSOR:
                 constraint = TensorType | NoneType if _has_output_mask(schema) else TensorType
             fields[_result_field(ret, i, len(schema.returns), used)] = result_def(constraint)
-    traits: list[OpTrait] = [AtenCanonicalization()]
+    # Semantic traits (pointwise, view-like, ...) that passes ask: see traits.py.
+    traits: list[OpTrait] = [AtenCanonicalization(), *derive_traits(schema, tags)]
     if _is_pure(schema, tags):
         traits.append(Pure())
     fields["traits"] = traits_def(*traits)

@@ -33,12 +33,15 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation
 
-OUTPUTS_ATTR = "kiln.outputs"
-OUTPUT_STRIDES_ATTR = "kiln.output_strides"
+# The attributes themselves live with the aten dialect (passes rewrite them too).
+from kiln.dialects.aten.function_attrs import OUTPUT_STRIDES_ATTR as OUTPUT_STRIDES_ATTR
+from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR as OUTPUTS_ATTR
+from kiln.dialects.aten.function_attrs import contiguous_strides as contiguous_strides
+from kiln.dialects.aten.function_attrs import output_strides as output_strides
+from kiln.dialects.aten.function_attrs import output_strides_attr as output_strides_attr
 
 OutputStructure = Any
 """A nest of containers whose leaves are ints (indices into the returned values) or None."""
@@ -74,36 +77,6 @@ def encode_structure(structure: OutputStructure) -> str:
     raise OutputStructureError(
         f"cannot record an output container of type {_type_name(type(structure))}"  # pyright: ignore[reportUnknownArgumentType]
     )
-
-
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides: list[int] = []
-    stride = 1
-    for size in reversed(shape):
-        strides.append(stride)
-        stride *= max(size, 1)
-    return tuple(reversed(strides))
-
-
-def output_strides_attr(strides: Sequence[Sequence[int] | None]) -> ArrayAttr[Any]:
-    return ArrayAttr(
-        [
-            ArrayAttr([IntegerAttr(s, 64) for s in entry] if entry is not None else [])
-            for entry in strides
-        ]
-    )
-
-
-def output_strides(func: Operation) -> list[tuple[int, ...] | None] | None:
-    """The recorded strides of each returned value (None: not recorded)."""
-    attr = func.attributes.get(OUTPUT_STRIDES_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return None
-    out: list[tuple[int, ...] | None] = []
-    for entry in attr.data:  # pyright: ignore[reportUnknownVariableType]
-        items = [int(i.value.data) for i in entry.data]  # pyright: ignore
-        out.append(tuple(items) if items else None)
-    return out
 
 
 def _resolve_type(node: ast.expr) -> type:

@@ -434,10 +434,13 @@ class KernelLowering:
         )
 
 
-def lower_kernel(kernel: KernelOp, options: CppOptions) -> FuncOp:
+def lower_kernel(kernel: KernelOp, options: CppOptions, rewrites: bool = True) -> FuncOp:
+    """``kernel`` as a ``cpp.func``; ``rewrites``: then run the cpp-level rewrites (the
+    ``cpp-hoist-invariants`` and ``cpp-reciprocals`` passes) on it, as ``lower-to-cpp`` does."""
     func = KernelLowering(kernel, options).lower()
-    hoist_invariants(func)
-    use_reciprocals(func)
+    if rewrites:
+        hoist_invariants(func)
+        use_reciprocals(func)
     return func
 
 

@@ -48,7 +48,7 @@ def _is_vector_loop(op: Operation) -> bool:
     return isinstance(op, ForOp) and op.loop_kind in (LoopKind.SIMD, LoopKind.PARALLEL_SIMD)
 
 
-def _candidates(loop: ForOp) -> list[arith.DivfOp]:
+def _candidates(loop: ForOp, done: set[Operation]) -> list[arith.DivfOp]:
     """The divisions of ``loop``'s body by a value computed outside it (not a plain load:
     eager divides ``x / y[:, None]`` exactly, and only its softmax multiplies by the
     reciprocal of the row sum)."""
@@ -59,7 +59,41 @@ def _candidates(loop: ForOp) -> list[arith.DivfOp]:
         and _width(op.rhs.type) is not None
         and not loop.is_ancestor(op.rhs.owner)
         and not _reads_an_argument(op.rhs)
+        and op not in done
     ]
+
+
+def _has_reciprocal(divisor: SSAValue, loop: ForOp) -> bool:
+    """This rewrite has versioned ``loop`` already: ``1 / divisor`` and ``|divisor|`` (its
+    guard) are computed outside it, and what still divides by it is the exact version. So
+    running the rewrite again changes nothing."""
+    reciprocal = magnitude = False
+    for use in divisor.uses:
+        user = use.operation
+        if loop.is_ancestor(user):
+            continue
+        if isinstance(user, xmath.AbsFOp):
+            magnitude = True
+        elif isinstance(user, arith.DivfOp) and user.rhs is divisor:
+            one = user.lhs.owner
+            reciprocal |= (
+                isinstance(one, arith.ConstantOp)
+                and isinstance(one.value, FloatAttr)
+                and one.value.value.data == 1.0
+            )
+    return reciprocal and magnitude
+
+
+def _versioned_already(func: FuncOp) -> set[Operation]:
+    """The divisions left exact by an earlier run of this rewrite (see _has_reciprocal),
+    found before this run adds guards of its own."""
+    return {
+        op
+        for loop in func.walk()
+        if isinstance(loop, ForOp) and _is_vector_loop(loop)
+        for op in loop.body.block.ops
+        if isinstance(op, arith.DivfOp) and _has_reciprocal(op.rhs, loop)
+    }
 
 
 def _reads_an_argument(value: SSAValue) -> bool:
@@ -105,13 +139,13 @@ def _reciprocal_guard(
     return reciprocal, _insert(block, before, arith.AndIOp(above, below))
 
 
-def _version(root: ForOp, loops: list[ForOp]) -> None:
+def _version(root: ForOp, loops: list[ForOp], done: set[Operation]) -> None:
     """Replace ``root`` by a multiplying copy and the original, one of which runs."""
     block = root.parent_block()
     assert block is not None
     divisors: list[SSAValue] = []
     for loop in loops:
-        for div in _candidates(loop):
+        for div in _candidates(loop, done):
             if div.rhs not in divisors:
                 divisors.append(div.rhs)
     reciprocals: dict[SSAValue, SSAValue] = {}
@@ -138,17 +172,18 @@ def _version(root: ForOp, loops: list[ForOp]) -> None:
 
 def use_reciprocals(func: FuncOp) -> None:
     """Version every vectorized loop that divides by an invariant (module docstring)."""
+    done = _versioned_already(func)
     roots: dict[ForOp, list[ForOp]] = {}
     for op in list(func.walk()):
         if not isinstance(op, ForOp) or not _is_vector_loop(op):
             continue
-        divisions = _candidates(op)
+        divisions = _candidates(op, done)
         if not divisions:
             continue
         root = _version_root(op, [d.rhs for d in divisions])
         roots.setdefault(root, []).append(op)
     for root, loops in roots.items():
-        _version(root, loops)
+        _version(root, loops, done)
 
 
 __all__ = ["use_reciprocals"]

@@ -29,6 +29,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.storage import storage_layout
+from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
 from kiln.dialects.loop.expr import floordiv
 from kiln.dialects.loop.ops import (
@@ -330,7 +331,7 @@ class LoweringContext:
     def extern(self, op: Operation) -> list[Lowered]:
         """``op`` run by ATen inside a ``loop.extern``; inputs pass as buffers or views.
 
-        An op of :data:`CHANNELS_LAST_FOLLOWING` given a channels-last input returns
+        An op with the ``FollowsChannelsLast`` trait given a channels-last input returns
         channels-last 4-D results (ATen's memory-format propagation): the body yields
         them permuted to NHWC, so the result buffers are NHWC and are not copied back
         to NCHW; the results are those buffers seen in NCHW order.
@@ -438,30 +439,11 @@ class LoweringContext:
         return copy.permute(position)
 
     def _follows_channels_last(self, op: Operation) -> bool:
-        if not isinstance(op, AtenOp) or op.overload_name not in CHANNELS_LAST_FOLLOWING:
+        if not isinstance(op, AtenOp) or not has_aten_trait(op, FollowsChannelsLast):
             return False
         first = next(iter(op.tensor_operands().values()), [None])
         lowered = self.values.get(first[0]) if first and first[0] is not None else None
         return isinstance(lowered, TensorRef) and lowered.is_channels_last()
-
-
-CHANNELS_LAST_FOLLOWING = frozenset(
-    {
-        "aten::convolution.default",
-        "aten::max_pool2d_with_indices.default",
-        "aten::avg_pool2d.default",
-        "aten::_adaptive_avg_pool2d.default",
-        "aten::_native_batch_norm_legit_no_training.default",
-        "aten::_native_batch_norm_legit.default",
-        "aten::_native_batch_norm_legit.no_stats",
-        "aten::_native_batch_norm_legit_functional.default",
-        "aten::native_batch_norm.default",
-    }
-)
-"""ATen ops whose 4-D results take the memory format of their first input (cuDNN,
-oneDNN, the native pooling and batch-norm kernels; batch norm runs as an extern where
-``decompose`` leaves it). Were ATen to return NCHW after all, the permuted result is not
-contiguous and the backends copy it: slower, never wrong."""
 
 
 def _is_4d(ty: Attribute) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -204,7 +205,7 @@ def test_traces_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(op, *args)
 
     monkeypatch.setattr(decompose, "_trace", counting)
-    monkeypatch.setattr(decompose, "_TRACE_CACHE", {})
+    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = torch.softmax(x, -1)
@@ -285,6 +286,43 @@ def test_eval_batch_norm_with_cuda_result_types_decomposes() -> None:
     module = used.parse_module()
     DecomposePass().apply(make_context(), module)
     assert "aten::_native_batch_norm_legit_no_training.default" in _overloads(module)
+
+
+def _scale_by(factor: float) -> Callable[..., torch.Tensor]:
+    """A "decomposition" of softmax as ``x * factor`` (to tell tables apart)."""
+
+    def scale(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+        return x * factor
+
+    return scale
+
+
+def test_a_table_changed_or_freed_is_never_mistaken_for_another() -> None:
+    """Traces are cached by the table's content. They used to be cached by its ``id()``:
+    a table updated between runs (a user registering a decomposition), or built per run
+    and freed (another dict then taking its address), got the old table's traces back."""
+    text = """
+    func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %0 = aten._softmax.default(%x, dim = 1, half_to_float = false) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      func.return %0 : tensor<4x8xf32>
+    }
+    """
+    table: dict[Any, Callable[..., Any]] = {}
+    copies = [False]
+
+    class UserTable(DecomposePass):
+        def decompositions(self) -> Any:
+            return dict(table) if copies[0] else table
+
+    x = torch.randn(4, 8)
+    for copy in (False, True):
+        copies[0] = copy
+        for factor in (0.5, 2.0, 3.0):
+            table[torch.ops.aten._softmax.default] = _scale_by(factor)
+            module = Parser(make_context(), text).parse_module()
+            UserTable().apply(make_context(), module)
+            (out,) = run_function(module, [x], "f")
+            torch.testing.assert_close(out, x * factor)
 
 
 def test_decompositions_are_traced_on_the_program_device() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pass_checks import assert_pass_output, assert_same_semantics, run_pass
+from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
 
 from kiln.passes.unfuse_addmm import UnfuseAddmmPass
 from kiln.registry import default_registry
@@ -55,3 +55,20 @@ def test_kept_where_the_add_would_not_fuse() -> None:
     assert_pass_output(UnfuseAddmmPass(), into_mm, into_mm)
     scaled = POINTWISE_USE.replace("(%b, %x, %w)", "(%b, %x, %w, beta = 2)")
     assert_pass_output(UnfuseAddmmPass(), scaled, scaled)
+
+
+def test_split_through_a_functional_view() -> None:
+    """``permute_copy`` (an ``aten.generic``, torch's ``view_copy`` tag) is view-like: the
+    add still fuses into the pointwise op after it, with the same numbers."""
+    text = """
+    func.func @f(%b: tensor<8xf32>, %x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> tensor<8x4xf32> {
+      %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+      %1 = aten.generic "aten::permute_copy.default"(%0, dims = [1, 0]) : (tensor<4x8xf32>) -> tensor<8x4xf32>
+      %2 = aten.neg.default(%1) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+      func.return %2 : tensor<8x4xf32>
+    }
+    """
+    before, after = run_pass(UnfuseAddmmPass(), text)
+    assert "aten.mm.default" in printed(after)
+    assert "aten.addmm" not in printed(after)
+    assert_same_semantics(before, after)

@@ -1,0 +1,58 @@
+"""Attributes of an aten-level ``func.func`` that record the graph's calling convention.
+
+The FX importer writes them and passes rewrite them (``output-layout``), so they live
+here, below both, rather than in the frontend. ``kiln.outputs`` is the Python structure of
+the graph's outputs (see :mod:`kiln.frontends.fx.outputs` for its grammar);
+``kiln.output_strides`` records the strides eager gives each returned value (``[]``: not
+a tensor, or unknown), written only when some output is not contiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
+from xdsl.ir import Operation
+
+OUTPUTS_ATTR = "kiln.outputs"
+OUTPUT_STRIDES_ATTR = "kiln.output_strides"
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides: list[int] = []
+    stride = 1
+    for size in reversed(shape):
+        strides.append(stride)
+        stride *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def output_strides_attr(strides: Sequence[Sequence[int] | None]) -> ArrayAttr[Any]:
+    return ArrayAttr(
+        [
+            ArrayAttr([IntegerAttr(s, 64) for s in entry] if entry is not None else [])
+            for entry in strides
+        ]
+    )
+
+
+def output_strides(func: Operation) -> list[tuple[int, ...] | None] | None:
+    """The recorded strides of each returned value (None: not recorded)."""
+    attr = func.attributes.get(OUTPUT_STRIDES_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    out: list[tuple[int, ...] | None] = []
+    for entry in attr.data:  # pyright: ignore[reportUnknownVariableType]
+        items = [int(i.value.data) for i in entry.data]  # pyright: ignore
+        out.append(tuple(items) if items else None)
+    return out
+
+
+__all__ = [
+    "OUTPUTS_ATTR",
+    "OUTPUT_STRIDES_ATTR",
+    "contiguous_strides",
+    "output_strides",
+    "output_strides_attr",
+]

@@ -1,0 +1,199 @@
+"""The steps ``fuse`` and ``lower-to-cpp`` run inside, as passes of their own.
+
+``inline-producers`` (loop IR), ``elide-extern-copies`` (kernel IR), ``cpp-hoist-invariants``
+and ``cpp-reciprocals`` (cpp IR): each runs alone on IR of its own level (the inputs of
+their FileCheck tests under tests/filecheck), computes the same numbers before and after
+(loop and kernel interpreters; the compiled C++ for cpp IR), and the composite passes
+still produce exactly what running the steps one by one produces.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+import torch
+from fuse_checks import assert_results_close, random_inputs
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+
+from kiln.diagnostics import OpError
+from kiln.dialects.kernel import KernelOp, ProgramOp
+from kiln.dialects.kernel.interpreter import run_program
+from kiln.dialects.loop.interpreter import run_function
+from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.cpp_hoist_invariants import CppHoistInvariantsPass
+from kiln.passes.cpp_lowering.kernel import lower_kernel
+from kiln.passes.cpp_lowering.options import CppOptions
+from kiln.passes.cpp_reciprocals import CppReciprocalsPass
+from kiln.passes.elide_extern_copies import ElideExternCopiesPass
+from kiln.passes.inline_producers import InlineProducersPass
+from kiln.registry import default_registry
+
+FILECHECK = Path(__file__).parent.parent / "filecheck"
+
+
+def _inputs(path: str) -> list[str]:
+    """The input IR of a FileCheck test, one string per ``// -----`` chunk."""
+    return (FILECHECK / path).read_text().split("// -----")
+
+
+def _parse(text: str) -> ModuleOp:
+    module = Parser(default_registry().make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def _apply(pass_: ModulePass, module: ModuleOp) -> ModuleOp:
+    after = module.clone()
+    pass_.apply(default_registry().make_context(), after)
+    after.verify()
+    return after
+
+
+def _run(module: ModuleOp, pipeline: str) -> ModuleOp:
+    registry = default_registry()
+    PassPipeline.parse_spec(registry.passes, pipeline).apply(registry.make_context(), module)
+    return module
+
+
+def _printed(module: ModuleOp) -> str:
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("inline-producers", InlineProducersPass),
+        ("elide-extern-copies", ElideExternCopiesPass),
+        ("cpp-hoist-invariants", CppHoistInvariantsPass),
+        ("cpp-reciprocals", CppReciprocalsPass),
+    ],
+)
+def test_registered(name: str, cls: type[ModulePass]) -> None:
+    assert default_registry().get_pass(name) is cls
+
+
+@pytest.mark.parametrize("chunk", _inputs("loop/inline-producers.mlir"))
+def test_inline_producers_keeps_the_numbers(chunk: str) -> None:
+    before = _parse(chunk)
+    after = _apply(InlineProducersPass(), before)
+    func = next(op for op in before.ops if isinstance(op, FuncOp))
+    name = func.sym_name.data
+    args = random_inputs(func.function_type.inputs.data)
+    expected = run_function(before, [a.clone() for a in args], name)
+    assert_results_close(run_function(after, [a.clone() for a in args], name), expected)
+
+    def nests(m: ModuleOp) -> int:
+        return sum(isinstance(op, LoopNestOp) for op in m.walk())
+
+    assert nests(after) < nests(before)
+
+
+def test_inline_producers_refuses_aten_ir() -> None:
+    aten = """
+    func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = aten.exp.default(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      func.return %0 : tensor<4xf32>
+    }
+    """
+    with pytest.raises(OpError, match="inline-producers: @f still has aten ops; run lower-aten"):
+        _apply(InlineProducersPass(), _parse(aten))
+
+
+@pytest.mark.parametrize("chunk", _inputs("kernel/elide-extern-copies.mlir"))
+def test_elide_extern_copies_keeps_the_numbers(chunk: str) -> None:
+    before = _parse(chunk)
+    after = _apply(ElideExternCopiesPass(), before)
+    program = next(op for op in before.ops if isinstance(op, ProgramOp))
+    name = program.sym_name.data
+    args = random_inputs(program.function_type.inputs.data)
+    expected, _ = run_program(before, [a.clone() for a in args], name)
+    got, _ = run_program(after, [a.clone() for a in args], name)
+    assert_results_close(got, expected)
+    if name == "reshaped":
+        assert not any(isinstance(op, KernelOp) for op in after.ops)
+
+
+def test_elide_extern_copies_refuses_loop_ir() -> None:
+    loop = _inputs("loop/inline-producers.mlir")[0]
+    with pytest.raises(OpError, match="elide-extern-copies: @inlined holds loop IR; run fuse"):
+        _apply(ElideExternCopiesPass(), _parse(loop))
+
+
+def _cpp_inputs(name: str) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    if name == "cpp-hoist-invariants":
+        return [torch.randn(20, 64, generator=generator), torch.randint(0, 20, (9,))]
+    y = torch.randn(6, generator=generator)
+    # Divisors y + 1 of every kind: zero, subnormal, huge, and normal ones.
+    y[1], y[2], y[3] = -1.0, -1.0 + 2.0**-24, 3e38
+    return [torch.randn(6, 8, generator=generator), y]
+
+
+@pytest.mark.parametrize(
+    ("name", "pass_"),
+    [("cpp-hoist-invariants", CppHoistInvariantsPass()), ("cpp-reciprocals", CppReciprocalsPass())],
+)
+def test_cpp_rewrites_keep_the_numbers(
+    name: str, pass_: ModulePass, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C++ compiled from the IR before and after the pass computes the same values
+    (the reciprocal within its 1.5 ulp, and exactly where its guard keeps the division)."""
+    from kiln.backends.cpp.wrapper import build_program
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    before = _parse((FILECHECK / f"cpp/{name}.mlir").read_text())
+    after = _apply(pass_, before)
+    assert _printed(after) != _printed(before)
+    assert _printed(_apply(pass_, after)) == _printed(after), "not idempotent"
+    inputs = _cpp_inputs(name)
+    (expected,) = build_program(before, threads=2)(inputs)
+    (actual,) = build_program(after, threads=2)(inputs)
+    torch.testing.assert_close(actual, expected, atol=0.0, rtol=2.5e-7, equal_nan=True)
+    x, y = inputs
+    eager = x[y] * 2 if name == "cpp-hoist-invariants" else x / (y[:, None] + 1)
+    torch.testing.assert_close(actual, eager, atol=0.0, rtol=2.5e-7, equal_nan=True)
+
+
+COMPOSITE = """
+func.func @f(%w: tensor<20x64xf32>, %i: tensor<9xi64>, %x: tensor<6x70xf32>) -> (tensor<9x64xf32>, tensor<6x70xf32>, tensor<3x3x20xf32>) {
+  %e = aten.embedding.default(%w, %i) : (tensor<20x64xf32>, tensor<9xi64>) -> tensor<9x64xf32>
+  %m = aten.mul.Scalar(%e, other = 2.0) : (tensor<9x64xf32>) -> tensor<9x64xf32>
+  %a = aten.abs.default(%x) : (tensor<6x70xf32>) -> tensor<6x70xf32>
+  %s = aten.sum.dim_IntList(%a, dim = [1], keepdim = true) : (tensor<6x70xf32>) -> tensor<6x1xf32>
+  %d = aten.div.Tensor(%x, %s) : (tensor<6x70xf32>, tensor<6x1xf32>) -> tensor<6x70xf32>
+  %t = aten.t.default(%w) : (tensor<20x64xf32>) -> tensor<64x20xf32>
+  %p = aten.mm.default(%e, %t) : (tensor<9x64xf32>, tensor<64x20xf32>) -> tensor<9x20xf32>
+  %v = aten.view.default(%p, size = [3, 3, 20]) : (tensor<9x20xf32>) -> tensor<3x3x20xf32>
+  func.return %m, %d, %v : tensor<9x64xf32>, tensor<6x70xf32>, tensor<3x3x20xf32>
+}
+"""
+
+
+def test_fuse_runs_inline_producers_first() -> None:
+    whole = _run(_parse(COMPOSITE), "lower-aten,fuse")
+    steps = _run(_parse(COMPOSITE), "lower-aten,inline-producers,fuse{inline=false}")
+    assert _printed(steps) == _printed(whole)
+
+
+def test_lower_to_cpp_is_the_lowering_then_its_rewrites() -> None:
+    """``lower-to-cpp`` = each kernel lowered as it is, then ``cpp-hoist-invariants``
+    and ``cpp-reciprocals`` (the same IR, so the same C++)."""
+    whole = _run(_parse(COMPOSITE), "lower-aten,fuse,tile,lower-to-cpp{threads=2 lanes=8}")
+    steps = _run(_parse(COMPOSITE), "lower-aten,fuse,tile")
+    block = steps.body.block
+    for kernel in [k for k in block.ops if isinstance(k, KernelOp)]:
+        block.insert_op_before(
+            lower_kernel(kernel, CppOptions(threads=2, lanes=8), rewrites=False), kernel
+        )
+        block.erase_op(kernel)
+    _run(steps, "cpp-hoist-invariants,cpp-reciprocals")
+    assert "reciprocal" in _printed(whole)
+    assert _printed(steps) == _printed(whole)
