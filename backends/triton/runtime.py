@@ -4,7 +4,7 @@
 ``lower-to-triton`` after ``fuse``/``tile``/``buffer-reuse``, see :mod:`kiln.targets`),
 prints one Python module (the kernels, the reduction
 helpers they use, and the wrapper ``call``), stores it in the per-user cache by content
-hash (:mod:`~kiln.backends.triton.cache`), imports it, and gives every kernel a
+hash (:mod:`~kiln.backends.cache`), imports it, and gives every kernel a
 :class:`~kiln.backends.triton.launch.KernelRunner`. On a GPU, kernels whose shapes are
 static are compiled in parallel right away (a thread pool: Triton's compile steps and
 ``ptxas`` run outside the interpreter lock in part, and its own disk cache makes a
@@ -37,8 +37,8 @@ import sympy
 import torch
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr
 
+from kiln.backends.cache import cache_root, content_hash, private_dir, store_source, usable_dir
 from kiln.backends.triton.autotune import Autotuner
-from kiln.backends.triton.cache import content_hash, default_cache_dir, private_dir, store_source
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
@@ -67,6 +67,12 @@ class TritonOptions:
     device: str | None = None
     """The device the program allocates on and moves its arguments to (the graph's, see
     :mod:`kiln.devices`); default: the current CUDA device, or the CPU when interpreting."""
+
+
+def default_cache_dir() -> Path:
+    """The cache root (generated modules go to ``triton/``, autotuning results to
+    ``autotune/`` under it), private, or a private temp directory (kiln.backends.cache)."""
+    return usable_dir(cache_root(), "triton")
 
 
 def interpreting() -> bool:
