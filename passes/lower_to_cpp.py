@@ -41,10 +41,6 @@ class LowerToCppError(DiagnosticException):
     """A kernel the C++ backend cannot lower."""
 
 
-FALLBACK_ATTR = CPP_FALLBACK.name
-"""Set on a kernel left for the interpreter: why it could not be translated."""
-
-
 def default_threads() -> int:
     return (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -11,7 +11,7 @@ static are compiled in parallel right away (a thread pool: Triton's compile step
 second compile of the same kernel a load); the others compile on first launch.
 
 ```python
-program = compile_program(module)                  # TRITON_INTERPRET=1 on the CPU
+program = compile_program(module)                  # after lower-to-triton; TRITON_INTERPRET=1 on the CPU
 (out,) = program([x, w])                           # the graph's calling convention
 print(program.source)                              # what runs
 ```
