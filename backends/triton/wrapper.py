@@ -11,8 +11,7 @@ host scalar arithmetic, results); this module adds the Triton hooks:
 * ``kernel.launch @kernel0`` -> ``run_kiln_per_fused_sum_0(stream, x, buf0)``: a runner
   the runtime provides (it picks the grid and launches the compiled kernel);
 * ``kernel.reuse`` -> ``buf3 = reinterpret(buf0, shape)``;
-* an extern's 0-d result that a kernel reads -> moved to the device (ATen may make it on
-  the CPU).
+* an extern's result that a kernel reads -> ``on_device`` (ATen may make it on the CPU).
 
 Program arguments must be contiguous; ``as_buffer`` copies those that are not.
 """
@@ -49,6 +48,7 @@ class WrapperPrinter(ProgramWalker):
         "aten",
         "empty_strided",
         "as_buffer",
+        "on_device",
         "reinterpret",
         "get_stream",
         "default_device",
@@ -90,25 +90,23 @@ class WrapperPrinter(ProgramWalker):
         self.line(f"{runner}(stream, {', '.join(args)})")
 
     def after_extern(self, op: ExternOp) -> None:
-        """An extern's 0-d result that a kernel reads is moved to the program's device:
-        ATen may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a
-        device), which eager mixes into GPU ops but a Triton kernel cannot read."""
+        """An extern's result that a kernel reads is moved to the program's device: ATen
+        may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a device, a
+        tensor constant such as the indices of ``x[torch.tensor([0, 2])]``), which eager
+        mixes into GPU ops but a Triton kernel cannot read. The move keeps the strides."""
         for result in op.outputs:
-            ty = result.type
-            if (
-                isinstance(ty, MemRefType)
-                and not ty.get_shape()
-                and any(isinstance(use.operation, LaunchOp) for use in result.uses)
+            if isinstance(result.type, MemRefType) and any(
+                isinstance(use.operation, LaunchOp) for use in result.uses
             ):
                 name = self.name(result)
-                self.line(f"{name} = as_buffer({name}, device)")
+                self.line(f"{name} = on_device({name}, device)")
 
 
 WRAPPER_HEADER = """aten = torch.ops.aten
 empty_strided = torch.empty_strided
 # When kiln.backends.triton.runtime loads this module it defines what call() uses
-# besides torch: the launchers run_<kernel>, get_stream, as_buffer, reinterpret and
-# default_device, and the objects the extern calls use (ATen bindings, constant
+# besides torch: the launchers run_<kernel>, get_stream, as_buffer, on_device,
+# reinterpret and default_device, and the objects the extern calls use (ATen bindings, constant
 # arguments, compiled extern bodies: _c0, _mm, ...)."""
 
 
