@@ -367,7 +367,10 @@ class ExternCall:
         )
 
     def _interpret(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
-        interpreter = make_interpreter(self._module)
+        # Tensors the body makes (constants, factories) go where its inputs are: the
+        # GPU in a Triton program, as eager would make them.
+        device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
+        interpreter = make_interpreter(self._module, device)
         interpreter.register_implementations(_KernelYield())
         return tuple(interpreter.run_ssacfg_region(self._op.body, tuple(inputs), "extern"))
 
