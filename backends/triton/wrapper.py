@@ -106,8 +106,8 @@ WRAPPER_HEADER = """aten = torch.ops.aten
 empty_strided = torch.empty_strided
 # When kiln.backends.triton.runtime loads this module it defines what call() uses
 # besides torch: the launchers run_<kernel>, get_stream, as_buffer, on_device,
-# reinterpret and default_device, and the objects the extern calls use (ATen bindings, constant
-# arguments, compiled extern bodies: _c0, _mm, ...)."""
+# reinterpret and default_device, and the objects the extern calls use (ATen
+# bindings, constant arguments, compiled extern bodies: _c0, _mm, ...)."""
 
 
 def print_wrapper(program: ProgramOp, runners: dict[str, str]) -> tuple[str, dict[str, Any]]:
