@@ -8,11 +8,20 @@
   a private directory under the system temp dir, with one warning, as Inductor does.
 * Bounded: :func:`prune` deletes the least recently used entries beyond
   ``$KILN_CACHE_MAX_MB`` (default 2048) and temporary files a killed build left behind.
+* Atomic: text entries (generated modules, autotuning results) are named by the SHA-256
+  of their content's key and written to a temporary file in the same directory, then
+  ``os.replace``-d (:func:`store_source`, :func:`store_json`), so two processes writing
+  the same entry both succeed and a reader never sees half a file. A read is never
+  trusted blindly: callers compare or validate what they read and rewrite an entry that
+  does not match. (C++ libraries carry a checksum trailer, :mod:`kiln.backends.cpp.cache`;
+  compiled GPU binaries are cached by Triton itself.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import stat
@@ -20,6 +29,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_MB = 2048
 STALE_TEMP_SECONDS = 3600.0
@@ -122,12 +132,67 @@ def prune(directory: Path, limit: int | None = None, now: float | None = None) -
     return deleted
 
 
+def content_hash(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def store_source(root: Path, kind: str, text: str, suffix: str = ".py") -> Path:
+    """The file holding ``text`` in ``root/kind``, written unless an identical one exists."""
+    key = content_hash(kind, text)
+    folder = private_dir(root / kind / key[:2])
+    path = folder / f"{key}{suffix}"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or corrupt: (re)write it
+    atomic_write(path, text)
+    return path
+
+
+def load_json(path: Path) -> Any | None:
+    """A JSON entry, or None when missing or corrupt (callers validate its content)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def store_json(path: Path, value: Any) -> None:
+    private_dir(path.parent)
+    atomic_write(path, json.dumps(value, sort_keys=True))
+
+
 __all__ = [
     "CacheError",
+    "atomic_write",
     "cache_root",
+    "content_hash",
+    "load_json",
     "max_bytes",
     "private_dir",
     "prune",
     "remove_entry",
+    "store_json",
+    "store_source",
     "usable_dir",
 ]

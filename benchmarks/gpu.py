@@ -68,10 +68,11 @@ def kiln_compile(
     cuda_graphs: bool = False,
 ) -> tuple[Any, list[Any], float]:
     """(program, its arguments, compile seconds) through capture + kiln's pipeline."""
-    from kiln.backends.triton.runtime import TritonOptions, compile_program, find_program
+    from kiln.backends.triton.runtime import TritonOptions, find_program
     from kiln.frontends.capture import capture_make_fx
     from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
     from kiln.registry import default_registry
+    from kiln.targets import build_triton_program
 
     start = time.perf_counter()
     with torch.no_grad():
@@ -82,7 +83,7 @@ def kiln_compile(
     for name in _pipeline():
         registry.get_pass(name)().apply(ctx, module)
     options = TritonOptions(autotune=autotune, cuda_graphs=cuda_graphs)
-    program = compile_program(module, options=options)
+    program = build_triton_program(module, options=options)
     args: list[Any] = list(capture.example_inputs)
     attrs = find_program(module).arg_attrs
     for attr in attrs.data[len(args) :] if attrs is not None else ():

@@ -39,10 +39,10 @@ def build(
 ) -> Any:
     from xdsl.dialects.builtin import ModuleOp
 
-    from kiln.backends.triton.runtime import compile_program
     from kiln.frontends.capture import capture_make_fx
     from kiln.frontends.fx import import_graph
     from kiln.registry import default_registry
+    from kiln.targets import build_triton_program
 
     with torch.no_grad():
         capture = capture_make_fx(fn, *inputs)
@@ -56,7 +56,7 @@ def build(
     mutate([k for k in module.ops if isinstance(k, KernelOp)])
     for name in passes[passes.index("tile") + 1 :]:
         registry.get_pass(name)().apply(ctx, module)
-    return compile_program(module), list(capture.example_inputs)
+    return build_triton_program(module), list(capture.example_inputs)
 
 
 def config(**values: int) -> ConfigAttr:

@@ -383,12 +383,11 @@ def _build(
     debug: Path | None,
     device: torch.device | None = None,
 ) -> tuple[Runner, str]:
-    """The runner for ``module``, and the executor that actually runs it."""
+    """The runner for ``module``, and the executor that actually runs it. The driver
+    lowers to the backend's level (:mod:`kiln.targets`); backends run no passes."""
     if executor == "interpret":
         return _interpreter(module), "interpret"
     if executor == "cpp":
-        from kiln.backends.cpp import wrapper as _cpp_wrapper
-
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
                 return _interpreter(module), "interpret"  # the pipeline stopped before fuse
@@ -396,9 +395,10 @@ def _build(
                 "executor 'cpp' runs kernel-level IR: the pipeline must include fuse"
             )
         from kiln.backends.cpp.compiler import CompilerNotFound
+        from kiln.targets import build_cpp_program
 
         try:
-            program = _cpp_wrapper.build_program(module)
+            program = build_cpp_program(module)
         except CompilerNotFound as e:
             if options.executor != "auto":
                 raise CompileError(str(e)) from e
@@ -408,7 +408,8 @@ def _build(
         _dump(debug, "wrapper.py", program.python_source)
         return program.run, "cpp"
     if executor == "triton":
-        from kiln.backends.triton.runtime import TritonOptions, compile_program
+        from kiln.backends.triton.runtime import TritonOptions
+        from kiln.targets import build_triton_program
 
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
@@ -423,7 +424,8 @@ def _build(
             cuda_graphs=options.cuda_graphs,
             device=None if interpreting() or device is None else str(device),
         )
-        triton_program = compile_program(module, options=triton_options)
+        # Lowered in place: the compiled graph's module shows the Triton kernels.
+        triton_program = build_triton_program(module, options=triton_options)
         _dump(debug, "triton_module.py", triton_program.source)
         return triton_program.boxed_call, "triton"
     raise CompileError(f"executor {executor!r} is not available in this build")

@@ -53,8 +53,8 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
 
 # kiln's own output targets (``kiln-opt -t name``): name -> (module, Target class).
 KILN_TARGETS: dict[str, tuple[str, str]] = {
-    "cpp": ("kiln.backends.cpp.emit", "CppTarget"),
-    "triton": ("kiln.backends.triton.emit", "TritonTarget"),
+    "cpp": ("kiln.targets", "CppTarget"),
+    "triton": ("kiln.targets", "TritonTarget"),
 }
 
 # The xDSL dialects kiln's IR uses.

@@ -1,7 +1,7 @@
 """``buffer-reuse``: frees, buffer reuse and in-place updates in ``kernel.program``.
 
 Works on each program after ``fuse`` (and ``tile``), from the liveness of its buffers
-(:mod:`kiln.passes.scheduling.liveness`):
+(:mod:`kiln.dialects.kernel.liveness`):
 
 1. **in place**: a kernel output whose buffer would be freshly allocated is written into
    an input buffer that dies at that launch instead, when the types match and the
@@ -36,6 +36,12 @@ from xdsl.passes import ModulePass
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.lifetimes import is_buffer
+from kiln.dialects.kernel.liveness import (
+    MemoryProfile,
+    buffer_bytes,
+    liveness,
+    memory_timeline,
+)
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
     FreeOp,
@@ -46,12 +52,6 @@ from kiln.dialects.kernel.program_ops import (
 )
 from kiln.passes.scheduling.inplace import can_update_in_place
 from kiln.passes.scheduling.levels import require_kernel_level
-from kiln.passes.scheduling.liveness import (
-    MemoryProfile,
-    buffer_bytes,
-    liveness,
-    memory_timeline,
-)
 from kiln.passes.scheduling.reshape_in_place import reshape_for_in_place
 
 

@@ -8,8 +8,11 @@ Options: ``threads`` (0: this machine's CPU count) is the thread count the loops
 tuned for; ``lanes`` the most accumulators per reduction (0: four vectors of f32 on this
 machine, see :func:`~kiln.passes.cpp_lowering.options.default_lanes`); ``fallback`` keeps a
 kernel the backend cannot translate as ``kernel.kernel`` (marked ``kiln.cpp_fallback``
-with the reason) instead of failing: the C++ wrapper then runs it with kiln's kernel
-interpreter, slowly but correctly, so that a graph always runs.
+with the reason, :data:`~kiln.dialects.kernel.contract_attrs.CPP_FALLBACK`) instead of
+failing: the C++ wrapper then runs it with kiln's kernel interpreter, slowly but
+correctly, so that a graph always runs. A kernel that already carries the mark is left
+as it is (the driver marks the kernels whose C++ the emitter rejects, see
+:func:`kiln.targets.lower_for_cpp`).
 
 ```console
 $ kiln-opt m.mlir -p 'lower-aten,fuse,lower-to-cpp{threads=8}'
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.passes.cpp_lowering.analysis import UnsupportedKernel
 from kiln.passes.cpp_lowering.kernel import lower_kernel
@@ -35,10 +39,6 @@ from kiln.passes.cpp_lowering.options import CppOptions, default_lanes
 
 class LowerToCppError(DiagnosticException):
     """A kernel the C++ backend cannot lower."""
-
-
-FALLBACK_ATTR = "kiln.cpp_fallback"
-"""Set on a kernel left for the interpreter: why it could not be translated."""
 
 
 def default_threads() -> int:
@@ -71,16 +71,14 @@ class LowerToCppPass(ModulePass):
         options = self.options()
         block = op.body.block
         for kernel in [k for k in block.ops if isinstance(k, KernelOp)]:
+            if CPP_FALLBACK.get(kernel) is not None:
+                continue  # already left for the interpreter
             try:
                 func = lower_kernel(kernel, options)
-                if self.fallback:
-                    from kiln.backends.cpp.emit import FunctionEmitter
-
-                    FunctionEmitter(func).emit()  # fails now rather than at build time
             except (UnsupportedKernel, ValueError) as e:
                 if not self.fallback:
                     raise LowerToCppError(f"lower-to-cpp: @{kernel.sym_name.data}: {e}") from e
-                kernel.attributes[FALLBACK_ATTR] = StringAttr(str(e))
+                CPP_FALLBACK.set(kernel, str(e))
                 continue
             block.insert_op_before(func, kernel)
             block.erase_op(kernel)

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, SymbolRefAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.dialects.kernel.contract_attrs import IMPLEMENTS as IMPLEMENTS_ATTR
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.dialects.triton import KernelOp as TritonKernelOp
@@ -39,8 +40,9 @@ from kiln.passes.triton_lowering.index import IndexLoweringError
 from kiln.passes.triton_lowering.kernel import KernelLowering, provenance
 from kiln.passes.triton_lowering.plan import KernelPlan, PlanError, plan_kernel
 
-IMPLEMENTS = "implements"
-"""Attribute of a ``triton.kernel``: the ``kernel.kernel`` it implements."""
+IMPLEMENTS = IMPLEMENTS_ATTR.name
+"""Attribute of a ``triton.kernel``: the ``kernel.kernel`` it implements (declared in
+:mod:`kiln.dialects.kernel.contract_attrs`)."""
 
 _PREFIX = {"pointwise": "poi", "persistent": "per", "looped": "red", "split": "red"}
 _MAX_NAMES = 4
@@ -116,13 +118,11 @@ def kernel_name(plan: KernelPlan, number: int) -> str:
 
 def implementations(module: ModuleOp) -> dict[str, TritonKernelOp]:
     """``kernel.kernel`` name -> the ``triton.kernel`` implementing it."""
-    found: dict[str, TritonKernelOp] = {}
-    for op in module.ops:
-        if isinstance(op, TritonKernelOp) and isinstance(
-            ref := op.attributes.get(IMPLEMENTS), SymbolRefAttr
-        ):
-            found[ref.string_value()] = op
-    return found
+    return {
+        name: op
+        for name, op in IMPLEMENTS_ATTR.implementations(module).items()
+        if isinstance(op, TritonKernelOp)
+    }
 
 
 def lower_kernel(kernel: KernelOp, number: int, run_cse: bool = True) -> TritonKernelOp:
@@ -137,7 +137,7 @@ def lower_kernel(kernel: KernelOp, number: int, run_cse: bool = True) -> TritonK
     if run_cse:
         cse(op)
         region_dce(op.body)
-    op.attributes[IMPLEMENTS] = SymbolRefAttr(kernel.sym_name.data)
+    IMPLEMENTS_ATTR.set(op, kernel.sym_name.data)
     op.attributes["config"] = plan.config
     op.attributes["configs"] = ArrayAttr(plan.configs)
     op.attributes["provenance"] = ArrayAttr(provenance(kernel.nodes()))

@@ -30,8 +30,8 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kiln.dialects.kernel.lifetimes import is_buffer
+from kiln.dialects.kernel.liveness import buffer_bytes, liveness, memory_timeline
 from kiln.dialects.kernel.program_ops import ProgramOp
-from kiln.passes.scheduling.liveness import buffer_bytes, liveness, memory_timeline
 
 
 class _StorageTracker(TorchDispatchMode):

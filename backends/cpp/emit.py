@@ -7,21 +7,18 @@ becomes a ``for`` nest under its OpenMP pragma. A function that may raise an err
 (an out-of-range indirect index, an integer division by zero) keeps the flags in
 ``kiln_err`` (OR-reduced across OpenMP threads and SIMD lanes) and returns them.
 
-:class:`CppTarget` is the xDSL output target ``cpp`` (``kiln-opt -t cpp``, or
-``--emit-cpp``): kernel-level IR is lowered with ``lower-to-cpp`` first.
+The xDSL output target ``cpp`` (``kiln-opt -t cpp``, or ``--emit-cpp``) is the driver's
+(:class:`kiln.targets.CppTarget`): it lowers kernel-level IR first, then prints with this.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import IO, ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.utils.target import Target
 
 from kiln.backends.cpp.c_types import float_literal, int_literal, storage_type, value_type
 from kiln.backends.cpp.index_exprs import c_index, is_nonnegative
@@ -349,42 +346,10 @@ def emit_module(module: ModuleOp) -> str:
     return emit_functions(cpp_functions(module))
 
 
-def lower_if_needed(module: ModuleOp, ctx: Context) -> ModuleOp:
-    """The module at the cpp level: kernel-level IR is lowered (on a copy) first."""
-    from kiln.dialects.kernel.kernel_ops import KernelOp
-
-    if not any(isinstance(op, KernelOp) for op in module.body.block.ops):
-        return module
-    from kiln.passes.lower_to_cpp import LowerToCppPass
-
-    lowered = module.clone()
-    LowerToCppPass().apply(ctx, lowered)
-    return lowered
-
-
-@dataclass(frozen=True)
-class CppTarget(Target):
-    """``-t cpp``: print the module's kernels as a C++ translation unit."""
-
-    name: ClassVar[str] = "cpp"  # pyright: ignore[reportIncompatibleVariableOverride]
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        lowered = lower_if_needed(module, ctx)
-        functions = cpp_functions(lowered)
-        if not functions:
-            raise EmitError(
-                "emit-cpp: the module has no kernels (cpp.func or kernel.kernel); "
-                "run lower-aten and fuse first"
-            )
-        output.write(emit_functions(functions))
-
-
 __all__ = [
-    "CppTarget",
     "EmitError",
     "FunctionEmitter",
     "cpp_functions",
     "emit_functions",
     "emit_module",
-    "lower_if_needed",
 ]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 
+from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK
 from kiln.dialects.kernel.interpreter import make_kernel_interpreter
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import LaunchOp
-from kiln.passes.lower_to_cpp import FALLBACK_ATTR
 
 
 class InterpretedLaunch:
@@ -25,8 +25,7 @@ class InterpretedLaunch:
     def __init__(self, launch: LaunchOp, kernel: KernelOp, module: ModuleOp) -> None:
         self.launch = launch
         self.interpreter, _ = make_kernel_interpreter(module)
-        reason = kernel.attributes.get(FALLBACK_ATTR)
-        why = reason.data if isinstance(reason, StringAttr) else "not translated"
+        why = CPP_FALLBACK.get(kernel) or "not translated"
         warnings.warn(
             f"kiln: kernel @{kernel.sym_name.data} runs in the reference interpreter ({why})",
             RuntimeWarning,

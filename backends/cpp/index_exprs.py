@@ -3,7 +3,8 @@
 ``//`` and ``%`` floor like Python's; C's ``/`` and ``%`` truncate. They agree when the
 dividend is non-negative and the divisor positive, which is the usual case (loop
 variables and sizes): then the plain operators are printed; otherwise
-``kiln_floordiv``/``kiln_mod`` (see :mod:`kiln.backends.cpp.prelude`).
+``kiln_floordiv``/``kiln_mod`` (see :mod:`kiln.backends.cpp.prelude`). Which is which
+is decided by :mod:`kiln.dialects.loop.index_sign`, shared with the Triton lowering.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import cast
 import sympy
 
 from kiln.dialects.loop.expr import FloorDiv, var
+from kiln.dialects.loop.index_sign import is_nonnegative as _nonnegative
+from kiln.dialects.loop.index_sign import is_positive as _positive
 
 _ATOM, _MUL, _DIV, _ADD = 0, 1, 2, 3
 """Binding strength of a printed form: a product's factor that is a division or a
@@ -42,30 +45,8 @@ def is_nonnegative(expr: sympy.Expr, nonnegative: Sequence[bool]) -> bool:
     return _nonnegative(_bind(expr, [f"v{k}" for k in range(len(nonnegative))], nonnegative))
 
 
-def _nonnegative(e: sympy.Expr) -> bool:
-    if e.is_Integer:
-        return int(e) >= 0
-    if isinstance(e, sympy.Symbol):
-        return bool(e.is_nonnegative)
-    if isinstance(e, sympy.Add | sympy.Mul):
-        return all(_nonnegative(cast(sympy.Expr, a)) for a in e.args)
-    if isinstance(e, sympy.Pow):
-        return _nonnegative(cast(sympy.Expr, e.base))
-    if isinstance(e, FloorDiv | sympy.Mod):
-        return _nonnegative(_arg(e, 0)) and _positive(_arg(e, 1))
-    return False
-
-
 def _arg(e: sympy.Expr, k: int) -> sympy.Expr:
     return cast(sympy.Expr, e.args[k])
-
-
-def _positive(e: sympy.Expr) -> bool:
-    if e.is_Integer:
-        return int(e) > 0
-    if isinstance(e, sympy.Symbol):
-        return bool(e.is_positive)
-    return bool(e.is_positive)
 
 
 def _literal(value: int) -> str:

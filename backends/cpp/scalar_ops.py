@@ -35,6 +35,7 @@ from kiln.backends.cpp.c_types import (
     unsigned_type,
     value_type,
 )
+from kiln.dialects.loop.casts import CAST_OPS
 
 
 class UnsupportedOp(ValueError):
@@ -241,19 +242,6 @@ def _cast(op: Operation, args: Sequence[str]) -> str:
     return f"({c})({a})"
 
 
-_CASTS = (
-    arith.ExtFOp,
-    arith.TruncFOp,
-    arith.SIToFPOp,
-    arith.UIToFPOp,
-    arith.FPToSIOp,
-    arith.FPToUIOp,
-    arith.ExtSIOp,
-    arith.ExtUIOp,
-    arith.TruncIOp,
-    arith.IndexCastOp,
-)
-
 Handler = Callable[[Operation, Sequence[str]], Expression]
 
 
@@ -281,7 +269,7 @@ def scalar_expression(op: Operation, args: Sequence[str]) -> Expression:
         c = "double" if double else "float"
         text = f"pow{'' if double else 'f'}({args[0]}, ({c})({args[1]}))"
         return Expression(round_result(text, ty))  # pyright: ignore[reportArgumentType]
-    if isinstance(op, _CASTS):
+    if isinstance(op, CAST_OPS):
         return Expression(_cast(op, args))
     assert ty is not None
     if is_bool(ty) and cls in _BOOL_BINARY:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from kiln.backends.triton.cache import content_hash, load_json, store_json
+from kiln.backends.cache import content_hash, load_json, store_json
 
 if TYPE_CHECKING:
     from kiln.backends.triton.launch import KernelRunner

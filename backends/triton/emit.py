@@ -27,9 +27,7 @@ import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -37,11 +35,9 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntegerType,
-    ModuleOp,
     Signedness,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.utils.target import Target
 
 from kiln.dialects.triton import (
     MATH_FUNCTIONS,
@@ -575,48 +571,11 @@ def emit_kernels(kernels: Sequence[KernelOp]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-@dataclass(frozen=True)
-class TritonTarget(Target):
-    """``-t triton`` / ``--emit-triton``: the module as Python (kernels, then the wrapper).
-
-    Runs ``lower-to-triton`` on a copy first when the module still has ``kernel.kernel``
-    ops without a ``triton.kernel``; with a ``kernel.program`` (option ``wrapper``) the
-    output is the whole generated module, ``call`` included.
-    """
-
-    name: ClassVar[str] = "triton"  # pyright: ignore[reportIncompatibleVariableOverride]
-
-    wrapper: bool = True
-    """Also print ``call``, the launch sequence of the kernel.program."""
-    program: str = "forward"
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from kiln.backends.triton.runtime import ensure_lowered, generate_source
-        from kiln.dialects.kernel.program_ops import ProgramOp
-
-        module = module.clone()
-        ensure_lowered(module)
-        has_program = any(
-            isinstance(op, ProgramOp) and op.sym_name.data == self.program for op in module.ops
-        )
-        if self.wrapper and has_program:
-            output.write(generate_source(module, self.program).text)
-            return
-        kernels = [op for op in module.ops if isinstance(op, KernelOp)]
-        if not kernels:
-            raise EmitError(
-                "emit-triton: the module has no kernels (triton.kernel or kernel.kernel); "
-                "run lower-aten and fuse first"
-            )
-        output.write(emit_kernels(kernels))
-
-
 __all__ = [
     "HELPERS",
     "MODULE_HEADER",
     "EmitError",
     "EmittedKernel",
-    "TritonTarget",
     "dtype_name",
     "emit_kernel",
     "emit_kernels",

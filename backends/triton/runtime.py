@@ -1,16 +1,17 @@
 """Compile a scheduled module into a callable that runs it with Triton.
 
-:func:`compile_program` takes a module after ``fuse``/``tile``/``buffer-reuse`` (it runs
-``lower-to-triton`` if needed), prints one Python module (the kernels, the reduction
+:func:`compile_program` takes a module at the Triton level (the driver ran
+``lower-to-triton`` after ``fuse``/``tile``/``buffer-reuse``, see :mod:`kiln.targets`),
+prints one Python module (the kernels, the reduction
 helpers they use, and the wrapper ``call``), stores it in the per-user cache by content
-hash (:mod:`~kiln.backends.triton.cache`), imports it, and gives every kernel a
+hash (:mod:`~kiln.backends.cache`), imports it, and gives every kernel a
 :class:`~kiln.backends.triton.launch.KernelRunner`. On a GPU, kernels whose shapes are
 static are compiled in parallel right away (a thread pool: Triton's compile steps and
 ``ptxas`` run outside the interpreter lock in part, and its own disk cache makes a
 second compile of the same kernel a load); the others compile on first launch.
 
 ```python
-program = compile_program(module)                  # TRITON_INTERPRET=1 on the CPU
+program = compile_program(module)                  # after lower-to-triton; TRITON_INTERPRET=1 on the CPU
 (out,) = program([x, w])                           # the graph's calling convention
 print(program.source)                              # what runs
 ```
@@ -34,17 +35,16 @@ from typing import Any
 
 import sympy
 import torch
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, DenseIntOrFPElementsAttr, ModuleOp, SymbolRefAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr
 
+from kiln.backends.cache import cache_root, content_hash, private_dir, store_source, usable_dir
 from kiln.backends.triton.autotune import Autotuner
-from kiln.backends.triton.cache import content_hash, default_cache_dir, private_dir, store_source
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
 from kiln.dialects.kernel.attributes import ConfigAttr
-from kiln.dialects.kernel.kernel_ops import KernelOp as LoopKernelOp
+from kiln.dialects.kernel.contract_attrs import IMPLEMENTS
 from kiln.dialects.kernel.program_ops import ProgramOp
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.triton import DeviceAssertOp, KernelOp, PointerType
@@ -69,6 +69,12 @@ class TritonOptions:
     :mod:`kiln.devices`); default: the current CUDA device, or the CPU when interpreting."""
 
 
+def default_cache_dir() -> Path:
+    """The cache root (generated modules go to ``triton/``, autotuning results to
+    ``autotune/`` under it), private, or a private temp directory (kiln.backends.cache)."""
+    return usable_dir(cache_root(), "triton")
+
+
 def interpreting() -> bool:
     """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -83,7 +89,6 @@ class GeneratedSource:
     kernels: list[KernelOp]
     runners: dict[str, str]
     """``triton.kernel`` name -> its runner's name in the module."""
-    constants: list[DenseIntOrFPElementsAttr]
     kernel_sources: dict[str, str]
     namespace: dict[str, Any] = field(default_factory=dict[str, Any])
     """Module-level objects the wrapper's inlined externs use (``_c0``, ...)."""
@@ -100,26 +105,28 @@ def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
     )
 
 
-def ensure_lowered(module: ModuleOp) -> dict[str, KernelOp]:
-    """Run lower-to-triton where a kernel.kernel has no triton.kernel yet."""
-    from kiln.passes.lower_to_triton import LowerToTritonPass, implementations
-
-    impls = implementations(module)
-    if any(isinstance(k, LoopKernelOp) and k.sym_name.data not in impls for k in module.ops):
-        LowerToTritonPass().apply(Context(), module)
-        impls = implementations(module)
-    return impls
+def implementations(module: ModuleOp) -> dict[str, KernelOp]:
+    """``kernel.kernel`` name -> the ``triton.kernel`` implementing it (``implements``)."""
+    return {
+        name: op
+        for name, op in IMPLEMENTS.implementations(module).items()
+        if isinstance(op, KernelOp)
+    }
 
 
 def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
-    """The Python module that runs ``kernel.program @name``."""
-    impls = ensure_lowered(module)
+    """The Python module that runs ``kernel.program @name`` (the module must be at the
+    Triton level: every launched ``kernel.kernel`` has a ``triton.kernel``)."""
+    impls = implementations(module)
     program = find_program(module, name)
     used = [k.string_value() for k in _launched(program)]
     kernels: list[KernelOp] = []
     for kernel_name in used:
         if kernel_name not in impls:
-            raise TritonRuntimeError(f"no triton.kernel implements @{kernel_name}")
+            raise TritonRuntimeError(
+                f"no triton.kernel implements @{kernel_name}: run lower-to-triton first "
+                "(kiln.targets.build_triton_program does)"
+            )
         if impls[kernel_name] not in kernels:
             kernels.append(impls[kernel_name])
     emitted = [emit_kernel(k) for k in kernels]
@@ -128,7 +135,7 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
         helpers += [h for h in e.helpers if h not in helpers]
     runners = {k.sym_name.data: f"run_{k.sym_name.data}" for k in kernels}
     by_loop_kernel = {name: runners[impls[name].sym_name.data] for name in used}
-    wrapper, constants, namespace = print_wrapper(program, by_loop_kernel)
+    wrapper, namespace = print_wrapper(program, by_loop_kernel)
     parts = [
         MODULE_HEADER + "\n\n" + WRAPPER_HEADER,
         *(HELPERS[h] for h in helpers),
@@ -139,7 +146,6 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
         "\n\n\n".join(parts) + "\n",
         kernels,
         runners,
-        constants,
         {e.name: e.source for e in emitted},
         namespace,
     )
@@ -227,41 +233,9 @@ def program_device(option: str | None, interpret: bool) -> torch.device:
     return device
 
 
-def fresh_buffer(
-    value: torch.Tensor | None, inputs: Sequence[torch.Tensor | None]
-) -> torch.Tensor | None:
-    """An extern's result as a buffer the program owns: contiguous, aliasing no input
-    (``None``, an optional output ATen left undefined, stays ``None``)."""
-    if value is None:
-        return None
-    storage = value.untyped_storage().data_ptr()
-    if value.is_contiguous() and all(
-        t is None or t.untyped_storage().data_ptr() != storage for t in inputs
-    ):
-        return value
-    return value.clone(memory_format=torch.contiguous_format)
-
-
 def reinterpret(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """A reused buffer seen with another shape (same element count, contiguous)."""
     return buffer if tuple(buffer.shape) == tuple(shape) else buffer.view(shape)
-
-
-class Constants:
-    """The program's tensor constants, copied to each device once."""
-
-    def __init__(self, attrs: Sequence[DenseIntOrFPElementsAttr]) -> None:
-        from kiln.dialects.aten.interpreter import dense_to_tensor
-
-        self._host = [dense_to_tensor(a, torch.device("cpu")) for a in attrs]
-        self._on: dict[tuple[int, torch.device], torch.Tensor] = {}
-
-    def get(self, index: int, device: torch.device) -> torch.Tensor:
-        key = (index, device)
-        found = self._on.get(key)
-        if found is None:
-            found = self._on[key] = self._host[index].to(device)
-        return found
 
 
 def _stream_getter(interpret: bool) -> Callable[[torch.device], int]:
@@ -348,12 +322,10 @@ def compile_program(
         runner = KernelRunner(spec, fn, interpret, tuner=tuner)
         runners[spec.name] = runner
         setattr(loaded, generated.runners[spec.name], runner)
-    loaded.constants = Constants(generated.constants)  # pyright: ignore[reportAttributeAccessIssue]
     for name, value in generated.namespace.items():
         setattr(loaded, name, value)
     loaded.as_buffer = as_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.on_device = on_device  # pyright: ignore[reportAttributeAccessIssue]
-    loaded.fresh_buffer = fresh_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]
     loaded.get_stream = _stream_getter(interpret)  # pyright: ignore[reportAttributeAccessIssue]
     loaded.default_device = program_device(options.device, interpret)  # pyright: ignore[reportAttributeAccessIssue]
@@ -392,15 +364,14 @@ def precompile(
 
 
 __all__ = [
-    "Constants",
     "GeneratedSource",
     "TritonOptions",
     "TritonProgram",
     "TritonRuntimeError",
     "as_buffer",
     "compile_program",
-    "fresh_buffer",
     "generate_source",
+    "implementations",
     "interpreting",
     "kernel_spec",
     "on_device",

@@ -34,6 +34,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, IndexOutOfBounds, LoadOp, YieldOp
+from kiln.dialects.loop.casts import CAST_OPS
 from kiln.dialects.loop.index_eval import compile_expr
 
 
@@ -185,19 +186,6 @@ _CMPF: dict[str, Binary] = {
     "uno": lambda a, b: ~_ordered(a, b),
 }
 
-_CASTS = (
-    arith.ExtFOp,
-    arith.TruncFOp,
-    arith.SIToFPOp,
-    arith.UIToFPOp,
-    arith.FPToSIOp,
-    arith.FPToUIOp,
-    arith.ExtSIOp,
-    arith.ExtUIOp,
-    arith.TruncIOp,
-    arith.IndexCastOp,
-)
-
 
 def _cast(op: Operation, value: torch.Tensor) -> torch.Tensor:
     source = op.operands[0].type
@@ -344,7 +332,7 @@ def _register_tables(functions: type[LoopBodyFunctions]) -> None:
     entries += [(cls, binary(fn)) for cls, fn in _BINARY.items()]
     entries += [(cls, unary(fn)) for cls, fn in _UNARY.items()]
     entries += [(cls, int_binary(cls)) for cls in _INT_BINARY]
-    entries += [(cls, cast) for cls in _CASTS]
+    entries += [(cls, cast) for cls in CAST_OPS]
     for op_cls, run in entries:
         setattr(functions, f"run_{op_cls.__name__}", impl(op_cls)(run))  # pyright: ignore[reportArgumentType]
 

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 
 import sympy
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
 from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.memory_ops import CheckIndexOp as CppCheckIndexOp
 from kiln.dialects.cpp.tile_ops import TILE_SIDE
+from kiln.dialects.kernel.contract_attrs import READ_AFTER_WRITE
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import CheckIndexOp as LoopCheckIndexOp
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
@@ -62,11 +63,6 @@ from kiln.passes.cpp_lowering.space import (
 from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
 from kiln.passes.cpp_lowering.tiling import tile_side, tiled_loops, transposed_dim
 from kiln.passes.cpp_lowering.transpose_tiles import stage_transposed_loads
-
-READ_AFTER_WRITE = "read_after_write"
-"""``cpp.func`` attribute: ``[input, output]`` index pairs such that the function reads the
-input after it wrote the output. A caller passing one buffer for both (an in-place
-update) must pass a copy of the input instead."""
 
 
 @dataclass
@@ -198,13 +194,14 @@ class KernelLowering:
         else:
             self._reduction(emit)
         hazards = [
-            ArrayAttr([IntAttr(i), IntAttr(j)])
+            (i, j)
             for i, read in sorted(self.last_read.items())
             for j, written in sorted(self.first_write.items())
             if read > written
         ]
         if hazards:
-            func.attributes[READ_AFTER_WRITE] = ArrayAttr(hazards)
+            # The wrapper passes a copy of input i when a launch aliases it with output j.
+            READ_AFTER_WRITE.set(func, hazards)
         return func
 
     def size(self, emit: Emitter, expr: sympy.Expr) -> SSAValue:
@@ -444,4 +441,4 @@ def lower_kernel(kernel: KernelOp, options: CppOptions, rewrites: bool = True) -
     return func
 
 
-__all__ = ["READ_AFTER_WRITE", "KernelLowering", "lower_kernel"]
+__all__ = ["KernelLowering", "lower_kernel"]

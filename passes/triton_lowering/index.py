@@ -22,30 +22,12 @@ from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import SSAValue
 
 from kiln.dialects.loop.expr import FloorDiv
+from kiln.dialects.loop.index_sign import is_nonnegative
 from kiln.passes.triton_lowering.builder import TritonBuilder
 
 
 class IndexLoweringError(ValueError):
     """An index expression with a construct Triton cannot compute."""
-
-
-def is_nonnegative(expr: sympy.Expr) -> bool:
-    """Whether ``expr`` is provably >= 0 (index variables are, sizes are positive)."""
-    if expr.is_Integer:
-        return int(expr) >= 0
-    if isinstance(expr, sympy.Symbol):
-        return bool(expr.is_nonnegative)
-    if isinstance(expr, sympy.Add | sympy.Mul):
-        return all(is_nonnegative(cast(sympy.Expr, a)) for a in expr.args)
-    if isinstance(expr, sympy.Pow):
-        return is_nonnegative(cast(sympy.Expr, expr.base))
-    if isinstance(expr, FloorDiv):
-        return is_nonnegative(cast(sympy.Expr, expr.args[0])) and is_nonnegative(
-            cast(sympy.Expr, expr.args[1])
-        )
-    if isinstance(expr, sympy.Mod):
-        return is_nonnegative(cast(sympy.Expr, expr.args[1]))
-    return False
 
 
 @dataclass
@@ -162,4 +144,4 @@ def _is_negated(term: sympy.Expr) -> bool:
     return bool(coeff.is_Number and coeff < 0)
 
 
-__all__ = ["IndexEmitter", "IndexLoweringError", "is_nonnegative"]
+__all__ = ["IndexEmitter", "IndexLoweringError"]

@@ -7,8 +7,8 @@ import pytest
 from fuse_checks import assert_schedule_preserves, parse, program, schedule
 
 from kiln.dialects.kernel import FreeOp, LaunchOp, ReuseOp
+from kiln.dialects.kernel.liveness import memory_timeline
 from kiln.passes.buffer_reuse import plan_program
-from kiln.passes.scheduling.liveness import memory_timeline
 
 
 def chain(steps: int, size: int = 8) -> str:

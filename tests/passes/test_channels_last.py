@@ -17,7 +17,6 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
-from kiln.backends.cpp.wrapper import build_program
 from kiln.compiler import DEFAULT_PIPELINE
 from kiln.dialects.aten.interpreter import run_function
 from kiln.dialects.aten.ops import AtenOp
@@ -25,6 +24,7 @@ from kiln.frontends.capture import capture_aot, capture_aot_training, capture_ma
 from kiln.frontends.fx import OUTPUTS_ATTR, import_graph, rebuild_structure
 from kiln.passes.channels_last import ChannelsLastPass
 from kiln.registry import default_registry
+from kiln.targets import build_cpp_program
 
 WITHOUT = DEFAULT_PIPELINE.replace("channels-last,", "")
 NO_INPUT_COPY = DEFAULT_PIPELINE.replace("channels-last", "channels-last{convert-inputs=false}")
@@ -192,7 +192,7 @@ def run_with(
     module: ModuleOp, params: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
 ) -> list[Any]:
     """The program's results, rebuilt as the FX graph returns them (flat, Nones dropped)."""
-    outputs = build_program(module)([*params, *inputs])
+    outputs = build_cpp_program(module)([*params, *inputs])
     values = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
     structure = next(
         (op.attributes[OUTPUTS_ATTR] for op in module.ops if OUTPUTS_ATTR in op.attributes), None
@@ -292,7 +292,7 @@ def test_returned_feature_maps_and_dynamic_shapes() -> None:
     # Distinct sizes at trace time: make_fx duck-sizes equal dims into one symbol.
     capture = capture_make_fx(fn, torch.randn(2, 3, 6, 8), w, w2, b, dynamic=True)
     module = lowered(capture.gm, DEFAULT_PIPELINE)
-    program = build_program(module)
+    program = build_cpp_program(module)
     for shape in ((2, 3, 6, 8), (3, 3, 5, 7)):
         x = torch.randn(*shape)
         actual = program([x, w, w2, b])
@@ -319,7 +319,7 @@ def test_degenerate_shapes(image: tuple[int, ...], channels: int) -> None:
     )
     w2 = torch.randn(channels, channels, 1, 1)
     capture = capture_make_fx(fn, torch.randn(*image), w, w2)
-    program = build_program(lowered(capture.gm, DEFAULT_PIPELINE))
+    program = build_cpp_program(lowered(capture.gm, DEFAULT_PIPELINE))
     x = torch.randn(*image)
     (actual,) = program([x, w, w2])
     assert_close(actual, fn(x, w, w2))

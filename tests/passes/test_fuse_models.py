@@ -28,10 +28,10 @@ from torch.testing import assert_close
 from xdsl.dialects.builtin import ModuleOp
 
 from kiln.dialects.kernel.interpreter import run_program
+from kiln.dialects.kernel.liveness import memory_timeline
 from kiln.dialects.loop import LoopNestOp
 from kiln.frontends.capture import Capture, capture_aot_training, capture_make_fx
 from kiln.frontends.fx import import_graph, rebuild_outputs
-from kiln.passes.scheduling.liveness import memory_timeline
 
 PIPELINE = "decompose,lower-aten,fuse,tile,buffer-reuse"
 

@@ -15,10 +15,11 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
-from kiln.backends.cpp.wrapper import CppProgram, build_program
+from kiln.backends.cpp.wrapper import CppProgram
 from kiln.frontends.capture import capture_make_fx
 from kiln.frontends.fx import import_graph
 from kiln.registry import default_registry
+from kiln.targets import build_cpp_program
 
 PIPELINE = "decompose,canonicalize,cse,dce,lower-aten,fuse,tile,buffer-reuse"
 
@@ -78,7 +79,7 @@ def check(
     """Compile ``fn`` and compare it with eager on ``runs`` fresh sets of inputs
     (``tolerance``: float32 (atol, rtol) when the default is too tight for the op)."""
     module = lower(fn, make_inputs(), pipeline)
-    program = build_program(module, threads=threads)
+    program = build_cpp_program(module, threads=threads)
     for _ in range(runs):
         inputs = list(make_inputs())
         expected = flat_outputs(

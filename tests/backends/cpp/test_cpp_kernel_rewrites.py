@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from cpp_checks import check, lower
 
-from kiln.backends.cpp.wrapper import build_program
+from kiln.targets import build_cpp_program
 
 
 def _rows_of_every_magnitude() -> torch.Tensor:
@@ -37,7 +37,7 @@ def _rows_of_every_magnitude() -> torch.Tensor:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_division_by_row_max_keeps_eager_numbers(threads: int) -> None:
     fn = lambda x: x / x.amax(-1, keepdim=True)  # noqa: E731
-    program = build_program(lower(fn, (_rows_of_every_magnitude(),)), threads=threads)
+    program = build_cpp_program(lower(fn, (_rows_of_every_magnitude(),)), threads=threads)
     assert "reciprocal" in program.cpp_source
     for _ in range(2):
         x = _rows_of_every_magnitude()
@@ -75,7 +75,7 @@ def test_embedding_row_index_is_read_once_per_row() -> None:
 def test_masked_gather_out_of_range_still_raises() -> None:
     fn = lambda w, i: torch.where(i[:, None] >= 0, F.embedding(i.clamp(min=0), w), 0.0) * 3  # noqa: E731
     check(fn, lambda: (torch.randn(12, 20), torch.randint(-3, 12, (7,))))
-    program = build_program(
+    program = build_cpp_program(
         lower(lambda w, i: F.embedding(i, w), (torch.randn(12, 20), torch.randint(0, 12, (7,))))
     )
     with pytest.raises(IndexError):
@@ -140,7 +140,7 @@ def _floats_of_every_magnitude() -> torch.Tensor:
 
 def test_float_erf_is_within_two_ulp() -> None:
     x = _floats_of_every_magnitude()
-    program = build_program(lower(torch.erf, (x,)))
+    program = build_cpp_program(lower(torch.erf, (x,)))
     assert "kiln_erff(" in program.cpp_source.split('extern "C" int kernel', 1)[1]
     (actual,) = program([x])
     exact = torch.erf(x.to(torch.float64))

@@ -18,9 +18,10 @@ from live_bytes import planned_peak, run_counting_live_bytes
 from models import ALL_MODELS
 from xdsl.dialects.builtin import StringAttr
 
-from kiln.backends.cpp.wrapper import build_program, find_program
+from kiln.backends.cpp.wrapper import find_program
 from kiln.frontends.capture import Capture, capture_aot_training, capture_make_fx
 from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+from kiln.targets import build_cpp_program
 
 
 def fresh(value: Any, random: bool) -> Any:
@@ -35,7 +36,7 @@ def fresh(value: Any, random: bool) -> Any:
 def check_peak(captured: Capture, random: bool = True) -> None:
     module = lower_graph(captured.gm, PIPELINE)
     program_op = find_program(module)
-    program = build_program(module)
+    program = build_cpp_program(module)
     args = [fresh(v, random) for v in captured.example_inputs]
     expected = flat_outputs(
         captured.gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])

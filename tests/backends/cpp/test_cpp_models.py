@@ -22,8 +22,8 @@ from accuracy import assert_as_accurate_as_eager
 from cpp_checks import MODEL_TOLERANCE, PIPELINE, assert_matches, flat_outputs, lower_graph
 from models import ALL_MODELS
 
-from kiln.backends.cpp.wrapper import build_program
 from kiln.frontends.capture import capture_make_fx
+from kiln.targets import build_cpp_program
 
 
 def fresh_like(value: Any) -> Any:
@@ -38,7 +38,7 @@ def fresh_like(value: Any) -> Any:
 def test_model(name: str) -> None:
     model, inputs = ALL_MODELS[name]()
     captured = capture_make_fx(model, *inputs)
-    program = build_program(lower_graph(captured.gm, PIPELINE))
+    program = build_cpp_program(lower_graph(captured.gm, PIPELINE))
     graph64 = copy.deepcopy(captured.gm).double()
     for _ in range(2):
         args = [fresh_like(v) for v in captured.example_inputs]

@@ -56,6 +56,6 @@ def test_extern_with_an_undefined_optional_output(
 
 
 def test_as_buffer_passes_none_through() -> None:
-    from kiln.backends.cpp.externs import as_buffer
+    from kiln.backends.host.externs import as_buffer
 
     assert as_buffer(None, ()) is None

@@ -17,7 +17,7 @@ from cpp_checks import check, lower
 import kiln
 from kiln.backends.cpp import cache
 from kiln.backends.cpp.compiler import CppCompileError, compile_library, kernel_at_line
-from kiln.backends.cpp.wrapper import build_program
+from kiln.targets import build_cpp_program
 
 SOURCE = textwrap.dedent(
     """\
@@ -168,7 +168,7 @@ def test_kernel_at_line() -> None:
 
 
 def test_out_of_range_index_raises_index_error() -> None:
-    program = build_program(
+    program = build_cpp_program(
         lower(
             lambda w, i: F.embedding(i, w) * 2, (torch.randn(10, 8), torch.randint(0, 10, (3, 4)))
         )
@@ -180,7 +180,7 @@ def test_out_of_range_index_raises_index_error() -> None:
 
 
 def test_integer_division_by_zero_raises() -> None:
-    program = build_program(
+    program = build_cpp_program(
         lower(lambda a, b: a // b, (torch.randint(1, 5, (4,)), torch.randint(1, 5, (4,))))
     )
     with pytest.raises(ZeroDivisionError):
@@ -188,7 +188,7 @@ def test_integer_division_by_zero_raises() -> None:
 
 
 def test_wrong_argument_is_reported() -> None:
-    program = build_program(lower(lambda x: x.relu(), (torch.randn(4, 8),)))
+    program = build_cpp_program(lower(lambda x: x.relu(), (torch.randn(4, 8),)))
     with pytest.raises(
         TypeError, match=r"argument #0 must be a torch.float32 CPU tensor of shape \[4, 8\]"
     ):
@@ -198,7 +198,7 @@ def test_wrong_argument_is_reported() -> None:
 
 
 def test_non_contiguous_input_is_read_correctly() -> None:
-    program = build_program(lower(lambda x: x * 3, (torch.randn(6, 5),)))
+    program = build_cpp_program(lower(lambda x: x * 3, (torch.randn(6, 5),)))
     x = torch.randn(5, 6).t()
     (out,) = program([x])
     torch.testing.assert_close(out, x * 3)
@@ -213,7 +213,7 @@ def test_dynamic_shapes() -> None:
         return [F.softmax(x, -1) * w, x.sum(0), (x + 1).relu()]
 
     captured = capture_make_fx(fn, torch.randn(6, 10), torch.randn(10), dynamic=True)
-    program = build_program(lower_graph(captured.gm), threads=2)
+    program = build_cpp_program(lower_graph(captured.gm), threads=2)
     for shape in [(6, 10), (3, 7), (200, 333), (1, 1)]:
         x, w = torch.randn(*shape), torch.randn(shape[1])
         for got, want in zip(program([x, w]), fn(x, w), strict=True):
@@ -229,7 +229,7 @@ def test_extern_results_and_reused_buffers() -> None:
         return (c.tanh() * 2).sum(-1)
 
     inputs = (torch.randn(8, 5), torch.randn(5, 6), torch.randn(2, 1, 3, 3))
-    program = build_program(lower(fn, inputs))
+    program = build_cpp_program(lower(fn, inputs))
     x = (torch.randn(8, 5), torch.randn(5, 6), torch.randn(2, 1, 3, 3))
     (out,) = program(list(x))
     torch.testing.assert_close(out, fn(*x), atol=1e-5, rtol=1e-5)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from triton_checks import capture, compile_capture
 
-from kiln.backends.triton.runtime import fresh_buffer
+from kiln.backends.host.externs import as_buffer
 from kiln.dialects.aten import interpreter
 
 aten = torch.ops.aten
@@ -38,5 +38,5 @@ def test_extern_with_an_undefined_optional_output(monkeypatch: pytest.MonkeyPatc
     assert indices is None  # as ATen returned it
 
 
-def test_fresh_buffer_passes_none_through() -> None:
-    assert fresh_buffer(None, [torch.randn(2), None]) is None
+def test_extern_buffers_pass_none_through() -> None:
+    assert as_buffer(None, [torch.randn(2), None]) is None

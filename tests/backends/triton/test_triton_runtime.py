@@ -11,8 +11,8 @@ import pytest
 import torch
 from triton_checks import DEVICE, capture, check, compile_capture, looped, randn
 
+from kiln.backends.cache import CacheError, private_dir, store_json, store_source
 from kiln.backends.triton.autotune import Autotuner
-from kiln.backends.triton.cache import CacheError, private_dir, store_json, store_source
 from kiln.backends.triton.runtime import TritonOptions, TritonProgram
 from kiln.compiler import CompileError, CompileOptions, compile_graph
 from kiln.frontends.capture import capture_make_fx

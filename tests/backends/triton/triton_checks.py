@@ -16,12 +16,13 @@ import torch
 import torch.utils._pytree as pytree
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
-from kiln.backends.triton.runtime import TritonOptions, compile_program, find_program
+from kiln.backends.triton.runtime import TritonOptions, find_program
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind, KernelKindAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.frontends.capture import Capture, capture_make_fx
 from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
 from kiln.registry import default_registry
+from kiln.targets import build_triton_program
 
 DEVICE = torch.device("cuda" if os.environ.get("KILN_TRITON_DEVICE") == "cuda" else "cpu")
 
@@ -101,7 +102,7 @@ def compile_capture(
         v.detach().cpu() if isinstance(v, torch.Tensor) else v
         for v in pytree.tree_leaves(expected, is_leaf=lambda v: v is None)
     )
-    program = compile_program(module, options=options)
+    program = build_triton_program(module, options=options)
     return Compiled(program, module, args, expected)
 
 

@@ -6,6 +6,9 @@ its last use; returned buffers live to the end. :func:`memory_timeline` replays 
 program's allocations, frees and reuses as written and gives the bytes of live owned
 buffers after each op, and so the peak; buffers with dynamic shapes are counted
 separately (their size is unknown at compile time).
+
+An analysis over kernel IR, so it lives with the dialect: ``buffer-reuse`` plans with it
+and both backends' wrappers release arguments with :func:`argument_releases`.
 """
 
 from __future__ import annotations

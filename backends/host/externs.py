@@ -1,8 +1,8 @@
 """Running ``kernel.extern`` bodies (ATen calls: mm, convolution, fallbacks) at run time.
 
 Each body becomes Python calling ATen directly, with the constant arguments decoded
-once at build time: lines of the C++ wrapper itself (:func:`inline_extern`, no call
-frame, tuple or result check in between)::
+once at build time: lines of the wrapper itself (:func:`inline_extern`, no call
+frame, tuple or result check in between; both backends' wrappers use it)::
 
     t0 = _reinterpret_tensor(a, (128, 128), (128, 1), 0)  # as_strided, as a cheap view
     t1 = _reinterpret_tensor(w, (128, 128), (1, 128), 0)
@@ -15,7 +15,7 @@ The ops that externs are mostly made of (``mm``, ``bmm``, ``addmm``, ``convoluti
 ``as_strided``) are called through their Python bindings, which skip the boxed
 dispatcher (about 3 microseconds per op here); any other op through its ``OpOverload``;
 an op with symbolic arguments through the aten interpreter's call plan; a body with
-non-aten ops through the interpreter. Tensor results are made buffers the C++ kernels
+non-aten ops through the interpreter. Tensor results are made buffers the kernels
 can index: contiguous from offset 0 and never an alias of an input (ATen may return
 views).
 """
@@ -138,7 +138,7 @@ class _Body:
     """Writes one extern body as Python source.
 
     Stand-alone (``compile_body``) its values are ``t0``, ``t1``, ...; written into the
-    C++ wrapper (:func:`inline_extern`) they take the wrapper's names and constants."""
+    wrapper (:func:`inline_extern`) they take the wrapper's names and constants."""
 
     def __init__(
         self,
@@ -367,7 +367,10 @@ class ExternCall:
         )
 
     def _interpret(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
-        interpreter = make_interpreter(self._module)
+        # Tensors the body makes (constants, factories) go where its inputs are: the
+        # GPU in a Triton program, as eager would make them.
+        device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
+        interpreter = make_interpreter(self._module, device)
         interpreter.register_implementations(_KernelYield())
         return tuple(interpreter.run_ssacfg_region(self._op.body, tuple(inputs), "extern"))
 

@@ -1,0 +1,325 @@
+"""One walk over ``kernel.program`` that writes the host wrapper, for every backend.
+
+A backend's wrapper is straight-line Python (like Inductor's): argument unpacking,
+allocations, kernel launches, ATen calls, frees, views where a buffer is reused, and
+the results. All of it is the same on every device except how a kernel is launched,
+how arguments are checked and allocations and views are made, and what the function
+does before its first op. :class:`ProgramWalker` writes the common part once and
+calls hooks for the rest, the way Inductor shares one wrapper codegen across devices:
+
+====================  =========================================================
+``prologue``          after the arguments are unpacked (checks, device, stream)
+``allocate``          the expression that allocates a fresh contiguous buffer
+``view``              the expression that sees a reused buffer with a new shape
+``launch``            the lines that launch one ``kernel.launch``
+``extern_fallback``   an extern body that cannot be written inline (default: the
+                      aten interpreter)
+``after_extern``      after an extern's results exist (device moves)
+``dropped``           extra names that die with a buffer (cached pointers)
+====================  =========================================================
+
+Memory follows what ``buffer-reuse`` planned: arguments are released after their
+last use (:func:`~kiln.dialects.kernel.liveness.argument_releases`; the argument list
+is taken over, AOTAutograd's boxed convention), ``kernel.free`` deletes the name,
+``kernel.reuse`` deletes the old name, and extern temporaries are deleted, so that no
+name outlives its buffer's planned free.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from kiln.backends.host.externs import ExternCall, inline_extern
+from kiln.backends.host.scalars import HELPERS, constant_python, scalar_python
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.kernel.liveness import argument_releases
+from kiln.dialects.kernel.program_ops import (
+    AllocOp,
+    ExternOp,
+    FreeOp,
+    LaunchOp,
+    ProgramOp,
+    ReturnOp,
+    ReuseOp,
+)
+
+
+class WrapperError(ValueError):
+    """A program op a wrapper cannot run (the message names the op)."""
+
+
+_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+RESERVED = frozenset(
+    {"args", "torch", "math", "max", "min", "abs", "int", "float", "isinstance", "len"}
+)
+"""Names the generated code itself uses; a value is never called that."""
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of a static shape."""
+    strides: list[int] = []
+    stride = 1
+    for size in reversed(shape):
+        strides.append(stride)
+        stride *= size
+    return tuple(reversed(strides))
+
+
+def _product(a: str, b: str) -> str:
+    if a.isdigit() and b.isdigit():
+        return str(int(a) * int(b))
+    if a == "1":
+        return b
+    if b == "1":
+        return a
+    return f"{a} * {b}"
+
+
+def contiguous_stride_texts(shape: Sequence[str]) -> list[str]:
+    """Row-major strides of a shape given as source text (ints or size variables)."""
+    strides: list[str] = []
+    stride = "1"
+    for size in reversed(shape):
+        strides.append(stride)
+        stride = _product(stride, size)
+    return list(reversed(strides))
+
+
+def py_tuple(items: Sequence[str]) -> str:
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+@dataclass
+class ProgramWalker:
+    """Writes ``def <function>(args):`` for one program (see the module docstring)."""
+
+    program: ProgramOp
+    lines: list[str] = field(default_factory=list[str])
+    names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+    used: set[str] = field(default_factory=set[str])
+    namespace: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Module-level objects the wrapper uses (``_``-prefixed names, so they never
+    collide with a value's name)."""
+    profile: dict[str, list[float]] | None = None
+    """When set, the wrapper adds each launch's and extern call's count and seconds here."""
+    counter: int = 0
+
+    reserved: ClassVar[frozenset[str]] = RESERVED
+    """A backend adds the names its prologue and namespace define."""
+    function_name: ClassVar[str | None] = None
+    """The generated function's name (default: the program's)."""
+    backend: ClassVar[str] = "the"
+    """For error messages: 'the C++ wrapper cannot run ...'."""
+
+    # -- names ------------------------------------------------------------------------
+
+    def fresh(self, hint: str | None, default: str) -> str:
+        """A new local name: the hint made an identifier, else ``<default><n>``."""
+        base = _IDENTIFIER.sub("_", hint) if hint else ""
+        if base and (base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_")):
+            base = f"v_{base}"
+        if not base:
+            while True:
+                name = f"{default}{self.counter}"
+                self.counter += 1
+                if name not in self.used and name not in self.reserved:
+                    break
+        else:
+            name, k = base, 1
+            while name in self.used or name in self.reserved:
+                name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def name(self, value: SSAValue, default: str = "t") -> str:
+        """The value's name (a literal for a scalar constant), made on first use."""
+        found = self.names.get(value)
+        if found is None:
+            owner = value.owner
+            if isinstance(owner, arith.ConstantOp) and (literal := constant_python(owner)):
+                found = literal
+            else:
+                found = self.fresh(value.name_hint, default)
+            self.names[value] = found
+        return found
+
+    def constant(self, value: object, hint: str) -> str:
+        """A module-level name for an object the wrapper uses."""
+        name = "_" + self.fresh(hint, "c")
+        while name in self.namespace:  # taken by an inlined extern's binding (``_mm``)
+            name = "_" + self.fresh(hint, "c")
+        self.namespace[name] = value
+        return name
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def shape(self, ty: MemRefType, dynamic: Sequence[SSAValue]) -> list[str]:
+        """A buffer type's sizes as source text (its dynamic sizes from ``dynamic``)."""
+        sizes = iter(self.name(v) for v in dynamic)
+        return [str(d) if d >= 0 else next(sizes) for d in ty.get_shape()]
+
+    # -- the program ------------------------------------------------------------------
+
+    def write(self) -> str:
+        block = self.program.body.block
+        self.namespace.update(HELPERS)
+        params = [self.argument_name(k, arg) for k, arg in enumerate(block.args)]
+        self.lines = [f"def {self.function_name or self.program.sym_name.data}(args):"]
+        if params:
+            self.line(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
+            # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
+            # hands over the list, so an argument is freed once its last use is done.
+            self.line("args.clear()")
+        self.prologue()
+        released = argument_releases(self.program)
+        self.release(released.get(None, []))
+        for op in block.ops:
+            self.op(op)
+            self.release(released.get(op, []))
+        return "\n".join(self.lines) + "\n"
+
+    def argument_name(self, position: int, arg: SSAValue) -> str:
+        hint = arg.name_hint
+        attrs = self.program.arg_attrs
+        if not hint and attrs is not None:
+            named = attrs.data[position].data.get("kiln.name")
+            hint = named.data if isinstance(named, StringAttr) else None
+        self.names[arg] = self.fresh(hint, "arg")
+        return self.names[arg]
+
+    def release(self, values: Sequence[SSAValue]) -> None:
+        names: list[str] = []
+        for value in values:
+            names += [self.name(value), *self.dropped(value)]
+        if names:
+            self.line(f"del {', '.join(names)}")
+
+    def op(self, op: Operation) -> None:
+        if isinstance(op, AllocOp):
+            ty = op.result.type
+            assert isinstance(ty, MemRefType)
+            shape = self.shape(ty, op.dynamic_sizes)
+            self.line(f"{self.name(op.result, 'buf')} = {self.allocate(ty, shape)}")
+        elif isinstance(op, LaunchOp):
+            self.launch(op)
+        elif isinstance(op, ExternOp):
+            self.extern(op)
+        elif isinstance(op, FreeOp):
+            self.release([op.buffer])
+        elif isinstance(op, ReuseOp):
+            self.reuse(op)
+        elif isinstance(op, ReturnOp):
+            values = [self.name(v) for v in op.values]
+            self.line(f"return {py_tuple(values)}")
+        else:
+            self.scalar(op)
+
+    def reuse(self, op: ReuseOp) -> None:
+        ty = op.result.type
+        assert isinstance(ty, MemRefType)
+        source = self.name(op.source)
+        shape = [str(d) if d >= 0 else f"{source}.shape[{k}]" for k, d in enumerate(ty.get_shape())]
+        name = self.name(op.result, "buf")
+        self.line(f"{name} = {self.view(source, ty, shape)}  # reuses {source}'s memory")
+        # The old name would keep the memory alive past the new buffer's free.
+        self.line(f"del {source}")
+        self.moved(op.source, op.result)
+
+    def scalar(self, op: Operation) -> None:
+        """Host arithmetic on sizes and scalars (see :mod:`kiln.backends.host.scalars`)."""
+        if isinstance(op, arith.ConstantOp) and constant_python(op) is not None:
+            return  # a literal where used
+        if len(op.results) != 1:
+            raise WrapperError(f"{self.backend} wrapper cannot run {op.name} in a kernel.program")
+        args = [self.name(v) for v in op.operands]
+        if isinstance(op, memref.DimOp):
+            text = f"{args[0]}.shape[{args[1]}]"
+        else:
+            text = scalar_python(op, args)
+        if text is None:
+            raise WrapperError(f"{self.backend} wrapper cannot run {op.name} in a kernel.program")
+        self.line(f"{self.name(op.results[0], 's')} = {text}")
+
+    def extern(self, op: ExternOp) -> None:
+        outputs = [self.name(r, "buf") for r in op.outputs]
+        inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
+        lines = inline_extern(op, inputs, outputs, self.namespace, lambda: self.fresh(None, "tmp"))
+        if lines is None:
+            self.extern_fallback(op, inputs, outputs)
+        else:
+            label = ", ".join(o.overload_name for o in op.body.block.ops if isinstance(o, AtenOp))
+            self.line(f"# kernel.extern: {label or 'no ATen call'}")
+            self.timed(f"extern {label or 'extern'}", lines)
+        self.after_extern(op)
+
+    def timed(self, label: str, lines: list[str]) -> None:
+        """Emit ``lines``; with profiling on, add their wall time to ``label``'s entry."""
+        if self.profile is None:
+            for text in lines:
+                self.line(text)
+            return
+        self.namespace["_clock"] = time.perf_counter
+        self.namespace["_profile"] = self.profile
+        self.line("_start = _clock()")
+        for text in lines:
+            self.line(text)
+        self.line(f"_entry = _profile.setdefault({label!r}, [0, 0.0])")
+        self.line("_entry[0] += 1; _entry[1] += _clock() - _start")
+
+    # -- hooks ------------------------------------------------------------------------
+
+    def prologue(self) -> None:
+        """Lines after the arguments are unpacked."""
+
+    def allocate(self, ty: MemRefType, shape: list[str]) -> str:
+        raise NotImplementedError
+
+    def view(self, source: str, ty: MemRefType, shape: list[str]) -> str:
+        raise NotImplementedError
+
+    def launch(self, op: LaunchOp) -> None:
+        raise NotImplementedError
+
+    def extern_fallback(self, op: ExternOp, inputs: list[str], outputs: list[str]) -> None:
+        """A body :func:`~kiln.backends.host.externs.inline_extern` cannot write (it holds
+        more than ATen calls): one call of a compiled :class:`ExternCall`, which runs the
+        body in the aten interpreter."""
+        module = self.program.parent_op()
+        assert isinstance(module, ModuleOp)
+        call = ExternCall(op, module)
+        handle = self.constant(call, "extern")
+        text = f"{handle}({', '.join(inputs)})  # {call.name}"
+        if outputs:
+            text = f"{', '.join(outputs)}{',' if len(outputs) == 1 else ''} = {text}"
+        self.timed(f"extern {call.name}", [text])
+
+    def after_extern(self, op: ExternOp) -> None:
+        """Lines after an extern's results exist."""
+
+    def dropped(self, value: SSAValue) -> list[str]:
+        """Other names to delete with ``value`` (none by default)."""
+        return []
+
+    def moved(self, source: SSAValue, result: SSAValue) -> None:
+        """``result`` reuses ``source``'s memory (``source`` is gone)."""
+
+
+__all__ = [
+    "RESERVED",
+    "ProgramWalker",
+    "WrapperError",
+    "contiguous_stride_texts",
+    "contiguous_strides",
+    "py_tuple",
+]
