@@ -22,7 +22,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # TODO(passes helper, issue 14 item 3): the FX importer and the frontend's output
         # constants belong below the passes; drop these entries once they are gone.
         ("passes/decompose.py", "kiln.frontends.fx"),
-        ("passes/output_layout.py", "kiln.frontends.fx.outputs"),
         # TODO(issue 14 item 3): the aten ops' canonicalization patterns belong to the
         # dialect (MLIR's hasCanonicalizer), not to passes/canonicalization.
         ("dialects/aten/ops.py", "kiln.passes.canonicalization.aten"),
