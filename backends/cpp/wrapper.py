@@ -61,6 +61,7 @@ from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import load_kernels
 from kiln.backends.host_scalars import HELPERS as HOST_HELPERS
 from kiln.backends.host_scalars import constant_python, scalar_python
+from kiln.backends.size_checks import size_check_lines
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -227,6 +228,8 @@ class _Writer:
             self.line("args.clear()")
         for position, arg in enumerate(block.args):
             self.check_argument(position, arg)
+        for check in size_check_lines(block.args, self.program.arg_attrs, args):
+            self.line(check)  # sizes traced as one symbol (kiln.backends.size_checks)
         released = argument_releases(self.program)
         self.release(released.get(None, []))
         for op in block.ops:

@@ -41,6 +41,7 @@ from xdsl.ir import Operation, SSAValue
 from kiln.backends.cpp.externs import inline_extern
 from kiln.backends.host_scalars import HELPERS as HOST_HELPERS
 from kiln.backends.host_scalars import constant_python, scalar_python
+from kiln.backends.size_checks import size_check_lines
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import ConstantOp as AtenConstantOp
 from kiln.dialects.aten.encoding import decode_value
@@ -186,6 +187,9 @@ class WrapperPrinter:
             # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
             # hands over the list, so an argument is freed once its last use is done.
             self.emit("args.clear()")
+        for check in size_check_lines(block.args, arg_attrs, params):
+            self.emit(check)  # sizes traced as one symbol (kiln.backends.size_checks)
+            self.namespace.update(HOST_HELPERS)
         tensors = [
             p for p, a in zip(params, block.args, strict=True) if isinstance(a.type, MemRefType)
         ]

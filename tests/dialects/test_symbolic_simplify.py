@@ -41,9 +41,12 @@ def same_values(
 
 def test_divisions_inside_their_symbolic_range_drop() -> None:
     ranges = {d0: s0, d1: s1, d2: s2}
-    e = d0 * s1 * s2 + s1 * s2 * floordiv(d1 * s2 + d2, s1 * s2) + s2 * mod(
-        d1 + floordiv(d2, s2), s1
-    ) + mod(d2, s2)
+    e = (
+        d0 * s1 * s2
+        + s1 * s2 * floordiv(d1 * s2 + d2, s1 * s2)
+        + s2 * mod(d1 + floordiv(d2, s2), s1)
+        + mod(d2, s2)
+    )
     got = simplify_with_ranges(e, ranges)
     assert got == d0 * s1 * s2 + d1 * s2 + d2
     same_values(e, got, ranges)
