@@ -234,7 +234,7 @@ class LoweringContext:
             regions=[Region(block)],
         )
         self.emit(op)
-        return TensorRef(op.result, tuple(sizes), dtype, contiguous_strides(sizes))
+        return TensorRef.of_buffer(op.result, sizes)
 
     def reduction(
         self,
@@ -276,11 +276,7 @@ class LoweringContext:
             regions=[Region(block)],
         )
         self.emit(op)
-        strides = contiguous_strides(sizes)
-        return [
-            TensorRef(r, tuple(sizes), t.element_type, strides)  # pyright: ignore[reportAttributeAccessIssue]
-            for r, t in zip(op.outputs, out_types, strict=True)
-        ]
+        return [TensorRef.of_buffer(r, sizes) for r in op.outputs]
 
     def materialize(self, ref: TensorRef, name: str | None = None) -> SSAValue:
         """A contiguous buffer holding ``ref``: its own buffer when it is one, else a copy
