@@ -40,7 +40,7 @@ from kiln.dialects.loop.ops import (
     tensor_for_buffer,
 )
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
-from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef, contiguous_strides
+from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef
 from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type, is_body_type
 
 Expr = sympy.Expr
