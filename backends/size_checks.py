@@ -14,7 +14,7 @@ after unpacking their arguments; :data:`HELPERS` goes into their namespace (thro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, StringAttr
@@ -44,7 +44,7 @@ def size_places(
 ) -> dict[str, list[tuple[str, str]]]:
     """Per symbol, the ``(label, python)`` of every argument size that is it: a SymInt
     argument (``arg0_1``) or a tensor dim (``arg3_1.shape[0]``), in argument order."""
-    attrs: list[dict[str, Attribute]] = (
+    attrs: list[Mapping[str, Attribute]] = (
         [a.data for a in arg_attrs.data] if arg_attrs is not None else []
     )
     places: dict[str, list[tuple[str, str]]] = {}

@@ -658,7 +658,8 @@ def _nonneg(e: Expr) -> bool:
         return bool(e >= 0)
     if _nonneg_terms(e):
         return True
-    shift = {s: s + 1 for s in e.free_symbols if cast(sympy.Symbol, s).is_positive}
+    sizes = [cast(sympy.Symbol, s) for s in e.free_symbols]
+    shift = {s: s + 1 for s in sizes if s.is_positive}
     return _nonneg_terms(sympy.expand(e.xreplace(shift)))
 
 

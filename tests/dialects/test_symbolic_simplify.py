@@ -5,6 +5,8 @@ under ``dynamic=True``. Each rewrite is also checked numerically at random point
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from typing import Any, cast
 
 import sympy
 
@@ -24,14 +26,14 @@ a = s0 - q  # a narrowed dim: torch's ``s0 - s0 // 3``
 
 
 def same_values(
-    before: sympy.Expr, after: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]
+    before: sympy.Expr, after: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]
 ) -> None:
     rng = random.Random(0)
     for _ in range(60):
         sizes = {s: sympy.Integer(rng.randint(1, 9)) for s in (s0, s1, s2, s3)}
         point = dict(sizes)
         for v, size in ranges.items():
-            n = int(sympy.sympify(size).xreplace(sizes))
+            n = int(cast(Any, sympy.sympify(size).xreplace(sizes)))
             if n <= 0:
                 break
             point[v] = sympy.Integer(rng.randrange(n))
