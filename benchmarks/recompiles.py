@@ -31,7 +31,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from models import GPT2, MLP, BERTEncoder  # noqa: E402
+from models import GPT2, MLP, BERTEncoder
 
 BATCHES = (1, 2, 3, 8, 17, 64)
 SEQS = (7, 16, 33, 128, 512)
