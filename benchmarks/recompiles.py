@@ -5,7 +5,9 @@ at a fixed sequence length, then sequence length 7..512 at a fixed batch), the w
 user's serving loop changes them; the backend's compile function is wrapped to count
 the graphs dynamo hands it (every recompile is one). ``dynamic=None`` is torch's
 default (static first, a dim made dynamic when it changes: "automatic dynamic");
-``dynamic=True`` marks every dim dynamic from the first call. Outputs are checked
+``dynamic=True`` marks every dim dynamic from the first call; ``aot_eager`` (dynamo and
+AOTAutograd without a compiler) is the floor: a backend above it added guards of its own
+(specialised a size at compile time). Outputs are checked
 against eager at every call. Issue 21 asks for no more recompiles than Inductor.
 
     python benchmarks/recompiles.py                      # all models, both modes, cpu
@@ -83,6 +85,10 @@ def shapes(model: Model) -> list[tuple[int, int]]:
 
 
 def _backend(name: str, device: str) -> Callable[..., Any]:
+    if name == "aot_eager":  # dynamo + AOTAutograd alone: the guards no backend adds
+        from torch._dynamo.backends.debugging import aot_eager
+
+        return aot_eager
     if name == "kiln":
         from kiln.frontends.dynamo import kiln_backend
 
@@ -93,9 +99,7 @@ def _backend(name: str, device: str) -> Callable[..., Any]:
     return compile_fx
 
 
-def count_recompiles(
-    model: Model, backend: str, dynamic: bool | None, device: str = "cpu"
-) -> Row:
+def count_recompiles(model: Model, backend: str, dynamic: bool | None, device: str = "cpu") -> Row:
     """Compile ``model`` with ``backend`` and run it over :func:`shapes`; count the
     graphs the backend compiled."""
     torch._dynamo.reset()
@@ -132,7 +136,7 @@ def count_recompiles(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="kiln vs Inductor recompiles")
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--backends", nargs="*", default=["kiln", "inductor"])
+    parser.add_argument("--backends", nargs="*", default=["kiln", "inductor", "aot_eager"])
     parser.add_argument("--dynamic", nargs="*", default=["auto", "true"])
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
