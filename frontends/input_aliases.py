@@ -141,13 +141,8 @@ class InputAliases:
             if not isinstance(current, torch.Tensor):
                 continue
             size = [evaluate(e) for e in alias.size]
-            same_storage = (
-                current.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
-            )
-            if list(current.shape) != size and not same_storage:
+            if list(current.shape) != size:
                 continue  # not the tensor we think it is: leave it alone
-            # (The program may return the input's buffer itself for a view of it, e.g. the
-            # first chunk of a symbolic split: eager's view is rebuilt on that storage.)
             patched[alias.output] = source.as_strided(
                 size, [evaluate(e) for e in alias.stride], evaluate(alias.offset)
             )

@@ -19,6 +19,8 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Operation
 
+from kiln.backends.host.size_checks import HELPERS as SIZE_CHECK_HELPERS
+
 
 def _divsi(a: int, b: int) -> int:
     """C's truncating integer division (``arith.divsi``)."""
@@ -65,6 +67,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "_host_ceil": math.ceil,
     "_host_trunc": math.trunc,
     "_host_sqrt": math.sqrt,
+    **SIZE_CHECK_HELPERS,
 }
 """Names :func:`scalar_python` uses, for the wrapper's namespace."""
 

@@ -40,6 +40,7 @@ from xdsl.ir import Operation, SSAValue
 
 from kiln.backends.host.externs import ExternCall, inline_extern
 from kiln.backends.host.scalars import HELPERS, constant_python, scalar_python
+from kiln.backends.host.size_checks import size_check_lines
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.kernel.liveness import argument_releases
 from kiln.dialects.kernel.program_ops import (
@@ -181,6 +182,9 @@ class ProgramWalker:
             # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
             # hands over the list, so an argument is freed once its last use is done.
             self.line("args.clear()")
+        # Sizes traced as one symbol must be equal at the call (size_checks).
+        for check in size_check_lines(block.args, self.program.arg_attrs, params):
+            self.line(check)
         self.prologue()
         released = argument_releases(self.program)
         self.release(released.get(None, []))

@@ -102,10 +102,11 @@ class FloorDiv(sympy.Function):
             inner, inner_divisor = operands(base)
             return floordiv(inner, inner_divisor * divisor)
         terms = cast(tuple[Expr, ...], sympy.Add.make_args(base))
-        exact = [t for t in terms if (t / divisor).is_integer]
-        if exact:
-            rest = sympy.Add(*[t for t in terms if not (t / divisor).is_integer])
-            return sympy.Add(*[t / divisor for t in exact]) + floordiv(rest, divisor)
+        quotients = [_term_quotient(t, divisor) for t in terms]
+        if any(q is not None for q in quotients):
+            rest = sympy.Add(*[t for t, q in zip(terms, quotients, strict=True) if q is None])
+            exact = sympy.Add(*[q for q in quotients if q is not None])
+            return exact + floordiv(rest, divisor)
         if divisor.is_Integer:
             g = as_int(divisor)
             for t in terms:
@@ -114,6 +115,16 @@ class FloorDiv(sympy.Function):
             if g > 1:
                 return floordiv(sympy.Add(*[t / g for t in terms]), divisor / g)
         return None
+
+
+def _term_quotient(term: Expr, divisor: Expr) -> Expr | None:
+    """``term / divisor`` where that is an integer for all values, else None. A quotient
+    left with a denominator is not (asked structurally first: sympy's assumption query
+    on a rational function of sizes is slow and nearly always undecided)."""
+    q = term / divisor
+    if _has_negative_power(q):
+        return None
+    return q if q.is_integer else None
 
 
 def floordiv(base: Expr | int, divisor: Expr | int) -> Expr:
@@ -372,16 +383,33 @@ def simplify_with_ranges(expr: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Exp
 
     Removes divisions whose numerator is known to lie in ``[0, divisor)`` and joins
     ``b*(x // b) + x % b`` back into ``x`` (what reshapes of contiguous data produce).
+    Ranges and divisors may be symbolic (sizes ``s<k>``, positive integers): the terms
+    of a numerator whose size coefficients the divisor divides exactly leave the
+    division (``(x1 + s2*x0) // s2 == x0 + x1 // s2``), and a remainder proven to lie
+    in ``[0, divisor)`` from the ranges drops it (``x1 // s2 == 0`` for ``x1 < s2``),
+    as Inductor's ``simplify_with_ranges`` does: a chain of views stays linear.
     """
     if not expr.has(FloorDiv, sympy.Mod):
         return expr
-    return _simplify(expr, ranges)
+    return _simplify_cached(expr, frozenset(ranges.items()))
 
 
-def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
+@cache
+def _simplify_cached(expr: Expr, ranges: frozenset[tuple[sympy.Symbol, Expr]]) -> Expr:
+    return _simplify(expr, dict(ranges), {})
+
+
+def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr, Expr]) -> Expr:
+    """``memo``: the subexpressions already simplified (a composed view repeats them)."""
     if not e.args or not e.has(FloorDiv, sympy.Mod):
         return e
-    args = [_simplify(a, ranges) for a in operands(e)]
+    if (done := memo.get(e)) is None:
+        done = memo[e] = _simplify_node(e, ranges, memo)
+    return done
+
+
+def _simplify_node(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr, Expr]) -> Expr:
+    args = [_simplify(a, ranges, memo) for a in operands(e)]
     if isinstance(e, FloorDiv | sympy.Mod):
         base, divisor = args
         lo, hi = _bounds(base, ranges)
@@ -395,8 +423,12 @@ def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Expr:
         if divisor.is_Integer and (split := _split_small_terms(base, int(divisor), ranges)):
             g, big, small = split
             if isinstance(e, FloorDiv):
-                return _simplify(floordiv(big, int(divisor) // g), ranges)
-            return _simplify(g * mod(big, int(divisor) // g) + small, ranges)
+                return _simplify(floordiv(big, int(divisor) // g), ranges, memo)
+            return _simplify(g * mod(big, int(divisor) // g) + small, ranges, memo)
+        if not (divisor.is_Integer and _static(base, ranges)):
+            symbolic = _symbolic_divmod(isinstance(e, FloorDiv), base, divisor, ranges)
+            if symbolic is not None:
+                return symbolic
         return floordiv(base, divisor) if isinstance(e, FloorDiv) else mod(base, divisor)
     rebuilt = e.func(*args)
     if isinstance(rebuilt, sympy.Add):
@@ -493,3 +525,209 @@ def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, i
             return 0, as_int(den) - 1
         return None, None
     return None, None
+
+
+# --- symbolic sizes: exact division by size polynomials, bounds over symbolic ranges ----
+
+
+def _is_size(e: Expr) -> bool:
+    """Whether ``e`` depends on sizes only (every free symbol a positive ``s<k>``)."""
+    return all(cast(sympy.Symbol, s).is_positive for s in e.free_symbols)
+
+
+def _static(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> bool:
+    """No size symbol in ``e`` nor in the ranges of its variables (the integer rules
+    above have decided it already)."""
+    return not any(
+        cast(sympy.Symbol, v).is_positive
+        or not sympy.sympify(ranges.get(cast(sympy.Symbol, v), 0)).is_Integer
+        for v in e.free_symbols
+    )
+
+
+def _positive_size(divisor: Expr) -> bool:
+    """A divisor of sizes only. Index expressions divide by sizes and products of sizes
+    (see :class:`FloorDiv`), positive wherever an index is evaluated (a 0 size empties
+    the space), so only a constant can be seen to be non-positive."""
+    return _is_size(divisor) and not (divisor.is_Number and divisor <= 0)
+
+
+def _symbolic_divmod(
+    is_div: bool, base: Expr, divisor: Expr, ranges: Mapping[sympy.Symbol, Expr]
+) -> Expr | None:
+    """``base // divisor`` or ``base % divisor`` for a positive size ``divisor``: the
+    terms of ``base`` that ``divisor`` divides exactly (grouped by their index part,
+    so that ``s0*s2*x - s2*q*x`` divides by ``s0*s2 - s2*q``) leave the division, and
+    the rest drops it where the ranges prove it lies in ``[0, divisor)``. None: no
+    change."""
+    if not _positive_size(divisor):
+        return None
+    quotient, rest = _exact_quotient(base, divisor)
+    if _within(rest, divisor, ranges):
+        return sympy.expand(quotient) if is_div else rest
+    if quotient == 0:
+        return None
+    return sympy.expand(quotient) + floordiv(rest, divisor) if is_div else mod(rest, divisor)
+
+
+def _exact_quotient(base: Expr, divisor: Expr) -> tuple[Expr, Expr]:
+    """``base == divisor*quotient + rest`` with ``quotient`` integer-valued: the groups of
+    terms (by index part) whose size coefficient ``divisor`` divides exactly."""
+    groups: dict[Expr, Expr] = {}
+    for term in sympy.Add.make_args(sympy.expand(base)):
+        size_part: list[Expr] = []
+        index_part: list[Expr] = []
+        for f in sympy.Mul.make_args(term):
+            (size_part if f.is_Number or _is_size(f) else index_part).append(f)
+        key = sympy.Mul(*index_part)
+        groups[key] = groups.get(key, sympy.Integer(0)) + sympy.Mul(*size_part)
+    quotient: Expr = sympy.Integer(0)
+    rest: Expr = sympy.Integer(0)
+    for key, coeff in groups.items():
+        q = _divides(sympy.expand(coeff), divisor)
+        if q is None:
+            rest += coeff * key
+        else:
+            quotient += q * key
+    return quotient, rest
+
+
+@cache
+def _divides(coeff: Expr, divisor: Expr) -> Expr | None:
+    """``coeff / divisor`` where that is a polynomial with integer coefficients, else None."""
+    if coeff == 0:
+        return sympy.Integer(0)
+    if divisor.is_Integer:
+        q = coeff / divisor
+        return q if _integer_coefficients(q) else None
+    if not isinstance(divisor, sympy.Add):
+        q = sympy.expand(coeff / divisor)
+        return q if _integer_coefficients(q) and not _has_negative_power(q) else None
+    try:
+        q, r = sympy.div(coeff, divisor)
+    except (sympy.PolynomialError, ValueError):
+        return None
+    if r != 0:
+        return None
+    q = sympy.expand(q)
+    return q if _integer_coefficients(q) else None
+
+
+def _integer_coefficients(e: Expr) -> bool:
+    return all(c.is_Integer for c in sympy.expand(e).as_coefficients_dict().values())
+
+
+def _has_negative_power(e: Expr) -> bool:
+    return any(
+        isinstance(p, sympy.Pow) and not (p.exp.is_Integer and int(p.exp) > 0)
+        for p in sympy.preorder_traversal(e)
+    )
+
+
+def _within(e: Expr, divisor: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> bool:
+    """Whether ``0 <= e < divisor`` for every value of the ranges (proven, not guessed)."""
+    bounds = _sym_bounds(e, ranges)
+    if bounds is None:
+        return False
+    lo, hi = bounds
+    gap = divisor - 1 - hi
+    # A sample of sizes refutes most candidates before the (costlier) proof.
+    if _sample(lo) < 0 or _sample(gap) < 0:
+        return False
+    return _nonneg(lo) and _nonneg(gap)
+
+
+def _sample(e: Expr) -> int | float:
+    """``e`` at one point of the sizes (large, distinct); ``inf`` where not a number."""
+    point = {
+        s: sympy.Integer(1009 + 37 * k)
+        for k, s in enumerate(sorted(e.free_symbols, key=str))
+        if cast(sympy.Symbol, s).is_positive
+    }
+    value = e.xreplace(point)
+    return as_int(value) if value.is_Integer else math.inf
+
+
+@cache
+def _nonneg(e: Expr) -> bool:
+    """Proven ``e >= 0`` for all positive integer sizes: with every size ``s = t + 1``
+    (``t >= 0``), the expanded polynomial has no negative coefficient (a sufficient test,
+    cheap where sympy's assumption queries are not: ``s1*s2 - s2`` passes)."""
+    e = sympy.expand(e)
+    if e.is_Number:
+        return bool(e >= 0)
+    if _nonneg_terms(e):
+        return True
+    sizes = [cast(sympy.Symbol, s) for s in e.free_symbols]
+    shift = {s: s + 1 for s in sizes if s.is_positive}
+    return _nonneg_terms(sympy.expand(e.xreplace(shift)))
+
+
+def _nonneg_terms(e: Expr) -> bool:
+    """Every term a non-negative number times non-negative atoms (sizes, their powers,
+    floor divisions and remainders of non-negative sums)."""
+    for term in sympy.Add.make_args(e):
+        coeff, rest = term.as_coeff_Mul()
+        if coeff < 0:
+            return False
+        for f in sympy.Mul.make_args(rest):
+            if isinstance(f, sympy.Pow) and f.exp.is_Integer and as_int(f.exp) > 0:
+                f = f.base
+            if isinstance(f, sympy.Symbol):
+                if not f.is_nonnegative:
+                    return False
+            elif isinstance(f, FloorDiv | sympy.Mod):
+                num, den = operands(f)
+                if not (_is_size(f) and den.is_positive and _nonneg_terms(sympy.expand(num))):
+                    return False
+            elif not f.is_Number:
+                return False
+    return True
+
+
+def _sym_bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[Expr, Expr] | None:
+    """Bounds ``lo <= e <= hi`` as size expressions (None where unknown)."""
+    if e.is_Number or _is_size(e):
+        return e, e
+    if isinstance(e, sympy.Symbol):
+        size = ranges.get(e)
+        if size is None or not e.is_nonnegative:
+            return None
+        return sympy.Integer(0), size - 1
+    if isinstance(e, sympy.Add):
+        lo_sum: Expr = sympy.Integer(0)
+        hi_sum: Expr = sympy.Integer(0)
+        for a in operands(e):
+            b = _sym_bounds(a, ranges)
+            if b is None:
+                return None
+            lo_sum, hi_sum = lo_sum + b[0], hi_sum + b[1]
+        return lo_sum, hi_sum
+    if isinstance(e, sympy.Mul):
+        factors = operands(e)
+        size = sympy.Mul(*[f for f in factors if f.is_Number or _is_size(f)])
+        rest = [f for f in factors if not (f.is_Number or _is_size(f))]
+        lo: Expr = sympy.Integer(1)
+        hi: Expr = sympy.Integer(1)
+        for f in rest:  # products of non-negative index factors
+            b = _sym_bounds(f, ranges)
+            if b is None or not _nonneg(b[0]):
+                return None
+            lo, hi = lo * b[0], hi * b[1]
+        if _nonneg(size):
+            return size * lo, size * hi
+        if _nonneg(-size):
+            return size * hi, size * lo
+        return None
+    if isinstance(e, FloorDiv):
+        num, den = operands(e)
+        b = _sym_bounds(num, ranges)
+        if b is None or not _positive_size(den):
+            return None
+        return floordiv(b[0], den), floordiv(b[1], den)
+    if isinstance(e, sympy.Mod):
+        _, den = operands(e)
+        if _positive_size(den):
+            return sympy.Integer(0), den - 1
+        return None
+    return None

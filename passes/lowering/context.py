@@ -41,7 +41,7 @@ from kiln.dialects.loop.ops import (
     tensor_for_buffer,
 )
 from kiln.passes.lowering.body import BodyBuilder, expr_attr
-from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef, contiguous_strides
+from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef
 from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type, is_body_type
 
 Expr = sympy.Expr
@@ -235,7 +235,7 @@ class LoweringContext:
             regions=[Region(block)],
         )
         self.emit(op)
-        return TensorRef(op.result, tuple(sizes), dtype, contiguous_strides(sizes))
+        return TensorRef.of_buffer(op.result, sizes)
 
     def reduction(
         self,
@@ -277,11 +277,7 @@ class LoweringContext:
             regions=[Region(block)],
         )
         self.emit(op)
-        strides = contiguous_strides(sizes)
-        return [
-            TensorRef(r, tuple(sizes), t.element_type, strides)  # pyright: ignore[reportAttributeAccessIssue]
-            for r, t in zip(op.outputs, out_types, strict=True)
-        ]
+        return [TensorRef.of_buffer(r, sizes) for r in op.outputs]
 
     def materialize(self, ref: TensorRef, name: str | None = None) -> SSAValue:
         """A contiguous buffer holding ``ref``: its own buffer when it is one, else a copy

@@ -83,13 +83,19 @@ class TensorRef:
     offset: Expr = ZERO
     general: IndexMap | None = None
     """The map when it is not strided (a reshape of a non-viewable layout)."""
+    buffer_sizes: tuple[Expr, ...] | None = None
+    """The buffer's own sizes (None: unknown). A view with the buffer's strides may
+    still be a part of it (the first chunk of a symbolic split: same strides, fewer
+    rows), which only the sizes tell."""
 
     @staticmethod
     def of_buffer(buffer: SSAValue, sizes: Sequence[Expr]) -> TensorRef:
         ty = buffer.type
         assert isinstance(ty, MemRefType)
         sizes = tuple(sizes)
-        return TensorRef(buffer, sizes, ty.element_type, contiguous_strides(sizes))
+        return TensorRef(
+            buffer, sizes, ty.element_type, contiguous_strides(sizes), ZERO, None, sizes
+        )
 
     @property
     def rank(self) -> int:
@@ -108,6 +114,11 @@ class TensorRef:
         ty = self.buffer.type
         assert isinstance(ty, MemRefType)
         if len(ty.get_shape()) != len(self.sizes):
+            return False
+        if self.buffer_sizes is None or not all(
+            s == b or sympy.expand(s - b) == 0
+            for s, b in zip(self.sizes, self.buffer_sizes, strict=True)
+        ):
             return False
         return all(
             s == t or size == ONE
@@ -133,10 +144,14 @@ class TensorRef:
         def general(idx: Sequence[Expr]) -> Expr:
             return inner.storage_index(fn(idx))
 
-        return TensorRef(self.buffer, tuple(sizes), self.dtype, None, ZERO, general)
+        return TensorRef(
+            self.buffer, tuple(sizes), self.dtype, None, ZERO, general, self.buffer_sizes
+        )
 
     def strided(self, sizes: Sequence[Expr], strides: Sequence[Expr], offset: Expr) -> TensorRef:
-        return TensorRef(self.buffer, tuple(sizes), self.dtype, tuple(strides), offset)
+        return TensorRef(
+            self.buffer, tuple(sizes), self.dtype, tuple(strides), offset, None, self.buffer_sizes
+        )
 
     def permute(self, dims: Sequence[int]) -> TensorRef:
         sizes = [self.sizes[d] for d in dims]

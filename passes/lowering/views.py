@@ -375,6 +375,7 @@ def _diagonal(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
             out.strides,
             out.offset,
             out.general,
+            out.buffer_sizes,
         )
     ]
 

@@ -1,0 +1,161 @@
+"""How often a model recompiles as batch size and sequence length vary: kiln vs Inductor.
+
+Each model is compiled once per backend and called over a sweep of shapes (batch 1..64
+at a fixed sequence length, then sequence length 7..512 at a fixed batch), the way a
+user's serving loop changes them; the backend's compile function is wrapped to count
+the graphs dynamo hands it (every recompile is one). ``dynamic=None`` is torch's
+default (static first, a dim made dynamic when it changes: "automatic dynamic");
+``dynamic=True`` marks every dim dynamic from the first call; ``aot_eager`` (dynamo and
+AOTAutograd without a compiler) is the floor: a backend above it added guards of its own
+(specialised a size at compile time). Outputs are checked
+against eager at every call. Issue 21 asks for no more recompiles than Inductor.
+
+    python benchmarks/recompiles.py                      # all models, both modes, cpu
+    python benchmarks/recompiles.py --models bert --device cuda
+
+:func:`count_recompiles` is the entry point the dashboard can call (one row per model,
+backend and mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from models import GPT2, MLP, BERTEncoder
+
+BATCHES = (1, 2, 3, 8, 17, 64)
+SEQS = (7, 16, 33, 128, 512)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model and how to make its input for (batch, seq)."""
+
+    name: str
+    build: Callable[[], nn.Module]
+    inputs: Callable[[int, int], tuple[torch.Tensor, ...]]
+    has_seq: bool = True
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape)
+
+
+MODELS: dict[str, Model] = {
+    "mlp": Model("mlp", lambda: MLP(64, 128), lambda b, s: (_randn(b, 64),), has_seq=False),
+    "bert": Model("bert", lambda: BERTEncoder(64, 4, 1), lambda b, s: (_randn(b, s, 64),)),
+    "gpt2": Model(
+        "gpt2",
+        lambda: GPT2(256, 64, 4, 1, 512),
+        lambda b, s: (torch.randint(0, 256, (b, s)),),
+    ),
+}
+
+
+@dataclass
+class Row:
+    model: str
+    backend: str
+    dynamic: str
+    calls: int
+    compiles: int
+    wrong: int
+    """Calls whose output differed from eager."""
+    seconds: float
+
+
+def shapes(model: Model) -> list[tuple[int, int]]:
+    """Batch sweep at seq 64, then (for sequence models) seq sweep at batch 4."""
+    out = [(b, 64) for b in BATCHES]
+    if model.has_seq:
+        out += [(4, s) for s in SEQS]
+    return out
+
+
+def _backend(name: str, device: str) -> Callable[..., Any]:
+    if name == "aot_eager":  # dynamo + AOTAutograd alone: the guards no backend adds
+        from torch._dynamo.backends.debugging import aot_eager
+
+        return aot_eager
+    if name == "kiln":
+        from kiln.frontends.dynamo import kiln_backend
+
+        executor = "triton" if device == "cuda" else "cpp"
+        return functools.partial(kiln_backend, options={"verbose": False, "executor": executor})
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx
+
+
+def count_recompiles(model: Model, backend: str, dynamic: bool | None, device: str = "cpu") -> Row:
+    """Compile ``model`` with ``backend`` and run it over :func:`shapes`; count the
+    graphs the backend compiled."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    module = model.build().to(device).eval()
+    compiled_graphs = 0
+    real = _backend(backend, device)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kw: Any) -> Any:
+        nonlocal compiled_graphs
+        compiled_graphs += 1
+        return real(gm, example_inputs, **kw)
+
+    compiled = torch.compile(module, backend=counting, dynamic=dynamic)
+    wrong = 0
+    start = time.perf_counter()
+    with torch.no_grad(), torch._dynamo.config.patch(cache_size_limit=64):
+        for batch, seq in shapes(model):
+            inputs = tuple(t.to(device) for t in model.inputs(batch, seq))
+            have, want = compiled(*inputs), module(*inputs)
+            if have.shape != want.shape or not torch.allclose(have, want, rtol=1e-3, atol=1e-3):
+                wrong += 1
+    return Row(
+        model.name,
+        backend,
+        {None: "auto", True: "true", False: "false"}[dynamic],
+        len(shapes(model)),
+        compiled_graphs,
+        wrong,
+        round(time.perf_counter() - start, 1),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kiln vs Inductor recompiles")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--backends", nargs="*", default=["kiln", "inductor", "aot_eager"])
+    parser.add_argument("--dynamic", nargs="*", default=["auto", "true"])
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    modes = {"auto": None, "true": True, "false": False}
+    print("model  backend   dynamic  calls  compiles  wrong  seconds")
+    rows: list[Row] = []
+    for name in args.models:
+        for mode in args.dynamic:
+            for backend in args.backends:
+                row = count_recompiles(MODELS[name], backend, modes[mode], args.device)
+                rows.append(row)
+                print(
+                    f"{row.model:6} {row.backend:9} {row.dynamic:8} {row.calls:5} "
+                    f"{row.compiles:9} {row.wrong:6} {row.seconds:8}",
+                    flush=True,
+                )
+    print([asdict(r) for r in rows])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
