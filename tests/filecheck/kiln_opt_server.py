@@ -48,7 +48,7 @@ def client(path: str, args: list[str]) -> int:
 def _warm_up() -> None:
     """Import what every kiln-opt run imports (kiln, every registered pass, torch._dynamo
     that torch's reference implementations import on their first call)."""
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo
     import torch._refs  # noqa: F401
 
     from kiln.registry import default_registry
