@@ -185,3 +185,22 @@ def test_isolated_rows_match_the_in_process_rows(tmp_path: Path) -> None:
     kiln = next(r for r in rows if r["backend"] == "kiln")
     assert kiln["err_eager"] < 1e-5
     assert kiln["launches"] >= 1
+
+
+def test_dynamic_rows_are_a_group_of_their_own_against_static_eager(tmp_path: Path) -> None:
+    rows = [
+        _row("a", "eager", 4.0),
+        _row("a", "kiln", 2.0),
+        _row("a", "kiln", 1.0, dynamic=True, recompiles=3),
+    ]
+    merged = tmp_path / "m.json"
+    merged.write_text(json.dumps({"runs": [], "rows": rows}))
+    assert len(load_results([merged])["rows"]) == 3  # the dynamic row does not replace the static
+    page = tmp_path / "d.md"
+    render({"runs": [], "rows": rows}, page, plots=False)
+    text = page.read_text()
+    static, dynamic = text.split("## small / infer dynamic / float32")
+    assert "recompiles" not in static.split("## small / infer / float32")[1]
+    assert "recompiles (kiln)" in dynamic
+    # kiln's speedup over the static eager row: 4 ms / 1 ms.
+    assert "| a | kiln | 4.000 | 1.000 | 4.00 |" in dynamic
