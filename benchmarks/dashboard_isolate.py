@@ -48,8 +48,10 @@ STARTUP = 300
 POISONED = 3
 """The worker's exit status after a failure left the CUDA context unusable."""
 FAULT = "KILN_DASHBOARD_FAULT"
-"""``backend:crash`` or ``backend:hang``: the worker aborts, or hangs beyond its own timer's
-reach, when it starts that backend (tests/test_bench_zoo.py tests the isolation with it)."""
+"""``backend:crash``, ``backend:hang`` or ``backend:poison``: when the worker starts that
+backend, it aborts, hangs beyond its own timer's reach, or (CUDA) queues a device-side
+assert that poisons the context under the backend's run (tests/test_bench_zoo.py and the
+H200 check in docs/benchmarks/dashboard.md test the isolation with it)."""
 
 TaskKey = tuple[str, str, str, str]
 """(model, size, mode, dtype)."""
@@ -88,6 +90,10 @@ def _inject_fault(backend: str) -> None:
         return
     if kind == "crash":
         os.abort()
+    if kind == "poison" and torch.cuda.is_available():  # surfaces at the backend's next sync
+        x = torch.zeros(1, device="cuda")
+        x[torch.tensor([1 << 20], device="cuda")] = 1.0
+        return
     if kind == "hang":  # as a hung kernel would: the task timer's SIGALRM never gets through
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         while True:
