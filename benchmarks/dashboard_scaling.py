@@ -3,7 +3,10 @@ kiln and Inductor, each point in a fresh process (``dashboard.py --scaling``).""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,13 +62,19 @@ def run_scaling(
                 device,
             ]
             print(f"compile-time scaling: {backend}, {n} layers ...", file=sys.stderr, flush=True)
+            # Its own session: on a timeout, its compile workers are killed with it.
+            proc = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
             try:
-                proc = subprocess.run(
-                    command, capture_output=True, text=True, timeout=timeout or None, check=False
-                )
-                line = next((x for x in proc.stdout.splitlines() if x.startswith("SCALING ")), None)
+                stdout, stderr = proc.communicate(timeout=timeout or None)
+                line = next((x for x in stdout.splitlines() if x.startswith("SCALING ")), None)
                 if line is None:
-                    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                    tail = (stderr.strip().splitlines() or ["no output"])[-1]
                     result = {
                         "backend": backend,
                         "layers": n,
@@ -74,6 +83,9 @@ def run_scaling(
                 else:
                     result = json.loads(line.removeprefix("SCALING "))
             except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
                 result = {"backend": backend, "layers": n, "error": f"timed out after {timeout} s"}
             result["device"] = device
             print(f"  -> {result}", file=sys.stderr, flush=True)
