@@ -230,6 +230,7 @@ def run_job(
                     command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
             offset, last_event, hung, seen = 0, time.monotonic(), False, False
+            allowed = settings.timeout + GRACE + STARTUP
             current_task: TaskKey | None = None
             running: str | None = None
             stopped = False

@@ -273,7 +273,8 @@ def recompile_count(task: Task, fn: Callable[..., Any]) -> int | None:
     except ImportError:
         return None
     count = getattr(recompiles, "count_recompiles", None)
-    return count(task, fn) if callable(count) else None
+    result = count(task, fn) if callable(count) else None
+    return int(result) if isinstance(result, int) else None
 
 
 def run_task(
