@@ -31,7 +31,10 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import dashboard  # noqa: E402
+import dashboard_isolate  # noqa: E402
+from dashboard_measure import rel_error  # noqa: E402
 from dashboard_render import geomean, render  # noqa: E402
+from dashboard_results import load_results  # noqa: E402
 from zoo import registry  # noqa: E402
 
 
@@ -127,7 +130,7 @@ def test_results_merge_later_files_win(tmp_path: Path) -> None:
             {"runs": [{"commit": "y"}], "rows": [_row("a", "kiln", 1.0), _row("b", "kiln", 3.0)]}
         )
     )
-    merged = dashboard.load_results([first, second])
+    merged = load_results([first, second])
     assert [r["commit"] for r in merged["runs"]] == ["x", "y"]
     assert sorted((r["model"], r["ms"]) for r in merged["rows"]) == [("a", 1.0), ("b", 3.0)]
 
@@ -136,7 +139,68 @@ def test_error_of_a_zero_gradient_is_floored_by_the_largest_tensor() -> None:
     big = torch.tensor([1.0, -2.0])
     noise, other_noise = torch.tensor([1e-9]), torch.tensor([-1e-9])
     # Alone, two roundings of a zero differ by 200%; beside a tensor of magnitude 2, by 1e-6.
-    assert dashboard.rel_error([noise], [other_noise]) == pytest.approx(2.0)
-    assert dashboard.rel_error([big, noise], [big, other_noise]) == pytest.approx(2e-9 / 2e-3)
-    assert dashboard.rel_error([big * 1.01], [big]) == pytest.approx(0.01)
-    assert dashboard.rel_error([torch.tensor([float("nan")])], [big[:1]]) == math.inf
+    assert rel_error([noise], [other_noise]) == pytest.approx(2.0)
+    assert rel_error([big, noise], [big, other_noise]) == pytest.approx(2e-9 / 2e-3)
+    assert rel_error([big * 1.01], [big]) == pytest.approx(0.01)
+    assert rel_error([torch.tensor([float("nan")])], [big[:1]]) == math.inf
+
+
+def _isolated_run(tmp_path: Path, *extra: str) -> list[dict]:
+    results = tmp_path / "r.json"
+    argv = ["--models", "softmax", "--modes", "infer", "--dtypes", "float32,bfloat16"]
+    argv += ["--backends", "eager,kiln", "--check-only", "--isolate", "model"]
+    assert dashboard.main([*argv, *extra, "--json", str(results)]) == 0
+    return json.loads(results.read_text())["rows"]
+
+
+def test_a_crashing_backend_is_a_failure_row_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(dashboard_isolate.FAULT, "kiln:crash")
+    rows = _isolated_run(tmp_path)
+    got = {(r["dtype"], r["backend"]): (r["status"], r["reason"] or "") for r in rows}
+    assert set(got) == {(d, b) for d in ("float32", "bfloat16") for b in ("eager", "kiln")}
+    for dtype in ("float32", "bfloat16"):  # each in a fresh worker after the last one died
+        assert got[(dtype, "eager")] == ("pass", "")
+        status, reason = got[(dtype, "kiln")]
+        assert status == "fail"
+        assert reason.startswith("worker killed by SIGABRT")
+
+
+def test_a_hung_backend_is_killed_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(dashboard_isolate.FAULT, "kiln:hang")
+    monkeypatch.setattr(dashboard_isolate, "GRACE", 0)
+    rows = _isolated_run(tmp_path, "--dtypes", "float32", "--timeout", "30")
+    got = {r["backend"]: (r["status"], r["reason"] or "") for r in rows}
+    assert got["eager"] == ("pass", "")
+    assert got["kiln"][0] == "fail"
+    assert "without progress (worker killed)" in got["kiln"][1]
+
+
+def test_isolated_rows_match_the_in_process_rows(tmp_path: Path) -> None:
+    rows = _isolated_run(tmp_path, "--dtypes", "float32")
+    assert {(r["backend"], r["status"]) for r in rows} == {("eager", "pass"), ("kiln", "pass")}
+    kiln = next(r for r in rows if r["backend"] == "kiln")
+    assert kiln["err_eager"] < 1e-5
+    assert kiln["launches"] >= 1
+
+
+def test_dynamic_rows_are_a_group_of_their_own_against_static_eager(tmp_path: Path) -> None:
+    rows = [
+        _row("a", "eager", 4.0),
+        _row("a", "kiln", 2.0),
+        _row("a", "kiln", 1.0, dynamic=True, recompiles=3),
+    ]
+    merged = tmp_path / "m.json"
+    merged.write_text(json.dumps({"runs": [], "rows": rows}))
+    assert len(load_results([merged])["rows"]) == 3  # the dynamic row does not replace the static
+    page = tmp_path / "d.md"
+    render({"runs": [], "rows": rows}, page, plots=False)
+    text = page.read_text()
+    static, dynamic = text.split("## small / infer dynamic / float32")
+    assert "recompiles" not in static.split("## small / infer / float32")[1]
+    assert "recompiles (kiln)" in dynamic
+    # kiln's speedup over the static eager row: 4 ms / 1 ms.
+    assert "| a | kiln | 4.000 | 1.000 | 4.00 |" in dynamic

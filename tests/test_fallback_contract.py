@@ -68,35 +68,69 @@ def check(fn: Program, *inputs: Any) -> None:
     assert last_compile_stats().executor == "cpp"
 
 
+Inputs = Callable[[], tuple[Any, ...]]
+_BATCHES: dict[str, dict[str, tuple[Any, Any]]] = {}
+
+
+def _run_batch(cases: dict[str, tuple[Program, Inputs]]) -> dict[str, tuple[Any, Any]]:
+    """Every case's function in ONE compiled program (one graph, one C++ build instead of
+    one per case): case name -> (compiled result, eager result); empty when the program
+    as a whole does not compile or run (each case is then checked alone)."""
+    names = list(cases)
+    inputs = {name: cases[name][1]() for name in names}
+    bounds, flat = [], []
+    for name in names:
+        bounds.append((len(flat), len(flat) + len(inputs[name])))
+        flat.extend(inputs[name])
+
+    def program(*tensors: Any) -> tuple[Any, ...]:
+        return tuple(cases[n][0](*tensors[a:b]) for n, (a, b) in zip(names, bounds, strict=True))
+
+    try:
+        torch._dynamo.reset()
+        got = _compiled(program)(*flat)
+        assert last_compile_stats().executor == "cpp"
+    except Exception:
+        return {}
+    return dict(zip(names, zip(got, program(*flat), strict=True), strict=True))
+
+
+def check_case(group: str, cases: dict[str, tuple[Program, Inputs]], name: str) -> None:
+    """``check`` of one case of a group, the group compiled once as one program; alone
+    when the group's program fails (so that the failing case is the one named)."""
+    if group not in _BATCHES:
+        _BATCHES[group] = _run_batch(cases)
+    if name not in _BATCHES[group]:
+        fn, make_inputs = cases[name]
+        check(fn, *make_inputs())
+        return
+    assert_like_eager(*_BATCHES[group][name])
+
+
 # -- item 8: tensor constants traced into the graph ---------------------------------------
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: x + torch.tensor(1),
-        lambda x: x[torch.tensor([0, 2])],
-        lambda x: torch.maximum(x, torch.tensor(0.25)),
-        lambda x: torch.masked.cumsum(x, 0, mask=x > 0),
-        lambda x: torch.sub(2.0, x),  # aten.sub.Tensor(2.0, x): a wrapped scalar constant
-        lambda x: torch.div(3.0, x),
-        # Not embedded: too large for a dense attribute, or complex.
-        lambda x: x + torch.arange(100.0).reshape(4, 25)[:, :3].contiguous(),
-        lambda x: x * torch.tensor([1j, 2.0, -1j]),
-    ],
-    ids=[
-        "add",
-        "index",
-        "maximum",
-        "masked_cumsum",
-        "rsub_scalar",
-        "rdiv_scalar",
-        "large",
-        "complex",
-    ],
-)
-def test_traced_constants_keep_their_data(fn: Program) -> None:
-    check(fn, torch.randn(4, 3) + 2)
+def _offset() -> tuple[torch.Tensor]:
+    return (torch.randn(4, 3) + 2,)
+
+
+CONSTANTS: dict[str, tuple[Program, Inputs]] = {
+    "add": (lambda x: x + torch.tensor(1), _offset),
+    "index": (lambda x: x[torch.tensor([0, 2])], _offset),
+    "maximum": (lambda x: torch.maximum(x, torch.tensor(0.25)), _offset),
+    "masked_cumsum": (lambda x: torch.masked.cumsum(x, 0, mask=x > 0), _offset),
+    # aten.sub.Tensor(2.0, x): a wrapped scalar constant
+    "rsub_scalar": (lambda x: torch.sub(2.0, x), _offset),
+    "rdiv_scalar": (lambda x: torch.div(3.0, x), _offset),
+    # Not embedded: too large for a dense attribute, or complex.
+    "large": (lambda x: x + torch.arange(100.0).reshape(4, 25)[:, :3].contiguous(), _offset),
+    "complex": (lambda x: x * torch.tensor([1j, 2.0, -1j]), _offset),
+}
+
+
+@pytest.mark.parametrize("name", CONSTANTS)
+def test_traced_constants_keep_their_data(name: str) -> None:
+    check_case("constants", CONSTANTS, name)
 
 
 def test_large_traced_constant_is_passed_at_run_time() -> None:
@@ -160,21 +194,20 @@ def _spd(n: int) -> torch.Tensor:
     return a @ a.T + n * torch.eye(n)
 
 
-@pytest.mark.parametrize(
-    ("fn", "make_inputs"),
-    [
-        (torch.linalg.inv, lambda: (torch.randn(4, 4),)),
-        (torch.linalg.solve, lambda: (torch.randn(4, 4), torch.randn(4, 2))),
-        (torch.linalg.cholesky, lambda: (_spd(4),)),
-        (lambda a: torch.linalg.lu_factor(a), lambda: (torch.randn(4, 4),)),
-        (lambda a: torch.linalg.ldl_factor(a), lambda: (_spd(4),)),
-        (lambda a: torch.linalg.tensorinv(a, ind=1), lambda: (torch.randn(4, 2, 2),)),
-        (torch.linalg.tensorsolve, lambda: (torch.randn(2, 3, 6), torch.randn(2, 3))),
-    ],
-    ids=["inv", "solve", "cholesky", "lu_factor", "ldl_factor", "tensorinv", "tensorsolve"],
-)
-def test_linalg_with_effects(fn: Program, make_inputs: Callable[[], tuple[Any, ...]]) -> None:
-    check(fn, *make_inputs())
+LINALG: dict[str, tuple[Program, Inputs]] = {
+    "inv": (torch.linalg.inv, lambda: (torch.randn(4, 4),)),
+    "solve": (torch.linalg.solve, lambda: (torch.randn(4, 4), torch.randn(4, 2))),
+    "cholesky": (torch.linalg.cholesky, lambda: (_spd(4),)),
+    "lu_factor": (lambda a: torch.linalg.lu_factor(a), lambda: (torch.randn(4, 4),)),
+    "ldl_factor": (lambda a: torch.linalg.ldl_factor(a), lambda: (_spd(4),)),
+    "tensorinv": (lambda a: torch.linalg.tensorinv(a, ind=1), lambda: (torch.randn(4, 2, 2),)),
+    "tensorsolve": (torch.linalg.tensorsolve, lambda: (torch.randn(2, 3, 6), torch.randn(2, 3))),
+}
+
+
+@pytest.mark.parametrize("name", LINALG)
+def test_linalg_with_effects(name: str) -> None:
+    check_case("linalg", LINALG, name)
 
 
 def test_linalg_errors_are_raised_as_in_eager() -> None:
@@ -187,50 +220,60 @@ def test_linalg_errors_are_raised_as_in_eager() -> None:
 # -- item 11: dtypes kiln does not model -----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: torch.fft.fft(x),
-        lambda x: torch.fft.rfft(x)[1:4] * 2,
-        lambda x: torch.fft.irfft2(torch.fft.rfft2(x.reshape(4, 4)) * 2),
-        lambda x: torch.stft(x, 8, return_complex=True, window=torch.hann_window(8)),
-        lambda x: torch.linalg.eig(x.reshape(4, 4))[0],
-        lambda x: torch.view_as_complex(x.reshape(8, 2))[2:6],
-    ],
-    ids=["fft", "rfft_slice", "rfft2_roundtrip", "stft", "eig", "view_as_complex_slice"],
-)
-def test_complex_results(fn: Program) -> None:
-    check(fn, torch.randn(16))
+def _signal() -> tuple[torch.Tensor]:
+    return (torch.randn(16),)
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda z: z[1:3] * 2,
-        lambda z: z[1:3],
-        lambda z: (z * 2).t(),
-        lambda z: (z * 2).t().reshape(-1),  # a view no strided layout expresses
-        lambda z: torch.view_as_real(z[:, 1:]),
-    ],
-    ids=["slice_mul", "slice_out", "transpose_out", "reshape_of_transpose", "view_as_real"],
-)
-def test_complex_inputs_and_views(fn: Program) -> None:
-    check(fn, torch.randn(4, 3, dtype=torch.complex64))
+COMPLEX_RESULTS: dict[str, tuple[Program, Inputs]] = {
+    "fft": (lambda x: torch.fft.fft(x), _signal),
+    "rfft_slice": (lambda x: torch.fft.rfft(x)[1:4] * 2, _signal),
+    "rfft2_roundtrip": (lambda x: torch.fft.irfft2(torch.fft.rfft2(x.reshape(4, 4)) * 2), _signal),
+    "stft": (lambda x: torch.stft(x, 8, return_complex=True, window=torch.hann_window(8)), _signal),
+    "eig": (lambda x: torch.linalg.eig(x.reshape(4, 4))[0], _signal),
+    "view_as_complex_slice": (lambda x: torch.view_as_complex(x.reshape(8, 2))[2:6], _signal),
+}
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: x.to(torch.float8_e4m3fn).to(torch.float32),
-        lambda x: x.to(torch.float8_e5m2),
-        lambda x: x.to(torch.float8_e5m2)[1:3],
-        lambda x: x.to(torch.float8_e4m3fn).t(),
-        lambda x: x.to(torch.float8_e4m3fn).t().reshape(-1),
-    ],
-    ids=["roundtrip", "out", "slice", "transpose", "reshape_of_transpose"],
-)
-def test_float8(fn: Program) -> None:
-    check(fn, torch.randn(4, 3))
+@pytest.mark.parametrize("name", COMPLEX_RESULTS)
+def test_complex_results(name: str) -> None:
+    check_case("complex_results", COMPLEX_RESULTS, name)
+
+
+def _complex() -> tuple[torch.Tensor]:
+    return (torch.randn(4, 3, dtype=torch.complex64),)
+
+
+COMPLEX_INPUTS: dict[str, tuple[Program, Inputs]] = {
+    "slice_mul": (lambda z: z[1:3] * 2, _complex),
+    "slice_out": (lambda z: z[1:3], _complex),
+    "transpose_out": (lambda z: (z * 2).t(), _complex),
+    # a view no strided layout expresses
+    "reshape_of_transpose": (lambda z: (z * 2).t().reshape(-1), _complex),
+    "view_as_real": (lambda z: torch.view_as_real(z[:, 1:]), _complex),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX_INPUTS)
+def test_complex_inputs_and_views(name: str) -> None:
+    check_case("complex_inputs", COMPLEX_INPUTS, name)
+
+
+def _matrix() -> tuple[torch.Tensor]:
+    return (torch.randn(4, 3),)
+
+
+FLOAT8: dict[str, tuple[Program, Inputs]] = {
+    "roundtrip": (lambda x: x.to(torch.float8_e4m3fn).to(torch.float32), _matrix),
+    "out": (lambda x: x.to(torch.float8_e5m2), _matrix),
+    "slice": (lambda x: x.to(torch.float8_e5m2)[1:3], _matrix),
+    "transpose": (lambda x: x.to(torch.float8_e4m3fn).t(), _matrix),
+    "reshape_of_transpose": (lambda x: x.to(torch.float8_e4m3fn).t().reshape(-1), _matrix),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT8)
+def test_float8(name: str) -> None:
+    check_case("float8", FLOAT8, name)
 
 
 def test_complex32() -> None:
@@ -254,18 +297,20 @@ def test_scaled_mm() -> None:
     check(fn, a, b)
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        lambda x: torch.quantize_per_tensor(x, 0.1, 3, torch.quint8),
-        lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8)[1:3],
-        lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8).t(),
+QUANTIZED: dict[str, tuple[Program, Inputs]] = {
+    "quint8": (lambda x: torch.quantize_per_tensor(x, 0.1, 3, torch.quint8), _matrix),
+    "qint8_slice": (lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8)[1:3], _matrix),
+    "qint8_transpose": (lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8).t(), _matrix),
+    "dequantize": (
         lambda x: torch.dequantize(torch.quantize_per_tensor(x, 0.05, 0, torch.qint8)) * 2,
-    ],
-    ids=["quint8", "qint8_slice", "qint8_transpose", "dequantize"],
-)
-def test_quantized(fn: Program) -> None:
-    check(fn, torch.randn(4, 3))
+        _matrix,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", QUANTIZED)
+def test_quantized(name: str) -> None:
+    check_case("quantized", QUANTIZED, name)
 
 
 # -- item 5 (CPU): SDPA training ----------------------------------------------------------

@@ -62,99 +62,96 @@ def _spec(
     return ModelSpec(name, "transformers", family, build)
 
 
-def _width(size: str, small: Any, large: Any) -> Any:
-    return small if size == "small" else large
+def _sized(table: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
+    """A config builder from a table: a ``(small, large)`` pair is picked by size, any other
+    value is the same at both sizes."""
+
+    def config(size: str) -> dict[str, Any]:
+        pick = 0 if size == "small" else 1
+        return {k: v[pick] if isinstance(v, tuple) else v for k, v in table.items()}
+
+    return config
 
 
-def _bert(size: str) -> dict[str, Any]:
-    h = _width(size, 128, 768)
-    return dict(
-        vocab_size=_width(size, 2048, 30522),
-        hidden_size=h,
-        num_hidden_layers=_width(size, 2, 4),
-        num_attention_heads=_width(size, 4, 12),
-        intermediate_size=4 * h,
+# Widths and layers: small 128 wide, 2 layers; large at the base models' widths, 4 layers.
+# Feed-forward widths are 4x the model width unless the architecture says otherwise.
+_bert = _sized(
+    dict(
+        vocab_size=(2048, 30522),
+        hidden_size=(128, 768),
+        num_hidden_layers=(2, 4),
+        num_attention_heads=(4, 12),
+        intermediate_size=(512, 3072),
         max_position_embeddings=512,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )
-
-
-def _distilbert(size: str) -> dict[str, Any]:
-    h = _width(size, 128, 768)
-    return dict(
-        vocab_size=_width(size, 2048, 30522),
-        dim=h,
-        n_layers=_width(size, 2, 4),
-        n_heads=_width(size, 4, 12),
-        hidden_dim=4 * h,
+)
+_distilbert = _sized(
+    dict(
+        vocab_size=(2048, 30522),
+        dim=(128, 768),
+        n_layers=(2, 4),
+        n_heads=(4, 12),
+        hidden_dim=(512, 3072),
         max_position_embeddings=512,
         dropout=0.0,
         attention_dropout=0.0,
     )
-
-
-def _gpt2(size: str) -> dict[str, Any]:
-    return dict(
-        vocab_size=_width(size, 2048, 50257),
-        n_embd=_width(size, 128, 768),
-        n_layer=_width(size, 2, 4),
-        n_head=_width(size, 4, 12),
+)
+_gpt2 = _sized(
+    dict(
+        vocab_size=(2048, 50257),
+        n_embd=(128, 768),
+        n_layer=(2, 4),
+        n_head=(4, 12),
         n_positions=1024,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
     )
-
-
-def _opt(size: str) -> dict[str, Any]:
-    h = _width(size, 128, 768)
-    return dict(
-        vocab_size=_width(size, 2048, 50272),
-        hidden_size=h,
-        word_embed_proj_dim=h,
-        num_hidden_layers=_width(size, 2, 4),
-        num_attention_heads=_width(size, 4, 12),
-        ffn_dim=4 * h,
+)
+_opt = _sized(
+    dict(
+        vocab_size=(2048, 50272),
+        hidden_size=(128, 768),
+        word_embed_proj_dim=(128, 768),
+        num_hidden_layers=(2, 4),
+        num_attention_heads=(4, 12),
+        ffn_dim=(512, 3072),
         max_position_embeddings=1024,
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
         layerdrop=0.0,
     )
-
-
-def _t5(size: str) -> dict[str, Any]:
-    # T5 v1.1: gated GELU feed-forward, untied head, relative position buckets.
-    h = _width(size, 128, 768)
-    return dict(
-        vocab_size=_width(size, 2048, 32128),
-        d_model=h,
+)
+# T5 v1.1: gated GELU feed-forward, untied head, relative position buckets; 64-wide heads.
+_t5 = _sized(
+    dict(
+        vocab_size=(2048, 32128),
+        d_model=(128, 768),
         d_kv=64,
-        d_ff=_width(size, 320, 2048),
-        num_layers=_width(size, 2, 4),
-        num_decoder_layers=_width(size, 2, 4),
-        num_heads=h // 64,
+        d_ff=(320, 2048),
+        num_layers=(2, 4),
+        num_decoder_layers=(2, 4),
+        num_heads=(2, 12),
         feed_forward_proj="gated-gelu",
         tie_word_embeddings=False,
         dropout_rate=0.0,
         decoder_start_token_id=0,
     )
-
-
-def _bart(size: str) -> dict[str, Any]:
-    h = _width(size, 128, 768)
-    layers = _width(size, 2, 4)
-    heads = _width(size, 4, 12)
-    return dict(
-        vocab_size=_width(size, 2048, 50265),
-        d_model=h,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-        encoder_ffn_dim=4 * h,
-        decoder_ffn_dim=4 * h,
+)
+_bart = _sized(
+    dict(
+        vocab_size=(2048, 50265),
+        d_model=(128, 768),
+        encoder_layers=(2, 4),
+        decoder_layers=(2, 4),
+        encoder_attention_heads=(4, 12),
+        decoder_attention_heads=(4, 12),
+        encoder_ffn_dim=(512, 3072),
+        decoder_ffn_dim=(512, 3072),
         max_position_embeddings=1024,
         dropout=0.0,
         attention_dropout=0.0,
@@ -162,28 +159,21 @@ def _bart(size: str) -> dict[str, Any]:
         encoder_layerdrop=0.0,
         decoder_layerdrop=0.0,
     )
-
-
-def _llama_like(size: str, **extra: Any) -> dict[str, Any]:
-    # RoPE, grouped-query attention (4 query heads per KV head), SwiGLU, RMSNorm.
-    h = _width(size, 128, 1024)
-    heads = _width(size, 4, 16)
-    return dict(
-        vocab_size=_width(size, 2048, 32000),
-        hidden_size=h,
-        intermediate_size=_width(size, 352, 2816),
-        num_hidden_layers=_width(size, 2, 4),
-        num_attention_heads=heads,
-        num_key_value_heads=heads // 4 if heads >= 4 else 1,
-        max_position_embeddings=2048,
-        attention_dropout=0.0,
-        **extra,
-    )
-
-
-def _mistral(size: str) -> dict[str, Any]:
-    # A sliding window shorter than the sequence, so that the window mask matters.
-    return _llama_like(size, sliding_window=_width(size, 16, 256))
+)
+# RoPE, grouped-query attention (4 query heads per KV head), SwiGLU, RMSNorm.
+_LLAMA_LIKE: dict[str, Any] = dict(
+    vocab_size=(2048, 32000),
+    hidden_size=(128, 1024),
+    intermediate_size=(352, 2816),
+    num_hidden_layers=(2, 4),
+    num_attention_heads=(4, 16),
+    num_key_value_heads=(1, 4),
+    max_position_embeddings=2048,
+    attention_dropout=0.0,
+)
+_llama_like = _sized(_LLAMA_LIKE)
+# A sliding window shorter than the sequence, so that the window mask matters.
+_mistral = _sized({**_LLAMA_LIKE, "sliding_window": (16, 256)})
 
 
 SPECS: list[ModelSpec] = [

@@ -1,7 +1,8 @@
 """lit configuration for kiln's FileCheck tests (run by tests/filecheck/test_lit.py).
 
 ``kiln-opt``, ``xdsl-opt`` and ``filecheck`` are taken from the bin directory of the
-Python that runs lit, so the tests use the installed (editable) kiln.
+Python that runs lit, so the tests use the installed (editable) kiln; under
+test_lit.py, ``kiln-opt`` is the client of its fork server (``$KILN_LIT_BIN``).
 Substitutions: ``%plugins`` is the folder of the test plugins (tests/plugins).
 """
 
@@ -22,7 +23,11 @@ config.test_exec_root = os.environ.get(
 )
 
 _bin = os.path.dirname(sys.executable)
-config.environment["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
+# test_lit.py's fork server: its kiln-opt client comes first (see kiln_opt_server.py).
+_served = os.environ.get("KILN_LIT_BIN", "")
+config.environment["PATH"] = os.pathsep.join(
+    p for p in [_served, _bin, os.environ.get("PATH", "")] if p
+)
 config.environment["PYTHONWARNINGS"] = "error::DeprecationWarning"
 # The checkout these tests belong to comes first: an editable install may point at
 # another worktree (lit passes no PYTHONPATH of its own).

@@ -1,12 +1,12 @@
 """OpInfo tests: Triton runs in its interpreter on the CPU (unless
-``KILN_OPINFO_DEVICE=cuda``), and kernels build into a private per-session cache."""
+``KILN_OPINFO_DEVICE=cuda``); kernels build into the session's private cache
+(tests/conftest.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,15 +41,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for config, counts in sorted(TALLY.items()):
         line = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
         terminalreporter.write_line(f"opinfo {config}: {line}")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def opinfo_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    path = str(tmp_path_factory.mktemp("kiln-opinfo-cache"))
-    previous = os.environ.get("KILN_CACHE_DIR")
-    os.environ["KILN_CACHE_DIR"] = path
-    yield path
-    if previous is None:
-        os.environ.pop("KILN_CACHE_DIR", None)
-    else:
-        os.environ["KILN_CACHE_DIR"] = previous

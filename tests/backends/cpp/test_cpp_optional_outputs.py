@@ -1,58 +1,15 @@
-"""Externs whose optional outputs ATen leaves undefined (None) at run time.
-
-cuDNN attention returns ``None`` for ``cum_seq_q``/``cum_seq_k`` where its FakeTensor
-(what the graph was traced with) is a tensor; the wrapper must pass the None through
-(it called ``None.is_contiguous()``). On the CPU an op's binding is patched to do so.
-"""
+"""Externs whose optional outputs ATen leaves undefined (None), in the C++ wrapper (the
+case is in tests/optional_outputs_cases.py, shared with the Triton backend)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 import torch
-
-from kiln.compiler import CompileOptions, compile_graph
-from kiln.dialects.aten import interpreter
-from kiln.frontends.capture import capture_make_fx
-
-aten = torch.ops.aten
-TOPK = "aten::topk.default"
+from optional_outputs_cases import check_undefined_optional_output
 
 
-def values_and_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    values, indices = aten.topk(x, 2)
-    return values * 2.0, indices
-
-
-def undefined_indices(monkeypatch: pytest.MonkeyPatch) -> None:
-    lookup = interpreter.torch_overload
-
-    def patched(overload: str) -> Callable[..., Any]:
-        real = lookup(overload)
-        if overload != TOPK:
-            return real
-        return lambda *args, **kwargs: (real(*args, **kwargs)[0], None)
-
-    monkeypatch.setattr(interpreter, "torch_overload", patched)
-
-
-@pytest.mark.parametrize("executor", ["cpp"])
-def test_extern_with_an_undefined_optional_output(
-    monkeypatch: pytest.MonkeyPatch, executor: str
-) -> None:
-    x = torch.randn(3, 5)
-    cap = capture_make_fx(values_and_indices, x)
-    undefined_indices(monkeypatch)
-    compiled = compile_graph(
-        cap.gm,
-        cap.example_inputs,
-        CompileOptions(executor=executor, verbose=False),  # pyright: ignore[reportArgumentType]
-    )
-    values, indices = compiled(x)
-    torch.testing.assert_close(values, values_and_indices(x)[0])
-    assert indices is None  # as ATen returned it
+def test_extern_with_an_undefined_optional_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_undefined_optional_output(monkeypatch, "cpp", torch.device("cpu"))
 
 
 def test_as_buffer_passes_none_through() -> None:

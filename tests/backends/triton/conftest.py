@@ -2,15 +2,14 @@
 
 ``TRITON_INTERPRET=1`` must be set before triton decorates a kernel, so it is set when
 this conftest is imported (unless ``KILN_TRITON_DEVICE=cuda`` asks for a real GPU).
-Generated modules and autotuning results go to a private cache under pytest's
-temporary directory, one per session.
+Generated modules and autotuning results go to the session's private cache
+(tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,15 +57,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).parent == Path(__file__).parent:
             item.add_marker(pytest.mark.filterwarnings("ignore::RuntimeWarning:triton"))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def triton_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    path = str(tmp_path_factory.mktemp("kiln-triton-cache"))
-    previous = os.environ.get("KILN_CACHE_DIR")
-    os.environ["KILN_CACHE_DIR"] = path
-    yield path
-    if previous is None:
-        os.environ.pop("KILN_CACHE_DIR", None)
-    else:
-        os.environ["KILN_CACHE_DIR"] = previous

@@ -1,0 +1,227 @@
+"""The dashboard's measurements, independent of any model: compiling with a backend,
+timeouts, cold caches, step time, peak memory, kernel profiles, errors against a reference,
+and how an exception is summarised in a row."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg")
+CUDA_ONLY = {"inductor-ro", "kiln-cg"}
+
+
+# -- timeouts, caches, synchronization -----------------------------------------------------
+
+
+class TaskTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise :class:`TaskTimeout` in this (main) thread after ``seconds`` (0: no limit)."""
+    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise TaskTimeout(f"timed out after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="kiln-dashboard-"))
+
+
+def fresh_caches(label: str) -> None:
+    """Point kiln's, Inductor's and Triton's on-disk caches at new empty folders, so that
+    the next compile is cold (in-process caches of identical kernels may still hit)."""
+    folder = Path(tempfile.mkdtemp(prefix=label.replace("/", "_") + "-", dir=_CACHE_ROOT))
+    for var, sub in (
+        ("KILN_CACHE_DIR", "kiln"),
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+    ):
+        path = folder / sub
+        path.mkdir(mode=0o700)
+        os.environ[var] = str(path)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# -- compiling -----------------------------------------------------------------------------
+
+
+def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Callable[..., Any]:
+    """``model`` compiled by ``backend`` (``dynamic``: ``torch.compile(dynamic=True)``;
+    otherwise Dynamo's default, static shapes first)."""
+    if backend == "eager":
+        return model
+    if backend in ("inductor", "inductor-ro"):
+        mode = "reduce-overhead" if backend == "inductor-ro" else None
+        return torch.compile(model, backend="inductor", mode=mode, dynamic=dynamic or None)
+    if backend in ("kiln", "kiln-cg"):
+        from kiln.frontends.dynamo import kiln_backend
+
+        options: dict[str, Any] = {"verbose": False}
+        if backend == "kiln-cg":
+            options["cuda_graphs"] = True
+        return torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic or None)
+    raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+def inductor_launches(code: str) -> int:
+    """Kernel launches per call in one Inductor output module (benchmarks/suite.py)."""
+    from suite import inductor_launches as count
+
+    return count(code)
+
+
+# -- outputs and errors ---------------------------------------------------------------------
+
+
+def flatten(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, tuple | list):
+        return [t for o in out for t in flatten(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in flatten(o)]
+    return []
+
+
+SCALE_FLOOR = 1e-3
+"""A tensor's error is relative to its largest magnitude, but to no less than this fraction of
+the largest over all compared tensors: a gradient that is zero in exact arithmetic (an
+attention key bias's: softmax ignores a constant added to every score) is rounding noise,
+and relative to itself any two computations of it differ by 100%."""
+
+
+def rel_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
+    """Worst over tensors of max |out - ref| / max |ref| (floored, see :data:`SCALE_FLOOR`;
+    inf on NaN or a shape mismatch)."""
+    if len(outs) != len(refs):
+        return math.inf
+    pairs = []
+    for o, r in zip(outs, refs, strict=True):
+        if o.shape != r.shape:
+            return math.inf
+        if r.numel():
+            o64, r64 = o.detach().double(), r.detach().double()
+            pairs.append(((o64 - r64).abs().max().item(), r64.abs().max().item()))
+    floor = SCALE_FLOOR * max((scale for _, scale in pairs), default=0.0)
+    worst = 0.0
+    for diff, scale in pairs:
+        if math.isnan(diff):
+            return math.inf
+        scale = max(scale, floor)
+        worst = max(worst, diff / scale if scale > 0 else (0.0 if diff < 1e-6 else math.inf))
+    return worst
+
+
+def clone_all(xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    # Cloned at once: CUDA-graph backends overwrite their outputs on the next replay.
+    return [x.detach().clone() for x in xs]
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def median_ms(run: Callable[[], Any], device: torch.device, iters: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        run()
+    sync(device)
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        run()
+        sync(device)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
+    """Memory one step allocates beyond what was live before it, at its peak."""
+    if device.type == "cuda":
+        sync(device)
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        sync(device)
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    # Allocations inside an op are charged to the op (its self usage), frees outside any op
+    # to "[memory]" events; ordered by start time, their running sum peaks with the step.
+    points = []
+    for event in prof.events() or []:
+        usage = event.cpu_memory_usage if event.name == "[memory]" else event.self_cpu_memory_usage
+        if usage:
+            points.append((event.time_range.start, usage))
+    live = top = 0
+    for _, usage in sorted(points):
+        live += usage
+        top = max(top, live)
+    return top / 2**20
+
+
+def profile_kernels(run: Callable[[], Any], steps: int = 5) -> tuple[float, float]:
+    """CUDA: (kernel ms per step, kernels per step) summed over the device's kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize()
+    total_us, count = 0.0, 0
+    for event in prof.events() or []:
+        if getattr(event.device_type, "name", "") == "CUDA":  # kernels, copies, memsets
+            total_us += event.time_range.elapsed_us()
+            count += 1
+    return total_us / 1000 / steps, count / steps
+
+
+def describe(e: BaseException) -> str:
+    """The exception's type and first line, and its root cause's (Dynamo wraps a backend's
+    error as ``BackendCompilerFailed: backend='...' raised:`` with the cause below)."""
+    root = e
+    while True:
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if not isinstance(inner, BaseException) or inner is root:
+            break
+        root = inner
+
+    def first(x: BaseException) -> str:
+        lines = [line for line in str(x).strip().splitlines() if line.strip()]
+        if isinstance(x, type(e)) and x is e and len(lines) > 1 and lines[0].endswith(":"):
+            return lines[1].strip()[:300]
+        return lines[0].strip()[:300] if lines else ""
+
+    text = f"{type(e).__name__}: {first(e)}"
+    if root is not e:
+        text += f" <- {type(root).__name__}: {first(root)}"
+    return text

@@ -1,0 +1,93 @@
+"""Compile-time scaling: cold compile time of GPT-2 (width 128) at 1, 4, 16, 48 layers for
+kiln and Inductor, each point in a fresh process (``dashboard.py --scaling``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from dashboard_measure import compile_with, describe, fresh_caches, sync
+
+DASHBOARD = Path(__file__).resolve().parent / "dashboard.py"
+
+
+def scaling_child(backend: str, layers: int, device_name: str) -> None:
+    """In a fresh process: cold compile time of GPT-2 (width 128) with ``layers`` layers."""
+    from zoo.language import gpt2_layers
+
+    device = torch.device(device_name)
+    fresh_caches(f"scaling-{backend}-{layers}")
+    model, (ids,) = gpt2_layers(layers)
+    model, ids = model.to(device), ids.to(device)
+    result: dict[str, Any] = {"backend": backend, "layers": layers}
+    try:
+        with torch.no_grad():
+            model(ids)
+            sync(device)
+            start = time.perf_counter()
+            model(ids)
+            sync(device)
+            eager_s = time.perf_counter() - start
+            fn = compile_with(backend, model)
+            start = time.perf_counter()
+            fn(ids)
+            sync(device)
+            result["compile_s"] = max(time.perf_counter() - start - eager_s, 0.0)
+    except Exception as e:
+        result["error"] = describe(e)
+    print("SCALING " + json.dumps(result), flush=True)
+
+
+def run_scaling(
+    backends: Sequence[str], layers: Sequence[int], device: str, timeout: int
+) -> list[dict[str, Any]]:
+    results = []
+    for n in layers:
+        for backend in backends:
+            command = [
+                sys.executable,
+                str(DASHBOARD),
+                "--scaling-child",
+                f"{backend}:{n}",
+                "--device",
+                device,
+            ]
+            print(f"compile-time scaling: {backend}, {n} layers ...", file=sys.stderr, flush=True)
+            # Its own session: on a timeout, its compile workers are killed with it.
+            proc = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout or None)
+                line = next((x for x in stdout.splitlines() if x.startswith("SCALING ")), None)
+                if line is None:
+                    tail = (stderr.strip().splitlines() or ["no output"])[-1]
+                    result = {
+                        "backend": backend,
+                        "layers": n,
+                        "error": f"exit {proc.returncode}: {tail[:300]}",
+                    }
+                else:
+                    result = json.loads(line.removeprefix("SCALING "))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                result = {"backend": backend, "layers": n, "error": f"timed out after {timeout} s"}
+            result["device"] = device
+            print(f"  -> {result}", file=sys.stderr, flush=True)
+            results.append(result)
+    return results

@@ -1,0 +1,325 @@
+"""One dashboard task, a (model, size, mode, dtype) on a device: eager's reference, then
+every backend's row (compile, compare, time, measure), each failure a row with its reason."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from dashboard_measure import (
+    TaskTimeout,
+    clone_all,
+    compile_with,
+    describe,
+    flatten,
+    fresh_caches,
+    inductor_launches,
+    median_ms,
+    peak_mb,
+    profile_kernels,
+    rel_error,
+    sync,
+    time_limit,
+)
+from dashboard_results import Row, failed_rows
+from torch import nn
+from zoo import ModelSpec
+
+MODES = ("infer", "train")
+DTYPES = ("float32", "bfloat16", "float16")
+
+BOUND = {"float32": 2e-3, "bfloat16": 3e-2, "float16": 3e-2}
+"""Relative error against eager (same dtype) below which a row passes outright."""
+FP64_MULTIPLIER = 3.0
+FP64_FLOOR = {"float32": 1e-4, "bfloat16": 1e-2, "float16": 2e-3}
+"""Otherwise: error against float64 at most 3x eager's own error plus this floor."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the command line decides about every task (see benchmarks/dashboard.py)."""
+
+    iters: int = 20
+    timeout: int = 900
+    """Seconds per backend per task (0: none)."""
+    check_only: bool = False
+    no_warm: bool = False
+    dynamic: bool = False
+
+
+@dataclass
+class Task:
+    """One (model, size, mode, dtype) on a device: the inputs and the step to run."""
+
+    spec: ModelSpec
+    size: str
+    mode: str
+    dtype: str
+    device: torch.device
+    base: nn.Module
+    base_inputs: tuple[torch.Tensor, ...]
+    grads: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def instance(
+        self, dtype: torch.dtype | None = None
+    ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        """A fresh copy of the model and inputs on the device in ``dtype``."""
+        dtype = dtype or self.torch_dtype
+        model = copy.deepcopy(self.base).to(device=self.device, dtype=dtype)
+        model.train(self.mode == "train")
+        train_inputs = self.mode == "train" and not any(p.requires_grad for p in model.parameters())
+        inputs = []
+        for x in self.base_inputs:
+            x = x.to(self.device, dtype=dtype) if x.is_floating_point() else x.to(self.device)
+            if train_inputs and x.is_floating_point():
+                x.requires_grad_(True)  # a model without parameters: train its inputs
+            inputs.append(x)
+        return model, tuple(inputs)
+
+    def output_grad(self, out: torch.Tensor) -> torch.Tensor:
+        """The fixed random gradient of one output (same values in every dtype)."""
+        shape = tuple(out.shape)
+        if shape not in self.grads:
+            gen = torch.Generator().manual_seed(7)
+            self.grads[shape] = torch.randn(shape, generator=gen).to(self.device)
+        return self.grads[shape].to(out.dtype)
+
+    def step(
+        self,
+        fn: Callable[..., Any],
+        model: nn.Module,
+        inputs: tuple[torch.Tensor, ...],
+        before: Callable[[], None] | None = None,
+    ) -> list[torch.Tensor]:
+        """Run one step; return the outputs (and, training, the gradients) to compare."""
+        if before is not None:
+            before()
+        if self.mode == "infer":
+            with torch.no_grad():
+                return flatten(fn(*inputs))
+        model.zero_grad(set_to_none=True)
+        for x in inputs:
+            x.grad = None
+        outs = [o for o in flatten(fn(*inputs)) if o.requires_grad]
+        torch.autograd.backward(outs, [self.output_grad(o) for o in outs])
+        params = [p for p in model.parameters() if p.requires_grad]
+        leaves = [x for x in inputs if x.requires_grad]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params + leaves]
+        return [o.detach() for o in outs] + grads
+
+
+def optimizer_ms(task: Task, iters: int) -> float:
+    """One eager AdamW step (foreach) over the model's gradients."""
+    model, inputs = task.instance()
+    task.step(model, model, inputs)
+    params = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
+    if not params:
+        return 0.0
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    return median_ms(opt.step, task.device, iters)
+
+
+# -- one backend on one task ---------------------------------------------------------------
+
+
+@dataclass
+class Reference:
+    eager: list[torch.Tensor]
+    eager_first_s: float
+    fp64: list[torch.Tensor] | None = None
+    fp64_error: str | None = None
+
+
+def fp64_reference(task: Task, ref: Reference) -> list[torch.Tensor] | None:
+    if ref.fp64 is None and ref.fp64_error is None:
+        try:
+            model, inputs = task.instance(torch.float64)
+            ref.fp64 = clone_all(task.step(model, model, inputs))
+        except Exception as e:  # a model that has no float64 path: say so in the row
+            ref.fp64_error = f"float64 reference failed: {describe(e)}"
+    return ref.fp64
+
+
+def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None:
+    row.err_eager = rel_error(out, ref.eager)
+    if row.err_eager <= BOUND[task.dtype]:
+        return
+    fp64 = fp64_reference(task, ref)
+    if fp64 is None:
+        row.status, row.reason = "fail", f"error {row.err_eager:.1e} vs eager; {ref.fp64_error}"
+        return
+    row.err_fp64 = rel_error(out, fp64)
+    row.eager_err_fp64 = rel_error(ref.eager, fp64)
+    if row.err_fp64 <= FP64_MULTIPLIER * row.eager_err_fp64 + FP64_FLOOR[task.dtype]:
+        return
+    row.status = "fail"
+    row.reason = (
+        f"accuracy: {row.err_eager:.1e} vs eager; {row.err_fp64:.1e} vs float64 "
+        f"(eager's {row.eager_err_fp64:.1e})"
+    )
+
+
+def run_backend(
+    task: Task, backend: str, ref: Reference, settings: Settings, eager_ms: float | None
+) -> Row:
+    spec = task.spec
+    row = Row(
+        spec.name,
+        spec.source,
+        spec.family,
+        task.size,
+        task.mode,
+        task.dtype,
+        backend,
+        str(task.device),
+        dynamic=settings.dynamic and backend != "eager",
+    )
+    device = task.device
+    model, inputs = task.instance()
+    from kiln.compiler import compile_history, reset_compile_history
+
+    before = torch.compiler.cudagraph_mark_step_begin if backend == "inductor-ro" else None
+    eager_s = (eager_ms or ref.eager_first_s * 1000) / 1000
+
+    def first_call(fn: Callable[..., Any]) -> tuple[list[torch.Tensor], float]:
+        start = time.perf_counter()
+        out = clone_all(task.step(fn, model, inputs, before))
+        sync(device)
+        return out, time.perf_counter() - start
+
+    try:
+        with time_limit(settings.timeout):
+            torch._dynamo.reset()
+            fresh_caches(f"{spec.name}-{backend}")
+            if backend.startswith("kiln"):
+                reset_compile_history()
+            fn = compile_with(backend, model, settings.dynamic)
+            if backend.startswith("inductor") and device.type == "cpu":
+                from torch._inductor.utils import run_and_get_code
+
+                (out, first_s), sources = run_and_get_code(first_call, fn)
+                row.launches = sum(inductor_launches(code) for code in sources)
+                row.graphs = len(sources)
+            else:
+                out, first_s = first_call(fn)
+            if backend != "eager":
+                row.cold_compile_s = max(first_s - eager_s, 0.0)
+            if backend.startswith("kiln"):
+                history = compile_history()
+                row.graphs = len(history)
+                row.externs = sum(sum(s.externs.values()) for s in history)
+                if device.type == "cpu":
+                    row.launches = sum(s.launches for s in history)
+            if backend != "eager":
+                judge(row, task, out, ref)
+            if settings.check_only or row.status == "fail":
+                return row
+            if backend != "eager" and not settings.no_warm:
+                del fn
+                torch._dynamo.reset()
+                fn = compile_with(backend, model, settings.dynamic)
+                _, warm_s = first_call(fn)
+                row.warm_compile_s = max(warm_s - eager_s, 0.0)
+
+            def run() -> Any:
+                return task.step(fn, model, inputs, before)
+
+            row.ms = median_ms(run, device, settings.iters)
+            # Secondary measurements: a failure there is a note, the row still passes.
+            notes = []
+            try:
+                row.peak_mb = peak_mb(run, device)
+            except TaskTimeout:
+                raise
+            except Exception as e:
+                notes.append(f"peak memory: {describe(e)}")
+            if device.type == "cuda":
+                try:
+                    row.kernel_ms, row.launches = profile_kernels(run)
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"profiler: {describe(e)}")
+            if backend == "eager" and task.mode == "train":
+                try:
+                    row.opt_ms = optimizer_ms(task, settings.iters)
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"optimizer: {describe(e)}")
+            if row.dynamic:
+                row.recompiles = recompile_count(task, fn)
+            row.notes = "; ".join(notes) or None
+    except Exception as e:  # a failure is a row, never a crash of the run
+        row.status, row.reason = "fail", describe(e)
+    return row
+
+
+def recompile_count(task: Task, fn: Callable[..., Any]) -> int | None:
+    """``--dynamic``: how often ``fn`` recompiles over inputs of other sizes. The hook for
+    benchmarks/recompiles.py (issue 21's counter); None while that module does not exist."""
+    try:
+        import recompiles  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        return None
+    count = getattr(recompiles, "count_recompiles", None)
+    result = count(task, fn) if callable(count) else None
+    return int(result) if isinstance(result, int) else None
+
+
+def run_task(
+    task: Task,
+    backends: Sequence[str],
+    settings: Settings,
+    on_start: Callable[[str], None] | None = None,
+    on_row: Callable[[Row], bool] | None = None,
+) -> list[Row]:
+    """Eager first (the reference and the baseline), then every other backend.
+    ``on_start(backend)`` is called before each backend runs, ``on_row(row)`` after; when it
+    returns False, the task stops there (the isolation worker: a poisoned CUDA context)."""
+    rows: list[Row] = []
+    try:
+        with time_limit(settings.timeout):
+            model, inputs = task.instance()
+            sync(task.device)
+            start = time.perf_counter()
+            eager = clone_all(task.step(model, model, inputs))
+            sync(task.device)
+            ref = Reference(eager, time.perf_counter() - start)
+            del model, inputs
+        if not all(torch.isfinite(t).all() for t in eager):
+            raise ValueError(f"eager {task.dtype} output or gradient is not finite")
+    except Exception as e:
+        spec, reason = task.spec, f"eager reference: {describe(e)}"
+        rows = failed_rows(
+            spec, task.size, task.mode, task.dtype, backends, str(task.device), reason
+        )
+        for row in rows:
+            if on_row is not None:
+                on_row(row)
+        return rows
+    eager_ms = None
+    for backend in backends:
+        if on_start is not None:
+            on_start(backend)
+        row = run_backend(task, backend, ref, settings, eager_ms)
+        gc.collect()  # the backend's model copy and compiled code, before the next one
+        if task.device.type == "cuda":
+            with contextlib.suppress(RuntimeError):  # a poisoned context raises here too
+                torch.cuda.empty_cache()
+        if backend == "eager":
+            eager_ms = row.ms
+        rows.append(row)
+        if on_row is not None and not on_row(row):
+            break
+    return rows
