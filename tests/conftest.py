@@ -1,6 +1,7 @@
 """Settings shared by the whole test suite.
 
-Every test builds into one private kiln cache under pytest's temporary directory, per
+Triton kernels run in Triton's interpreter unless ``KILN_TRITON_DEVICE=cuda``. Every
+test builds into one private kiln cache under pytest's temporary directory, per
 session: the user's cache stays untouched, a run never depends on what an earlier run
 left behind, and a kernel that several tests compile (the C++ and Triton backend tests,
 the OpInfo groups, torch.compile tests) is built once.
@@ -12,6 +13,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
+# Triton reads TRITON_INTERPRET when it decorates a kernel: set it before any test module
+# imports kiln's Triton backend (tests/backends/test_host_walker.py runs it too), or its
+# helpers are real JIT functions that the interpreted kernels cannot call.
+if os.environ.get("KILN_TRITON_DEVICE") != "cuda":
+    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def pytest_configure(config: pytest.Config) -> None:
