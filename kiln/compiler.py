@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
@@ -225,6 +225,11 @@ def compile_graph(
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
+    devices = graph_devices(gm, example_inputs)
+    program_device = gpu_device(devices)
+    if program_device is not None:
+        # Passes that make tensors (decompositions) make them where the program runs.
+        module.attributes["kiln.device"] = StringAttr(str(program_device))
 
     registry = _registry(options)
     ctx = registry.make_context()
@@ -254,7 +259,6 @@ def compile_graph(
         (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
         None,
     )
-    devices = graph_devices(gm, example_inputs)
     executor = choose_executor(options.executor, devices, _available_executors())
     if executor == "triton":
         _check_triton_devices(name, example_inputs, devices)

@@ -40,7 +40,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -230,6 +230,7 @@ class DecomposePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         table = self.decompositions()
+        device = _module_device(op)
         by_name = {str(k): k for k in table}
         targets = [o for o in op.walk() if isinstance(o, AtenOp)]
         for target in targets:
@@ -237,10 +238,19 @@ class DecomposePass(ModulePass):
             if overload is None or eager_rejects(target, pointwise_only=True) is not None:
                 # A dtype eager rejects: keep the op, so that it raises as eager does.
                 continue
-            replacement = _decomposed_body(target, overload, table)
+            replacement = _decomposed_body(target, overload, table, device)
             if replacement is None:
                 continue
             _splice(target, replacement)
+
+
+def _module_device(module: ModuleOp) -> str:
+    """The device the program runs on (``kiln.device``, set by the driver; CPU when
+    absent). Decompositions are traced there: one that makes a tensor (``empty_permuted``
+    in bf16 ``var_mean``) bakes the tracing device into the IR, and CUDA's variants differ
+    (batch norm's saved statistics)."""
+    attr = module.attributes.get("kiln.device")
+    return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
 def _normalise(name: str) -> str:
@@ -289,17 +299,19 @@ _TRACE_CACHE: dict[tuple[Any, ...], Traced | None] = {}
 between passes changes no result, only speed."""
 
 
-def _decomposed_body(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
+def _decomposed_body(
+    op: AtenOp, overload: Any, table: Decompositions, device: str
+) -> Traced | None:
     key = _signature(op)
     if key is None:
         return None
-    key = (*key, id(table))
+    key = (*key, id(table), device)
     if key not in _TRACE_CACHE:
-        _TRACE_CACHE[key] = _trace(op, overload, table)
+        _TRACE_CACHE[key] = _trace(op, overload, table, device)
     return _TRACE_CACHE[key]
 
 
-def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
+def _trace(op: AtenOp, overload: Any, table: Decompositions, device: str) -> Traced | None:
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
@@ -348,7 +360,7 @@ def _trace(op: AtenOp, overload: Any, table: Decompositions) -> Traced | None:
         # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
         # symbolic; an active fake mode would claim our example tensors).
         with _guards.tracing(None), _disable_current_modes():
-            examples, shape_env = _examples(flat_inputs, symbolic)
+            examples, shape_env = _examples(flat_inputs, symbolic, device)
             gm = make_fx(
                 fn,
                 decomposition_table=_with_prims(table),
@@ -390,9 +402,10 @@ _SYMBOL_HINTS = (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
 """Example sizes for symbolic dims: distinct, and not 0 or 1 (which PyTorch specializes)."""
 
 
-def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
-    """Example inputs for tracing: empty tensors, or fake tensors with one fresh symbol
-    per dynamic dimension (and the shape environment holding those symbols)."""
+def _examples(values: list[SSAValue], symbolic: bool, device: str) -> tuple[list[Any], Any]:
+    """Example inputs for tracing on ``device``: empty tensors (fake ones off the CPU, so
+    that no GPU is needed), or fake tensors with one fresh symbol per dynamic dimension
+    (and the shape environment holding those symbols)."""
     import torch
 
     from kiln.dialects.aten.dtypes import type_to_dtype
@@ -404,10 +417,18 @@ def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
         assert isinstance(ty, TensorType)
         shapes.append(list(ty.get_shape()))
         dtypes.append(type_to_dtype(ty.element_type))
-    if not symbolic:
-        return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
-    from torch._dynamo.source import ConstantSource
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    on_cpu = torch.device(device).type == "cpu"
+    if not symbolic:
+        if on_cpu:
+            return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
+        with FakeTensorMode():
+            fakes = [
+                torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes, strict=True)
+            ]
+        return fakes, None
+    from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import (
         DimDynamic,
         ShapeEnv,
@@ -423,13 +444,15 @@ def _examples(values: list[SSAValue], symbolic: bool) -> tuple[list[Any], Any]:
         context = StatelessSymbolicContext(
             dynamic_sizes=[DimDynamic.DYNAMIC if d < 0 else DimDynamic.STATIC for d in shape]
         )
-        examples.append(
-            mode.from_tensor(
-                torch.empty(concrete, dtype=dtype),
-                symbolic_context=context,
-                source=ConstantSource(f"decompose_input_{k}"),
-            )
+        example = mode.from_tensor(
+            torch.empty(concrete, dtype=dtype),
+            symbolic_context=context,
+            source=ConstantSource(f"decompose_input_{k}"),
         )
+        if not on_cpu:
+            with mode:
+                example = example.to(device)
+        examples.append(example)
     return examples, shape_env
 
 

@@ -1,4 +1,4 @@
-"""Settings shared by the whole test suite.
+"""Suite-wide set-up.
 
 Every test builds into one private kiln cache under pytest's temporary directory, per
 session: the user's cache stays untouched, a run never depends on what an earlier run
@@ -12,6 +12,19 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``backend="kiln"`` also where kiln runs from a checkout on ``PYTHONPATH`` without
+    being installed (the GPU machine): its entry point is then missing."""
+    del config
+    from torch._dynamo.backends.registry import list_backends, register_backend
+
+    if "kiln" in list_backends(exclude_tags=()):
+        return
+    from kiln.frontends.dynamo import kiln_backend
+
+    register_backend(kiln_backend, name="kiln")
 
 
 @pytest.fixture(scope="session", autouse=True)

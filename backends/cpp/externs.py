@@ -48,6 +48,7 @@ from kiln.dialects.aten.interpreter import (
     make_interpreter,
     torch_overload,
 )
+from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
@@ -255,6 +256,7 @@ class _Body:
             reinterpret = self.constant(_reinterpret_fallback if opaque else REINTERPRET)
             return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
+        function = adapted_overload(overload) or function
         callee = self.constant(function if function is not None else torch_overload(overload))
         return f"{callee}({', '.join(positional + keywords)})"
 

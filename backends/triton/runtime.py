@@ -209,6 +209,13 @@ def as_buffer(value: Any, device: torch.device | None = None) -> Any:
     return value
 
 
+def on_device(value: Any, device: torch.device) -> Any:
+    """``value`` on ``device``, strides kept (a no-op, but for the check, when it is)."""
+    if isinstance(value, torch.Tensor) and value.device != device:
+        return value.to(device)
+    return value
+
+
 def program_device(option: str | None, interpret: bool) -> torch.device:
     """The device a program runs on (see :attr:`TritonOptions.device`), with an index,
     so that comparing it with a tensor's device is exact."""
@@ -345,6 +352,7 @@ def compile_program(
     for name, value in generated.namespace.items():
         setattr(loaded, name, value)
     loaded.as_buffer = as_buffer  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.on_device = on_device  # pyright: ignore[reportAttributeAccessIssue]
     loaded.fresh_buffer = fresh_buffer  # pyright: ignore[reportAttributeAccessIssue]
     loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]
     loaded.get_stream = _stream_getter(interpret)  # pyright: ignore[reportAttributeAccessIssue]
@@ -395,6 +403,7 @@ __all__ = [
     "generate_source",
     "interpreting",
     "kernel_spec",
+    "on_device",
     "precompile",
     "program_device",
     "reinterpret",

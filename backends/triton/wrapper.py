@@ -44,6 +44,7 @@ from kiln.backends.host_scalars import constant_python, scalar_python
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import ConstantOp as AtenConstantOp
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import (
@@ -294,18 +295,16 @@ class WrapperPrinter:
         self.kernel_inputs_on_device(op)
 
     def kernel_inputs_on_device(self, op: ExternOp) -> None:
-        """An extern's 0-d result that a kernel reads is moved to the program's device:
-        ATen may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a
-        device), which eager mixes into GPU ops but a Triton kernel cannot read."""
+        """An extern's result that a kernel reads is moved to the program's device: ATen
+        may make it on the CPU (a wrapped scalar, ``scalar_tensor`` without a device, a
+        tensor constant such as the indices of ``x[torch.tensor([0, 2])]``), which eager
+        mixes into GPU ops but a Triton kernel cannot read. The move keeps the strides."""
         for result in op.outputs:
-            ty = result.type
-            if (
-                isinstance(ty, MemRefType)
-                and not ty.get_shape()
-                and any(isinstance(use.operation, LaunchOp) for use in result.uses)
+            if isinstance(result.type, MemRefType) and any(
+                isinstance(use.operation, LaunchOp) for use in result.uses
             ):
                 name = self.name(result)
-                self.emit(f"{name} = as_buffer({name}, device)")
+                self.emit(f"{name} = on_device({name}, device)")
 
     def extern_overloads(self, op: ExternOp) -> None:
         """An extern body as ``aten.<op>.<overload>(...)`` calls (for bodies that
@@ -395,6 +394,10 @@ class WrapperPrinter:
         )
         if "." not in schema.qualified_name:
             target += ".default"
+        adapter = adapted_overload(f"{namespace}::{schema.qualified_name}")
+        if adapter is not None:
+            target = adapter.__name__.lstrip("_")
+            self.namespace[target] = adapter
         return f"{target}({', '.join([*positional, *keywords])})"
 
 
@@ -414,6 +417,7 @@ _RESERVED_NAMES = frozenset(
         "constants",
         "empty_strided",
         "as_buffer",
+        "on_device",
         "fresh_buffer",
         "reinterpret",
         "get_stream",

@@ -62,6 +62,7 @@ from kiln.dialects.aten.arith_interpreter import SymArithFunctions, SymMathFunct
 from kiln.dialects.aten.dialect import ConstantOp, op_classes
 from kiln.dialects.aten.dtypes import UnsupportedDtype, type_to_dtype
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
+from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp, GenericOp
 from kiln.dialects.aten.schema import ArgKind, ArgSpec, OpSchema
 
@@ -218,8 +219,9 @@ def build_plan(op: AtenOp) -> CallPlan:
             keywords.append((spec.name, getter))
         else:
             positional.append(getter)
+    overload = f"{schema.namespace}::{schema.qualified_name}"
     return CallPlan(
-        target=torch_overload(f"{schema.namespace}::{schema.qualified_name}"),
+        target=adapted_overload(overload) or torch_overload(overload),
         positional=tuple(positional),
         keywords=tuple(keywords),
         unpack=_unpacker(schema),

@@ -117,11 +117,16 @@ def _iota(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
 
 def lower_constant(ctx: LoweringContext, op: ConstantOp) -> Lowered:
-    """A splat constant becomes a fill; any other constant an extern holding it."""
+    """A splat constant becomes a fill; any other constant (an empty one too: xDSL's
+    ``is_splat`` fails on no elements) an extern holding it."""
     value = op.value
     ty = value.type
     assert isinstance(ty, TensorType)
-    if isinstance(value, DenseIntOrFPElementsAttr) and value.is_splat():
+    if (
+        isinstance(value, DenseIntOrFPElementsAttr)
+        and math.prod(ty.get_shape()) > 0
+        and value.is_splat()
+    ):
         sizes = [sympy.Integer(d) for d in ty.get_shape()]
         element = _splat_value(value)
         if element is not None:

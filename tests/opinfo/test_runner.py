@@ -57,3 +57,16 @@ def test_more_accurate_than_eager_passes() -> None:
     x = torch.rand(4096, dtype=torch.float16) * 100
     exact = x.double().sum().to(torch.float16)
     check_sample(_sample(torch.sum, x), [exact])
+
+
+def test_where_eager_overflows_the_exact_value_is_the_oracle() -> None:
+    """float16 soft_margin_loss on the H200: eager's exp overflows to inf where the exact
+    value fits float16; kiln and Inductor both compute the exact value."""
+    x = torch.tensor([12.0, 1.0], dtype=torch.float16)
+    sample = _sample(lambda t: torch.exp(t).log(), x)
+    assert sample.expected[0].isinf()[0]  # eager overflows: exp(12) > 65504
+    check_sample(sample, [x.clone()])  # the exact value
+    with pytest.raises(AssertionError):
+        check_sample(sample, [x * 1.5])
+    with pytest.raises(AssertionError):  # where the exact value overflows too, inf it is
+        check_sample(_sample(lambda t: torch.exp(t), x), [torch.full_like(x, 65504.0)])

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
 
 from kiln.dialects.aten import AtenOp
@@ -285,3 +285,17 @@ def test_eval_batch_norm_with_cuda_result_types_decomposes() -> None:
     module = used.parse_module()
     DecomposePass().apply(make_context(), module)
     assert "aten::_native_batch_norm_legit_no_training.default" in _overloads(module)
+
+
+def test_decompositions_are_traced_on_the_program_device() -> None:
+    # bf16 var_mean's decomposition makes a tensor (empty_permuted); traced on the CPU
+    # for a CUDA program it was made on the CPU: the H200 returned a CPU tensor.
+    module = _import(
+        lambda x: torch.var_mean(x, dim=1, correction=1), torch.randn(4, 7, dtype=torch.bfloat16)
+    )
+    on_cpu = module.clone()
+    DecomposePass().apply(make_context(), on_cpu)
+    assert 'device = "cpu"' in str(on_cpu)  # what the CPU trace makes: the check can fail
+    module.attributes["kiln.device"] = StringAttr("cuda:0")
+    DecomposePass().apply(make_context(), module)
+    assert 'device = "cpu"' not in str(module)

@@ -29,6 +29,11 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[tuple[int, ...], ...]]] = {
     "softmax_logsumexp_over_empty": (lambda x: (x.softmax(-1), x.logsumexp(-1)), ((4, 0),)),
     "max_over_kept_dim_of_empty": (lambda x: x.max(1).values + 1.0, ((0, 4),)),
     "sum_prod_over_empty": (lambda x: (x.sum(0), x.prod(0) * 2.0), ((0, 4),)),
+    # An empty tensor constant (HF GPT-2/LLaMA/T5 on CUDA): IndexError in lowering before.
+    "empty_tensor_constant": (
+        lambda x: (torch.cat([x, torch.tensor([])]) * 2.0, torch.tensor([]) + 1.0),
+        ((5,),),
+    ),
 }
 
 

@@ -104,7 +104,21 @@ def test_extern_scalar_read_by_a_kernel_is_moved_to_the_device() -> None:
     import re
 
     # the extern's 0-d result goes to the program's device before the kernel reads it
-    assert re.search(r"\n\s+(\w+) = as_buffer\(\1, device\)", source.split("# kernel.extern")[1])
+    assert re.search(r"\n\s+(\w+) = on_device\(\1, device\)", source.split("# kernel.extern")[1])
+    torch.testing.assert_close(compiled.run()[0].cpu(), compiled.expected[0])
+
+
+def test_extern_tensor_read_by_a_kernel_is_moved_to_the_device() -> None:
+    # ``x[torch.tensor([0, 2])]``: the lifted index constant is made on the CPU; on the
+    # H200 the kernel that gathers with it failed ("cannot be accessed from Triton").
+    import re
+
+    from triton_checks import capture, compile_capture
+
+    compiled = compile_capture(capture(lambda x: x[torch.tensor([0, 2])] * 2.0, torch.randn(4, 5)))
+    externs = compiled.program.source.split("# kernel.extern")[1:]
+    assert externs
+    assert any(re.search(r"\n\s+(\w+) = on_device\(\1, device\)", e) for e in externs)
     torch.testing.assert_close(compiled.run()[0].cpu(), compiled.expected[0])
 
 

@@ -11,7 +11,7 @@ from kiln.frontends.capture import capture_make_fx
 
 
 def test_eye_and_block_diag_with_empty_dims() -> None:
-    check(lambda x: torch.eye(x.shape[0]) + x.sum(), randn(0, 3))
+    check(lambda x: torch.eye(x.shape[0], device=x.device) + x.sum(), randn(0, 3))
     check(lambda a, b: torch.block_diag(a, b) * 2.0, randn(2, 0), randn(3, 2))
 
 
