@@ -81,7 +81,7 @@ from kiln.dialects.aten.traits import (
     ViewLike,
     has_aten_trait,
 )
-from kiln.passes.lowering.tensors import NCHW, NHWC
+from kiln.passes.aten_to_loop.tensors import NCHW, NHWC
 
 CONVOLUTION = "aten::convolution.default"
 

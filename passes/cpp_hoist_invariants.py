@@ -3,7 +3,7 @@
 On cpp IR (``lower-to-cpp`` output): in every ``cpp.for simd`` / ``parallel_simd`` loop,
 pure scalar ops, plain loads of buffers the loop does not write, and bounds checks whose
 operands are all defined outside the loop move before it
-(:mod:`kiln.passes.cpp_lowering.invariants` says what is safe to move and why)::
+(:mod:`kiln.passes.kernel_to_cpp.invariants` says what is safe to move and why)::
 
     cpp.for simd (%x1) = (%c0) to (%c64) {
       %id = cpp.load %in_ptr0["i0"](%x0) : memref<9xi64>
@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from kiln.dialects.cpp.func_ops import FuncOp
-from kiln.passes.cpp_lowering.invariants import hoist_invariants
+from kiln.passes.kernel_to_cpp.invariants import hoist_invariants
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ On cpp IR (``lower-to-cpp`` output): an ``f32``/``f64`` ``arith.divf`` inside a 
 loop whose divisor is computed outside it (a reduction's result, softmax's row sum)
 becomes a multiplication by ``1 / divisor``, in a version of the loop nest that runs only
 when the reciprocal is a normal number; the exact division runs otherwise
-(:mod:`kiln.passes.cpp_lowering.reciprocals` has the error bound and the versioning)::
+(:mod:`kiln.passes.kernel_to_cpp.reciprocals` has the error bound and the versioning)::
 
     cpp.for simd (%x1) = ... { ... %q = arith.divf %e, %sum : f32 ... }
 
@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from kiln.dialects.cpp.func_ops import FuncOp
-from kiln.passes.cpp_lowering.reciprocals import use_reciprocals
+from kiln.passes.kernel_to_cpp.reciprocals import use_reciprocals
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each function's tensors become buffers (contiguous ``memref`` arguments and results);
 each aten op is lowered by the one function its type maps to in
-:func:`kiln.passes.lowering.lowering_table` (one dict lookup per op). Views become
+:func:`kiln.passes.aten_to_loop.lowering_table` (one dict lookup per op). Views become
 index maps that consumers inline into their loads (no copies); pointwise ops,
 reductions, indexing, concatenation, padding and creation ops become
 ``loop.pointwise``/``loop.reduction``; everything else, and any op whose types or
@@ -54,11 +54,11 @@ from xdsl.utils.exceptions import DiagnosticException
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
-from kiln.passes.lowering import LoweringTable, lowering_table
-from kiln.passes.lowering.context import LoweringContext, LoweringError, OpArgs
-from kiln.passes.lowering.creation import lower_constant
-from kiln.passes.lowering.tensors import Expr, TensorRef
-from kiln.passes.lowering.types import NoLowering, is_body_type
+from kiln.passes.aten_to_loop import LoweringTable, lowering_table
+from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
+from kiln.passes.aten_to_loop.creation import lower_constant
+from kiln.passes.aten_to_loop.tensors import Expr, TensorRef
+from kiln.passes.aten_to_loop.types import NoLowering, is_body_type
 
 
 class LowerAtenError(DiagnosticException):

@@ -2,11 +2,11 @@
 
 The ``kernel.program`` stays as it is: its ``kernel.launch`` ops now call the
 ``cpp.func`` of the same name, whose signature is the kernel's. See
-:mod:`kiln.passes.cpp_lowering.kernel` for the code each kernel becomes.
+:mod:`kiln.passes.kernel_to_cpp.kernel` for the code each kernel becomes.
 
 Options: ``threads`` (0: this machine's CPU count) is the thread count the loops are
 tuned for; ``lanes`` the most accumulators per reduction (0: four vectors of f32 on this
-machine, see :func:`~kiln.passes.cpp_lowering.options.default_lanes`); ``fallback`` keeps a
+machine, see :func:`~kiln.passes.kernel_to_cpp.options.default_lanes`); ``fallback`` keeps a
 kernel the backend cannot translate as ``kernel.kernel`` (marked ``kiln.cpp_fallback``
 with the reason, :data:`~kiln.dialects.kernel.contract_attrs.CPP_FALLBACK`) instead of
 failing: the C++ wrapper then runs it with kiln's kernel interpreter, slowly but
@@ -32,9 +32,9 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.passes.cpp_lowering.analysis import UnsupportedKernel
-from kiln.passes.cpp_lowering.kernel import lower_kernel
-from kiln.passes.cpp_lowering.options import CppOptions, default_lanes
+from kiln.passes.kernel_to_cpp.analysis import UnsupportedKernel
+from kiln.passes.kernel_to_cpp.kernel import lower_kernel
+from kiln.passes.kernel_to_cpp.options import CppOptions, default_lanes
 
 
 class LowerToCppError(DiagnosticException):

@@ -4,7 +4,7 @@ Like MLIR's GPU outlining, the host side stays as it is: ``kernel.program`` stil
 launches ``@kernel0``, and ``@kernel0`` keeps its loop nodes (the provenance of the
 generated code); next to it the pass adds ``triton.kernel @kiln_per_fused_sum_mul_0
 implements @kernel0``, the same computation in the Triton language (see
-:mod:`kiln.passes.triton_lowering`). Kernels are named for what they contain: ``poi``
+:mod:`kiln.passes.kernel_to_triton`). Kernels are named for what they contain: ``poi``
 (pointwise), ``per`` (persistent reduction) or ``red`` (looped reduction), then the
 fused nodes' names, then a number. Each carries ``provenance`` (one line per fused node),
 the chosen ``config`` and the candidate ``configs`` for autotuning.
@@ -35,10 +35,10 @@ from kiln.dialects.kernel.contract_attrs import IMPLEMENTS as IMPLEMENTS_ATTR
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.dialects.triton import KernelOp as TritonKernelOp
-from kiln.passes.triton_lowering.body import BodyLoweringError
-from kiln.passes.triton_lowering.index import IndexLoweringError
-from kiln.passes.triton_lowering.kernel import KernelLowering, provenance
-from kiln.passes.triton_lowering.plan import KernelPlan, PlanError, plan_kernel
+from kiln.passes.kernel_to_triton.body import BodyLoweringError
+from kiln.passes.kernel_to_triton.index import IndexLoweringError
+from kiln.passes.kernel_to_triton.kernel import KernelLowering, provenance
+from kiln.passes.kernel_to_triton.plan import KernelPlan, PlanError, plan_kernel
 
 IMPLEMENTS = IMPLEMENTS_ATTR.name
 """Attribute of a ``triton.kernel``: the ``kernel.kernel`` it implements (declared in

@@ -16,8 +16,8 @@ from kiln.dialects.loop import ExternOp, LoopNestOp, PointwiseOp
 from kiln.dialects.loop.interpreter import run_function
 from kiln.frontends.capture import Capture, capture_make_fx
 from kiln.frontends.fx import import_graph, rebuild_outputs
+from kiln.passes.aten_to_loop import lowering_table
 from kiln.passes.lower_aten import LoweringStats, lower_function
-from kiln.passes.lowering import lowering_table
 from kiln.registry import make_context
 
 

@@ -28,8 +28,8 @@ from xdsl.dialects.func import FuncOp
 from kiln.dialects.loop.interpreter import run_function
 from kiln.frontends.capture import capture_aot, capture_make_fx
 from kiln.frontends.fx import import_graph, rebuild_outputs
+from kiln.passes.aten_to_loop import lowering_table
 from kiln.passes.lower_aten import LoweringStats, lower_function
-from kiln.passes.lowering import lowering_table
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "pointwise": (

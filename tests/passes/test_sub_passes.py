@@ -27,11 +27,11 @@ from kiln.dialects.kernel.interpreter import run_program
 from kiln.dialects.loop.interpreter import run_function
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.cpp_hoist_invariants import CppHoistInvariantsPass
-from kiln.passes.cpp_lowering.kernel import lower_kernel
-from kiln.passes.cpp_lowering.options import CppOptions
 from kiln.passes.cpp_reciprocals import CppReciprocalsPass
 from kiln.passes.elide_extern_copies import ElideExternCopiesPass
 from kiln.passes.inline_producers import InlineProducersPass
+from kiln.passes.kernel_to_cpp.kernel import lower_kernel
+from kiln.passes.kernel_to_cpp.options import CppOptions
 from kiln.registry import default_registry
 
 FILECHECK = Path(__file__).parent.parent / "filecheck"

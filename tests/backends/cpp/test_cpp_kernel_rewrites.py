@@ -2,9 +2,9 @@
 
 * division by a loop-invariant value as a multiplication by its reciprocal, with the
   original loop kept for divisors whose reciprocal is not a normal number
-  (:mod:`kiln.passes.cpp_lowering.reciprocals`);
+  (:mod:`kiln.passes.kernel_to_cpp.reciprocals`);
 * loop-invariant loads moved out of vector loops, and bounds-checked gathers read under
-  their guard (:mod:`kiln.passes.cpp_lowering.invariants`, ``emit.py``);
+  their guard (:mod:`kiln.passes.kernel_to_cpp.invariants`, ``emit.py``);
 * the NaN-propagating max/min of the prelude, its inline float ``erf``, and wide
   reduction accumulators.
 """

@@ -40,15 +40,15 @@ from kiln.dialects.loop.expr import reduction_var
 from kiln.dialects.loop.ops import ReductionOp
 from kiln.dialects.triton import CombineOp, FullOp, ReduceOp
 from kiln.dialects.triton.types import BlockType, element_of
+from kiln.passes.kernel_to_triton.builder import TritonBuilder
 from kiln.passes.scheduling.legality import flat_index
-from kiln.passes.triton_lowering.builder import TritonBuilder
 
 if TYPE_CHECKING:
     import sympy
 
     from kiln.dialects.triton.types import Dim
-    from kiln.passes.triton_lowering.index import IndexEmitter
-    from kiln.passes.triton_lowering.plan import NodePlan
+    from kiln.passes.kernel_to_triton.index import IndexEmitter
+    from kiln.passes.kernel_to_triton.plan import NodePlan
 
 
 class KernelHost(Protocol):

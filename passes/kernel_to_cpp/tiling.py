@@ -22,13 +22,13 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.tile_ops import TILE_SIDE, element_bytes
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
-from kiln.passes.cpp_lowering.emit import Emitter
-from kiln.passes.cpp_lowering.options import parallel_depth
-from kiln.passes.cpp_lowering.space import floordiv
-from kiln.passes.cpp_lowering.strides import stride
+from kiln.passes.kernel_to_cpp.emit import Emitter
+from kiln.passes.kernel_to_cpp.options import parallel_depth
+from kiln.passes.kernel_to_cpp.space import floordiv
+from kiln.passes.kernel_to_cpp.strides import stride
 
 if TYPE_CHECKING:
-    from kiln.passes.cpp_lowering.kernel import KernelLowering
+    from kiln.passes.kernel_to_cpp.kernel import KernelLowering
 
 
 def transposed_dim(lowering: KernelLowering) -> int | None:

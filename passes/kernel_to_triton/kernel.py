@@ -11,7 +11,7 @@ xmask = xindex < xnumel
 rindex = tl.arange(0, RBLOCK)[None, :]                                 # [1, RBLOCK]
 ```
 
-Nodes' bodies are lowered in order (see :mod:`~kiln.passes.triton_lowering.body`); a
+Nodes' bodies are lowered in order (see :mod:`~kiln.passes.kernel_to_triton.body`); a
 node reads a fused producer's value from registers; global loads are masked by the lane
 masks of the dimensions their address depends on; yielded values are stored to their
 output buffers at the row-major position of the producing node's point.
@@ -47,12 +47,12 @@ from kiln.dialects.triton import (
 from kiln.dialects.triton.block_ops import INDEX_ASSERT
 from kiln.dialects.triton.literals import literal_value
 from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, element_of, shape_of
+from kiln.passes.kernel_to_triton.body import index_element, lower_body
+from kiln.passes.kernel_to_triton.builder import TritonBuilder, constant_value
+from kiln.passes.kernel_to_triton.index import IndexEmitter
+from kiln.passes.kernel_to_triton.plan import KernelPlan, Level, NodePlan, R, X, Y
+from kiln.passes.kernel_to_triton.reduction import ReductionLowering
 from kiln.passes.scheduling.legality import flat_index
-from kiln.passes.triton_lowering.body import index_element, lower_body
-from kiln.passes.triton_lowering.builder import TritonBuilder, constant_value
-from kiln.passes.triton_lowering.index import IndexEmitter
-from kiln.passes.triton_lowering.plan import KernelPlan, Level, NodePlan, R, X, Y
-from kiln.passes.triton_lowering.reduction import ReductionLowering
 
 
 class KernelLoweringError(DiagnosticException):
@@ -374,7 +374,7 @@ _ACCUMULATOR_PARTS = {
 
 
 class _NodeContext:
-    """Body lowering's view of one node (see :class:`~kiln.passes.triton_lowering.body.KernelContext`)."""
+    """Body lowering's view of one node (see :class:`~kiln.passes.kernel_to_triton.body.KernelContext`)."""
 
     def __init__(self, kernel: KernelLowering, node: NodePlan) -> None:
         self.kernel = kernel

@@ -40,9 +40,9 @@ from kiln.dialects.loop.ops import (
     segment_sizes,
     tensor_for_buffer,
 )
-from kiln.passes.lowering.body import BodyBuilder, expr_attr
-from kiln.passes.lowering.tensors import NCHW, NHWC, TensorRef
-from kiln.passes.lowering.types import NoLowering, check_body_type, compute_type, is_body_type
+from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
+from kiln.passes.aten_to_loop.tensors import NCHW, NHWC, TensorRef
+from kiln.passes.aten_to_loop.types import NoLowering, check_body_type, compute_type, is_body_type
 
 Expr = sympy.Expr
 Lowered = TensorRef | SSAValue

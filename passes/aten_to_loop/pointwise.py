@@ -21,10 +21,10 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import i1
 from xdsl.ir import Attribute, SSAValue
 
-from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.tensors import ONE, TensorRef
-from kiln.passes.lowering.types import (
+from kiln.passes.aten_to_loop.body import BodyBuilder
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.tensors import ONE, TensorRef
+from kiln.passes.aten_to_loop.types import (
     NoLowering,
     compute_type,
     is_bool,

@@ -15,7 +15,7 @@ from functools import cache
 from xdsl.ir import Operation
 
 from kiln.dialects.aten.ops import AtenOp, GenericOp
-from kiln.passes.lowering.context import Lowering
+from kiln.passes.aten_to_loop.context import Lowering
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class LoweringTable:
 
 def family_tables() -> dict[str, dict[str, Lowering]]:
     """Each family's lowerings by qualified overload name."""
-    from kiln.passes.lowering import (
+    from kiln.passes.aten_to_loop import (
         creation,
         indexing,
         pointwise,
@@ -45,7 +45,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         reductions,
         views,
     )
-    from kiln.passes.lowering.dtype_support import guarded
+    from kiln.passes.aten_to_loop.dtype_support import guarded
 
     # Pointwise kernels are where ATen rejects dtypes its meta functions accept (abs of
     # bool, silu of int, bitwise_and of float): ask ATen first (dtype_support).

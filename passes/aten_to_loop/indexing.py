@@ -19,10 +19,10 @@ from xdsl.dialects.builtin import IndexType, i64
 from xdsl.ir import SSAValue
 
 from kiln.dialects.loop.expr import floordiv, indirect_var
-from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.pointwise import broadcast_sizes
-from kiln.passes.lowering.tensors import (
+from kiln.passes.aten_to_loop.body import BodyBuilder
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.pointwise import broadcast_sizes
+from kiln.passes.aten_to_loop.tensors import (
     ONE,
     ZERO,
     TensorRef,
@@ -31,8 +31,8 @@ from kiln.passes.lowering.tensors import (
     numel,
     safe_mod,
 )
-from kiln.passes.lowering.types import NoLowering, compute_type, is_bool, is_float
-from kiln.passes.lowering.views import wrap_dim
+from kiln.passes.aten_to_loop.types import NoLowering, compute_type, is_bool, is_float
+from kiln.passes.aten_to_loop.views import wrap_dim
 
 Expr = sympy.Expr
 Value = SSAValue
@@ -147,7 +147,7 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     out_type = args.result_dtype()
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        from kiln.passes.lowering.pointwise import scalar
+        from kiln.passes.aten_to_loop.pointwise import scalar
 
         src = [d - lo for d, lo in zip(idx, lows, strict=True)]
         mask: Value | None = None
@@ -439,7 +439,7 @@ def _backward_sizes(args: OpArgs) -> list[Expr]:
 def _slice_where(
     size: Expr, start: Any, end: Any, step: int
 ) -> Callable[[BodyBuilder, Expr], tuple[Value | None, Expr]]:
-    from kiln.passes.lowering.views import clamp_slice
+    from kiln.passes.aten_to_loop.views import clamp_slice
 
     first, length = clamp_slice(size, start, end, step)
 

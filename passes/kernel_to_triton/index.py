@@ -23,7 +23,7 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.loop.expr import FloorDiv
 from kiln.dialects.loop.index_sign import is_nonnegative
-from kiln.passes.triton_lowering.builder import TritonBuilder
+from kiln.passes.kernel_to_triton.builder import TritonBuilder
 
 
 class IndexLoweringError(ValueError):

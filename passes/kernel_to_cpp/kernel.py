@@ -1,9 +1,9 @@
 """Lowering one ``kernel.kernel`` to a ``cpp.func``.
 
 The function walks the kernel's pointwise space with a loop nest over the dims of its
-:class:`~kiln.passes.cpp_lowering.space.LoopSpace`: the outer dims OpenMP-parallel
+:class:`~kiln.passes.kernel_to_cpp.space.LoopSpace`: the outer dims OpenMP-parallel
 (as many as give every thread enough work, see
-:func:`~kiln.passes.cpp_lowering.options.parallel_depth`), then serial.
+:func:`~kiln.passes.kernel_to_cpp.options.parallel_depth`), then serial.
 
 * A pointwise kernel vectorizes its innermost dim (``simd``) and runs every node there;
   one that reads across that dim (a transpose) runs in 2-D tiles (:mod:`.tiling`), full
@@ -44,15 +44,15 @@ from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
 from kiln.dialects.loop.ops import LoopNestOp
-from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, analyze, flat_index
-from kiln.passes.cpp_lowering.emit import Constants, Emitter, Env
-from kiln.passes.cpp_lowering.inner import lower_inner
-from kiln.passes.cpp_lowering.invariants import hoist_invariants
-from kiln.passes.cpp_lowering.options import CppOptions, parallel_depth, size_hint
-from kiln.passes.cpp_lowering.outer import lower_outer, prefers_outer
-from kiln.passes.cpp_lowering.provenance import kernel_provenance
-from kiln.passes.cpp_lowering.reciprocals import use_reciprocals
-from kiln.passes.cpp_lowering.space import (
+from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, analyze, flat_index
+from kiln.passes.kernel_to_cpp.emit import Constants, Emitter, Env
+from kiln.passes.kernel_to_cpp.inner import lower_inner
+from kiln.passes.kernel_to_cpp.invariants import hoist_invariants
+from kiln.passes.kernel_to_cpp.options import CppOptions, parallel_depth, size_hint
+from kiln.passes.kernel_to_cpp.outer import lower_outer, prefers_outer
+from kiln.passes.kernel_to_cpp.provenance import kernel_provenance
+from kiln.passes.kernel_to_cpp.reciprocals import use_reciprocals
+from kiln.passes.kernel_to_cpp.space import (
     LoopSpace,
     choose_space,
     node_sizes_in_kernel,
@@ -60,9 +60,9 @@ from kiln.passes.cpp_lowering.space import (
     substitute,
     to_kernel_symbols,
 )
-from kiln.passes.cpp_lowering.stash import Stash, plan_stashes
-from kiln.passes.cpp_lowering.tiling import tile_side, tiled_loops, transposed_dim
-from kiln.passes.cpp_lowering.transpose_tiles import stage_transposed_loads
+from kiln.passes.kernel_to_cpp.stash import Stash, plan_stashes
+from kiln.passes.kernel_to_cpp.tiling import tile_side, tiled_loops, transposed_dim
+from kiln.passes.kernel_to_cpp.transpose_tiles import stage_transposed_loads
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Backward formulas of elementwise ops (``*_backward`` overloads AOTAutograd emits),
-each one ``loop.pointwise`` like the forward ops in :mod:`kiln.passes.lowering.pointwise`."""
+each one ``loop.pointwise`` like the forward ops in :mod:`kiln.passes.aten_to_loop.pointwise`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 from xdsl.dialects import math as xmath
 
-from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.pointwise import Formula, Value, elementwise, scalar, sigmoid
-from kiln.passes.lowering.types import NoLowering, compute_type, is_float
+from kiln.passes.aten_to_loop.body import BodyBuilder
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.pointwise import Formula, Value, elementwise, scalar, sigmoid
+from kiln.passes.aten_to_loop.types import NoLowering, compute_type, is_float
 
 
 def _backward(

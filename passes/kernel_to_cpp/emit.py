@@ -22,7 +22,7 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp, StoreOp
 from kiln.dialects.loop.expr import var
-from kiln.passes.cpp_lowering.space import substitute
+from kiln.passes.kernel_to_cpp.space import substitute
 
 Env = Mapping[sympy.Symbol, SSAValue]
 """What each symbol of an index expression stands for at the current point."""

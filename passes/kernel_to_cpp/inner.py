@@ -1,11 +1,11 @@
 """Reductions vectorized along the reduction ("inner" reductions, ``x.sum(-1)``).
 
 Each ``x`` runs as scalar code: its stage-0 X nodes, then for each stage an r-loop (see
-:mod:`~kiln.passes.cpp_lowering.analysis`), then the X nodes the reductions made ready.
+:mod:`~kiln.passes.kernel_to_cpp.analysis`), then the X nodes the reductions made ready.
 An r-loop walks the outer reduction dims serially and the innermost in blocks of
 ``lanes`` elements: a vectorized lane loop with a constant trip count, then a vectorized
 tail. Each reduction accumulates into per-lane arrays
-(:mod:`~kiln.passes.cpp_lowering.accumulators`) combined after the loop. When the
+(:mod:`~kiln.passes.kernel_to_cpp.accumulators`) combined after the loop. When the
 pointwise space is too small to keep the threads busy and the reduction is large, the
 outer reduction dim is split into one chunk per thread, reduced in parallel and the
 chunks combined in chunk order (per-thread partials, deterministic).
@@ -23,14 +23,14 @@ from xdsl.ir import SSAValue
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-from kiln.passes.cpp_lowering.accumulators import LaneState, accumulator_type, finish
-from kiln.passes.cpp_lowering.analysis import Level
-from kiln.passes.cpp_lowering.emit import Emitter
-from kiln.passes.cpp_lowering.options import reduction_lanes, size_hint
-from kiln.passes.cpp_lowering.space import floordiv
+from kiln.passes.kernel_to_cpp.accumulators import LaneState, accumulator_type, finish
+from kiln.passes.kernel_to_cpp.analysis import Level
+from kiln.passes.kernel_to_cpp.emit import Emitter
+from kiln.passes.kernel_to_cpp.options import reduction_lanes, size_hint
+from kiln.passes.kernel_to_cpp.space import floordiv
 
 if TYPE_CHECKING:
-    from kiln.passes.cpp_lowering.kernel import KernelLowering
+    from kiln.passes.kernel_to_cpp.kernel import KernelLowering
 
 PointFn = Callable[[Emitter, dict[sympy.Symbol, SSAValue], SSAValue, SSAValue | None], None]
 """Emits the work of one reduction element: (loop body, environment, lane index, how

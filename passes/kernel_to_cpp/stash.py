@@ -17,10 +17,10 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-from kiln.passes.cpp_lowering.analysis import Level
+from kiln.passes.kernel_to_cpp.analysis import Level
 
 if TYPE_CHECKING:
-    from kiln.passes.cpp_lowering.kernel import KernelLowering
+    from kiln.passes.kernel_to_cpp.kernel import KernelLowering
 
 
 @dataclass(frozen=True)

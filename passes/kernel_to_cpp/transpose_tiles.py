@@ -32,9 +32,9 @@ from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.memory_ops import AllocaOp, IndexOp, LoadOp
 from kiln.dialects.cpp.tile_ops import TILE_SIDE, TransposeTileOp, element_bytes
 from kiln.dialects.loop.expr import var
-from kiln.passes.cpp_lowering.strides import stride
-from kiln.passes.cpp_lowering.tiling import Tile
-from kiln.passes.cpp_lowering.versioning import version
+from kiln.passes.kernel_to_cpp.strides import stride
+from kiln.passes.kernel_to_cpp.tiling import Tile
+from kiln.passes.kernel_to_cpp.versioning import version
 
 
 def _staged(load: Operation, rows: ForOp, columns: ForOp, inputs: set[SSAValue]) -> int | None:

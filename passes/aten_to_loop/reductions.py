@@ -18,11 +18,11 @@ from xdsl.dialects.builtin import i1
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.loop.attributes import ReductionKind
-from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.tensors import ONE, TensorRef, numel
-from kiln.passes.lowering.types import NoLowering, compute_type, is_float
-from kiln.passes.lowering.views import wrap_dim
+from kiln.passes.aten_to_loop.body import BodyBuilder
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.tensors import ONE, TensorRef, numel
+from kiln.passes.aten_to_loop.types import NoLowering, compute_type, is_float
+from kiln.passes.aten_to_loop.views import wrap_dim
 
 Expr = sympy.Expr
 Value = SSAValue
@@ -208,7 +208,7 @@ def _variance(
     sqrt: bool,
 ) -> TensorRef:
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        from kiln.passes.lowering.pointwise import scalar
+        from kiln.passes.aten_to_loop.pointwise import scalar
 
         denom = bb.sub(bb.index_as(count, ty), scalar(bb, correction, ty))
         denom = bb.maximum(denom, bb.const(0.0, ty))

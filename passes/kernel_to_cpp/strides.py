@@ -3,7 +3,7 @@
 Used to pick the loop to vectorize: contiguous loads (stride 0 or 1) vectorize into plain
 vector loads, others into gathers. A reduction whose loads are contiguous along the
 pointwise space but strided along the reduction (``x.sum(0)`` on a row-major matrix) is
-vectorized across outputs instead (see :mod:`kiln.passes.cpp_lowering.outer`).
+vectorized across outputs instead (see :mod:`kiln.passes.kernel_to_cpp.outer`).
 """
 
 from __future__ import annotations

@@ -25,15 +25,15 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.expr import var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-from kiln.passes.cpp_lowering.accumulators import LaneState, Ops, accumulator_type, combine
-from kiln.passes.cpp_lowering.analysis import Level
-from kiln.passes.cpp_lowering.emit import Emitter
-from kiln.passes.cpp_lowering.options import parallel_depth, size_hint
-from kiln.passes.cpp_lowering.space import floordiv
-from kiln.passes.cpp_lowering.strides import contiguous, stride
+from kiln.passes.kernel_to_cpp.accumulators import LaneState, Ops, accumulator_type, combine
+from kiln.passes.kernel_to_cpp.analysis import Level
+from kiln.passes.kernel_to_cpp.emit import Emitter
+from kiln.passes.kernel_to_cpp.options import parallel_depth, size_hint
+from kiln.passes.kernel_to_cpp.space import floordiv
+from kiln.passes.kernel_to_cpp.strides import contiguous, stride
 
 if TYPE_CHECKING:
-    from kiln.passes.cpp_lowering.kernel import KernelLowering
+    from kiln.passes.kernel_to_cpp.kernel import KernelLowering
 
 
 class LaneValues(dict[SSAValue, SSAValue]):

@@ -30,7 +30,7 @@ from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.memory_ops import LoadOp
-from kiln.passes.cpp_lowering.versioning import version
+from kiln.passes.kernel_to_cpp.versioning import version
 
 _NORMAL_RANGE = {32: (2.0**-126, 2.0**126), 64: (2.0**-1022, 2.0**1022)}
 """Divisor magnitudes whose reciprocal is a normal number, per float width."""

@@ -29,7 +29,7 @@ from kiln.dialects.loop.expr import (
     size_var,
 )
 from kiln.dialects.loop.ops import LoopNestOp
-from kiln.passes.cpp_lowering.analysis import KernelAnalysis, Level, flat_index
+from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, flat_index
 
 
 def substitute(expr: sympy.Expr, mapping: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:

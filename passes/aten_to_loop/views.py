@@ -4,7 +4,7 @@
 ``unsqueeze``, ``slice``, ``select``, ``split``, ``unbind``, ``as_strided``,
 ``diagonal``, ``alias``, ``clone``, ``contiguous`` (and the ``*_copy`` forms that
 functionalized graphs use) return a :class:`TensorRef` over their input's buffer; the
-consumers' loads compose the maps (see :mod:`kiln.passes.lowering.tensors`). ``clone``
+consumers' loads compose the maps (see :mod:`kiln.passes.aten_to_loop.tensors`). ``clone``
 and ``contiguous`` are views too, because buffers are immutable at this level; only
 ``clone(memory_format=channels_last)`` copies (into an NHWC buffer), since the layout is
 what it asks for (``channels-last`` inserts it ahead of convolutions).
@@ -21,8 +21,14 @@ from xdsl.dialects.builtin import StringAttr
 
 from kiln.dialects.aten.storage import dense_dims, storage_layout
 from kiln.dialects.loop.expr import MAX_INDEX_NODES, expr_nodes, floordiv, index_var, mod
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, LoweringError, OpArgs
-from kiln.passes.lowering.tensors import (
+from kiln.passes.aten_to_loop.context import (
+    Lowered,
+    Lowering,
+    LoweringContext,
+    LoweringError,
+    OpArgs,
+)
+from kiln.passes.aten_to_loop.tensors import (
     NCHW,
     NHWC,
     ONE,
@@ -32,7 +38,7 @@ from kiln.passes.lowering.tensors import (
     numel,
     strided_index,
 )
-from kiln.passes.lowering.types import NoLowering
+from kiln.passes.aten_to_loop.types import NoLowering
 
 Expr = sympy.Expr
 

@@ -29,7 +29,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp
 from kiln.dialects.triton.literals import literal_value
 from kiln.dialects.triton.types import element_of
-from kiln.passes.triton_lowering.builder import TritonBuilder
+from kiln.passes.kernel_to_triton.builder import TritonBuilder
 
 
 class BodyLoweringError(ValueError):

@@ -18,11 +18,11 @@ from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.loop.expr import floordiv
-from kiln.passes.lowering.body import BodyBuilder
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.pointwise import scalar
-from kiln.passes.lowering.tensors import TensorRef, expr
-from kiln.passes.lowering.types import NoLowering, is_float, is_low_precision
+from kiln.passes.aten_to_loop.body import BodyBuilder
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.pointwise import scalar
+from kiln.passes.aten_to_loop.tensors import TensorRef, expr
+from kiln.passes.aten_to_loop.types import NoLowering, is_float, is_low_precision
 
 Expr = sympy.Expr
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sympy
 
-from kiln.passes.cpp_lowering.space import substitute
+from kiln.passes.kernel_to_cpp.space import substitute
 
 SIZE_HINT = 8192
 """Assumed value of a symbolic size when choosing how to parallelize (Inductor's)."""

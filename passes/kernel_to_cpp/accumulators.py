@@ -43,7 +43,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.expr import var
-from kiln.passes.cpp_lowering.emit import Emitter
+from kiln.passes.kernel_to_cpp.emit import Emitter
 
 K = ReductionKind
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from functools import wraps
 
 from kiln.dialects.aten.dtype_support import eager_rejects
-from kiln.passes.lowering.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.lowering.types import NoLowering
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.types import NoLowering
 
 
 def guarded(lowering: Lowering) -> Lowering:

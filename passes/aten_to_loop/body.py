@@ -35,8 +35,8 @@ from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import segment_sizes
-from kiln.passes.lowering.tensors import TensorRef
-from kiln.passes.lowering.types import (
+from kiln.passes.aten_to_loop.tensors import TensorRef
+from kiln.passes.aten_to_loop.types import (
     NoLowering,
     bitwidth,
     check_body_type,
