@@ -39,6 +39,14 @@ def _where(op: Operation) -> str:
     return f"{op.name} @{name.data}" if isinstance(name, StringAttr) else op.name
 
 
+def _placed(op: Operation, name: str, op_name: str) -> Attribute | None:
+    """``op``'s attribute ``name`` (None when absent), which only an ``op_name`` may carry."""
+    attr = op.attributes.get(name)
+    if attr is not None and op.name != op_name:
+        raise VerifyException(f"{_where(op)}: {name} belongs on a {op_name}")
+    return attr
+
+
 @dataclass(frozen=True)
 class FallbackReason:
     """``kiln.cpp_fallback = "why"`` on a ``kernel.kernel``."""
@@ -47,11 +55,9 @@ class FallbackReason:
     op_name: str = "kernel.kernel"
 
     def verify(self, op: Operation) -> None:
-        attr = op.attributes.get(self.name)
+        attr = _placed(op, self.name, self.op_name)
         if attr is None:
             return
-        if op.name != self.op_name:
-            raise VerifyException(f"{_where(op)}: {self.name} belongs on a {self.op_name}")
         if not isinstance(attr, StringAttr):
             raise VerifyException(f"{_where(op)}: {self.name} must be a string, got {attr}")
 
@@ -73,11 +79,9 @@ class ReadAfterWrite:
     op_name: str = "cpp.func"
 
     def verify(self, op: Operation) -> None:
-        attr = op.attributes.get(self.name)
+        attr = _placed(op, self.name, self.op_name)
         if attr is None:
             return
-        if op.name != self.op_name:
-            raise VerifyException(f"{_where(op)}: {self.name} belongs on a {self.op_name}")
         if not isinstance(attr, ArrayAttr) or not all(
             _pair(pair) is not None
             for pair in attr.data  # pyright: ignore[reportUnknownVariableType]
@@ -125,11 +129,9 @@ class Implements:
     op_name: str = "triton.kernel"
 
     def verify(self, op: Operation) -> None:
-        attr = op.attributes.get(self.name)
+        attr = _placed(op, self.name, self.op_name)
         if attr is None:
             return
-        if op.name != self.op_name:
-            raise VerifyException(f"{_where(op)}: {self.name} belongs on a {self.op_name}")
         if not isinstance(attr, SymbolRefAttr) or attr.nested_references.data:
             raise VerifyException(
                 f"{_where(op)}: {self.name} must name a kernel.kernel (@name), got {attr}"
