@@ -26,7 +26,8 @@ dims being equal), the op is kept. Ops whose arguments are symbolic values
 (``view(x, size = [%s, 8])``) are kept too.
 
 Choosing what to decompose: ``table`` picks a base table (``kiln``: PyTorch's core-ATen
-decompositions plus the composites kiln's lowering wants decomposed; ``core``: only
+decompositions plus the composites kiln's lowering wants decomposed, less CPU flash
+attention, which stays one ATen call (``_KILN_KEEP``); ``core``: only
 PyTorch's core-ATen table; ``inductor``: Inductor's table), ``ops`` restricts it to the
 listed overloads (``aten._softmax.default``), ``exclude`` removes overloads. Pass authors
 extend it by subclassing and overriding :meth:`DecomposePass.decompositions`.
@@ -92,6 +93,14 @@ _KILN_EXTRA = (
     "leaky_relu.default",
     "logit.default",
 )
+
+
+# Core-ATen composites that kiln keeps as one ATen call instead: CPU flash attention
+# (what ``scaled_dot_product_attention`` dispatches to on CPU tensors, so it never appears
+# in a CUDA graph) is a fused, blocked kernel that never materialises the L x L scores;
+# its decomposition (bmm, softmax, bmm) does, and loses to it from a few hundred tokens
+# on (figures: docs/benchmarks/cpu-profile.md). Inductor keeps it as a fallback too.
+_KILN_KEEP = ("_scaled_dot_product_flash_attention_for_cpu.default",)
 
 
 def _when_not_training(decomposition: Callable[..., Any]) -> Callable[..., Any]:
@@ -160,6 +169,11 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
                 extra.append(getattr(packet, overload))
         table = dict(core_aten_decompositions())
         table.update(get_decompositions(extra))
+        for qual in _KILN_KEEP:
+            op_name, _, overload = qual.partition(".")
+            packet = getattr(torch.ops.aten, op_name, None)
+            if packet is not None and overload in packet.overloads():
+                table.pop(getattr(packet, overload), None)
         for overload in (
             torch.ops.aten._native_batch_norm_legit_functional.default,
             torch.ops.aten._batch_norm_with_update_functional.default,

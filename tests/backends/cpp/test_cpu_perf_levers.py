@@ -1,0 +1,74 @@
+"""CPU performance levers (issue 15): each one visible in the IR, each one eager's numbers.
+
+- CPU flash attention stays one ATen call (``decompose`` keeps
+  ``_scaled_dot_product_flash_attention_for_cpu``) instead of bmm + softmax + bmm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import kiln
+from kiln.compiler import compile_history, reset_compile_history
+from kiln.dialects.aten import AtenOp
+from kiln.frontends.fx import import_graph
+from kiln.passes.decompose import DecomposePass
+from kiln.registry import make_context
+
+FLASH_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+
+
+def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)[0]
+
+
+def _overloads_after(table: str) -> set[str]:
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    module = import_graph(make_fx(_flash, tracing_mode="fake")(q, k, v))
+    DecomposePass(table=table).apply(make_context(), module)
+    return {op.overload_name for op in module.walk() if isinstance(op, AtenOp)}
+
+
+def test_decompose_keeps_cpu_flash_attention() -> None:
+    assert FLASH_CPU in _overloads_after("kiln")
+    # The core table still decomposes it (the option picks the behaviour).
+    assert FLASH_CPU not in _overloads_after("core")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"is_causal": True}, {"attn_mask": "bool"}, {"attn_mask": "float", "scale": 0.3}],
+    ids=["plain", "causal", "bool_mask", "float_mask_scale"],
+)
+def test_sdpa_on_cpu_runs_flash_attention_extern(kwargs: dict[str, Any]) -> None:
+    def make_mask(kind: str) -> torch.Tensor:
+        return torch.rand(12, 12) > 0.3 if kind == "bool" else torch.randn(12, 12)
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *mask: torch.Tensor) -> Any:
+        options = {n: a for n, a in kwargs.items() if n != "attn_mask"}
+        if mask:
+            options["attn_mask"] = mask[0]
+        # A consumer, so that the extern's result feeds a kernel (layout of its output).
+        return F.scaled_dot_product_attention(q, k, v, **options).transpose(1, 2).relu()
+
+    def inputs() -> tuple[torch.Tensor, ...]:
+        qkv = tuple(torch.randn(2, 3, 12, 16) for _ in range(3))
+        if "attn_mask" in kwargs:
+            qkv += (make_mask(kwargs["attn_mask"]),)
+        return qkv
+
+    torch._dynamo.reset()
+    reset_compile_history()
+    compiled = kiln.compile(attention, verbose=False)
+    with torch.no_grad():
+        compiled(*inputs())
+        fresh = inputs()
+        torch.testing.assert_close(compiled(*fresh), attention(*fresh), atol=1e-5, rtol=1e-5)
+    externs = {name for stats in compile_history() for name in stats.externs}
+    assert FLASH_CPU in externs
+    assert "aten::bmm.default" not in externs
