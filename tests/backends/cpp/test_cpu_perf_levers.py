@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import torch
@@ -27,7 +27,7 @@ def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)[0]
 
 
-def _overloads_after(table: str) -> set[str]:
+def _overloads_after(table: Literal["kiln", "core"]) -> set[str]:
     q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
     module = import_graph(make_fx(_flash, tracing_mode="fake")(q, k, v))
     DecomposePass(table=table).apply(make_context(), module)
