@@ -26,8 +26,8 @@ dims being equal), the op is kept. Ops whose arguments are symbolic values
 (``view(x, size = [%s, 8])``) are kept too.
 
 Choosing what to decompose: ``table`` picks a base table (``kiln``: PyTorch's core-ATen
-decompositions plus the composites kiln's lowering wants decomposed, less CPU flash
-attention, which stays one ATen call (``_KILN_KEEP``); ``core``: only
+decompositions plus the composites kiln's lowering wants decomposed; CPU flash attention
+stays one ATen call from 64 x 64 scores per head on; ``core``: only
 PyTorch's core-ATen table; ``inductor``: Inductor's table), ``ops`` restricts it to the
 listed overloads (``aten._softmax.default``), ``exclude`` removes overloads. Pass authors
 extend it by subclassing and overriding :meth:`DecomposePass.decompositions`.
@@ -95,12 +95,28 @@ _KILN_EXTRA = (
 )
 
 
-# Core-ATen composites that kiln keeps as one ATen call instead: CPU flash attention
-# (what ``scaled_dot_product_attention`` dispatches to on CPU tensors, so it never appears
-# in a CUDA graph) is a fused, blocked kernel that never materialises the L x L scores;
-# its decomposition (bmm, softmax, bmm) does, and loses to it from a few hundred tokens
-# on (figures: docs/benchmarks/cpu-profile.md). Inductor keeps it as a fallback too.
-_KILN_KEEP = ("_scaled_dot_product_flash_attention_for_cpu.default",)
+# CPU flash attention (what ``scaled_dot_product_attention`` dispatches to for CPU
+# tensors, so it never appears in a CUDA graph) is a fused, blocked kernel that never
+# materialises the L x L scores; its core-ATen decomposition (bmm, softmax, bmm) does, and
+# loses to it from 64 x 64 scores per head on (2x at 512 x 512), while it wins or ties on
+# shorter sequences, where the softmax fuses and the call overhead counts (figures:
+# docs/benchmarks/cpu-profile.md). Inductor always keeps it as a fallback.
+_FLASH_CPU_MIN_SCORES = 64 * 64
+
+
+def _only_short_attention(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """The flash-attention decomposition, refused (the op stays one ATen call) for
+    long sequences and for symbolic sequence lengths."""
+
+    def decompose(query: torch.Tensor, key: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        lq, lk = query.shape[-2], key.shape[-2]
+        if not isinstance(lq, int) or not isinstance(lk, int):
+            raise NotImplementedError("symbolic sequence length: kept as flash attention")
+        if lq * lk >= _FLASH_CPU_MIN_SCORES:
+            raise NotImplementedError("long sequence: kept as flash attention")
+        return decomposition(query, key, *args, **kwargs)
+
+    return decompose
 
 
 def _when_not_training(decomposition: Callable[..., Any]) -> Callable[..., Any]:
@@ -169,11 +185,9 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
                 extra.append(getattr(packet, overload))
         table = dict(core_aten_decompositions())
         table.update(get_decompositions(extra))
-        for qual in _KILN_KEEP:
-            op_name, _, overload = qual.partition(".")
-            packet = getattr(torch.ops.aten, op_name, None)
-            if packet is not None and overload in packet.overloads():
-                table.pop(getattr(packet, overload), None)
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+        if flash in table:
+            table[flash] = _only_short_attention(table[flash])
         for overload in (
             torch.ops.aten._native_batch_norm_legit_functional.default,
             torch.ops.aten._batch_norm_with_update_functional.default,

@@ -1,7 +1,8 @@
 """CPU performance levers (issue 15): each one visible in the IR, each one eager's numbers.
 
 - CPU flash attention stays one ATen call (``decompose`` keeps
-  ``_scaled_dot_product_flash_attention_for_cpu``) instead of bmm + softmax + bmm.
+  ``_scaled_dot_product_flash_attention_for_cpu``) instead of bmm + softmax + bmm from
+  64 x 64 scores per head on; shorter sequences still decompose (and fuse).
 """
 
 from __future__ import annotations
@@ -27,27 +28,35 @@ def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)[0]
 
 
-def _overloads_after(table: Literal["kiln", "core"]) -> set[str]:
-    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+def _overloads_after(table: Literal["kiln", "core"], length: int) -> set[str]:
+    q, k, v = (torch.randn(1, 2, length, 16) for _ in range(3))
     module = import_graph(make_fx(_flash, tracing_mode="fake")(q, k, v))
     DecomposePass(table=table).apply(make_context(), module)
     return {op.overload_name for op in module.walk() if isinstance(op, AtenOp)}
 
 
 def test_decompose_keeps_cpu_flash_attention() -> None:
-    assert FLASH_CPU in _overloads_after("kiln")
+    assert FLASH_CPU in _overloads_after("kiln", 64)
+    assert FLASH_CPU not in _overloads_after("kiln", 63)  # short: decomposed, fuses
     # The core table still decomposes it (the option picks the behaviour).
-    assert FLASH_CPU not in _overloads_after("core")
+    assert FLASH_CPU not in _overloads_after("core", 64)
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{}, {"is_causal": True}, {"attn_mask": "bool"}, {"attn_mask": "float", "scale": 0.3}],
-    ids=["plain", "causal", "bool_mask", "float_mask_scale"],
+    ("length", "kwargs"),
+    [
+        (64, {}),
+        (72, {"is_causal": True}),
+        (64, {"attn_mask": "bool"}),
+        (80, {"attn_mask": "float", "scale": 0.3}),
+        (12, {"is_causal": True}),
+    ],
+    ids=["plain", "causal", "bool_mask", "float_mask_scale", "short_decomposed"],
 )
-def test_sdpa_on_cpu_runs_flash_attention_extern(kwargs: dict[str, Any]) -> None:
+def test_sdpa_on_cpu_runs_flash_attention_extern(length: int, kwargs: dict[str, Any]) -> None:
     def make_mask(kind: str) -> torch.Tensor:
-        return torch.rand(12, 12) > 0.3 if kind == "bool" else torch.randn(12, 12)
+        mask = torch.rand(length, length)
+        return mask > 0.3 if kind == "bool" else mask.normal_()
 
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *mask: torch.Tensor) -> Any:
         options = {n: a for n, a in kwargs.items() if n != "attn_mask"}
@@ -57,7 +66,7 @@ def test_sdpa_on_cpu_runs_flash_attention_extern(kwargs: dict[str, Any]) -> None
         return F.scaled_dot_product_attention(q, k, v, **options).transpose(1, 2).relu()
 
     def inputs() -> tuple[torch.Tensor, ...]:
-        qkv = tuple(torch.randn(2, 3, 12, 16) for _ in range(3))
+        qkv = tuple(torch.randn(2, 3, length, 16) for _ in range(3))
         if "attn_mask" in kwargs:
             qkv += (make_mask(kwargs["attn_mask"]),)
         return qkv
@@ -70,5 +79,6 @@ def test_sdpa_on_cpu_runs_flash_attention_extern(kwargs: dict[str, Any]) -> None
         fresh = inputs()
         torch.testing.assert_close(compiled(*fresh), attention(*fresh), atol=1e-5, rtol=1e-5)
     externs = {name for stats in compile_history() for name in stats.externs}
-    assert FLASH_CPU in externs
-    assert "aten::bmm.default" not in externs
+    long = length * length >= 64 * 64
+    assert (FLASH_CPU in externs) == long
+    assert ("aten::bmm.default" in externs) == (not long)
