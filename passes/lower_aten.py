@@ -47,13 +47,14 @@ from xdsl.dialects.builtin import (
     UnknownLoc,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
+from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
@@ -230,7 +231,32 @@ def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:
     lowered = ctx.values[value]
     if isinstance(lowered, SSAValue):
         return lowered
+    if _is_argument(ctx, lowered.buffer) and not _eager_aliases_argument(value):
+        # Eager returns a new tensor (a clone, nan_to_num of integers, ... lowered as
+        # aliases under value semantics): returning the argument's buffer would make the
+        # output the input itself, so that an in-place update of the input changed it.
+        return ctx.copy(lowered, value.name_hint)
     return ctx.materialize(lowered, value.name_hint)
+
+
+def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
+    return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
+
+
+def _eager_aliases_argument(value: SSAValue) -> bool:
+    """Whether eager's ``value`` is a function argument or a view of one (a chain of
+    aliasing view ops): then the output may share the argument's storage."""
+    while not isinstance(value, BlockArgument):
+        op = value.owner
+        if not isinstance(op, Operation) or not has_aten_trait(op, AliasingView):
+            return False
+        if not isinstance(op, AtenOp):
+            return False
+        tensors = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
+        if len(tensors) != 1:
+            return False
+        value = tensors[0]
+    return True
 
 
 @dataclass(frozen=True)

@@ -469,3 +469,18 @@ def test_zero_dim_small_integer_buffers_in_the_kernel_interpreter(dtype: torch.d
     for a 0-d int8/int16 tensor ("value cannot be converted ... without overflow")."""
     abs_step = Step("unary", "abs", (0,))
     check(Program((dtype,), ((),), False, (abs_step,), (1, 0), 0), "kernel")
+
+
+@pytest.mark.parametrize("executor", ["loop", "cpp"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_an_op_lowered_as_an_alias_of_an_input_returns_a_new_tensor(
+    executor: str, dtype: torch.dtype
+) -> None:
+    """``nan_to_num`` of integers decomposes to ``clone``, which lowers as an alias: the
+    output was the input itself, so an in-place update of the input after the op changed
+    the output too (eager: the old values in a new tensor)."""
+    to_num = Step("unary", "nan_to_num", (0,))
+    returned = Program((dtype,), ((3,),), False, (to_num,), (1,), None)
+    check(returned, executor)
+    updated = Program((dtype,), ((3,),), False, (to_num, Step("unary", "not", (0,))), (1,), 0)
+    check(updated, executor)
