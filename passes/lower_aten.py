@@ -167,7 +167,8 @@ def _lower_op(
 ) -> None:
     _check_not_written(ctx, op)
     if isinstance(op, ReturnOp):
-        ctx.emit(ReturnOp(*[_returned(ctx, v) for v in op.arguments]))
+        roots: dict[SSAValue, SSAValue] = {}
+        ctx.emit(ReturnOp(*[_returned(ctx, v, roots) for v in op.arguments]))
         return
     if isinstance(op, AtenOp):
         results = None
@@ -227,36 +228,44 @@ def _uncopyable_view(result: object) -> bool:
     )
 
 
-def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:
+def _returned(ctx: LoweringContext, value: SSAValue, roots: dict[SSAValue, SSAValue]) -> SSAValue:
+    """The buffer returned for ``value``. ``roots``: the buffers returned so far -> the
+    value eager's output is a view of (its alias root)."""
     lowered = ctx.values[value]
     if isinstance(lowered, SSAValue):
         return lowered
-    if _is_argument(ctx, lowered.buffer) and not _eager_aliases_argument(value):
+    root = _alias_root(value)
+    buffer = lowered.buffer
+    if (_is_argument(ctx, buffer) and not isinstance(root, BlockArgument)) or (
+        buffer in roots and roots[buffer] is not root
+    ):
         # Eager returns a new tensor (a clone, nan_to_num of integers, ... lowered as
-        # aliases under value semantics): returning the argument's buffer would make the
-        # output the input itself, so that an in-place update of the input changed it.
-        return ctx.copy(lowered, value.name_hint)
-    return ctx.materialize(lowered, value.name_hint)
+        # aliases under value semantics): returning the same buffer would make this
+        # output an input, or another output, so that an in-place update of one
+        # changed the other.
+        out = ctx.copy(lowered, value.name_hint)
+    else:
+        out = ctx.materialize(lowered, value.name_hint)
+    roots.setdefault(buffer, root)
+    return out
 
 
 def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
     return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
 
 
-def _eager_aliases_argument(value: SSAValue) -> bool:
-    """Whether eager's ``value`` is a function argument or a view of one (a chain of
-    aliasing view ops): then the output may share the argument's storage."""
+def _alias_root(value: SSAValue) -> SSAValue:
+    """The value eager's ``value`` is a view of, through a chain of aliasing view ops
+    (``value`` itself when it is not a view)."""
     while not isinstance(value, BlockArgument):
         op = value.owner
-        if not isinstance(op, Operation) or not has_aten_trait(op, AliasingView):
-            return False
-        if not isinstance(op, AtenOp):
-            return False
+        if not isinstance(op, AtenOp) or not has_aten_trait(op, AliasingView):
+            return value
         tensors = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
         if len(tensors) != 1:
-            return False
+            return value
         value = tensors[0]
-    return True
+    return value
 
 
 @dataclass(frozen=True)

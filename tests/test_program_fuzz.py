@@ -484,3 +484,11 @@ def test_an_op_lowered_as_an_alias_of_an_input_returns_a_new_tensor(
     check(returned, executor)
     updated = Program((dtype,), ((3,),), False, (to_num, Step("unary", "not", (0,))), (1,), 0)
     check(updated, executor)
+
+
+@pytest.mark.parametrize("executor", ["loop", "cpp"])
+def test_an_op_lowered_as_an_alias_of_another_output_returns_a_new_tensor(executor: str) -> None:
+    """``nan_to_num`` of a bool intermediate that is returned too: both outputs were one
+    buffer (eager: two tensors)."""
+    steps = (Step("binary", "logical_or", (0, 0)), Step("unary", "nan_to_num", (1,)))
+    check(Program((torch.int32,), ((2, 4),), False, steps, (2, 1), None), executor)
