@@ -167,8 +167,8 @@ def _lower_op(
 ) -> None:
     _check_not_written(ctx, op)
     if isinstance(op, ReturnOp):
-        roots: dict[SSAValue, SSAValue] = {}
-        ctx.emit(ReturnOp(*[_returned(ctx, v, roots) for v in op.arguments]))
+        returned: dict[SSAValue, SSAValue] = {}
+        ctx.emit(ReturnOp(*[_returned(ctx, v, returned) for v in op.arguments]))
         return
     if isinstance(op, AtenOp):
         results = None
@@ -228,17 +228,17 @@ def _uncopyable_view(result: object) -> bool:
     )
 
 
-def _returned(ctx: LoweringContext, value: SSAValue, roots: dict[SSAValue, SSAValue]) -> SSAValue:
-    """The buffer returned for ``value``. ``roots``: the buffers returned so far -> the
-    value eager's output is a view of (its alias root)."""
+def _returned(
+    ctx: LoweringContext, value: SSAValue, returned: dict[SSAValue, SSAValue]
+) -> SSAValue:
+    """The buffer returned for ``value``. ``returned``: the buffers returned so far -> the
+    aten value returned first in each."""
     lowered = ctx.values[value]
     if isinstance(lowered, SSAValue):
         return lowered
-    root = _alias_root(value)
     buffer = lowered.buffer
-    if (_is_argument(ctx, buffer) and not isinstance(root, BlockArgument)) or (
-        buffer in roots and roots[buffer] is not root
-    ):
+    taken = _is_argument(ctx, buffer) or returned.get(buffer, value) is not value
+    if taken and _fresh_in_eager(value):
         # Eager returns a new tensor (a clone, nan_to_num of integers, ... lowered as
         # aliases under value semantics): returning the same buffer would make this
         # output an input, or another output, so that an in-place update of one
@@ -246,7 +246,7 @@ def _returned(ctx: LoweringContext, value: SSAValue, roots: dict[SSAValue, SSAVa
         out = ctx.copy(lowered, value.name_hint)
     else:
         out = ctx.materialize(lowered, value.name_hint)
-    roots.setdefault(buffer, root)
+    returned.setdefault(buffer, value)
     return out
 
 
@@ -254,18 +254,11 @@ def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
     return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
 
 
-def _alias_root(value: SSAValue) -> SSAValue:
-    """The value eager's ``value`` is a view of, through a chain of aliasing view ops
-    (``value`` itself when it is not a view)."""
-    while not isinstance(value, BlockArgument):
-        op = value.owner
-        if not isinstance(op, AtenOp) or not has_aten_trait(op, AliasingView):
-            return value
-        tensors = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
-        if len(tensors) != 1:
-            return value
-        value = tensors[0]
-    return value
+def _fresh_in_eager(value: SSAValue) -> bool:
+    """Whether eager computes ``value`` into a tensor of its own: an aten op that is not
+    an aliasing view (views, pieces of a split and arguments may share storage)."""
+    op = value.owner
+    return isinstance(op, AtenOp) and not has_aten_trait(op, AliasingView)
 
 
 @dataclass(frozen=True)
