@@ -17,6 +17,7 @@ load and launch IR of their own level, and only the driver (this module,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, ClassVar
 
@@ -43,11 +44,15 @@ def lower_for_cpp(
     lanes: int = 0,
     ctx: Context | None = None,
     fallback: bool = True,
+    reject: Mapping[str, str] | None = None,
 ) -> ModuleOp:
     """The module at the cpp level: kernel-level IR is lowered on a copy with
     ``lower-to-cpp{fallback=true}`` (``threads``/``lanes`` override its defaults; without
     ``fallback`` an untranslatable kernel is an error); a module without ``kernel.kernel``
-    ops left to lower is returned as it is."""
+    ops left to lower is returned as it is. With ``fallback``, a kernel whose C++ has more lines
+    than :func:`~kiln.backends.cpp.compiler.max_kernel_lines`, or named in
+    ``reject`` (name -> why), stays for the interpreter too."""
+    from kiln.backends.cpp.compiler import max_kernel_lines
     from kiln.backends.cpp.emit import FunctionEmitter
     from kiln.dialects.cpp.func_ops import FuncOp
     from kiln.passes.lower_to_cpp import LowerToCppPass
@@ -65,13 +70,19 @@ def lower_for_cpp(
     # A function the emitter cannot print is found now, not at build time: its kernel is
     # marked for the interpreter and the module lowered again (rare: a second pass only
     # then).
-    rejected: dict[str, str] = {}
+    rejected: dict[str, str] = dict(reject or {})
+    limit = max_kernel_lines()
     for func in lowered.body.block.ops:
-        if isinstance(func, FuncOp):
+        if isinstance(func, FuncOp) and func.sym_name.data not in rejected:
             try:
-                FunctionEmitter(func).emit()
+                lines = len(FunctionEmitter(func).emit())
             except ValueError as e:
                 rejected[func.sym_name.data] = str(e)
+                continue
+            if lines > limit:
+                rejected[func.sym_name.data] = (
+                    f"{lines} lines of C++, more than KILN_MAX_KERNEL_LINES={limit}"
+                )
     if not rejected:
         return lowered
     lowered = module.clone()
@@ -93,11 +104,24 @@ def build_cpp_program(
     (see :func:`kiln.backends.cpp.wrapper.build_program`)."""
     import time
 
+    from kiln.backends.cpp.compiler import CompileTimeout
     from kiln.backends.cpp.wrapper import build_program
 
     start = time.perf_counter()
     lowered = lower_for_cpp(module, threads=threads, lanes=lanes)
-    program = build_program(lowered, name, profile=profile)
+    reject: dict[str, str] = {}
+    while True:
+        try:
+            program = build_program(lowered, name, profile=profile)
+            break
+        except CompileTimeout as e:
+            # The timed-out unit's kernels run in the interpreter (with a warning each):
+            # slow, but the program runs instead of waiting on the compiler. Each round
+            # takes at least one kernel out, so this ends.
+            if not e.functions or set(e.functions) <= set(reject):
+                raise
+            reject.update(dict.fromkeys(e.functions, str(e)))
+            lowered = lower_for_cpp(module, threads=threads, lanes=lanes, reject=reject)
     program.compile_seconds = time.perf_counter() - start  # lowering included, as before
     return program
 

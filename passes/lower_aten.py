@@ -47,13 +47,14 @@ from xdsl.dialects.builtin import (
     UnknownLoc,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
+from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
@@ -166,7 +167,8 @@ def _lower_op(
 ) -> None:
     _check_not_written(ctx, op)
     if isinstance(op, ReturnOp):
-        ctx.emit(ReturnOp(*[_returned(ctx, v) for v in op.arguments]))
+        returned: dict[SSAValue, SSAValue] = {}
+        ctx.emit(ReturnOp(*[_returned(ctx, v, returned) for v in op.arguments]))
         return
     if isinstance(op, AtenOp):
         results = None
@@ -226,11 +228,37 @@ def _uncopyable_view(result: object) -> bool:
     )
 
 
-def _returned(ctx: LoweringContext, value: SSAValue) -> SSAValue:
+def _returned(
+    ctx: LoweringContext, value: SSAValue, returned: dict[SSAValue, SSAValue]
+) -> SSAValue:
+    """The buffer returned for ``value``. ``returned``: the buffers returned so far -> the
+    aten value returned first in each."""
     lowered = ctx.values[value]
     if isinstance(lowered, SSAValue):
         return lowered
-    return ctx.materialize(lowered, value.name_hint)
+    buffer = lowered.buffer
+    taken = _is_argument(ctx, buffer) or returned.get(buffer, value) is not value
+    if taken and _fresh_in_eager(value):
+        # Eager returns a new tensor (a clone, nan_to_num of integers, ... lowered as
+        # aliases under value semantics): returning the same buffer would make this
+        # output an input, or another output, so that an in-place update of one
+        # changed the other.
+        out = ctx.copy(lowered, value.name_hint)
+    else:
+        out = ctx.materialize(lowered, value.name_hint)
+    returned.setdefault(buffer, value)
+    return out
+
+
+def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
+    return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
+
+
+def _fresh_in_eager(value: SSAValue) -> bool:
+    """Whether eager computes ``value`` into a tensor of its own: an aten op that is not
+    an aliasing view (views, pieces of a split and arguments may share storage)."""
+    op = value.owner
+    return isinstance(op, AtenOp) and not has_aten_trait(op, AliasingView)
 
 
 @dataclass(frozen=True)

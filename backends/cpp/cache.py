@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kiln.backends.cache import CacheError, cache_root, prune, remove_entry, usable_dir
-from kiln.backends.cpp.compiler import CppCompileError, compiler_identity
+from kiln.backends.cpp.compiler import CompileTimeout, CppCompileError, compiler_identity
 
 MAGIC = b"KILN-CPP-SO-v1\x00\x00"
 TRAILER_SIZE = len(MAGIC) + 32
@@ -95,6 +95,10 @@ def load_or_build(
         build(source, source_path, temp_path)
         _seal(temp_path)
         os.replace(temp_path, path)
+    except CompileTimeout:  # nothing to show: the source is the caller's to fall back from
+        _remove(temp_path)
+        _remove(source_path)
+        raise
     except CppCompileError as e:
         _remove(temp_path)
         kept = _keep_failed(source_path, directory, key)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from functools import cache
@@ -51,6 +52,45 @@ class CppCompileError(RuntimeError):
         super().__init__(message)
         self.kernel = kernel
         self.source_path = source_path
+
+
+class CompileTimeout(CppCompileError):
+    """The C++ compiler ran longer than :func:`compile_timeout` allows (it was killed);
+    ``functions`` names the kernels of the translation unit."""
+
+    def __init__(self, message: str, functions: tuple[str, ...]) -> None:
+        super().__init__(message, None, None)
+        self.functions = functions
+
+
+DEFAULT_COMPILE_TIMEOUT = 300.0
+"""Seconds one translation unit may take to compile (``KILN_CXX_TIMEOUT``): one generated
+kernel under dynamic shapes once kept g++ busy for more than 15 minutes."""
+DEFAULT_MAX_KERNEL_LINES = 50_000
+"""Lines of C++ one kernel may have (``KILN_MAX_KERNEL_LINES``)."""
+
+
+def _positive_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a positive number") from None
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r}: expected a positive number")
+    return value
+
+
+def compile_timeout() -> float:
+    """Seconds a C++ compile may take before its kernels fall back (``KILN_CXX_TIMEOUT``)."""
+    return _positive_env("KILN_CXX_TIMEOUT", DEFAULT_COMPILE_TIMEOUT)
+
+
+def max_kernel_lines() -> int:
+    """Lines of C++ a kernel may have before it falls back (``KILN_MAX_KERNEL_LINES``)."""
+    return int(_positive_env("KILN_MAX_KERNEL_LINES", DEFAULT_MAX_KERNEL_LINES))
 
 
 class CompilerNotFound(RuntimeError):
@@ -139,11 +179,49 @@ def _run_compiler(
         str(output_path),
         *link_flags(),
     ]
+    timeout = compile_timeout()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        # A session of its own: on a timeout the whole group (the driver and cc1plus)
+        # is killed, not only the driver.
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     except OSError as e:  # not executable, ...
         result = subprocess.CompletedProcess(command, 126, "", f"cannot run {command[0]}: {e}")
-    return command, result
+        return command, result
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise CompileTimeout(
+            f"the C++ compiler took longer than {timeout:g} s (KILN_CXX_TIMEOUT) "
+            f"on {source_path.name}",
+            _functions_in(source_path),
+        ) from None
+    except BaseException:  # KeyboardInterrupt: leave no compiler behind
+        _kill_group(process)
+        raise
+    return command, subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    process.communicate()
+
+
+def _functions_in(source_path: Path) -> tuple[str, ...]:
+    try:
+        text = source_path.read_text()
+    except OSError:
+        return ()
+    return tuple(m.group(1) for line in text.splitlines() if (m := _FUNCTION.match(line)))
 
 
 def _built(output_path: Path) -> bool:
@@ -207,14 +285,19 @@ def compile_library(source: str, source_path: Path, output_path: Path) -> None:
 
 __all__ = [
     "BASE_FLAGS",
+    "DEFAULT_COMPILE_TIMEOUT",
+    "DEFAULT_MAX_KERNEL_LINES",
+    "CompileTimeout",
     "CompilerNotFound",
     "CompilerUnusable",
     "CppCompileError",
     "compile_library",
+    "compile_timeout",
     "compiler_identity",
     "cpu_identity",
     "find_compiler",
     "kernel_at_line",
     "link_flags",
+    "max_kernel_lines",
     "toolchain_problem",
 ]

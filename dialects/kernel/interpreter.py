@@ -88,7 +88,9 @@ def poison(tensor: torch.Tensor) -> None:
     elif tensor.dtype == torch.uint8:
         tensor.fill_(0xA5)
     else:
-        tensor.fill_(-0x5A5A5A5)
+        # Wrapped to the dtype first: fill_ of a 0-d int8/int16 tensor rejects a value
+        # out of its range (larger tensors wrap it silently).
+        tensor.fill_(torch.tensor(-0x5A5A5A5).to(tensor.dtype).item())
 
 
 @dataclass

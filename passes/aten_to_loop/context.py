@@ -290,6 +290,14 @@ class LoweringContext:
         copy.buffer.name_hint = name
         return copy.buffer
 
+    def copy(self, ref: TensorRef, name: str | None = None) -> SSAValue:
+        """A new contiguous buffer holding ``ref`` (a copy even of a plain buffer)."""
+        if not is_body_type(ref.dtype):
+            return self._extern_copy(ref, name)
+        copy = self.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
+        copy.buffer.name_hint = name
+        return copy.buffer
+
     def _extern_copy(self, ref: TensorRef, name: str | None) -> SSAValue:
         """The copy of a strided view whose dtype no loop body handles (complex, float8,
         quantized): ATen's ``clone`` of the ``as_strided`` view, into a contiguous buffer."""

@@ -57,6 +57,19 @@ def _as_index(bb: BodyBuilder, v: Value, size: Expr, wrap: bool) -> Value:
 
 # --- cat / stack -----------------------------------------------------------------
 
+MAX_POINTWISE_CAT_INPUTS = 64
+"""More inputs than this: ``cat``/``stack`` run as the ATen call. The pointwise form
+selects among all its inputs at every element, so its body (and the C++ compiler's
+work on it) grows with the input count: a cat of 400 kept g++ busy for minutes, where
+ATen copies each input once. Inductor switches earlier (8 inputs) to copies into slices
+of the output; 64 keeps the fused form for the cats real models have (DenseNet's
+blocks concatenate up to 49)."""
+
+
+def _pointwise_cat_inputs(name: str, count: int) -> None:
+    if count > MAX_POINTWISE_CAT_INPUTS:
+        raise NoLowering(f"{name} of {count} inputs (more than {MAX_POINTWISE_CAT_INPUTS})")
+
 
 def _cat_refs(ctx: LoweringContext, args: OpArgs, refs: Sequence[TensorRef], dim: int) -> Lowered:
     out_type = args.result_dtype()
@@ -115,6 +128,7 @@ def _cat(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     refs = [r for r in refs if not (r.rank == 1 and r.sizes[0] == 0 and rank != 1)]
     if not refs:
         raise NoLowering("cat of nothing")
+    _pointwise_cat_inputs("cat", len(refs))
     dim = wrap_dim(args.value("dim"), rank)
     return [_cat_refs(ctx, args, refs, dim)]
 
@@ -123,6 +137,7 @@ def _stack(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     refs = [r for r in args.tensors("tensors") if r is not None]
     if not refs:
         raise NoLowering("stack of nothing")
+    _pointwise_cat_inputs("stack", len(refs))
     dim = wrap_dim(args.value("dim"), refs[0].rank + 1)
     return [_cat_refs(ctx, args, [r.unsqueeze(dim) for r in refs], dim)]
 

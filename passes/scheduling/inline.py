@@ -160,12 +160,19 @@ def _bytes(value: SSAValue) -> int:
 
 
 def _loads_of(consumer: LoopNestOp, buffer: SSAValue) -> list[LoadOp]:
-    args = {
-        arg
-        for outer, arg in zip(consumer.inputs, consumer.input_args(), strict=True)
-        if outer is buffer
-    }
-    return [op for op in consumer.body.walk() if isinstance(op, LoadOp) and op.buffer in args]
+    """The consumer's loads of ``buffer``, found through the uses of its block argument:
+    walking the whole body instead made inlining n producers into one consumer (a cat of
+    n computed inputs) quadratic, the body growing with every producer inlined. Callers
+    do not depend on the order (each inlined copy goes right before its own load)."""
+    loads: list[LoadOp] = []
+    for outer, arg in zip(consumer.inputs, consumer.input_args(), strict=True):
+        if outer is buffer:
+            loads.extend(
+                use.operation
+                for use in arg.uses
+                if isinstance(use.operation, LoadOp) and use.operation.buffer is arg
+            )
+    return loads
 
 
 def _rebuild(
