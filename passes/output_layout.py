@@ -32,7 +32,8 @@ An output that is a view of another output (``y = x + 1; return y, y.view(-1)``)
 share its storage, as in eager: writing ``y`` in place after the call changes the view.
 kiln's buffers would hold it as a separate copy, so such an output is instead returned as
 the other output seen through the same ATen view ops, replayed on it at run time
-(``alias("aten::view.default", 0, "{'size': [-1]}")`` in ``kiln.outputs``, see
+(``alias("aten::view.default", 0, "{'size': [-1]}")`` in ``kiln.outputs``, with the
+result index as a fourth argument for list-returning views such as split; see
 :mod:`kiln.frontends.fx.outputs`), and the copy is not computed. Views whose arguments
 are symbolic, or not Python literals, stay copies. (Outputs that alias graph *inputs* are
 AOTAutograd's to regenerate; this handles aliases between outputs, which are the
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -128,10 +129,15 @@ def _literal_arguments(op: AtenOp) -> str | None:
     return repr(arguments)
 
 
-def _view_chain(value: SSAValue) -> tuple[SSAValue, list[tuple[str, str]]]:
+# One view op of a chain: its overload, its literal arguments, and which of its results
+# (None for a single-result op; split/unbind return a list of views).
+ViewCall = tuple[str, str, int | None]
+
+
+def _view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
     """The value ``value`` is a view of (through ATen view ops with literal arguments),
     and those ops, outermost first."""
-    calls: list[tuple[str, str]] = []
+    calls: list[ViewCall] = []
     while True:
         op = value.owner
         if not isinstance(op, AtenOp) or op.sym_operands() or not has_aten_trait(op, AliasingView):
@@ -140,18 +146,18 @@ def _view_chain(value: SSAValue) -> tuple[SSAValue, list[tuple[str, str]]]:
         arguments = _literal_arguments(op)
         if len(tensors) != 1 or arguments is None:
             return value, calls
-        calls.append((op.overload_name, arguments))
+        assert isinstance(value, OpResult)
+        calls.append((op.overload_name, arguments, value.index if len(op.results) > 1 else None))
         value = tensors[0]
 
 
-def _alias_expr(base: int, calls: Sequence[tuple[str, str]]) -> ast.expr:
+def _alias_expr(base: int, calls: Sequence[ViewCall]) -> ast.expr:
     node: ast.expr = ast.Constant(base)
-    for overload, arguments in reversed(calls):
-        node = ast.Call(
-            ast.Name("alias", ast.Load()),
-            [ast.Constant(overload), node, ast.Constant(arguments)],
-            [],
-        )
+    for overload, arguments, result in reversed(calls):
+        args: list[ast.expr] = [ast.Constant(overload), node, ast.Constant(arguments)]
+        if result is not None:
+            args.append(ast.Constant(result))
+        node = ast.Call(ast.Name("alias", ast.Load()), args, [])
     return node
 
 
@@ -175,7 +181,7 @@ def _aliases(values: list[SSAValue]) -> dict[int, ast.expr]:
     returned: dict[SSAValue, int] = {}
     for k, value in enumerate(values):
         returned.setdefault(value, k)
-    groups: dict[SSAValue, list[tuple[int, list[tuple[str, str]]]]] = {}
+    groups: dict[SSAValue, list[tuple[int, list[ViewCall]]]] = {}
     for k, value in enumerate(values):
         if isinstance(value.type, TensorType) and returned[value] == k:
             root, calls = _view_chain(value)

@@ -126,9 +126,11 @@ def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
         order = tuple(d.value for d in dims.elts if isinstance(d, ast.Constant))
         return None if tensor is None else tensor.permute(order)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "alias":
-        view, arguments = _alias_call(node)
+        view, arguments, result = _alias_call(node)
         base = _fill(node.args[1], values)
-        return None if base is None else view(base, **arguments)
+        if base is None:
+            return None
+        return view(base, **arguments) if result is None else view(base, **arguments)[result]
     if isinstance(node, ast.Call) and not node.keywords:
         cls = _resolve_type(node.func)
         items = [_fill(a, values) for a in node.args]
@@ -137,16 +139,25 @@ def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
     raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
 
 
-def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The view op and keyword arguments of an ``alias(overload, value, args)`` node."""
-    if len(node.args) != 3 or node.keywords:
-        raise OutputStructureError("alias takes an overload, a value and its arguments")
-    overload, _, arguments = node.args
+def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any], int | None]:
+    """The view op, keyword arguments and result index of an ``alias(overload, value,
+    args[, result])`` node (``result``: which view of a list-returning op, e.g. split)."""
+    if len(node.args) not in (3, 4) or node.keywords:
+        raise OutputStructureError(
+            "alias takes an overload, a value, its arguments and an optional result index"
+        )
+    overload, _, arguments = node.args[:3]
+    result: int | None = None
+    if len(node.args) == 4:
+        index = node.args[3]
+        if not (isinstance(index, ast.Constant) and type(index.value) is int):
+            raise OutputStructureError("alias's result index must be an integer literal")
+        result = index.value
     if not (isinstance(overload, ast.Constant) and isinstance(overload.value, str)) or not (
         isinstance(arguments, ast.Constant) and isinstance(arguments.value, str)
     ):
         raise OutputStructureError("alias names its overload and arguments as strings")
-    return _view_op(overload.value), _literal_arguments(arguments.value)
+    return _view_op(overload.value), _literal_arguments(arguments.value), result
 
 
 @cache
