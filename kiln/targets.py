@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kiln.backends.cpp.wrapper import CppProgram
     from kiln.backends.triton.cudagraphs import CudaGraphRunner
     from kiln.backends.triton.runtime import TritonOptions, TritonProgram
+    from kiln.dialects.cpp.func_ops import FuncOp
 
 
 def _kernels(module: ModuleOp) -> list[KernelOp]:
@@ -48,12 +49,24 @@ def lower_for_cpp(
     ``lower-to-cpp{fallback=true}`` (``threads``/``lanes`` override its defaults; without
     ``fallback`` an untranslatable kernel is an error); a module without ``kernel.kernel``
     ops left to lower is returned as it is."""
-    from kiln.backends.cpp.emit import FunctionEmitter
+    return _lower_for_cpp(module, threads, lanes, ctx, fallback)[0]
+
+
+def _lower_for_cpp(
+    module: ModuleOp,
+    threads: int = 0,
+    lanes: int = 0,
+    ctx: Context | None = None,
+    fallback: bool = True,
+) -> tuple[ModuleOp, dict[FuncOp, str]]:
+    """:func:`lower_for_cpp`, and the C++ of the functions it emitted to check them (so
+    that the build does not emit them again)."""
+    from kiln.backends.cpp.emit import emit_function
     from kiln.dialects.cpp.func_ops import FuncOp
     from kiln.passes.lower_to_cpp import LowerToCppPass
 
     if not any(CPP_FALLBACK.get(k) is None for k in _kernels(module)):
-        return module
+        return module, {}
     ctx = ctx or Context()
     lowering = LowerToCppPass(
         threads=threads, fallback=fallback, **({"lanes": lanes} if lanes else {})
@@ -61,25 +74,26 @@ def lower_for_cpp(
     lowered = module.clone()
     lowering.apply(ctx, lowered)
     if not fallback:
-        return lowered
+        return lowered, {}
     # A function the emitter cannot print is found now, not at build time: its kernel is
     # marked for the interpreter and the module lowered again (rare: a second pass only
     # then).
     rejected: dict[str, str] = {}
+    emitted: dict[FuncOp, str] = {}
     for func in lowered.body.block.ops:
         if isinstance(func, FuncOp):
             try:
-                FunctionEmitter(func).emit()
+                emitted[func] = emit_function(func)
             except ValueError as e:
                 rejected[func.sym_name.data] = str(e)
     if not rejected:
-        return lowered
+        return lowered, emitted
     lowered = module.clone()
     for kernel in _kernels(lowered):
         if kernel.sym_name.data in rejected:
             CPP_FALLBACK.set(kernel, rejected[kernel.sym_name.data])
     lowering.apply(ctx, lowered)
-    return lowered
+    return lowered, {}
 
 
 def build_cpp_program(
@@ -96,9 +110,11 @@ def build_cpp_program(
     from kiln.backends.cpp.wrapper import build_program
 
     start = time.perf_counter()
-    lowered = lower_for_cpp(module, threads=threads, lanes=lanes)
-    program = build_program(lowered, name, profile=profile)
+    lowered, emitted = _lower_for_cpp(module, threads=threads, lanes=lanes)
+    lowered_at = time.perf_counter()
+    program = build_program(lowered, name, profile=profile, emitted=emitted)
     program.compile_seconds = time.perf_counter() - start  # lowering included, as before
+    program.stage_seconds = {"lower-to-cpp": lowered_at - start, **program.stage_seconds}
     return program
 
 

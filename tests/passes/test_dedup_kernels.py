@@ -48,7 +48,12 @@ def test_identical_kernels_merge_and_the_program_computes_the_same() -> None:
 
 def test_key_ignores_names_but_not_constants() -> None:
     module = _parse(CHAIN.read_text())
-    keys = {name: kernel_key(op) for op in module.ops if isinstance(op, KernelOp) for name in [op.sym_name.data]}
+    keys = {
+        name: kernel_key(op)
+        for op in module.ops
+        if isinstance(op, KernelOp)
+        for name in [op.sym_name.data]
+    }
     assert keys["kernel0"] == keys["kernel2"]
     assert keys["kernel0"] != keys["kernel1"]  # transposed load
     assert keys["kernel0"] != keys["kernel3"]  # -0.0 is not 0.0
