@@ -23,6 +23,7 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.input_aliases import InputAliases
+from kiln.gc_tuning import fewer_collections
 
 _GRAPH_IDS = itertools.count()
 
@@ -50,7 +51,7 @@ def kiln_backend(
             # compiles real programs, whose constants (``_tensor_constant0``) it reads
             # and builds at compile time.
             aot_seconds = time.perf_counter() - handed_over[0]
-            with unset_fake_temporarily():
+            with unset_fake_temporarily(), fewer_collections():
                 compiled = compile_graph(
                     fx_graph, inputs, opts, name=f"{kind}_{graph_id}", aot_seconds=aot_seconds
                 )
