@@ -23,7 +23,6 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.input_aliases import InputAliases
-from kiln.gc_tuning import fewer_collections
 
 _GRAPH_IDS = itertools.count()
 
@@ -51,7 +50,7 @@ def kiln_backend(
             # compiles real programs, whose constants (``_tensor_constant0``) it reads
             # and builds at compile time.
             aot_seconds = time.perf_counter() - handed_over[0]
-            with unset_fake_temporarily(), fewer_collections():
+            with unset_fake_temporarily():
                 compiled = compile_graph(
                     fx_graph, inputs, opts, name=f"{kind}_{graph_id}", aot_seconds=aot_seconds
                 )
