@@ -263,7 +263,40 @@ def scaling_lines(points: Rows) -> list[str]:
     errors = [
         f"- {p['backend']} at {p['layers']} layers: {p['error']}" for p in points if "error" in p
     ]
-    return lines + (["", *errors] if errors else [])
+    return lines + (["", *errors] if errors else []) + scaling_stage_lines(points)
+
+
+STAGES = ("aot", "setup", "import", "passes", "lower-to-cpp", "emit", "build", "wrapper")
+"""kiln's stages in the scaling rows (kiln.compiler.GraphStats.stage_seconds)."""
+
+
+def scaling_stage_lines(points: Rows) -> list[str]:
+    """Where kiln's time goes at each depth: wall and CPU seconds of the compile, kiln's
+    own seconds by stage, and kernels built against launches (repeated layers share
+    kernels)."""
+    staged = sorted((p for p in points if "stages" in p), key=lambda p: (p["backend"], p["layers"]))
+    if not staged:
+        return []
+    lines = [
+        "",
+        "kiln by stage (seconds summed over the graphs; `aot` is AOTAutograd's tracing, "
+        "outside kiln's own time; `cpu` counts the compiler processes too):",
+        "",
+        "| backend | layers | wall | cpu | kiln | "
+        + " | ".join(STAGES)
+        + " | kernels / launches |",
+        "|---|---|" + "---|" * (len(STAGES) + 4),
+    ]
+    for p in staged:
+        stages = p["stages"]
+        cells = [fmt(stages.get(s), ".2f") for s in STAGES]
+        lines.append(
+            f"| {p['backend']} | {p['layers']} | {fmt(p.get('compile_s'), '.1f')} | "
+            f"{fmt(p.get('cpu_s'), '.1f')} | {fmt(p.get('kiln_s'), '.1f')} | "
+            + " | ".join(cells)
+            + f" | {p.get('kernels', '-')} / {p.get('launches', '-')} |"
+        )
+    return lines
 
 
 # -- plots ---------------------------------------------------------------------------------

@@ -38,13 +38,48 @@ def scaling_child(backend: str, layers: int, device_name: str) -> None:
             sync(device)
             eager_s = time.perf_counter() - start
             fn = compile_with(backend, model)
+            cpu = _cpu_seconds()
             start = time.perf_counter()
             fn(ids)
             sync(device)
             result["compile_s"] = max(time.perf_counter() - start - eager_s, 0.0)
+            # CPU time of this process and its compiler children: steadier than wall time
+            # on a shared machine (parallel builds make it exceed the wall time).
+            result["cpu_s"] = _cpu_seconds() - cpu
+        if backend.startswith("kiln"):
+            result.update(kiln_stages())
     except Exception as e:
         result["error"] = describe(e)
     print("SCALING " + json.dumps(result), flush=True)
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def kiln_stages() -> dict[str, Any]:
+    """kiln's own time over the graphs it compiled (``kiln_s``), by stage (``stages``: see
+    :attr:`kiln.compiler.GraphStats.stage_seconds`, ``aot`` being AOTAutograd's), and the
+    kernels it built against the launches they serve."""
+    from kiln.compiler import compile_history
+
+    history = compile_history()
+    stages: dict[str, float] = {}
+    for stats in history:
+        for stage, seconds in getattr(stats, "stage_seconds", {}).items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+        for name, seconds in stats.pass_seconds.items():
+            stages["pass:" + name] = stages.get("pass:" + name, 0.0) + seconds
+    return {
+        "kiln_s": sum(s.seconds for s in history),
+        "stages": {k: round(v, 3) for k, v in stages.items()},
+        "kernels": sum(s.kernels for s in history),
+        "launches": sum(s.launches for s in history),
+    }
 
 
 def run_scaling(

@@ -41,7 +41,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,channels-last,lower-aten,fuse,tile,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 
@@ -120,6 +120,30 @@ class GraphStats:
     pass_seconds: dict[str, float] = field(default_factory=dict[str, float])
     pass_ops: dict[str, int] = field(default_factory=dict[str, int])
     """Ops in the module after each pass (and after ``import``)."""
+    stage_seconds: dict[str, float] = field(default_factory=dict[str, float])
+    """Where :attr:`seconds` went, by stage: ``aot`` (AOTAutograd's tracing before kiln
+    got the graph, under ``torch.compile``; not part of :attr:`seconds`), ``import``,
+    ``setup`` (loading kiln's modules and the passes: mostly the first graph of a process),
+    ``passes`` (:attr:`pass_seconds` summed), then the backend's: ``lower-to-cpp``,
+    ``emit``, ``build`` (compiler or cache, loading), ``wrapper`` (C++), or
+    ``lower-to-triton+build`` (Triton); ``other`` is the rest (executor choice,
+    statistics)."""
+
+    def profile(self) -> str:
+        """The per-stage and per-pass times as a table (``KILN_PROFILE_PASSES=1`` prints it
+        after every graph)."""
+        rows = [
+            f"kiln profile: {self.name}: {self.seconds:.3f} s in kiln, {self.fx_nodes} FX nodes"
+        ]
+        for stage, seconds in self.stage_seconds.items():
+            rows.append(f"  {stage:<24} {seconds:8.3f} s")
+            if stage == "passes":
+                for name, pass_s in self.pass_seconds.items():
+                    ops = self.pass_ops.get(name)
+                    rows.append(
+                        f"    {name:<22} {pass_s:8.3f} s  {ops if ops is not None else '':>7} ops"
+                    )
+        return "\n".join(rows)
 
     def summary(self) -> str:
         extern = ", ".join(f"{name} x{n}" for name, n in self.externs.most_common())
@@ -203,25 +227,37 @@ def _dump(debug: Path | None, name: str, text: str) -> None:
             warnings.warn(f"kiln: cannot write {debug / name}: {e}", RuntimeWarning, stacklevel=2)
 
 
+def profiling_passes() -> bool:
+    """``KILN_PROFILE_PASSES`` set (not ``0``): print :meth:`GraphStats.profile` per graph."""
+    return os.environ.get("KILN_PROFILE_PASSES", "0") not in ("", "0")
+
+
 def compile_graph(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
     options: CompileOptions,
     name: str | None = None,
+    aot_seconds: float | None = None,
 ) -> CompiledGraph:
-    """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``)."""
-    from kiln.frontends.fx import import_graph, lifted_constants
-
+    """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
+    ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile)."""
     start = time.perf_counter()
+    from kiln.frontends.fx import import_graph, lifted_constants  # the first graph: imports
+
+    setup = time.perf_counter() - start
     name = name or f"graph_{next(_GRAPH_IDS)}"
     stats = GraphStats(name=name)
+    if aot_seconds is not None:
+        stats.stage_seconds["aot"] = aot_seconds
     stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
     debug = _debug_dir(options.debug_dir, name)
     _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
 
+    import_start = time.perf_counter()
     module = import_graph(gm)
     # Traced constants kiln does not embed are arguments after the placeholders.
     constants = lifted_constants(module, gm)
+    stats.stage_seconds["import"] = time.perf_counter() - import_start
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
@@ -231,6 +267,7 @@ def compile_graph(
         # Passes that make tensors (decompositions) make them where the program runs.
         module.attributes["kiln.device"] = StringAttr(str(program_device))
 
+    setup_start = time.perf_counter()
     registry = _registry(options)
     ctx = registry.make_context()
     counter = itertools.count(1)
@@ -251,8 +288,10 @@ def compile_graph(
         )
     except (Exception, ArgSpecParseError) as e:  # xDSL's spec errors are BaseExceptions
         raise CompileError(f"{name}: bad pipeline {options.pipeline!r}: {e}") from e
-    last[0] = time.perf_counter()
+    stats.stage_seconds["setup"] = setup + time.perf_counter() - setup_start
+    last[0] = passes_start = time.perf_counter()
     pipeline.apply(ctx, module)
+    stats.stage_seconds["passes"] = time.perf_counter() - passes_start
 
     # Read after the pipeline: a pass may change how outputs are rebuilt (output-layout).
     output_structure = next(
@@ -262,16 +301,25 @@ def compile_graph(
     executor = choose_executor(options.executor, devices, _available_executors())
     if executor == "triton":
         _check_triton_devices(name, example_inputs, devices)
-    run, stats.executor = _build(executor, module, options, debug, gpu_device(devices))
-    stats.kernels = sum(1 for op in module.walk() if op.name == "kernel.kernel")
+    build_start = time.perf_counter()
+    run, stats.executor = _build(
+        executor, module, options, debug, gpu_device(devices), stats.stage_seconds
+    )
+    if stats.executor not in ("cpp", "triton"):
+        stats.stage_seconds["build"] = time.perf_counter() - build_start
+    stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
     stats.seconds = time.perf_counter() - start
+    inside = sum(v for k, v in stats.stage_seconds.items() if k != "aot")
+    stats.stage_seconds["other"] = max(stats.seconds - inside, 0.0)
     _LAST_STATS.append(stats)
     del _LAST_STATS[:-1]
     _HISTORY.append(stats)
     if options.verbose:
         print(stats.summary(), file=sys.stderr)
+    if profiling_passes():
+        print(stats.profile(), file=sys.stderr)
 
     if constants:
         run = _with_constants(run, constants)
@@ -382,9 +430,12 @@ def _build(
     options: CompileOptions,
     debug: Path | None,
     device: torch.device | None = None,
+    stages: dict[str, float] | None = None,
 ) -> tuple[Runner, str]:
     """The runner for ``module``, and the executor that actually runs it. The driver
-    lowers to the backend's level (:mod:`kiln.targets`); backends run no passes."""
+    lowers to the backend's level (:mod:`kiln.targets`); backends run no passes.
+    ``stages`` receives the build's time by stage (:attr:`GraphStats.stage_seconds`)."""
+    stages = stages if stages is not None else {}
     if executor == "interpret":
         return _interpreter(module), "interpret"
     if executor == "cpp":
@@ -404,6 +455,7 @@ def _build(
                 raise CompileError(str(e)) from e
             print(f"kiln: {e}; running the reference interpreter instead", file=sys.stderr)
             return _interpreter(module), "interpret"
+        stages.update(program.stage_seconds)
         _dump(debug, "kernels.cpp", program.cpp_source)
         _dump(debug, "wrapper.py", program.python_source)
         return program.run, "cpp"
@@ -425,7 +477,9 @@ def _build(
             device=None if interpreting() or device is None else str(device),
         )
         # Lowered in place: the compiled graph's module shows the Triton kernels.
+        triton_start = time.perf_counter()
         triton_program = build_triton_program(module, options=triton_options)
+        stages["lower-to-triton+build"] = time.perf_counter() - triton_start
         _dump(debug, "triton_module.py", triton_program.source)
         return triton_program.boxed_call, "triton"
     raise CompileError(f"executor {executor!r} is not available in this build")

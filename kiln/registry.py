@@ -45,6 +45,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "elide-extern-copies": ("kiln.passes.elide_extern_copies", "ElideExternCopiesPass"),
     "tile": ("kiln.passes.tile", "TilePass"),
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
+    "dedup-kernels": ("kiln.passes.dedup_kernels", "DedupKernelsPass"),
     "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),
     "cpp-hoist-invariants": ("kiln.passes.cpp_hoist_invariants", "CppHoistInvariantsPass"),
     "cpp-reciprocals": ("kiln.passes.cpp_reciprocals", "CppReciprocalsPass"),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kiln.backends.cpp.wrapper import CppProgram
     from kiln.backends.triton.cudagraphs import CudaGraphRunner
     from kiln.backends.triton.runtime import TritonOptions, TritonProgram
+    from kiln.dialects.cpp.func_ops import FuncOp
 
 
 def _kernels(module: ModuleOp) -> list[KernelOp]:
@@ -52,13 +53,26 @@ def lower_for_cpp(
     ops left to lower is returned as it is. With ``fallback``, a kernel whose C++ has more lines
     than :func:`~kiln.backends.cpp.compiler.max_kernel_lines`, or named in
     ``reject`` (name -> why), stays for the interpreter too."""
+    return _lower_for_cpp(module, threads, lanes, ctx, fallback, reject)[0]
+
+
+def _lower_for_cpp(
+    module: ModuleOp,
+    threads: int = 0,
+    lanes: int = 0,
+    ctx: Context | None = None,
+    fallback: bool = True,
+    reject: Mapping[str, str] | None = None,
+) -> tuple[ModuleOp, dict[FuncOp, str]]:
+    """:func:`lower_for_cpp`, and the C++ of the functions it emitted to check them (so
+    that the build does not emit them again)."""
     from kiln.backends.cpp.compiler import max_kernel_lines
-    from kiln.backends.cpp.emit import FunctionEmitter
+    from kiln.backends.cpp.emit import emit_function
     from kiln.dialects.cpp.func_ops import FuncOp
     from kiln.passes.lower_to_cpp import LowerToCppPass
 
     if not any(CPP_FALLBACK.get(k) is None for k in _kernels(module)):
-        return module
+        return module, {}
     ctx = ctx or Context()
     lowering = LowerToCppPass(
         threads=threads, fallback=fallback, **({"lanes": lanes} if lanes else {})
@@ -66,31 +80,35 @@ def lower_for_cpp(
     lowered = module.clone()
     lowering.apply(ctx, lowered)
     if not fallback:
-        return lowered
-    # A function the emitter cannot print is found now, not at build time: its kernel is
-    # marked for the interpreter and the module lowered again (rare: a second pass only
-    # then).
+        return lowered, {}
+    # A function the emitter cannot print (or prints too long) is found now, not at build
+    # time: its kernel is marked for the interpreter and the module lowered again (rare: a
+    # second pass only then).
     rejected: dict[str, str] = dict(reject or {})
+    emitted: dict[FuncOp, str] = {}
     limit = max_kernel_lines()
     for func in lowered.body.block.ops:
         if isinstance(func, FuncOp) and func.sym_name.data not in rejected:
             try:
-                lines = len(FunctionEmitter(func).emit())
+                text = emit_function(func)
             except ValueError as e:
                 rejected[func.sym_name.data] = str(e)
                 continue
+            lines = len(text.splitlines())
             if lines > limit:
                 rejected[func.sym_name.data] = (
                     f"{lines} lines of C++, more than KILN_MAX_KERNEL_LINES={limit}"
                 )
+                continue
+            emitted[func] = text
     if not rejected:
-        return lowered
+        return lowered, emitted
     lowered = module.clone()
     for kernel in _kernels(lowered):
         if kernel.sym_name.data in rejected:
             CPP_FALLBACK.set(kernel, rejected[kernel.sym_name.data])
     lowering.apply(ctx, lowered)
-    return lowered
+    return lowered, {}
 
 
 def build_cpp_program(
@@ -108,11 +126,12 @@ def build_cpp_program(
     from kiln.backends.cpp.wrapper import build_program
 
     start = time.perf_counter()
-    lowered = lower_for_cpp(module, threads=threads, lanes=lanes)
+    lowered, emitted = _lower_for_cpp(module, threads=threads, lanes=lanes)
+    lowered_at = time.perf_counter()
     reject: dict[str, str] = {}
     while True:
         try:
-            program = build_program(lowered, name, profile=profile)
+            program = build_program(lowered, name, profile=profile, emitted=emitted)
             break
         except CompileTimeout as e:
             # The timed-out unit's kernels run in the interpreter (with a warning each):
@@ -121,8 +140,9 @@ def build_cpp_program(
             if not e.functions or set(e.functions) <= set(reject):
                 raise
             reject.update(dict.fromkeys(e.functions, str(e)))
-            lowered = lower_for_cpp(module, threads=threads, lanes=lanes, reject=reject)
+            lowered, emitted = _lower_for_cpp(module, threads=threads, lanes=lanes, reject=reject)
     program.compile_seconds = time.perf_counter() - start  # lowering included, as before
+    program.stage_seconds = {"lower-to-cpp": lowered_at - start, **program.stage_seconds}
     return program
 
 

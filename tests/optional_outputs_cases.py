@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kiln.compiler import CompileOptions, compile_graph, last_compile_stats
-from kiln.dialects.aten import interpreter
+from kiln.dialects.aten import call_plan
 from kiln.frontends.capture import capture_make_fx
 
 aten = torch.ops.aten
@@ -29,8 +29,9 @@ def values_and_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def undefined_indices(monkeypatch: pytest.MonkeyPatch) -> None:
-    """ATen's topk binding (as the wrapper calls it) returns None for its indices."""
-    lookup = interpreter.torch_overload
+    """ATen's topk binding (as the call plans look it up) returns None for
+    its indices."""
+    lookup = call_plan.torch_overload
 
     def patched(overload: str) -> Callable[..., Any]:
         real = lookup(overload)
@@ -38,7 +39,7 @@ def undefined_indices(monkeypatch: pytest.MonkeyPatch) -> None:
             return real
         return lambda *args, **kwargs: (real(*args, **kwargs)[0], None)
 
-    monkeypatch.setattr(interpreter, "torch_overload", patched)
+    monkeypatch.setattr(call_plan, "torch_overload", patched)
 
 
 def check_undefined_optional_output(

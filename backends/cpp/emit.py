@@ -14,6 +14,7 @@ The xDSL output target ``cpp`` (``kiln-opt -t cpp``, or ``--emit-cpp``) is the d
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
@@ -329,11 +330,19 @@ HEADER = """\
 """
 
 
-def emit_functions(functions: list[FuncOp]) -> str:
-    """A translation unit holding these functions (prelude first)."""
+def emit_function(func: FuncOp) -> str:
+    """One function's C++ (no prelude)."""
+    return "\n".join(FunctionEmitter(func).emit()) + "\n"
+
+
+def emit_functions(functions: Sequence[FuncOp], emitted: Mapping[FuncOp, str] | None = None) -> str:
+    """A translation unit holding these functions (prelude first). ``emitted``: their
+    text where the caller already emitted it (:func:`emit_function`; emitting costs as
+    much as lowering, so it is done once per function)."""
     parts = [HEADER, prelude()]
     for func in functions:
-        parts.append("\n".join(FunctionEmitter(func).emit()) + "\n")
+        text = emitted.get(func) if emitted is not None else None
+        parts.append(text if text is not None else emit_function(func))
     return "\n".join(parts)
 
 
@@ -350,6 +359,7 @@ __all__ = [
     "EmitError",
     "FunctionEmitter",
     "cpp_functions",
+    "emit_function",
     "emit_functions",
     "emit_module",
 ]

@@ -14,7 +14,6 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK
-from kiln.dialects.kernel.interpreter import make_kernel_interpreter
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import LaunchOp
 
@@ -23,6 +22,10 @@ class InterpretedLaunch:
     """One ``kernel.launch`` of an untranslated kernel: ``call(*args, *outs)``."""
 
     def __init__(self, launch: LaunchOp, kernel: KernelOp, module: ModuleOp) -> None:
+        # Imported here: the interpreters pull in xDSL's whole interpreter package (about
+        # a second), which a graph without such a kernel never needs.
+        from kiln.dialects.kernel.interpreter import make_kernel_interpreter
+
         self.launch = launch
         self.interpreter, _ = make_kernel_interpreter(module)
         why = CPP_FALLBACK.get(kernel) or "not translated"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from xdsl.dialects.builtin import IndexType
 
 from kiln.backends.cpp.cache import cache_key, load_or_build
 from kiln.backends.cpp.compiler import compile_library
-from kiln.backends.cpp.emit import FunctionEmitter, emit_functions
+from kiln.backends.cpp.emit import emit_function, emit_functions
 from kiln.dialects.cpp.func_ops import FuncOp
 
 LINES_PER_UNIT = 800
@@ -40,11 +41,15 @@ def worker_count() -> int:
 
 
 def translation_units(
-    functions: Sequence[FuncOp], workers: int | None = None
+    functions: Sequence[FuncOp],
+    workers: int | None = None,
+    emitted: Mapping[FuncOp, str] | None = None,
 ) -> list[list[FuncOp]]:
-    """The kernels grouped into units of similar size (kernels keep their order)."""
+    """The kernels grouped into units of similar size in lines (kernels keep their
+    order); ``emitted``: their C++ where already emitted."""
     workers = workers or worker_count()
-    sizes = [len(FunctionEmitter(f).emit()) for f in functions]
+    texts = emitted if emitted is not None else {f: emit_function(f) for f in functions}
+    sizes = [texts[f].count("\n") for f in functions]
     total = sum(sizes)
     count = max(1, min(workers, len(functions), total // LINES_PER_UNIT))
     units: list[list[FuncOp]] = [[] for _ in range(count)]
@@ -75,6 +80,10 @@ class LoadedKernels:
     sources: list[str] = field(default_factory=list[str])
     paths: list[Path] = field(default_factory=list[Path])
     cache_hits: int = 0
+    emit_seconds: float = 0.0
+    """Emitting the C++ and grouping it into units."""
+    build_seconds: float = 0.0
+    """Compiling the units (in parallel) or finding them in the cache, and loading them."""
 
 
 def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
@@ -87,13 +96,20 @@ def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
     return library, path, hit
 
 
-def load_kernels(functions: Sequence[FuncOp]) -> LoadedKernels:
-    """Compile (or find in the cache) and load every kernel."""
+def load_kernels(
+    functions: Sequence[FuncOp], emitted: Mapping[FuncOp, str] | None = None
+) -> LoadedKernels:
+    """Compile (or find in the cache) and load every kernel (``emitted``: the C++ of
+    those already emitted, :func:`~kiln.backends.cpp.emit.emit_function`)."""
     loaded = LoadedKernels()
     if not functions:
         return loaded
-    units = translation_units(functions)
-    loaded.sources = [emit_functions(unit) for unit in units]
+    start = time.perf_counter()
+    texts = {f: (emitted or {}).get(f) or emit_function(f) for f in functions}
+    units = translation_units(functions, emitted=texts)
+    loaded.sources = [emit_functions(unit, texts) for unit in units]
+    built = time.perf_counter()
+    loaded.emit_seconds = built - start
     if len(units) == 1:
         results = [_load_unit(loaded.sources[0])]
     else:
@@ -106,6 +122,7 @@ def load_kernels(functions: Sequence[FuncOp]) -> LoadedKernels:
             loaded.functions[func.sym_name.data] = set_signature(
                 getattr(library, func.sym_name.data), func
             )
+    loaded.build_seconds = time.perf_counter() - built
     return loaded
 
 

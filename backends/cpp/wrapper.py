@@ -44,7 +44,7 @@ as eager PyTorch would.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -255,6 +255,9 @@ class CppProgram:
     compile_seconds: float
     profile: dict[str, list[float]] | None = None
     """With ``build_program(..., profile=True)``: name -> [calls, total seconds]."""
+    stage_seconds: dict[str, float] = field(default_factory=dict[str, float])
+    """Where the build's time went: ``emit`` (C++ text), ``build`` (compiler or cache,
+    loading), ``wrapper`` (the Python wrapper); ``lower-to-cpp`` when the driver lowered."""
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         return self.run(list(args))
@@ -279,6 +282,7 @@ def build_program(
     module: ModuleOp,
     name: str | None = None,
     profile: bool = False,
+    emitted: Mapping[FuncOp, str] | None = None,
 ) -> CppProgram:
     """Compile the module's ``cpp.func`` kernels and wrap its ``kernel.program`` (the
     module is not modified). The module must be at the cpp level: lowering is the
@@ -286,7 +290,7 @@ def build_program(
     ``kernel.kernel`` left by ``lower-to-cpp{fallback=true}`` (marked
     ``kiln.cpp_fallback``) runs in the reference interpreter. ``profile`` makes the
     wrapper time every launch and extern call (``program.profile``: name -> [calls,
-    seconds])."""
+    seconds]). ``emitted``: the C++ of functions the caller already emitted."""
     start = time.perf_counter()
     program = find_program(module, name)
     unlowered = [
@@ -300,7 +304,7 @@ def build_program(
             "run lower-to-cpp first (kiln.targets.build_cpp_program does)"
         )
     functions = cpp_functions(module)
-    loaded = load_kernels(functions)
+    loaded = load_kernels(functions, emitted)
     timings: dict[str, list[float]] | None = {} if profile else None
     writer = _Writer(
         program,
@@ -308,18 +312,25 @@ def build_program(
         kernels=loaded.functions,
         hazards=read_after_write(functions),
     )
+    wrapper_start = time.perf_counter()
     python = writer.write()
     namespace = dict(writer.namespace)
     exec(compile(python, f"<kiln wrapper {program.sym_name.data}>", "exec"), namespace)
     run = namespace[program.sym_name.data]
+    end = time.perf_counter()
     return CppProgram(
         run,
         "\n".join(loaded.sources),
         python,
         loaded.paths,
         loaded.cache_hits == len(loaded.sources),
-        time.perf_counter() - start,
+        end - start,
         timings,
+        {
+            "emit": loaded.emit_seconds,
+            "build": loaded.build_seconds,
+            "wrapper": end - wrapper_start,
+        },
     )
 
 

@@ -40,14 +40,9 @@ from xdsl.interpreter import (
 from xdsl.ir import Operation, SSAValue
 
 from kiln.dialects.aten.attributes import OpaqueDtypeType
+from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
-from kiln.dialects.aten.interpreter import (
-    build_plan,
-    dense_to_tensor,
-    make_interpreter,
-    torch_overload,
-)
 from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.schema import ArgKind
@@ -370,6 +365,9 @@ class ExternCall:
         # Tensors the body makes (constants, factories) go where its inputs are: the
         # GPU in a Triton program, as eager would make them.
         device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
+        # Imported here: the interpreter pulls in xDSL's whole interpreter package.
+        from kiln.dialects.aten.interpreter import make_interpreter
+
         interpreter = make_interpreter(self._module, device)
         interpreter.register_implementations(_KernelYield())
         return tuple(interpreter.run_ssacfg_region(self._op.body, tuple(inputs), "extern"))

@@ -33,7 +33,7 @@ _VERDICTS: dict[Hashable, str | None] = {}
 def _is_pointwise(overload: str) -> bool:
     import torch
 
-    from kiln.dialects.aten.interpreter import torch_overload
+    from kiln.dialects.aten.call_plan import torch_overload
 
     try:
         return torch.Tag.pointwise in torch_overload(overload).tags  # pyright: ignore[reportFunctionMemberAccess, reportAttributeAccessIssue]
@@ -46,8 +46,8 @@ def _probe(op: AtenOp) -> str | None:
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
+    from kiln.dialects.aten.call_plan import build_plan
     from kiln.dialects.aten.dtypes import UnsupportedDtype, type_to_dtype
-    from kiln.dialects.aten.interpreter import build_plan
 
     values: list[object] = []
     for operand in op.operands:

@@ -61,8 +61,8 @@ def _type_text(value: Any) -> str:
 
 
 def _check(op: AtenOp) -> str | None:
+    from kiln.dialects.aten.call_plan import build_plan
     from kiln.dialects.aten.dtypes import OpaqueDtypeType, type_to_dtype
-    from kiln.dialects.aten.interpreter import build_plan
 
     schema = op.op_schema()
     if not schema.returns or any(not r.kind.is_tensor for r in schema.returns):

@@ -162,7 +162,7 @@ def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any], int
 
 @cache
 def _view_op(overload: str) -> Callable[..., Any]:
-    from kiln.dialects.aten.interpreter import torch_overload
+    from kiln.dialects.aten.call_plan import torch_overload
 
     try:
         op = torch_overload(overload)

@@ -10,6 +10,7 @@ outputs and launches it; extern calls become ``kernel.extern`` and scalar ops ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -46,10 +47,18 @@ R = reduction_var(0)
 
 def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     """The row-major coordinates of position ``flat`` in a space of ``sizes``."""
+    return list(_unflatten(flat, tuple(sizes)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _unflatten(flat: sympy.Expr, sizes: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
+    # Cached: the same (flat, sizes) pairs come back for every layer of a deep model, and
+    # sympy's Mod/FloorDiv evaluation is most of the scheduler's time (sympy expressions
+    # are immutable and compare structurally, assumptions included).
     if any(size == 0 for size in sizes):
         # An empty space has no position: any coordinates will do (and the row-major
         # strides after a 0-size dim are 0, which the floor division would divide by).
-        return [sympy.Integer(0) for _ in sizes]
+        return tuple(sympy.Integer(0) for _ in sizes)
     out: list[sympy.Expr] = []
     stride: sympy.Expr = sympy.Integer(1)
     strides: list[sympy.Expr] = []
@@ -62,7 +71,7 @@ def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]
         if k > 0:
             coordinate = mod(coordinate, size)
         out.append(coordinate)
-    return out
+    return tuple(out)
 
 
 def node_kernel_vars(

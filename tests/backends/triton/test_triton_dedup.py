@@ -1,0 +1,33 @@
+"""``dedup-kernels`` with the Triton backend: identical layers share their Triton kernels
+and the program still computes eager's numbers (interpreter mode on the CPU)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import kiln
+from kiln.compiler import last_compile_stats
+
+
+class _Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.nn.functional.gelu(self.fc(self.norm(x)))
+
+
+def test_repeated_layers_share_triton_kernels() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(*[_Block(16) for _ in range(3)]).eval()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        expected = model(x)
+        got = kiln.compile(model, executor="triton", verbose=False)(x)
+    torch.testing.assert_close(got, expected)
+    stats = last_compile_stats()
+    assert stats.executor == "triton"
+    assert stats.kernels < stats.launches  # later layers launch the first layers' kernels
