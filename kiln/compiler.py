@@ -210,7 +210,7 @@ def compile_graph(
     name: str | None = None,
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``)."""
-    from kiln.frontends.fx import import_graph, lifted_constants
+    from kiln.dialects.aten.fx import import_graph, lifted_constants
 
     start = time.perf_counter()
     name = name or f"graph_{next(_GRAPH_IDS)}"
@@ -278,7 +278,7 @@ def compile_graph(
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
     if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
-    from kiln.frontends.fx.outputs import structure_builder
+    from kiln.dialects.aten.fx.outputs import structure_builder
 
     build = (
         structure_builder(str(output_structure.data))  # pyright: ignore

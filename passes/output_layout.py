@@ -33,7 +33,7 @@ share its storage, as in eager: writing ``y`` in place after the call changes th
 kiln's buffers would hold it as a separate copy, so such an output is instead returned as
 the other output seen through the same ATen view ops, replayed on it at run time
 (``alias("aten::view.default", 0, "{'size': [-1]}")`` in ``kiln.outputs``, see
-:mod:`kiln.frontends.fx.outputs`), and the copy is not computed. Views whose arguments
+:mod:`kiln.dialects.aten.fx.outputs`), and the copy is not computed. Views whose arguments
 are symbolic, or not Python literals, stay copies. (Outputs that alias graph *inputs* are
 AOTAutograd's to regenerate; this handles aliases between outputs, which are the
 compiler's job.)

@@ -17,17 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("backends", "passes", "dialects", "frontends")
 DRIVER = frozenset({"kiln.compiler", "kiln.targets", "kiln.registry", "kiln.main_job"})
 
-ALLOWED: frozenset[tuple[str, str]] = frozenset(
-    {
-        # TODO(passes helper, issue 14 item 3): the FX importer and the frontend's output
-        # constants belong below the passes; drop these entries once they are gone.
-        ("passes/decompose.py", "kiln.frontends.fx"),
-        # TODO(issue 14 item 3): the aten ops' canonicalization patterns belong to the
-        # dialect (MLIR's hasCanonicalizer), not to passes/canonicalization.
-        ("dialects/aten/ops.py", "kiln.passes.canonicalization.aten"),
-    }
-)
-"""Known edges, each with the work that removes it."""
+ALLOWED: frozenset[tuple[str, str]] = frozenset()
+"""Known edges, each with the work that removes it (none left: keep it that way)."""
 
 
 def _imports(path: Path, root: Path = ROOT) -> list[str]:

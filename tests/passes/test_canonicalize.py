@@ -1,7 +1,7 @@
 """The ``canonicalize`` pass on aten IR: IR in/IR out, and the same numbers before and after.
 
 The semantic checks compare values, strides and aliasing of every output, because the
-aten rewrites claim to be exact in eager PyTorch (see kiln.passes.canonicalization.aten).
+aten rewrites claim to be exact in eager PyTorch (see kiln.dialects.aten.canonicalization).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from xdsl.transforms.canonicalize import CanonicalizePass as XDSLCanonicalizePas
 
 from kiln.dialects.aten import Aten, op_class
 from kiln.dialects.aten.ops import AtenCanonicalization
-from kiln.passes.canonicalization.aten import (
+from kiln.dialects.aten.canonicalization import (
     AtenCanonicalizationPattern,
     canonicalization_patterns,
     canonicalized_ops,

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import StringAttr
 
 from kiln.backends.cpp.wrapper import find_program
 from kiln.frontends.capture import Capture, capture_aot_training, capture_make_fx
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_structure
 from kiln.targets import build_cpp_program
 
 

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import StringAttr
 
 from kiln.backends.triton.runtime import TritonProgram, find_program, interpreting
 from kiln.frontends.capture import Capture, capture_aot_training
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_structure
 
 
 def fresh(value: Any, random: bool) -> Any:
