@@ -15,12 +15,12 @@ from pass_checks import assert_pass_output, assert_same_semantics, run_pass
 from xdsl.transforms.canonicalize import CanonicalizePass as XDSLCanonicalizePass
 
 from kiln.dialects.aten import Aten, op_class
-from kiln.dialects.aten.ops import AtenCanonicalization
 from kiln.dialects.aten.canonicalization import (
     AtenCanonicalizationPattern,
     canonicalization_patterns,
     canonicalized_ops,
 )
+from kiln.dialects.aten.ops import AtenCanonicalization
 from kiln.passes.canonicalize import CanonicalizePass
 from kiln.registry import default_registry
 

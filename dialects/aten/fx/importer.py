@@ -29,7 +29,6 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten import GenericOp
 from kiln.dialects.aten.encoding import ArgEncodingError
-from kiln.dialects.aten.storage import STORAGE_ATTR
 from kiln.dialects.aten.fx.constants import constant_op, embeddable
 from kiln.dialects.aten.fx.errors import FxImportError
 from kiln.dialects.aten.fx.locations import LocationBuilder
@@ -50,6 +49,7 @@ from kiln.dialects.aten.fx.symbolic import (
     size_symbol_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
+from kiln.dialects.aten.storage import STORAGE_ATTR
 
 ParamMode = Literal["inputs", "constants"]
 
