@@ -4,12 +4,20 @@ xDSL's declarative format prints a property as an attribute (``#loop.expr<"d0">`
 ``#builtin.int<0>``); kiln's syntax prints index expressions as bare string literals and
 block sizes, axes and names as bare words. These directives keep that syntax, so that an
 op can say ``assembly_format = "$index `<` custom<Expr>($size) attr-dict"`` instead of a
-hand-written ``parse``/``print`` pair. Used by the loop, kernel, cpp and triton dialects.
+hand-written ``parse``/``print`` pair. Used by the loop, kernel, cpp and triton dialects,
+and so are the helpers the hand-written ``parse`` methods share with them: sizes in
+brackets (:func:`parse_sizes`, :func:`parse_one_size`) and an enum property as a bare
+word (:func:`parse_enum_word`, the :class:`EnumWord` directives).
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntAttr, MemRefType, StringAttr
+from collections.abc import Sequence
+from typing import Any, ClassVar, TypeVar
+
+import sympy
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, MemRefType, StringAttr
+from xdsl.dialects.utils import EnumAttribute
 from xdsl.irdl import IRDLOperation
 from xdsl.irdl.declarative_assembly_format import (
     AttributeVariable,
@@ -22,8 +30,55 @@ from xdsl.irdl.declarative_assembly_format import (
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
+from xdsl.utils.str_enum import StrEnum
 
 from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
+    """``[4, "s0"]``: integers bare, other index expressions as string literals."""
+    printer.print_string("[")
+    printer.print_list(
+        sizes,
+        lambda s: (
+            printer.print_string(s.text)
+            if s.data.is_Integer
+            else printer.print_string_literal(s.text)
+        ),
+    )
+    printer.print_string("]")
+
+
+def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
+    """What :func:`print_sizes` printed."""
+
+    def one() -> IndexExprAttr:
+        if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
+            return IndexExprAttr(sympy.Integer(n))
+        return IndexExprAttr(parse_expr_literal(parser))
+
+    return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, one))
+
+
+def parse_one_size(parser: Parser) -> IndexExprAttr:
+    """``[128]`` or ``["s0"]``: exactly one size in brackets."""
+    pos = parser.pos
+    sizes = parse_sizes(parser)
+    if len(sizes.data) != 1:
+        parser.raise_error("expected one size in brackets", pos)
+    return sizes.data[0]
+
+
+def parse_enum_word(parser: Parser, enum: type[E], what: str) -> E:
+    """A member of ``enum`` as a bare word; the error for another word lists them all."""
+    pos = parser.pos
+    word = parser.parse_identifier(f"expected a {what}")
+    try:
+        return enum(word)
+    except ValueError:
+        parser.raise_error(f"unknown {what} '{word}' (one of {', '.join(map(str, enum))})", pos)
 
 
 @irdl_custom_directive
@@ -193,4 +248,79 @@ class BlockDim(CustomDirective):
         printer.print_string(str(attr.data))
 
 
-__all__ = ["Address", "Below", "BlockDim", "ElementOf", "Expr", "Ident", "Int", "Subscript"]
+@irdl_custom_directive
+class Sizes(CustomDirective):
+    """``[4, "s0"]``: sizes as integers or index expression literals."""
+
+    sizes: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.sizes.set(state, parse_sizes(parser))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        sizes = self.sizes.get(op)
+        assert isinstance(sizes, ArrayAttr)
+        print_sizes(printer, sizes.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        state.last_was_punctuation = True
+
+
+@irdl_custom_directive
+class OneSize(CustomDirective):
+    """``[128]`` or ``["s0"]``: one size in brackets (may anchor an optional group)."""
+
+    size: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.size.set(state, parse_one_size(parser))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        size = self.size.get(op)
+        assert isinstance(size, IndexExprAttr)
+        print_sizes(printer, [size])
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.size.get(op) is not None
+
+
+class EnumWord(CustomDirective):
+    """An ``EnumAttribute`` property as its bare word (``sum``, ``looped``), with a parse
+    error listing the words. A dialect subclasses it once per enum, decorated with
+    ``@irdl_custom_directive`` (the format names the directive by its class name),
+    setting ``attr`` and ``what`` and declaring ``kind: AttributeVariable``."""
+
+    attr: ClassVar[type[EnumAttribute[Any]]]
+    what: ClassVar[str]
+    kind: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.kind.set(state, self.attr(parse_enum_word(parser, self.attr.enum_type, self.what)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        kind = self.kind.get(op)
+        assert isinstance(kind, self.attr)
+        printer.print_string(str(kind.data))
+
+
+__all__ = [
+    "Address",
+    "Below",
+    "BlockDim",
+    "ElementOf",
+    "EnumWord",
+    "Expr",
+    "Ident",
+    "Int",
+    "OneSize",
+    "Sizes",
+    "Subscript",
+    "parse_enum_word",
+    "parse_one_size",
+    "parse_sizes",
+    "print_sizes",
+]
