@@ -110,3 +110,17 @@ def test_the_checker_sees_each_kind_of_edge(tmp_path: Path) -> None:
         "passes/f.py",
         "dialects/e.py",
     ]
+
+
+def test_no_test_imports_a_conftest() -> None:
+    """``from conftest import X`` finds whichever conftest.py pytest imported first when it
+    is given several test directories: shared test code lives in helper modules with
+    names of their own (tests/frontends/fx_model_cases.py, tests/dynamic_cases.py)."""
+    found = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.ImportFrom) and node.module == "conftest")
+        or (isinstance(node, ast.Import) and any(a.name == "conftest" for a in node.names))
+    ]
+    assert found == []
