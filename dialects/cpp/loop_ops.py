@@ -126,6 +126,8 @@ class ForOp(IRDLOperation):
 
     # -- syntax ------------------------------------------------------------------
 
+    # Hand-written: the header names the induction variables, the region's block arguments
+    # (%x0), which xDSL's declarative format cannot print or parse.
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.loop_kind} (")
         printer.print_list(self.ivs, printer.print_ssa_value)

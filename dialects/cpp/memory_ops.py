@@ -156,6 +156,8 @@ class LoadOp(IRDLOperation):
             )
         check_operand_symbols(self, self.index, len(self.indices))
 
+    # Hand-written: the fill literal is typed by the buffer type printed after it, and the
+    # declarative format parses left to right (it would need an untyped placeholder).
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.buffer)

@@ -154,6 +154,8 @@ class ProgramOp(IRDLOperation):
             )
         check_lifetimes(block)
 
+    # Hand-written: the header names the entry block's arguments (%x: type), which xDSL's
+    # declarative format cannot print or parse.
     def print(self, printer: Printer) -> None:
         print_func_op_like(
             printer,

@@ -221,6 +221,8 @@ class FullOp(IRDLOperation):
     def verify_(self) -> None:
         check_literal(self.name, self.value, element_of(self.result.type))
 
+    # Hand-written: the value literal is typed by the block type printed after it, and the
+    # declarative format parses left to right (it would need an untyped placeholder).
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         print_literal(printer, self.value)
@@ -349,6 +351,8 @@ class LoadOp(IRDLOperation):
                 f"{self.name}: eviction policy must be one of {EVICTION_POLICIES}"
             )
 
+    # Hand-written: the 'other' literal is typed by the pointer type printed after it, and the
+    # declarative format parses left to right (it would need an untyped placeholder).
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.ptr)

@@ -6,9 +6,10 @@ import math
 
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute
-from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.body_ops import parse_fill as parse_literal
 
 Literal = IntegerAttr | FloatAttr
 
@@ -51,18 +52,6 @@ def literal_text(attr: Attribute) -> str:
 
 def print_literal(printer: Printer, attr: Attribute) -> None:
     printer.print_string(literal_text(attr))
-
-
-def parse_literal(parser: AttrParser) -> float | int | bool:
-    if (flag := parser.parse_optional_boolean()) is not None:
-        return flag
-    negative = parser.parse_optional_punctuation("-") is not None
-    if parser.parse_optional_keyword("inf") is not None:
-        return -math.inf if negative else math.inf
-    if not negative and parser.parse_optional_keyword("nan") is not None:
-        return math.nan
-    number = parser.parse_number()
-    return -number if negative else number
 
 
 def check_literal(op_name: str, attr: Attribute, element_type: Attribute) -> None:
