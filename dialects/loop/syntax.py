@@ -12,12 +12,26 @@ word (:func:`parse_enum_word`, the :class:`EnumWord` directives).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import sympy
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, MemRefType, StringAttr
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    FloatAttr,
+    FloatData,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    i1,
+)
 from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute
 from xdsl.irdl import IRDLOperation
 from xdsl.irdl.declarative_assembly_format import (
     AttributeVariable,
@@ -28,7 +42,7 @@ from xdsl.irdl.declarative_assembly_format import (
     VariadicOperandVariable,
     irdl_custom_directive,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.str_enum import StrEnum
 
@@ -79,6 +93,43 @@ def parse_enum_word(parser: Parser, enum: type[E], what: str) -> E:
         return enum(word)
     except ValueError:
         parser.raise_error(f"unknown {what} '{word}' (one of {', '.join(map(str, enum))})", pos)
+
+
+def fill_text(attr: Attribute) -> str:
+    """A fill property as the custom syntax prints it (``0.0``, ``-inf``, ``true``)."""
+    from kiln.dialects.aten.encoding import format_float
+
+    if isinstance(attr, FloatAttr):
+        return format_float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    assert isinstance(attr, IntegerAttr)
+    value: int = attr.value.data  # pyright: ignore[reportUnknownMemberType]
+    if attr.type == i1:
+        return "true" if value else "false"
+    return str(value)
+
+
+def fill_attr(value: float | int | bool, element_type: Attribute) -> Attribute:
+    """The fill property for ``value`` in a buffer of ``element_type``."""
+    if isinstance(element_type, AnyFloat):
+        return FloatAttr(float(value), element_type)
+    if isinstance(element_type, IntegerType | IndexType):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"fill {value} is not an integer")
+        return IntegerAttr(int(value), element_type)
+    raise ValueError(f"no fill value for element type {element_type}")
+
+
+def parse_fill(parser: AttrParser) -> float | int | bool:
+    """The value :func:`fill_text` printed (also a Triton literal: ``-inf``, ``true``, ``0.5``)."""
+    if (flag := parser.parse_optional_boolean()) is not None:
+        return flag
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    if not negative and parser.parse_optional_keyword("nan") is not None:
+        return math.nan
+    number = parser.parse_number()
+    return -number if negative else number
 
 
 @irdl_custom_directive
@@ -287,6 +338,68 @@ class OneSize(CustomDirective):
         return self.size.get(op) is not None
 
 
+def untyped_literal(value: float | int | bool) -> Attribute:
+    """A literal before its type is known, for directives that parse a literal typed by a
+    type printed after it (:class:`Fill`): ``IntAttr``, ``FloatData``, an ``i1`` for booleans."""
+    if isinstance(value, bool):
+        return IntegerAttr(int(value), i1)
+    return IntAttr(value) if isinstance(value, int) else FloatData(value)
+
+
+def untyped_value(attr: Attribute) -> float | int | bool:
+    """The value of an :func:`untyped_literal`."""
+    if isinstance(attr, IntegerAttr):
+        return bool(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    assert isinstance(attr, IntAttr | FloatData)
+    return attr.data
+
+
+@irdl_custom_directive
+class Fill(CustomDirective):
+    """A masked load's fill literal (``0.0``, ``-inf``, ``true``). Its type is the buffer's
+    element type, printed after it: until :class:`FilledBuffer` parses that type and types
+    it, the literal is held untyped (``IntAttr``, ``FloatData``, an ``i1`` for booleans)."""
+
+    fill: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.fill.set(state, untyped_literal(parse_fill(parser)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.fill.get(op)
+        assert attr is not None
+        printer.print_string(fill_text(attr))
+
+
+@irdl_custom_directive
+class FilledBuffer(CustomDirective):
+    """``memref<8xf32>``: a load's buffer type, which types its result (the element type)
+    and its fill, parsed before it by :class:`Fill` (passed as ``ref($fill)``)."""
+
+    buffer: TypeDirective
+    result: TypeDirective
+    fill: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        ty = parser.parse_type()
+        if not isinstance(ty, MemRefType):
+            parser.raise_error(f"{state.op_type.name} reads a memref, not {ty}", pos)
+        self.buffer.set(state, [ty])
+        self.result.set(state, [ty.element_type])
+        untyped = state.properties.get(self.fill.name)
+        if untyped is not None:
+            try:
+                self.fill.set(state, fill_attr(untyped_value(untyped), ty.element_type))
+            except ValueError as e:
+                parser.raise_error(str(e), pos)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_attribute(self.buffer.get(op)[0])
+
+
 class EnumWord(CustomDirective):
     """An ``EnumAttribute`` property as its bare word (``sum``, ``looped``), with a parse
     error listing the words. A dialect subclasses it once per enum, decorated with
@@ -314,13 +427,20 @@ __all__ = [
     "ElementOf",
     "EnumWord",
     "Expr",
+    "Fill",
+    "FilledBuffer",
     "Ident",
     "Int",
     "OneSize",
     "Sizes",
     "Subscript",
+    "fill_attr",
+    "fill_text",
     "parse_enum_word",
+    "parse_fill",
     "parse_one_size",
     "parse_sizes",
     "print_sizes",
+    "untyped_literal",
+    "untyped_value",
 ]

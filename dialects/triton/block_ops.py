@@ -34,6 +34,14 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    TypeDirective,
+    irdl_custom_directive,
+)
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
@@ -41,10 +49,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.syntax import BlockDim, Int
 from kiln.dialects.triton.literals import (
+    Lit,
     check_literal,
     make_literal,
     parse_literal,
     print_literal,
+    typed_literal,
 )
 from kiln.dialects.triton.types import (
     BlockType,
@@ -197,6 +207,27 @@ class ConstantOp(IRDLOperation):
         check_literal(self.name, self.value, self.result.type)
 
 
+@irdl_custom_directive
+class FullType(CustomDirective):
+    """``!triton.block<[XBLOCK], f32>``: ``triton.full``'s block type, which types its
+    value literal (parsed before it by :class:`Lit`)."""
+
+    result: TypeDirective
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        ty = parser.parse_type()
+        if not isinstance(ty, BlockType):
+            parser.raise_error(f"triton.full makes a !triton.block, not {ty}", pos)
+        self.result.set(state, [ty])
+        typed_literal(parser, state, self.value, ty.element_type, pos)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_attribute(self.result.get(op)[0])
+
+
 @irdl_op_definition
 class FullOp(IRDLOperation):
     """``tl.full(shape, value, dtype)``: a block with every element ``value``.
@@ -221,27 +252,10 @@ class FullOp(IRDLOperation):
     def verify_(self) -> None:
         check_literal(self.name, self.value, element_of(self.result.type))
 
-    # Hand-written: the value literal is typed by the block type printed after it, and the
-    # declarative format parses left to right (it would need an untyped placeholder).
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        print_literal(printer, self.value)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> FullOp:
-        pos = parser.pos
-        value = parse_literal(parser)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        if not isinstance(ty, BlockType):
-            parser.raise_error(f"triton.full makes a !triton.block, not {ty}", pos)
-        op = cls(value, ty)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<Lit>($value) attr-dict `:` custom<FullType>(type($result), ref($value))"
+    )
+    custom_directives = (Lit, FullType)
 
 
 @irdl_op_definition
