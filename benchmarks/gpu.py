@@ -68,7 +68,8 @@ def kiln_compile(
     cuda_graphs: bool = False,
 ) -> tuple[Any, list[Any], float]:
     """(program, its arguments, compile seconds) through capture + kiln's pipeline."""
-    from kiln.backends.triton.runtime import TritonOptions, find_program
+    from kiln.backends.triton.runtime import TritonOptions
+    from kiln.dialects.kernel.program_ops import find_program
     from kiln.frontends.capture import capture_make_fx
     from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
     from kiln.registry import default_registry

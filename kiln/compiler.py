@@ -242,7 +242,7 @@ def compile_graph(
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
     ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile)."""
     start = time.perf_counter()
-    from kiln.frontends.fx import import_graph, lifted_constants  # the first graph: imports
+    from kiln.dialects.aten.fx import import_graph, lifted_constants  # the first graph: imports
 
     setup = time.perf_counter() - start
     name = name or f"graph_{next(_GRAPH_IDS)}"
@@ -326,7 +326,7 @@ def compile_graph(
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
     if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
-    from kiln.frontends.fx.outputs import structure_builder
+    from kiln.dialects.aten.fx.outputs import structure_builder
 
     build = (
         structure_builder(str(output_structure.data))  # pyright: ignore

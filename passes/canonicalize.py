@@ -4,7 +4,7 @@ xDSL's greedy driver (``xdsl.transforms.canonicalize``), registered under kiln's
 registry. It collects patterns from each op's ``HasCanonicalizationPatternsTrait``:
 every generated aten op carries :class:`~kiln.dialects.aten.ops.AtenCanonicalization`,
 whose single pattern dispatches on the op name through a dict
-(:mod:`kiln.passes.canonicalization.aten`), so the cost per op is one lookup however
+(:mod:`kiln.dialects.aten.canonicalization`), so the cost per op is one lookup however
 many aten patterns exist. Unused side-effect-free ops are erased along the way.
 
 ```mlir

@@ -73,6 +73,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
@@ -81,7 +82,6 @@ from kiln.dialects.aten.traits import (
     ViewLike,
     has_aten_trait,
 )
-from kiln.passes.aten_to_loop.tensors import NCHW, NHWC
 
 CONVOLUTION = "aten::convolution.default"
 

@@ -380,7 +380,7 @@ def _trace(
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
 
-    from kiln.frontends.fx import import_graph
+    from kiln.dialects.aten.fx import import_graph
 
     schema = op.op_schema()
     tensors = op.tensor_operands()

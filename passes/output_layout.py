@@ -34,7 +34,7 @@ kiln's buffers would hold it as a separate copy, so such an output is instead re
 the other output seen through the same ATen view ops, replayed on it at run time
 (``alias("aten::view.default", 0, "{'size': [-1]}")`` in ``kiln.outputs``, with the
 result index as a fourth argument for list-returning views such as split; see
-:mod:`kiln.frontends.fx.outputs`), and the copy is not computed. Views whose arguments
+:mod:`kiln.dialects.aten.fx.outputs`), and the copy is not computed. Views whose arguments
 are symbolic, or not Python literals, stay copies. (Outputs that alias graph *inputs* are
 AOTAutograd's to regenerate; this handles aliases between outputs, which are the
 compiler's job.)

@@ -17,17 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("backends", "passes", "dialects", "frontends")
 DRIVER = frozenset({"kiln.compiler", "kiln.targets", "kiln.registry", "kiln.main_job"})
 
-ALLOWED: frozenset[tuple[str, str]] = frozenset(
-    {
-        # TODO(passes helper, issue 14 item 3): the FX importer and the frontend's output
-        # constants belong below the passes; drop these entries once they are gone.
-        ("passes/decompose.py", "kiln.frontends.fx"),
-        # TODO(issue 14 item 3): the aten ops' canonicalization patterns belong to the
-        # dialect (MLIR's hasCanonicalizer), not to passes/canonicalization.
-        ("dialects/aten/ops.py", "kiln.passes.canonicalization.aten"),
-    }
-)
-"""Known edges, each with the work that removes it."""
+ALLOWED: frozenset[tuple[str, str]] = frozenset()
+"""Known edges, each with the work that removes it (none left: keep it that way)."""
 
 
 def _imports(path: Path, root: Path = ROOT) -> list[str]:
@@ -119,3 +110,17 @@ def test_the_checker_sees_each_kind_of_edge(tmp_path: Path) -> None:
         "passes/f.py",
         "dialects/e.py",
     ]
+
+
+def test_no_test_imports_a_conftest() -> None:
+    """``from conftest import X`` finds whichever conftest.py pytest imported first when it
+    is given several test directories: shared test code lives in helper modules with
+    names of their own (tests/frontends/fx_model_cases.py, tests/dynamic_cases.py)."""
+    found = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.ImportFrom) and node.module == "conftest")
+        or (isinstance(node, ast.Import) and any(a.name == "conftest" for a in node.names))
+    ]
+    assert found == []

@@ -9,11 +9,11 @@ The helpers give C++ the semantics of the IR (and so of torch) where C's differ:
 * shifts by the bit width or more give 0 (or -1 for a negative arithmetic shift);
 * NaN-propagating ``maximumf``/``minimumf`` (torch.maximum), ``fmax``/``fmin`` for
   ``maxnumf``/``minnumf`` (torch.fmax); ``(a > b || a != a) ? a : b`` is two compares
-  and a blend per vector where the three-way test was four compares (a row max measured
-  about 20% faster: docs/benchmarks/design-notes.md);
+  and a blend per vector where the three-way test was four compares (measured faster on
+  a row max: docs/benchmarks/design-notes.md);
 * float ``erf`` is an inline polynomial (``kiln_erff``, at most 1.66 ulp from the true
-  value on every float) that vectorizes in place: glibc's vector ``erff`` was half the
-  time of a GELU kernel (docs/benchmarks/design-notes.md);
+  value on every float) that vectorizes in place: glibc's vector ``erff`` dominated a
+  GELU kernel's time (docs/benchmarks/design-notes.md);
 * ``half`` is ``_Float16`` in memory and ``float`` in registers; ``bfloat16`` is its 16 bits
   in memory (round to nearest even on the way back, NaN kept), ``float`` in registers.
 

@@ -62,7 +62,7 @@ from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_st
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.dialects.kernel.program_ops import LaunchOp, ProgramOp
+from kiln.dialects.kernel.program_ops import LaunchOp, ProgramNotFound, find_program
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.body_ops import IndexOutOfBounds
 
@@ -268,16 +268,6 @@ class CppProgram:
         return self.run(args)
 
 
-def find_program(module: ModuleOp, name: str | None = None) -> ProgramOp:
-    programs = [op for op in module.body.block.ops if isinstance(op, ProgramOp)]
-    for program in programs:
-        if name is None or program.sym_name.data == name:
-            return program
-    raise WrapperError(
-        f"the module has no kernel.program{f' @{name}' if name else ''}; run lower-aten and fuse first"
-    )
-
-
 def build_program(
     module: ModuleOp,
     name: str | None = None,
@@ -292,7 +282,10 @@ def build_program(
     wrapper time every launch and extern call (``program.profile``: name -> [calls,
     seconds]). ``emitted``: the C++ of functions the caller already emitted."""
     start = time.perf_counter()
-    program = find_program(module, name)
+    try:
+        program = find_program(module, name)
+    except ProgramNotFound as e:
+        raise WrapperError(str(e)) from None
     unlowered = [
         op.sym_name.data
         for op in module.body.block.ops
@@ -334,4 +327,4 @@ def build_program(
     )
 
 
-__all__ = ["CppProgram", "WrapperError", "build_program", "find_program"]
+__all__ = ["CppProgram", "WrapperError", "build_program"]

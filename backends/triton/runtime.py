@@ -45,7 +45,7 @@ from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
 from kiln.dialects.kernel.attributes import ConfigAttr
 from kiln.dialects.kernel.contract_attrs import IMPLEMENTS
-from kiln.dialects.kernel.program_ops import ProgramOp
+from kiln.dialects.kernel.program_ops import ProgramNotFound, ProgramOp, find_program
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.triton import DeviceAssertOp, KernelOp, PointerType
 
@@ -94,17 +94,6 @@ class GeneratedSource:
     """Module-level objects the wrapper's inlined externs use (``_c0``, ...)."""
 
 
-def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
-    for op in module.ops:
-        if isinstance(op, ProgramOp) and op.sym_name.data == name:
-            return op
-    names = [op.sym_name.data for op in module.ops if isinstance(op, ProgramOp)]
-    raise TritonRuntimeError(
-        f"the module has no kernel.program @{name} (programs: {names}); "
-        "run the pipeline through fuse first"
-    )
-
-
 def implementations(module: ModuleOp) -> dict[str, KernelOp]:
     """``kernel.kernel`` name -> the ``triton.kernel`` implementing it (``implements``)."""
     return {
@@ -118,7 +107,10 @@ def generate_source(module: ModuleOp, name: str = "forward") -> GeneratedSource:
     """The Python module that runs ``kernel.program @name`` (the module must be at the
     Triton level: every launched ``kernel.kernel`` has a ``triton.kernel``)."""
     impls = implementations(module)
-    program = find_program(module, name)
+    try:
+        program = find_program(module, name)
+    except ProgramNotFound as e:
+        raise TritonRuntimeError(str(e)) from None
     used = [k.string_value() for k in _launched(program)]
     kernels: list[KernelOp] = []
     for kernel_name in used:

@@ -2,7 +2,7 @@
 
 The FX importer writes them and passes rewrite them (``output-layout``), so they live
 here, below both, rather than in the frontend. ``kiln.outputs`` is the Python structure of
-the graph's outputs (see :mod:`kiln.frontends.fx.outputs` for its grammar);
+the graph's outputs (see :mod:`kiln.dialects.aten.fx.outputs` for its grammar);
 ``kiln.output_strides`` records the strides eager gives each returned value (``[]``: not
 a tensor, or unknown), written only when some output is not contiguous.
 """

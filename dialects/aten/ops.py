@@ -571,12 +571,13 @@ class AtenCanonicalization(HasCanonicalizationPatternsTrait):
     """Canonicalization patterns of the generated aten ops, for xDSL's ``canonicalize``.
 
     One pattern serves every aten op and dispatches on the op name through a dict
-    (:mod:`kiln.passes.canonicalization.aten`), imported on first use.
+    (:mod:`kiln.dialects.aten.canonicalization`), imported on first use because it
+    imports this module.
     """
 
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from kiln.passes.canonicalization.aten import canonicalization_patterns
+        from kiln.dialects.aten.canonicalization import canonicalization_patterns
 
         return canonicalization_patterns()
 

@@ -116,6 +116,8 @@ class FuncOp(IRDLOperation):
 
     # -- syntax --------------------------------------------------------------------
 
+    # Hand-written: the header names the entry block's arguments (%x: type), which xDSL's
+    # declarative format cannot print or parse.
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)

@@ -41,6 +41,7 @@ from xdsl.traits import HasParent, IsTerminator, SingleBlockImplicitTerminator, 
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.cpp.attributes import LoopKind, LoopKindAttr
+from kiln.dialects.loop.syntax import parse_enum_word
 
 
 @irdl_op_definition
@@ -125,6 +126,8 @@ class ForOp(IRDLOperation):
 
     # -- syntax ------------------------------------------------------------------
 
+    # Hand-written: the header names the induction variables, the region's block arguments
+    # (%x0), which xDSL's declarative format cannot print or parse.
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.loop_kind} (")
         printer.print_list(self.ivs, printer.print_ssa_value)
@@ -146,14 +149,7 @@ class ForOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ForOp:
-        pos = parser.pos
-        word = parser.parse_identifier("expected a loop kind")
-        try:
-            kind = LoopKind(word)
-        except ValueError:
-            parser.raise_error(
-                f"unknown loop kind '{word}' (one of {', '.join(str(k) for k in LoopKind)})", pos
-            )
+        kind = parse_enum_word(parser, LoopKind, "loop kind")
         ivs = parser.parse_comma_separated_list(
             parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
         )

@@ -48,14 +48,11 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
-from kiln.dialects.loop.body_ops import fill_attr, fill_text, parse_fill
-from kiln.dialects.loop.syntax import Address, ElementOf, Subscript
+from kiln.dialects.loop.attributes import IndexExprAttr
+from kiln.dialects.loop.syntax import Address, ElementOf, Fill, FilledBuffer, Subscript, fill_attr
 
 
 def check_operand_symbols(op: IRDLOperation, expr: IndexExprAttr, n_operands: int) -> None:
@@ -67,37 +64,6 @@ def check_operand_symbols(op: IRDLOperation, expr: IndexExprAttr, n_operands: in
             if n_operands
             else f"{op.name}: index '{expr.text}' uses {symbol} but the op has no index operands"
         )
-
-
-def _print_address(printer: Printer, expr: IndexExprAttr, operands: Sequence[SSAValue]) -> None:
-    printer.print_string("[")
-    printer.print_string_literal(expr.text)
-    printer.print_string("]")
-    if operands:
-        printer.print_string("(")
-        printer.print_list(operands, printer.print_ssa_value)
-        printer.print_string(")")
-
-
-def _parse_address(parser: Parser) -> tuple[IndexExprAttr, list[UnresolvedOperand]]:
-    parser.parse_punctuation("[")
-    expr = IndexExprAttr(parse_expr_literal(parser))
-    parser.parse_punctuation("]")
-    operands: list[UnresolvedOperand] = []
-    if parser.parse_optional_punctuation("(") is not None:
-        operands = [parser.parse_unresolved_operand()]
-        while parser.parse_optional_punctuation(",") is not None:
-            operands.append(parser.parse_unresolved_operand())
-        parser.parse_punctuation(")")
-    return expr, operands
-
-
-def _memref(parser: Parser, what: str) -> MemRefType:
-    pos = parser.pos
-    ty = parser.parse_type()
-    if not isinstance(ty, MemRefType):
-        parser.raise_error(f"{what} accesses a memref, not {ty}", pos)
-    return ty
 
 
 @irdl_op_definition
@@ -156,53 +122,12 @@ class LoadOp(IRDLOperation):
             )
         check_operand_symbols(self, self.index, len(self.indices))
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.buffer)
-        _print_address(printer, self.index, self.indices)
-        if self.mask is not None and self.fill is not None:
-            printer.print_string(" if ")
-            printer.print_ssa_value(self.mask)
-            printer.print_string(f" else {fill_text(self.fill)}")
-        if self.checked is not None:
-            printer.print_string(" checked")
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.buffer.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> LoadOp:
-        buffer = parser.parse_unresolved_operand()
-        expr, indices = _parse_address(parser)
-        mask = None
-        fill_pos = parser.pos
-        fill_value: float | int | bool | None = None
-        if parser.parse_optional_keyword("if") is not None:
-            mask = parser.parse_unresolved_operand()
-            parser.parse_keyword("else")
-            fill_pos = parser.pos
-            fill_value = parse_fill(parser)
-        checked = parser.parse_optional_keyword("checked") is not None
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = _memref(parser, "cpp.load")
-        fill = None
-        if fill_value is not None:
-            try:
-                fill = fill_attr(fill_value, ty.element_type)
-            except ValueError as e:
-                parser.raise_error(str(e), fill_pos)
-        op = cls(
-            parser.resolve_operand(buffer, ty),
-            expr.data,
-            [parser.resolve_operand(i, IndexType()) for i in indices],
-            None if mask is None else parser.resolve_operand(mask, i1),
-            fill,
-            checked,
-        )
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$buffer custom<Subscript>($index, $indices) (`if` $mask^ `else` custom<Fill>($fill))? "
+        "(`checked` $checked^)? attr-dict `:` "
+        "custom<FilledBuffer>(type($buffer), type($result), ref($fill))"
+    )
+    custom_directives = (Subscript, Fill, FilledBuffer)
 
 
 @irdl_op_definition

@@ -49,9 +49,11 @@ from kiln.dialects.kernel.program_ops import (
     ExternOp,
     FreeOp,
     LaunchOp,
+    ProgramNotFound,
     ProgramOp,
     ReturnOp,
     ReuseOp,
+    find_program,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.interpreter import (
@@ -213,19 +215,14 @@ def make_kernel_interpreter(
     return interpreter, functions
 
 
-def find_program(module: ModuleOp, name: str = "forward") -> ProgramOp:
-    for op in module.ops:
-        if isinstance(op, ProgramOp) and op.sym_name.data == name:
-            return op
-    names = [op.sym_name.data for op in module.ops if isinstance(op, ProgramOp)]
-    raise ArgumentError(f"the module has no kernel.program @{name} (programs: {names})")
-
-
 def run_program(
     module: ModuleOp, args: Sequence[object], name: str = "forward"
 ) -> tuple[tuple[object, ...], MemoryTrace]:
     """Run ``kernel.program @name`` on torch tensors / Python ints; also the memory trace."""
-    program = find_program(module, name)
+    try:
+        program = find_program(module, name)
+    except ProgramNotFound as e:
+        raise ArgumentError(str(e)) from None
     inputs = program.function_type.inputs.data
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")

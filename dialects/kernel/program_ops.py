@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
     MemRefType,
+    ModuleOp,
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
@@ -153,6 +154,8 @@ class ProgramOp(IRDLOperation):
             )
         check_lifetimes(block)
 
+    # Hand-written: the header names the entry block's arguments (%x: type), which xDSL's
+    # declarative format cannot print or parse.
     def print(self, printer: Printer) -> None:
         print_func_op_like(
             printer,
@@ -415,14 +418,33 @@ class ReturnOp(IRDLOperation):
         super().__init__(operands=[list(values)])
 
 
+class ProgramNotFound(LookupError):
+    """The module has no ``kernel.program`` of the name asked for."""
+
+
+def find_program(module: ModuleOp, name: str | None = None) -> ProgramOp:
+    """The module's ``kernel.program @name`` (its first program when ``name`` is None);
+    the interpreter and both backends look programs up through this one helper."""
+    programs = [op for op in module.ops if isinstance(op, ProgramOp)]
+    for program in programs:
+        if name is None or program.sym_name.data == name:
+            return program
+    raise ProgramNotFound(
+        f"the module has no kernel.program{f' @{name}' if name else ''} (programs: "
+        f"{[p.sym_name.data for p in programs]}); run lower-aten and fuse first"
+    )
+
+
 __all__ = [
     "AllocOp",
     "ExternOp",
     "FreeOp",
     "LaunchOp",
+    "ProgramNotFound",
     "ProgramOp",
     "ReturnOp",
     "ReuseOp",
     "byte_size",
     "can_reuse",
+    "find_program",
 ]

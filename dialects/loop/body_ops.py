@@ -15,18 +15,14 @@ loop.yield %c : f32
 
 from __future__ import annotations
 
-import math
-
 from xdsl.dialects.builtin import (
-    AnyFloat,
     FloatAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     i1,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -40,14 +36,21 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from kiln.dialects.loop.attributes import IndexExprAttr, parse_expr_literal
+from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.expr import var_kind
-from kiln.dialects.loop.syntax import Below, Expr
+from kiln.dialects.loop.syntax import (
+    Below,
+    Expr,
+    Fill,
+    FilledBuffer,
+    Subscript,
+    fill_attr,
+    fill_text,
+    parse_fill,
+)
 
 
 def enclosing_loop_op(op: Operation) -> Operation | None:
@@ -84,30 +87,6 @@ def check_expr_vars(op: Operation, expr: IndexExprAttr, n_indirect: int) -> None
                 f"{'index' if kind == 'd' else {'r': 'reduction', 's': 'size', 'i': 'indirect'}[kind]}"
                 f" variable(s) exist here"
             )
-
-
-def fill_text(attr: Attribute) -> str:
-    """A fill property as the custom syntax prints it (``0.0``, ``-inf``, ``true``)."""
-    from kiln.dialects.aten.encoding import format_float
-
-    if isinstance(attr, FloatAttr):
-        return format_float(attr.value.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-    assert isinstance(attr, IntegerAttr)
-    value: int = attr.value.data  # pyright: ignore[reportUnknownMemberType]
-    if attr.type == i1:
-        return "true" if value else "false"
-    return str(value)
-
-
-def fill_attr(value: float | int | bool, element_type: Attribute) -> Attribute:
-    """The fill property for ``value`` in a buffer of ``element_type``."""
-    if isinstance(element_type, AnyFloat):
-        return FloatAttr(float(value), element_type)
-    if isinstance(element_type, IntegerType | IndexType):
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"fill {value} is not an integer")
-        return IntegerAttr(int(value), element_type)
-    raise ValueError(f"no fill value for element type {element_type}")
 
 
 @irdl_op_definition
@@ -162,78 +141,11 @@ class LoadOp(IRDLOperation):
                     f"{nest.name}"
                 )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.buffer)
-        printer.print_string("[")
-        printer.print_string_literal(self.index.text)
-        printer.print_string("]")
-        if self.indirect:
-            printer.print_string("(")
-            printer.print_list(self.indirect, printer.print_ssa_value)
-            printer.print_string(")")
-        if self.mask is not None and self.fill is not None:
-            printer.print_string(" if ")
-            printer.print_ssa_value(self.mask)
-            printer.print_string(f" else {fill_text(self.fill)}")
-        if self.attributes:
-            printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.buffer.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> LoadOp:
-        buffer = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        index = IndexExprAttr(parse_expr_literal(parser))
-        parser.parse_punctuation("]")
-        indirect = []
-        if parser.parse_optional_punctuation("(") is not None:
-            indirect = [parser.parse_unresolved_operand()]
-            while parser.parse_optional_punctuation(",") is not None:
-                indirect.append(parser.parse_unresolved_operand())
-            parser.parse_punctuation(")")
-        mask = None
-        fill_value: float | int | bool | None = None
-        fill_pos = parser.pos
-        if parser.parse_optional_keyword("if") is not None:
-            mask = parser.parse_unresolved_operand()
-            parser.parse_keyword("else")
-            fill_pos = parser.pos
-            fill_value = parse_fill(parser)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        type_pos = parser.pos
-        ty = parser.parse_type()
-        if not isinstance(ty, MemRefType):
-            parser.raise_error(f"loop.load reads a memref, not {ty}", type_pos)
-        operands: list[SSAValue | list[SSAValue]] = [
-            parser.resolve_operand(buffer, ty),
-            [parser.resolve_operand(i, IndexType()) for i in indirect],
-            [parser.resolve_operand(mask, i1)] if mask is not None else [],
-        ]
-        properties: dict[str, Attribute] = {"index": index}
-        if fill_value is not None:
-            try:
-                properties["fill"] = fill_attr(fill_value, ty.element_type)
-            except ValueError as e:
-                parser.raise_error(str(e), fill_pos)
-        op = cls.build(operands=operands, result_types=[ty.element_type], properties=properties)
-        op.attributes.update(attributes)
-        return op
-
-
-def parse_fill(parser: Parser) -> float | int | bool:
-    """The value :func:`fill_text` printed."""
-    if (flag := parser.parse_optional_boolean()) is not None:
-        return flag
-    negative = parser.parse_optional_punctuation("-") is not None
-    if parser.parse_optional_keyword("inf") is not None:
-        return -math.inf if negative else math.inf
-    if not negative and parser.parse_optional_keyword("nan") is not None:
-        return math.nan
-    number = parser.parse_number()
-    return -number if negative else number
+    assembly_format = (
+        "$buffer custom<Subscript>($index, $indirect) (`if` $mask^ `else` custom<Fill>($fill))? "
+        "attr-dict `:` custom<FilledBuffer>(type($buffer), type($result), ref($fill))"
+    )
+    custom_directives = (Subscript, Fill, FilledBuffer)
 
 
 @irdl_op_definition

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, cast
 
@@ -125,6 +125,15 @@ def _term_quotient(term: Expr, divisor: Expr) -> Expr | None:
     if _has_negative_power(q):
         return None
     return q if q.is_integer else None
+
+
+def flat_index(variables: Sequence[Expr], sizes: Sequence[Expr]) -> Expr:
+    """Row-major position of ``variables`` in a space of ``sizes`` (what the scheduler
+    and both kernel lowerings use to number a loop nest's elements)."""
+    out: Expr = sympy.Integer(0)
+    for var, size in zip(variables, sizes, strict=True):
+        out = out * size + var
+    return sympy.expand(out)
 
 
 def floordiv(base: Expr | int, divisor: Expr | int) -> Expr:

@@ -74,9 +74,9 @@ from kiln.dialects.loop.attributes import (
     IndexExprAttr,
     ReductionKind,
     ReductionKindAttr,
-    parse_expr_literal,
 )
 from kiln.dialects.loop.body_ops import YieldOp
+from kiln.dialects.loop.syntax import EnumWord, Sizes, parse_sizes, print_sizes
 
 DYNAMIC = DYNAMIC_INDEX
 """xDSL's marker for a dynamic (``?``) dimension."""
@@ -183,49 +183,7 @@ class LoopNestOp(IRDLOperation):
         return last.values[0].type
 
 
-def print_sizes(printer: Printer, sizes: Sequence[IndexExprAttr]) -> None:
-    """``[4, "s0"]``: integers bare, other index expressions as string literals."""
-    printer.print_string("[")
-    printer.print_list(
-        sizes,
-        lambda s: (
-            printer.print_string(s.text)
-            if s.data.is_Integer
-            else printer.print_string_literal(s.text)
-        ),
-    )
-    printer.print_string("]")
-
-
-def parse_sizes(parser: Parser) -> ArrayAttr[IndexExprAttr]:
-    """What :func:`print_sizes` printed."""
-
-    def one() -> IndexExprAttr:
-        if (n := parser.parse_optional_integer(allow_boolean=False)) is not None:
-            return IndexExprAttr(sympy.Integer(n))
-        return IndexExprAttr(parse_expr_literal(parser))
-
-    return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, one))
-
-
 # -- syntax: custom directives of the declarative formats below ---------------------------
-
-
-@irdl_custom_directive
-class Sizes(CustomDirective):
-    """``[4, "s0"]``: sizes as integers or index expression literals."""
-
-    sizes: AttributeVariable
-
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        self.sizes.set(state, parse_sizes(parser))
-
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        state.print_whitespace(printer)
-        sizes = self.sizes.get(op)
-        assert isinstance(sizes, ArrayAttr)
-        print_sizes(printer, sizes.data)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        state.last_was_punctuation = True
 
 
 @irdl_custom_directive
@@ -283,28 +241,12 @@ class Signature(CustomDirective):
 
 
 @irdl_custom_directive
-class ReductionKindWord(CustomDirective):
-    """``sum``: a reduction kind, bare, with a parse error listing the kinds."""
+class ReductionKindWord(EnumWord):
+    """``sum``: a reduction kind, bare."""
 
+    attr = ReductionKindAttr
+    what = "reduction kind"
     kind: AttributeVariable
-
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        pos = parser.pos
-        word = parser.parse_identifier("expected a reduction kind")
-        try:
-            kind = ReductionKind(word)
-        except ValueError:
-            parser.raise_error(
-                f"unknown reduction kind '{word}' (one of {', '.join(map(str, ReductionKind))})",
-                pos,
-            )
-        self.kind.set(state, ReductionKindAttr(kind))
-
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        state.print_whitespace(printer)
-        kind = self.kind.get(op)
-        assert isinstance(kind, ReductionKindAttr)
-        printer.print_string(str(kind.data))
 
 
 OPERANDS_AND_REGION = (

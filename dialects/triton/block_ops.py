@@ -34,17 +34,25 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    TypeDirective,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.syntax import BlockDim, Int
 from kiln.dialects.triton.literals import (
+    Lit,
     check_literal,
     make_literal,
-    parse_literal,
-    print_literal,
+    typed_literal,
 )
 from kiln.dialects.triton.types import (
     BlockType,
@@ -197,6 +205,27 @@ class ConstantOp(IRDLOperation):
         check_literal(self.name, self.value, self.result.type)
 
 
+@irdl_custom_directive
+class FullType(CustomDirective):
+    """``!triton.block<[XBLOCK], f32>``: ``triton.full``'s block type, which types its
+    value literal (parsed before it by :class:`Lit`)."""
+
+    result: TypeDirective
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        ty = parser.parse_type()
+        if not isinstance(ty, BlockType):
+            parser.raise_error(f"triton.full makes a !triton.block, not {ty}", pos)
+        self.result.set(state, [ty])
+        typed_literal(parser, state, self.value, ty.element_type, pos)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_attribute(self.result.get(op)[0])
+
+
 @irdl_op_definition
 class FullOp(IRDLOperation):
     """``tl.full(shape, value, dtype)``: a block with every element ``value``.
@@ -221,25 +250,10 @@ class FullOp(IRDLOperation):
     def verify_(self) -> None:
         check_literal(self.name, self.value, element_of(self.result.type))
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        print_literal(printer, self.value)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> FullOp:
-        pos = parser.pos
-        value = parse_literal(parser)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        if not isinstance(ty, BlockType):
-            parser.raise_error(f"triton.full makes a !triton.block, not {ty}", pos)
-        op = cls(value, ty)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "custom<Lit>($value) attr-dict `:` custom<FullType>(type($result), ref($value))"
+    )
+    custom_directives = (Lit, FullType)
 
 
 @irdl_op_definition
@@ -291,6 +305,57 @@ def _check_mask(op: IRDLOperation, mask: SSAValue | None, shape: tuple[Dim, ...]
     mask_shape = shape_of(mask.type)
     if mask_shape and mask_shape != shape:
         raise VerifyException(f"{op.name}: mask {mask.type} does not match the pointers' shape")
+
+
+@irdl_custom_directive
+class Policy(CustomDirective):
+    """``evict_last``: a load's eviction policy, a bare word (optional)."""
+
+    policy: AttributeVariable
+
+    def parse_optional(self, parser: Parser, state: ParsingState) -> None:
+        if (word := parser.parse_optional_keyword_in(EVICTION_POLICIES)) is not None:
+            self.policy.set(state, StringAttr(word))
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        self.parse_optional(parser, state)
+        if parser.pos == pos:
+            parser.raise_error(f"expected an eviction policy ({', '.join(EVICTION_POLICIES)})")
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        policy = self.policy.get(op)
+        assert isinstance(policy, StringAttr)
+        printer.print_string(policy.data)
+
+    def is_optional_like(self) -> bool:
+        return True
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.policy.get(op) is not None
+
+
+@irdl_custom_directive
+class LoadedType(CustomDirective):
+    """A load's result type, which types its ``other`` literal (parsed before it by
+    :class:`Lit`) with its element type."""
+
+    result: TypeDirective
+    other: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        ty = parser.parse_type()
+        self.result.set(state, [ty])
+        typed_literal(parser, state, self.other, element_of(ty), pos)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_attribute(self.result.get(op)[0])
 
 
 @irdl_op_definition
@@ -349,51 +414,12 @@ class LoadOp(IRDLOperation):
                 f"{self.name}: eviction policy must be one of {EVICTION_POLICIES}"
             )
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.ptr)
-        if self.mask is not None and self.other is not None:
-            printer.print_string(" mask ")
-            printer.print_ssa_value(self.mask)
-            printer.print_string(" other ")
-            print_literal(printer, self.other)
-        if self.eviction_policy is not None:
-            printer.print_string(f" {self.eviction_policy.data}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.ptr.type)
-        if self.mask is not None:
-            printer.print_string(", ")
-            printer.print_attribute(self.mask.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> LoadOp:
-        ptr = parser.parse_unresolved_operand()
-        mask: UnresolvedOperand | None = None
-        other: float | int | bool | None = None
-        if parser.parse_optional_keyword("mask") is not None:
-            mask = parser.parse_unresolved_operand()
-            parser.parse_keyword("other")
-            other = parse_literal(parser)
-        policy = parser.parse_optional_keyword_in(EVICTION_POLICIES)
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        ptr_type = parser.parse_type()
-        mask_value = None
-        if mask is not None:
-            parser.parse_punctuation(",")
-            mask_value = parser.resolve_operand(mask, parser.parse_type())
-        parser.parse_punctuation("->")
-        parser.parse_type()
-        try:
-            op = cls(parser.resolve_operand(ptr, ptr_type), mask_value, other, policy)
-        except VerifyException as e:
-            parser.raise_error(str(e), pos)
-        op.attributes.update(attributes)
-        return op
+    assembly_format = (
+        "$ptr (`mask` $mask^ `other` custom<Lit>($other))? "
+        "(custom<Policy>($eviction_policy)^)? attr-dict `:` type($ptr) (`,` type($mask)^)? "
+        "`->` custom<LoadedType>(type($result), ref($other))"
+    )
+    custom_directives = (Lit, Policy, LoadedType)
 
 
 @irdl_op_definition

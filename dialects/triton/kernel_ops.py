@@ -61,8 +61,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from kiln.dialects.loop.attributes import IndexExprAttr
-from kiln.dialects.loop.ops import parse_sizes, print_sizes
-from kiln.dialects.loop.syntax import Ident, Int
+from kiln.dialects.loop.syntax import EnumWord, Ident, Int, OneSize
 from kiln.dialects.triton.types import PointerType
 
 
@@ -105,51 +104,12 @@ class SymName(CustomDirective):
 
 
 @irdl_custom_directive
-class KindWord(CustomDirective):
-    """``looped``: the kernel kind, bare, with a parse error listing the kinds."""
+class KindWord(EnumWord):
+    """``looped``: the kernel kind, bare."""
 
+    attr = TritonKernelKindAttr
+    what = "kernel kind"
     kind: AttributeVariable
-
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        pos = parser.pos
-        word = parser.parse_identifier("expected a kernel kind")
-        if word not in KERNEL_KINDS:
-            parser.raise_error(
-                f"unknown kernel kind '{word}' (one of {', '.join(KERNEL_KINDS)})", pos
-            )
-        self.kind.set(state, TritonKernelKindAttr(TritonKernelKind(word)))
-
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        state.print_whitespace(printer)
-        kind = self.kind.get(op)
-        assert isinstance(kind, TritonKernelKindAttr)
-        printer.print_string(str(kind.data))
-
-
-@irdl_custom_directive
-class OneSize(CustomDirective):
-    """``[128]`` or ``["s0"]``: one size in brackets (may anchor an optional group)."""
-
-    size: AttributeVariable
-
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        pos = parser.pos
-        sizes = parse_sizes(parser)
-        if len(sizes.data) != 1:
-            parser.raise_error("expected one size in brackets", pos)
-        self.size.set(state, sizes.data[0])
-
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        state.print_whitespace(printer)
-        size = self.size.get(op)
-        assert isinstance(size, IndexExprAttr)
-        print_sizes(printer, [size])
-
-    def is_anchorable(self) -> bool:
-        return True
-
-    def is_present(self, op: IRDLOperation) -> bool:
-        return self.size.get(op) is not None
 
 
 @irdl_custom_directive

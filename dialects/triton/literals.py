@@ -6,9 +6,20 @@ import math
 
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute
-from xdsl.parser import AttrParser
+from xdsl.irdl import IRDLOperation
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from kiln.dialects.loop.syntax import parse_fill as parse_literal
+from kiln.dialects.loop.syntax import untyped_literal, untyped_value
 
 Literal = IntegerAttr | FloatAttr
 
@@ -53,24 +64,43 @@ def print_literal(printer: Printer, attr: Attribute) -> None:
     printer.print_string(literal_text(attr))
 
 
-def parse_literal(parser: AttrParser) -> float | int | bool:
-    if (flag := parser.parse_optional_boolean()) is not None:
-        return flag
-    negative = parser.parse_optional_punctuation("-") is not None
-    if parser.parse_optional_keyword("inf") is not None:
-        return -math.inf if negative else math.inf
-    if not negative and parser.parse_optional_keyword("nan") is not None:
-        return math.nan
-    number = parser.parse_number()
-    return -number if negative else number
-
-
 def check_literal(op_name: str, attr: Attribute, element_type: Attribute) -> None:
     if not isinstance(attr, IntegerAttr | FloatAttr) or attr.type != element_type:
         raise VerifyException(f"{op_name}: {attr} is not a {element_type} literal")
 
 
+@irdl_custom_directive
+class Lit(CustomDirective):
+    """A literal typed by a type printed after it (``triton.full``'s value): held untyped
+    (:func:`~kiln.dialects.loop.syntax.untyped_literal`) until that type's directive
+    calls :func:`typed_literal`."""
+
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.value.set(state, untyped_literal(parse_literal(parser)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.value.get(op)
+        assert attr is not None
+        print_literal(printer, attr)
+
+
+def typed_literal(
+    parser: Parser, state: ParsingState, value: AttributeVariable, element_type: Attribute, pos: int
+) -> None:
+    """Give the literal :class:`Lit` parsed (if any) its type, ``element_type``."""
+    untyped = state.properties.get(value.name)
+    if untyped is not None:
+        try:
+            value.set(state, make_literal(untyped_value(untyped), element_type))
+        except VerifyException as e:
+            parser.raise_error(str(e), pos)
+
+
 __all__ = [
+    "Lit",
     "Literal",
     "check_literal",
     "literal_text",
@@ -78,4 +108,5 @@ __all__ = [
     "make_literal",
     "parse_literal",
     "print_literal",
+    "typed_literal",
 ]

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
@@ -41,7 +42,7 @@ from kiln.dialects.loop.ops import (
     tensor_for_buffer,
 )
 from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
-from kiln.passes.aten_to_loop.tensors import NCHW, NHWC, TensorRef
+from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, check_body_type, compute_type, is_body_type
 
 Expr = sympy.Expr

@@ -10,7 +10,7 @@ from xdsl.dialects import math as xmath
 
 from kiln.passes.aten_to_loop.body import BodyBuilder
 from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.aten_to_loop.pointwise import Formula, Value, elementwise, scalar, sigmoid
+from kiln.passes.aten_to_loop.pointwise.common import Formula, Value, elementwise, scalar, sigmoid
 from kiln.passes.aten_to_loop.types import NoLowering, compute_type, is_float
 
 

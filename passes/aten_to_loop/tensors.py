@@ -18,6 +18,7 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
 
+from kiln.dialects.aten.memory_format import NHWC
 from kiln.dialects.loop.expr import floordiv, mod
 
 Expr = sympy.Expr
@@ -28,11 +29,6 @@ DimMap = Callable[[Sequence[Expr]], Sequence[Expr]]
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
-
-NHWC = (0, 2, 3, 1)
-"""``permute`` dims from NCHW to channels-last (NHWC) order."""
-NCHW = (0, 3, 1, 2)
-"""``permute`` dims from NHWC back to NCHW order."""
 
 
 def expr(value: int | Expr) -> Expr:

@@ -19,6 +19,7 @@ from typing import Any
 import sympy
 from xdsl.dialects.builtin import StringAttr
 
+from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.storage import dense_dims, storage_layout
 from kiln.dialects.loop.expr import MAX_INDEX_NODES, expr_nodes, floordiv, index_var, mod
 from kiln.passes.aten_to_loop.context import (
@@ -29,8 +30,6 @@ from kiln.passes.aten_to_loop.context import (
     OpArgs,
 )
 from kiln.passes.aten_to_loop.tensors import (
-    NCHW,
-    NHWC,
     ONE,
     ZERO,
     TensorRef,

@@ -20,11 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-import sympy
 from xdsl.ir import SSAValue
 
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
-from kiln.dialects.loop.expr import reduction_var
+from kiln.dialects.loop.expr import flat_index, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 
 
@@ -103,14 +102,6 @@ def _stage(analysis: KernelAnalysis, node: LoopNestOp) -> int:
             )
         stage = max(stage, ready)
     return stage
-
-
-def flat_index(variables: list[sympy.Expr], sizes: list[sympy.Expr]) -> sympy.Expr:
-    """Row-major position of ``variables`` in a space of ``sizes``."""
-    out: sympy.Expr = sympy.Integer(0)
-    for var, size in zip(variables, sizes, strict=True):
-        out = out * size + var
-    return sympy.expand(out)
 
 
 __all__ = ["KernelAnalysis", "Level", "UnsupportedKernel", "analyze", "flat_index"]

@@ -16,7 +16,7 @@ error only when the loop runs) of a buffer the loop does not store to; and
 ``cpp.check_index`` of an invariant index (an embedding row's id, checked once per row
 rather than once per element: the index was read at a valid position, and eager checks
 every index whatever the other dims). With :mod:`kiln.backends.cpp.emit`'s guarded
-checked loads this halves an embedding gather (docs/benchmarks/design-notes.md).
+checked loads this speeds up an embedding gather (docs/benchmarks/design-notes.md).
 """
 
 from __future__ import annotations

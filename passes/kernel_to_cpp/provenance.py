@@ -3,7 +3,7 @@
 Each line names the node (its result, which the importer named after the FX node),
 what it computes, and, when the lower levels carried it, the FX node and source line
 from the op's location (``loc("relu"("model.py":12:0))``, see
-:mod:`kiln.frontends.fx.locations`)::
+:mod:`kiln.dialects.aten.fx.locations`)::
 
     %mul: pointwise [2, 5, 16] <- fx node 'mul' at model.py:12
     %sum1: sum [2, 5] reduce [16]

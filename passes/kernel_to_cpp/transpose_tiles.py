@@ -16,8 +16,8 @@ shuffles, 16 stores), and the load becomes a contiguous read of that array::
 Only full tiles do this (the tile's loops are versioned, :mod:`.versioning`); a
 partial tile at the edge keeps the strided loads. Staged: 4-byte input loads, neither
 masked nor checked, contiguous along the rows and at least 16 elements apart along the
-vectorized dim, whose other index operands are fixed for the whole tile. Measured about
-twice as fast on a transpose-add: docs/benchmarks/design-notes.md.
+vectorized dim, whose other index operands are fixed for the whole tile. Measured faster
+on a transpose-add: docs/benchmarks/design-notes.md.
 """
 
 from __future__ import annotations

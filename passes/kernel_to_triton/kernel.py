@@ -28,7 +28,7 @@ from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp
-from kiln.dialects.loop.expr import indirect_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import flat_index, indirect_var, simplify_with_ranges, size_var
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.dialects.triton import (
     AddPtrOp,
@@ -52,7 +52,6 @@ from kiln.passes.kernel_to_triton.builder import TritonBuilder, constant_value
 from kiln.passes.kernel_to_triton.index import IndexEmitter
 from kiln.passes.kernel_to_triton.plan import KernelPlan, Level, NodePlan, R, X, Y
 from kiln.passes.kernel_to_triton.reduction import ReductionLowering
-from kiln.passes.scheduling.legality import flat_index
 
 
 class KernelLoweringError(DiagnosticException):

@@ -36,12 +36,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.loop.attributes import ReductionKind
-from kiln.dialects.loop.expr import reduction_var
+from kiln.dialects.loop.expr import flat_index, reduction_var
 from kiln.dialects.loop.ops import ReductionOp
 from kiln.dialects.triton import CombineOp, FullOp, ReduceOp
 from kiln.dialects.triton.types import BlockType, element_of
 from kiln.passes.kernel_to_triton.builder import TritonBuilder
-from kiln.passes.scheduling.legality import flat_index
 
 if TYPE_CHECKING:
     import sympy

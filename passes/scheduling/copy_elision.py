@@ -32,9 +32,8 @@ from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import index_var
+from kiln.dialects.loop.expr import flat_index, index_var
 from kiln.dialects.loop.ops import PointwiseOp
-from kiln.passes.scheduling.legality import flat_index
 from kiln.passes.scheduling.reshape_in_place import reshape_extern_result
 
 

@@ -27,7 +27,7 @@ from enum import Enum, auto
 import sympy
 
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.expr import flat_index, index_var, reduction_var, simplify_with_ranges
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.scheduling.exprs import floordiv, substitute
 from kiln.passes.scheduling.graph import Node, NodeKind
@@ -46,14 +46,6 @@ class Level(Enum):
 
 def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
     return sympy.expand(a - b) == 0
-
-
-def flat_index(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
-    """Row-major position of ``variables`` in a space of ``sizes``."""
-    out: sympy.Expr = sympy.Integer(0)
-    for var, size in zip(variables, sizes, strict=True):
-        out = out * size + var
-    return sympy.expand(out)
 
 
 def _local_sizes(node: Node) -> tuple[list[sympy.Expr], list[sympy.Expr]]:

@@ -4,8 +4,8 @@
 type. An ATen result is often read through a reshape: attention scores come out of
 ``aten.bmm`` as ``[128, 1024, 1024]`` and the softmax reads them as ``[8, 16, 1024, 1024]``;
 a matmul's ``[8192, 2048]`` feeds its epilogue as ``[8, 1024, 2048]``. Same bytes in the
-same order, another type, so the output got a buffer of its own (512 MB more at the peak
-of the benchmark Llama block in float32). When the extern result is used only by that
+same order, another type, so the output got a buffer of its own (a large share of the
+peak memory of a Llama block: docs/benchmarks/design-notes.md). When the extern result is used only by that
 launch, the reshape moves into the extern (ATen returns a view of its fresh result, see
 :func:`reshape_extern_result`) and the kernel's argument takes the output's type; the
 in-place update then applies::

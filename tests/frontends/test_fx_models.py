@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from conftest import MODEL_CASES, GPTBlock, ModelCase
 from fx_checks import assert_faithful, dynamic_dims, the_function
+from fx_model_cases import MODEL_CASES, GPTBlock, ModelCase
 from xdsl.dialects.builtin import IndexType, TensorType
 
 from kiln.dialects.aten import AtenOp

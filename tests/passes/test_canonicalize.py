@@ -1,7 +1,7 @@
 """The ``canonicalize`` pass on aten IR: IR in/IR out, and the same numbers before and after.
 
 The semantic checks compare values, strides and aliasing of every output, because the
-aten rewrites claim to be exact in eager PyTorch (see kiln.passes.canonicalization.aten).
+aten rewrites claim to be exact in eager PyTorch (see kiln.dialects.aten.canonicalization).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pass_checks import assert_pass_output, assert_same_semantics, run_pass
 from xdsl.transforms.canonicalize import CanonicalizePass as XDSLCanonicalizePass
 
 from kiln.dialects.aten import Aten, op_class
-from kiln.dialects.aten.ops import AtenCanonicalization
-from kiln.passes.canonicalization.aten import (
+from kiln.dialects.aten.canonicalization import (
     AtenCanonicalizationPattern,
     canonicalization_patterns,
     canonicalized_ops,
 )
+from kiln.dialects.aten.ops import AtenCanonicalization
 from kiln.passes.canonicalize import CanonicalizePass
 from kiln.registry import default_registry
 

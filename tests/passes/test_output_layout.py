@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from pass_checks import assert_pass_output, run_pass
 
+from kiln.dialects.aten.fx.outputs import rebuild_structure
 from kiln.dialects.aten.interpreter import run_function
-from kiln.frontends.fx.outputs import rebuild_structure
 from kiln.passes.output_layout import OutputLayoutPass, stride_order
 from kiln.registry import default_registry
 

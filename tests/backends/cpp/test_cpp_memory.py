@@ -18,9 +18,9 @@ from live_bytes import planned_peak, run_counting_live_bytes
 from models import ALL_MODELS
 from xdsl.dialects.builtin import StringAttr
 
-from kiln.backends.cpp.wrapper import find_program
+from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+from kiln.dialects.kernel.program_ops import find_program
 from kiln.frontends.capture import Capture, capture_aot_training, capture_make_fx
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
 from kiln.targets import build_cpp_program
 
 

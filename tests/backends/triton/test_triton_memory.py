@@ -19,9 +19,10 @@ from models import ALL_MODELS
 from triton_checks import assert_close, capture, compile_capture, to_device
 from xdsl.dialects.builtin import StringAttr
 
-from kiln.backends.triton.runtime import TritonProgram, find_program, interpreting
+from kiln.backends.triton.runtime import TritonProgram, interpreting
+from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+from kiln.dialects.kernel.program_ops import find_program
 from kiln.frontends.capture import Capture, capture_aot_training
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
 
 
 def fresh(value: Any, random: bool) -> Any:

@@ -16,11 +16,12 @@ import torch
 import torch.utils._pytree as pytree
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
-from kiln.backends.triton.runtime import TritonOptions, find_program
+from kiln.backends.triton.runtime import TritonOptions
+from kiln.dialects.aten.fx import GET_ATTR_ATTR, import_graph
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind, KernelKindAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.kernel.program_ops import find_program
 from kiln.frontends.capture import Capture, capture_make_fx
-from kiln.frontends.fx import GET_ATTR_ATTR, import_graph
 from kiln.registry import default_registry
 from kiln.targets import build_triton_program
 
@@ -74,7 +75,7 @@ class Compiled:
 
     def run(self, args: Sequence[Any] | None = None) -> tuple[Any, ...]:
         """Run the program; its results in the graph's output structure, flattened."""
-        from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_structure
+        from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_structure
 
         args = self.args if args is None else args
         outputs = self.program([a.clone() if isinstance(a, torch.Tensor) else a for a in args])

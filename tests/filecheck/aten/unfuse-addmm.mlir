@@ -15,6 +15,24 @@ func.func @pointwise_use(%b: tensor<8xf32>, %x: tensor<4x16xf32>, %w: tensor<16x
   func.return %2 : tensor<2x2x8xf32>
 }
 
+// Several uses, each pointwise or a view whose uses are (a functional view such as
+// permute_copy counts): one mm + add feeds them all.
+// CHECK-LABEL: func.func @pointwise_uses
+// CHECK-NEXT:    %mm = aten.mm.default(%x, %w) : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %0 = aten.add.Tensor(%mm, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %1 = aten.view.default(%0, size = [2, 2, 8])
+// CHECK-NEXT:    %2 = aten.relu.default(%1)
+// CHECK-NEXT:    %3 = aten.generic "aten::permute_copy.default"(%0, dims = [1, 0])
+// CHECK-NEXT:    %4 = aten.neg.default(%3)
+func.func @pointwise_uses(%b: tensor<8xf32>, %x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> (tensor<2x2x8xf32>, tensor<8x4xf32>) {
+  %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %1 = aten.view.default(%0, size = [2, 2, 8]) : (tensor<4x8xf32>) -> tensor<2x2x8xf32>
+  %2 = aten.relu.default(%1) : (tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %3 = aten.generic "aten::permute_copy.default"(%0, dims = [1, 0]) : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %4 = aten.neg.default(%3) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  func.return %2, %4 : tensor<2x2x8xf32>, tensor<8x4xf32>
+}
+
 // A returned addmm has no consumer kernel to take the add: kept.
 // CHECK-LABEL: func.func @returned
 // CHECK-NEXT:    %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>

@@ -29,11 +29,10 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten import GenericOp
 from kiln.dialects.aten.encoding import ArgEncodingError
-from kiln.dialects.aten.storage import STORAGE_ATTR
-from kiln.frontends.fx.constants import constant_op, embeddable
-from kiln.frontends.fx.errors import FxImportError
-from kiln.frontends.fx.locations import LocationBuilder
-from kiln.frontends.fx.outputs import (
+from kiln.dialects.aten.fx.constants import constant_op, embeddable
+from kiln.dialects.aten.fx.errors import FxImportError
+from kiln.dialects.aten.fx.locations import LocationBuilder
+from kiln.dialects.aten.fx.outputs import (
     OUTPUT_STRIDES_ATTR,
     OUTPUTS_ATTR,
     OutputStructureError,
@@ -41,15 +40,16 @@ from kiln.frontends.fx.outputs import (
     encode_structure,
     output_strides_attr,
 )
-from kiln.frontends.fx.overloads import Overload, OverloadTable
-from kiln.frontends.fx.storage import STORAGE_READS, STORAGE_WRITES, storage_operands
-from kiln.frontends.fx.symbolic import (
+from kiln.dialects.aten.fx.overloads import Overload, OverloadTable
+from kiln.dialects.aten.fx.storage import STORAGE_READS, STORAGE_WRITES, storage_operands
+from kiln.dialects.aten.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
     UnsupportedSymbolicOp,
     size_symbol_attrs,
 )
-from kiln.frontends.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
+from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
+from kiln.dialects.aten.storage import STORAGE_ATTR
 
 ParamMode = Literal["inputs", "constants"]
 
@@ -114,7 +114,7 @@ def _name_hint(fx_name: str) -> str:
 
 
 class GraphImporter:
-    """Imports one GraphModule; use :func:`kiln.frontends.fx.import_graph`."""
+    """Imports one GraphModule; use :func:`kiln.dialects.aten.fx.import_graph`."""
 
     def __init__(
         self,

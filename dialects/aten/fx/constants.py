@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from kiln.dialects.aten import ConstantOp
-from kiln.frontends.fx.types import TypeConverter, UnsupportedValue
+from kiln.dialects.aten.fx.types import TypeConverter, UnsupportedValue
 
 _EMBEDDABLE = frozenset(
     {

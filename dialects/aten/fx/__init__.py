@@ -1,5 +1,8 @@
 """Importing ATen-level FX graphs into kiln IR (the ``aten`` dialect in a ``func.func``).
 
+It lives with the aten dialect, below the passes, because ``decompose`` imports the
+graphs it traces as well; the frontend (:mod:`kiln.frontends.fx`) re-exports it.
+
 ```python
 class Model(nn.Module):                          # model.py
     def __init__(self):
@@ -45,8 +48,8 @@ an ``output_mask`` switched off have type ``none``. FX names of arguments are th
 ``_<n>`` written ``<n>`` (xDSL would renumber them otherwise).
 """
 
-from kiln.frontends.fx.errors import FxImportError
-from kiln.frontends.fx.importer import (
+from kiln.dialects.aten.fx.errors import FxImportError
+from kiln.dialects.aten.fx.importer import (
     GET_ATTR_ATTR,
     NAME_ATTR,
     ParamMode,
@@ -54,7 +57,7 @@ from kiln.frontends.fx.importer import (
     lifted_constants,
     returned_values,
 )
-from kiln.frontends.fx.outputs import OUTPUTS_ATTR, rebuild_outputs, rebuild_structure
+from kiln.dialects.aten.fx.outputs import OUTPUTS_ATTR, rebuild_outputs, rebuild_structure
 
 __all__ = [
     "GET_ATTR_ATTR",

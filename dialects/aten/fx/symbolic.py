@@ -38,8 +38,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from kiln.dialects.aten.fx.types import INDEX
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
-from kiln.frontends.fx.types import INDEX
 
 Operand = SSAValue | int | float | bool
 """An argument of a symbolic operator: an SSA scalar or a Python constant."""

@@ -1,1 +1,0 @@
-"""Canonicalization patterns, one module per dialect (see aten.py)."""
