@@ -109,3 +109,23 @@ def test_extern_results_keep_the_graphs_sizes(tmp_path: Path) -> None:
         options={"debug_dir": str(tmp_path)},
     )
     assert not _division_lines(tmp_path)
+
+
+def _heads_and_transposed_heads(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b, t, _ = x.shape
+    heads = x.view(b, t, 4, 8).transpose(1, 2)
+    q = heads.reshape(b * 4, t, 8) * 2  # [4*s0, s1, 8]
+    k = heads.transpose(2, 3).reshape(b * 4, 8, t) * 3  # [4*s0, 8, s1]
+    return q, k
+
+
+def test_transposed_shapes_are_not_fused_into_per_element_divisions(tmp_path: Path) -> None:
+    """Attention's q and transposed k read one input in shapes whose dims cross
+    (``[4*s0, s1, 8]`` and ``[4*s0, 8, s1]``): under symbolic sizes no loop nest fits
+    both, so they run as two kernels rather than one dividing by ``s1`` per element."""
+    run_dynamic(
+        _heads_and_transposed_heads,
+        [(2, 5, 32), (3, 7, 32)],
+        options={"debug_dir": str(tmp_path)},
+    )
+    assert not _division_lines(tmp_path)
