@@ -73,7 +73,9 @@ MODELS: dict[str, Model] = {
             (32, 64, 128),
             "seq",
         ),
-        Model("resnet", lambda: ResNet(32, 2), lambda b: (_randn(b, 3, 32, 32),), (2, 4, 8), "batch"),
+        Model(
+            "resnet", lambda: ResNet(32, 2), lambda b: (_randn(b, 3, 32, 32),), (2, 4, 8), "batch"
+        ),
     )
 }
 
@@ -132,7 +134,8 @@ def measure(model: Model, rounds: int, iters: int) -> list[dict[str, Any]]:
                 inputs = model.inputs(size)
                 for variant in VARIANTS:
                     fn = compiled[variant, size]
-                    times[variant, size].append(_burst_ms(lambda: fn(*inputs), iters))
+                    burst = _burst_ms(lambda fn=fn, inputs=inputs: fn(*inputs), iters)
+                    times[variant, size].append(burst)
     for size in model.sizes:
         row: dict[str, Any] = {"model": model.name, "varies": model.varies, "size": size}
         for variant in VARIANTS:
@@ -143,12 +146,15 @@ def measure(model: Model, rounds: int, iters: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument(
+        "--threads", type=int, default=2, help="intra-op threads (1: steadier on a loaded machine)"
+    )
     args = p.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     print(
         "| model | size | kiln static ms | kiln dynamic ms | inductor dynamic ms | dyn/static"
         " | dyn/inductor | compile static s | compile dynamic s |"

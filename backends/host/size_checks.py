@@ -78,11 +78,7 @@ def size_checker(
     if not shared:
         return None
     code = "\n".join(
-        ["def check(args):"]
-        + [
-            f"    {line}"
-            for line in size_check_lines(args, arg_attrs, names)
-        ]
+        ["def check(args):"] + [f"    {line}" for line in size_check_lines(args, arg_attrs, names)]
     )
     namespace: dict[str, Any] = dict(HELPERS)
     exec(compile(code, "<kiln size checks>", "exec"), namespace)  # the wrappers' own lines

@@ -489,7 +489,7 @@ def _split_small_symbolic(
         coeffs.append(sympy.Mul(*[f for f in sympy.Mul.make_args(t) if f.is_Number or _is_size(f)]))
     candidates: list[Expr] = []
     for c in coeffs:
-        g = sympy.gcd(c, divisor)
+        g = cast(Expr, sympy.gcd(c, divisor))
         if g != 1 and g not in candidates and _positive_size(g):
             candidates.append(g)
     candidates.sort(key=lambda g: (-len(g.free_symbols), -_sample(g)))

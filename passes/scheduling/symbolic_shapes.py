@@ -12,7 +12,10 @@ inner loop, which costs more than the launch that fusing them saves.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
+from typing import Any, cast
 
 import sympy
 
@@ -24,8 +27,9 @@ def _divides(a: sympy.Expr, b: sympy.Expr) -> bool:
 
 
 def _sample(e: sympy.Expr) -> float:
-    point = {s: 1009 + 37 * k for k, s in enumerate(sorted(e.free_symbols, key=str))}
-    return float(e.xreplace(point))
+    point = {s: sympy.Integer(1009 + 37 * k) for k, s in enumerate(sorted(e.free_symbols, key=str))}
+    value = sympy.sympify(e.xreplace(point))
+    return float(cast(Any, value)) if value.is_Number else math.inf
 
 
 def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
@@ -40,7 +44,7 @@ def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
             if not any(sympy.expand(product - c) == 0 for c in cuts):
                 cuts.append(product)
     cuts.sort(key=_sample)
-    return all(_divides(a, b) for a, b in zip(cuts, cuts[1:], strict=False))
+    return all(_divides(a, b) for a, b in itertools.pairwise(cuts))
 
 
 def symbolic_shapes_clash(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
