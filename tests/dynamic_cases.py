@@ -23,6 +23,7 @@ def run_dynamic(
     executor: str = "cpp",
     check_strides: bool = True,
     options: dict[str, str] | None = None,
+    device: str | torch.device = "cpu",
 ) -> None:
     """Compile ``fn`` once with dynamic shapes; every shape (or tuple of shapes, one per
     argument) must give eager's values, shapes and strides."""
@@ -31,7 +32,7 @@ def run_dynamic(
     with torch._dynamo.config.patch(cache_size_limit=64):
         for shape in shapes:
             shape_list: list[Any] = list(shape) if isinstance(shape[0], list | tuple) else [shape]
-            inputs = [torch.randn(*s) for s in shape_list]
+            inputs = [torch.randn(*s, device=device) for s in shape_list]
             expected = fn(*inputs)
             actual = compiled(*inputs)
             _compare(actual, expected, check_strides, f"shapes {shape_list}")

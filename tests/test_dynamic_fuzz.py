@@ -65,7 +65,7 @@ def programs(draw: st.DrawFn) -> Program:
     return Program(shape, grow, tuple(steps))
 
 
-def check(program: Program, executor: str) -> None:
+def check(program: Program, executor: str, device: str | torch.device = "cpu") -> None:
     torch._dynamo.reset()
     with tempfile.TemporaryDirectory() as debug:
         compiled = torch.compile(
@@ -77,7 +77,7 @@ def check(program: Program, executor: str) -> None:
         with torch._dynamo.config.patch(cache_size_limit=16):
             for scale in (0, 1):
                 shape = [s + scale * g for s, g in zip(program.shape, program.grow, strict=True)]
-                x = torch.randn(shape)
+                x = torch.randn(shape, device=device)
                 want = program.run(x)
                 have = compiled(x)
                 assert have.shape == want.shape

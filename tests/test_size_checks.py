@@ -16,16 +16,17 @@ def _add_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x + y.sum(1, keepdim=True)
 
 
-def check_sizes_traced_as_one_symbol(executor: str) -> None:
-    x, y = torch.randn(5, 3), torch.randn(5, 4)
+def check_sizes_traced_as_one_symbol(executor: str, device: str | torch.device = "cpu") -> None:
+    x, y = torch.randn(5, 3, device=device), torch.randn(5, 4, device=device)
     cap = capture_make_fx(_add_rows, x, y, dynamic=True)
     options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]
     compiled = compile_graph(cap.gm, cap.example_inputs, options)
     for rows, cols in ((5, 3), (9, 2)):  # equal rows at other sizes: still right
-        a, b = torch.randn(rows, cols), torch.randn(rows, cols + 1)
+        a = torch.randn(rows, cols, device=device)
+        b = torch.randn(rows, cols + 1, device=device)
         torch.testing.assert_close(compiled(a, b), _add_rows(a, b))
     with pytest.raises(SizeMismatch, match=r"shape\[0\] = 6.*shape\[0\] = 2"):
-        compiled(torch.randn(6, 3), torch.randn(2, 4))
+        compiled(torch.randn(6, 3, device=device), torch.randn(2, 4, device=device))
 
 
 def test_sizes_traced_as_one_symbol_are_checked_cpp() -> None:

@@ -63,6 +63,7 @@ class Sample:
     expected: list[torch.Tensor]
     random: bool
     args: Any  # the sample's (args, kwargs), for a float64 re-run
+    float64: Callable[..., list[torch.Tensor]] | None = None  # program with float64 dtype args
 
 
 @dataclass
@@ -124,9 +125,20 @@ def _tensor_leaves(value: Any) -> list[torch.Tensor]:
     return [v for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
-def _program(info: Any, sample: Any) -> tuple[Callable[..., list[torch.Tensor]], list[Any]]:
-    """The sample as a function of its tensor leaves returning its tensor outputs."""
+def _program(
+    info: Any, sample: Any, float64: bool = False
+) -> tuple[Callable[..., list[torch.Tensor]], list[Any]]:
+    """The sample as a function of its tensor leaves returning its tensor outputs.
+
+    ``float64``: floating-point dtype arguments become float64 too (the oracle run), so
+    that e.g. ``_softmax_backward_data(..., input_dtype=bfloat16)`` does not round the
+    exact result back to the sample's dtype."""
     leaves, spec = pytree.tree_flatten(([sample.input, *sample.args], sample.kwargs))
+    if float64:
+        leaves = [
+            torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
+            for v in leaves
+        ]
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     op = info.op
 
@@ -170,7 +182,15 @@ def make_case(info: Any, dtype: torch.dtype, device: str, limit: int | None = No
                 case.eager_errors += 1  # sparse/nested layouts: not kiln's input domain
                 continue
             case.samples.append(
-                Sample(k, program, inputs, expected, mode.random or undefined, sample)
+                Sample(
+                    k,
+                    program,
+                    inputs,
+                    expected,
+                    mode.random or undefined,
+                    sample,
+                    _program(info, sample, float64=True)[0],
+                )
             )
     return case
 
@@ -251,10 +271,11 @@ def _strides_match(got: torch.Tensor, want: torch.Tensor) -> bool:
 def _float64_run(sample: Sample) -> list[torch.Tensor] | None:
     """The sample with its floating-point inputs in float64 (None: the op refuses)."""
     up = [t.double() if t.is_floating_point() else t for t in sample.inputs]
+    program = sample.program if sample.float64 is None else sample.float64
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return sample.program(*up)
+            return program(*up)
     except Exception:
         return None
 

@@ -3,6 +3,10 @@ eager raises and Inductor asserts, instead of reading another row or arbitrary m
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,20 +40,55 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("fn", "x", "good", "bad"),
-    CASES,
-    ids=["gather-6", "gather-neg", "embedding-10", "cross_entropy-5", "cross_entropy-neg"],
-)
+IDS = ["gather-6", "gather-neg", "embedding-10", "cross_entropy-5", "cross_entropy-neg"]
+
+
+@pytest.fixture(scope="module")
+def child_results() -> list[subprocess.CompletedProcess[str]]:
+    """On a GPU, each case in its own child process, all at once: a device-side assert
+    poisons the process's CUDA context (every later test would fail), and one child at a
+    time costs a cold start each."""
+    if DEVICE.type != "cuda":
+        return []
+    here = Path(__file__).parent
+    children = []
+    for k in range(len(CASES)):
+        script = (
+            f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parents[1])!r}]\n"
+            "import torch, test_triton_index_checks as t\n"
+            f"fn, x, good, bad = t.CASES[{k}]\n"
+            "compiled = t.check(fn, x, good)\n"
+            "assert 'tl.device_assert(' in compiled.program.source\n"
+            "args = list(compiled.args); args[1] = torch.tensor(bad, device=t.DEVICE)\n"
+            "t._run_and_wait(compiled, args)\n"
+        )
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        results.append(subprocess.CompletedProcess(child.args, child.returncode, out, err))
+    return results
+
+
+@pytest.mark.parametrize("k", range(len(CASES)), ids=IDS)
 def test_out_of_range_index_fails_the_launch(
-    fn: object, x: torch.Tensor, good: torch.Tensor, bad: list[int]
+    k: int, child_results: list[subprocess.CompletedProcess[str]]
 ) -> None:
     if DEVICE.type == "cuda":
-        # A device-side assert poisons the process's CUDA context: every later test would
-        # fail. Trigger it in a child process.
-        case = [c[0] for c in CASES].index(fn), [c[3] for c in CASES].index(bad)
-        _assert_fails_in_a_child(case[1])
+        result = child_results[k]
+        assert result.returncode != 0, result.stdout
+        assert "device-side assert" in result.stderr or "Assertion" in result.stderr, result.stderr[
+            -2000:
+        ]
         return
+    fn, x, good, bad = CASES[k]
     compiled = check(fn, x, good)  # pyright: ignore[reportArgumentType]
     assert "tl.device_assert(" in compiled.program.source
     args = list(compiled.args)
@@ -59,38 +98,11 @@ def test_out_of_range_index_fails_the_launch(
         _run_and_wait(compiled, args)
 
 
-def _assert_fails_in_a_child(k: int) -> None:
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    script = (
-        f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parents[1])!r}]\n"
-        "import torch, test_triton_index_checks as t\n"
-        f"fn, x, good, bad = t.CASES[{k}]\n"
-        "compiled = t.check(fn, x, good)\n"
-        "assert 'tl.device_assert(' in compiled.program.source\n"
-        "args = list(compiled.args); args[1] = torch.tensor(bad, device=t.DEVICE)\n"
-        "t._run_and_wait(compiled, args)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode != 0, result.stdout
-    assert "device-side assert" in result.stderr or "Assertion" in result.stderr, result.stderr[
-        -2000:
-    ]
-
-
 # Outputs that alias each other share storage through the Triton executor too (the
 # structure that rebuilds them is the same for every executor; issue 20 item 3).
 
 
 def test_aliasing_outputs_share_storage_with_triton() -> None:
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).parents[2]))
     from test_output_aliasing import CASES, check_aliasing_like_eager
 
