@@ -258,22 +258,28 @@ def run_backend(
                 except Exception as e:
                     notes.append(f"optimizer: {describe(e)}")
             if row.dynamic:
-                row.recompiles = recompile_count(task, fn)
+                try:
+                    row.recompiles = recompile_count(task, fn, model)
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"recompiles: {describe(e)}")
             row.notes = "; ".join(notes) or None
     except Exception as e:  # a failure is a row, never a crash of the run
         row.status, row.reason = "fail", describe(e)
     return row
 
 
-def recompile_count(task: Task, fn: Callable[..., Any]) -> int | None:
-    """``--dynamic``: how often ``fn`` recompiles over inputs of other sizes. The hook for
-    benchmarks/recompiles.py (issue 21's counter); None while that module does not exist."""
+def recompile_count(task: Task, fn: Callable[..., Any], model: nn.Module) -> int | None:
+    """``--dynamic``: how often ``fn`` recompiles over inputs of other sizes (the hook
+    into benchmarks/recompiles.py, issue 21's counter); None while that module or its
+    :func:`dashboard_recompiles` does not exist."""
     try:
         import recompiles  # pyright: ignore[reportMissingImports]
     except ImportError:
         return None
-    count = getattr(recompiles, "count_recompiles", None)
-    result = count(task, fn) if callable(count) else None
+    count = getattr(recompiles, "dashboard_recompiles", None)
+    result = count(task, fn, model) if callable(count) else None
     return int(result) if isinstance(result, int) else None
 
 

@@ -13,8 +13,8 @@ against eager at every call. Issue 21 asks for no more recompiles than Inductor.
     python benchmarks/recompiles.py                      # all models, both modes, cpu
     python benchmarks/recompiles.py --models bert --device cuda
 
-:func:`count_recompiles` is the entry point the dashboard can call (one row per model,
-backend and mode).
+:func:`count_recompiles` counts one model, backend and mode; :func:`dashboard_recompiles`
+is the dashboard's ``--dynamic`` hook (the "recompiles" column).
 """
 
 from __future__ import annotations
@@ -131,6 +131,55 @@ def count_recompiles(model: Model, backend: str, dynamic: bool | None, device: s
         wrong,
         round(time.perf_counter() - start, 1),
     )
+
+
+def resized(x: torch.Tensor, dims: dict[int, int]) -> torch.Tensor:
+    """A fresh random tensor like ``x`` with the sizes of ``dims`` changed."""
+    shape = [dims.get(d, n) for d, n in enumerate(x.shape)]
+    gen = torch.Generator().manual_seed(3)
+    if x.is_floating_point():
+        out = torch.randn(shape, generator=gen).to(x.dtype)
+    else:  # token ids and the like: values from the original's range
+        high = max(int(x.max().item()) + 1, 1) if x.numel() else 1
+        out = torch.randint(0, high, shape, generator=gen).to(x.dtype)
+    return out.to(x.device).requires_grad_(x.requires_grad)
+
+
+def other_sizes(inputs: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, ...]]:
+    """The dashboard task's inputs at other batch sizes (dim 0: +1 and 2x+1) and, for
+    token inputs (integer, rank 2), other sequence lengths (dim 1: +7)."""
+    variants: list[dict[int, int]] = []
+    first = next((x for x in inputs if x.dim() > 0), None)
+    if first is None:
+        return []
+    batch = first.shape[0]
+    variants += [{0: batch + 1}, {0: 2 * batch + 1}]
+    if first.dim() == 2 and not first.is_floating_point():
+        variants.append({1: first.shape[1] + 7})
+    return [
+        tuple(resized(x, dims) if x.dim() > 0 and x.shape[0] == batch else x for x in inputs)
+        for dims in variants
+    ]
+
+
+def dashboard_recompiles(task: Any, fn: Callable[..., Any], model: nn.Module) -> int | None:
+    """The dashboard's ``--dynamic`` hook (benchmarks/dashboard_task.py): graphs dynamo
+    compiles for ``fn`` (already compiled and run once) over :func:`other_sizes` of the
+    task's inputs, each call a full step (training too). None: the model cannot take
+    other sizes (eager fails on them), so there is nothing to count."""
+    _, inputs = task.instance()
+    counters = torch._dynamo.utils.counters["stats"]
+    before = counters["unique_graphs"]
+    ran = 0
+    with torch._dynamo.config.patch(cache_size_limit=64):
+        for variant in other_sizes(inputs):
+            try:
+                task.step(model, model, variant)
+            except Exception:  # eager cannot run this size: not the backend's concern
+                continue
+            task.step(fn, model, variant)
+            ran += 1
+    return counters["unique_graphs"] - before if ran else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -486,7 +486,21 @@ def _build(
 
 
 def _interpreter(module: ModuleOp) -> Callable[[list[Any]], Sequence[Any]]:
-    """Run at the deepest level the pipeline reached, with kiln's reference interpreters."""
+    """Run at the deepest level the pipeline reached, with kiln's reference interpreters,
+    after the size checks the wrappers make (sizes traced as one symbol equal)."""
+    run = _interpreter_at_level(module)
+    check = _entry_size_checker(module)
+    if check is None:
+        return run
+
+    def checked(args: list[Any]) -> Sequence[Any]:
+        check(args)
+        return run(args)
+
+    return checked
+
+
+def _interpreter_at_level(module: ModuleOp) -> Callable[[list[Any]], Sequence[Any]]:
     names = {op.name.split(".")[0] for op in module.walk()}
     if "kernel" in names:
         from kiln.dialects.kernel.interpreter import run_program
@@ -499,3 +513,18 @@ def _interpreter(module: ModuleOp) -> Callable[[list[Any]], Sequence[Any]]:
     from kiln.dialects.aten.interpreter import run_function
 
     return lambda args: run_function(module, args)
+
+
+def _entry_size_checker(module: ModuleOp) -> Callable[[Sequence[Any]], None] | None:
+    """The size checks of ``@forward`` (a ``kernel.program`` or ``func.func``)."""
+    from xdsl.dialects.func import FuncOp
+
+    from kiln.backends.host.size_checks import size_checker
+    from kiln.dialects.kernel.program_ops import ProgramOp
+
+    for op in module.ops:
+        if isinstance(op, ProgramOp | FuncOp) and op.sym_name.data == "forward":
+            if not op.body.blocks:
+                return None
+            return size_checker(op.body.block.args, op.arg_attrs)
+    return None

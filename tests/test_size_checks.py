@@ -31,3 +31,18 @@ def check_sizes_traced_as_one_symbol(executor: str, device: str | torch.device =
 
 def test_sizes_traced_as_one_symbol_are_checked_cpp() -> None:
     check_sizes_traced_as_one_symbol("cpp")
+
+
+@pytest.mark.parametrize("pipeline", [None, "decompose,lower-aten"])
+def test_sizes_traced_as_one_symbol_are_checked_interpret(pipeline: str | None) -> None:
+    """The reference interpreters (executor ``interpret``, at kernel level or at the level
+    a shorter pipeline stops) make the wrappers' checks too."""
+    x, y = torch.randn(5, 3), torch.randn(5, 4)
+    cap = capture_make_fx(_add_rows, x, y, dynamic=True)
+    extra = {} if pipeline is None else {"pipeline": pipeline}
+    options = CompileOptions(executor="interpret", verbose=False, **extra)  # pyright: ignore[reportArgumentType]
+    compiled = compile_graph(cap.gm, cap.example_inputs, options)
+    a, b = torch.randn(9, 2), torch.randn(9, 3)
+    torch.testing.assert_close(compiled(a, b), _add_rows(a, b))
+    with pytest.raises(SizeMismatch, match=r"shape\[0\] = 6.*shape\[0\] = 2"):
+        compiled(torch.randn(6, 3), torch.randn(2, 4))

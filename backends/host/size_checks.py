@@ -9,7 +9,8 @@ the wrappers check it first and raise :class:`SizeMismatch` naming the arguments
 
 Backend-neutral: both wrappers are Python functions and print :func:`size_check_lines`
 after unpacking their arguments; :data:`HELPERS` goes into their namespace (through
-:data:`kiln.backends.host.scalars.HELPERS`).
+:data:`kiln.backends.host.scalars.HELPERS`). The reference interpreters (executor
+``interpret``) run the same lines through :func:`size_checker`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,24 @@ def size_places(
     return places
 
 
+def size_checker(
+    args: Sequence[SSAValue], arg_attrs: ArrayAttr[DictionaryAttr] | None
+) -> Callable[[Sequence[Any]], None] | None:
+    """The checks of :func:`size_check_lines` as a function of the call's argument list,
+    for executors that run no generated wrapper (the reference interpreters): it raises
+    :class:`SizeMismatch` as the wrappers do. None when no symbol is shared."""
+    names = [f"args[{k}]" for k in range(len(args))]
+    shared = [(s, w) for s, w in size_places(args, arg_attrs, names).items() if len(w) > 1]
+    if not shared:
+        return None
+    code = "\n".join(
+        ["def check(args):"] + [f"    {line}" for line in size_check_lines(args, arg_attrs, names)]
+    )
+    namespace: dict[str, Any] = dict(HELPERS)
+    exec(compile(code, "<kiln size checks>", "exec"), namespace)  # the wrappers' own lines
+    return namespace["check"]
+
+
 def size_check_lines(
     args: Sequence[SSAValue], arg_attrs: ArrayAttr[DictionaryAttr] | None, names: Sequence[str]
 ) -> list[str]:
@@ -83,4 +102,4 @@ def size_check_lines(
     return lines
 
 
-__all__ = ["HELPERS", "SizeMismatch", "size_check_lines", "size_places"]
+__all__ = ["HELPERS", "SizeMismatch", "size_check_lines", "size_checker", "size_places"]

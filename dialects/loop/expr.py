@@ -438,6 +438,13 @@ def _simplify_node(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr
             symbolic = _symbolic_divmod(isinstance(e, FloorDiv), base, divisor, ranges)
             if symbolic is not None:
                 return symbolic
+            if (split_sym := _split_small_symbolic(base, divisor, ranges)) is not None:
+                g, big, small = split_sym
+                rest = _divides(sympy.expand(divisor), g)
+                assert rest is not None  # g was chosen among the divisor's factors
+                if isinstance(e, FloorDiv):
+                    return _simplify(floordiv(big, rest), ranges, memo)
+                return _simplify(g * mod(big, rest) + small, ranges, memo)
         return floordiv(base, divisor) if isinstance(e, FloorDiv) else mod(base, divisor)
     rebuilt = e.func(*args)
     if isinstance(rebuilt, sympy.Add):
@@ -469,6 +476,46 @@ def _split_small_terms(
         lo, hi = _bounds(rest, ranges)
         if lo is not None and hi is not None and lo >= 0 and hi < g:
             return g, sympy.Add(*[t / g for t in big]), rest
+    return None
+
+
+def _split_small_symbolic(
+    base: Expr, divisor: Expr, ranges: Mapping[sympy.Symbol, Expr]
+) -> tuple[Expr, Expr, Expr] | None:
+    """:func:`_split_small_terms` for a divisor of sizes: ``base = g*big + small`` with
+    ``g`` a factor of ``divisor`` and ``0 <= small < g`` proven from the ranges (then
+    ``base // divisor == big // (divisor/g)``). What a reshape of a transposed or
+    flattened dim leaves under symbolic sizes: ``(32*s1*d0 + 32*d1 + d2) // (128*s1)``
+    with ``d1 < s1``, ``d2 < 32`` is ``d0 // 4``. The candidates ``g`` are the common
+    factors of the divisor with each term's size coefficient, most sizes first."""
+    if not _positive_size(divisor) or isinstance(divisor, sympy.Add):
+        return None
+    terms = [t for t in sympy.Add.make_args(sympy.expand(base))]
+    if len(terms) < 2:
+        return None
+    coeffs: list[Expr] = []
+    for t in terms:
+        coeffs.append(sympy.Mul(*[f for f in sympy.Mul.make_args(t) if f.is_Number or _is_size(f)]))
+    candidates: list[Expr] = []
+    for c in coeffs:
+        g = cast(Expr, sympy.gcd(c, divisor))
+        if g != 1 and g not in candidates and _positive_size(g):
+            candidates.append(g)
+    candidates.sort(key=lambda g: (-len(g.free_symbols), -_sample(g)))
+    for g in candidates:
+        big: list[Expr] = []
+        small: list[Expr] = []
+        for t, c in zip(terms, coeffs, strict=True):
+            q = _divides(sympy.expand(c), g)
+            if q is None:
+                small.append(t)
+            else:
+                big.append(sympy.expand(t / g))
+        if not big or not small or _divides(sympy.expand(divisor), g) is None:
+            continue
+        rest = sympy.Add(*small)
+        if _within(rest, g, ranges):
+            return g, sympy.Add(*big), rest
     return None
 
 

@@ -42,6 +42,7 @@ from kiln.dialects.loop.ops import (
     tensor_for_buffer,
 )
 from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
+from kiln.passes.aten_to_loop.extern_shapes import extern_result_sizes
 from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, check_body_type, compute_type, is_body_type
 
@@ -93,17 +94,24 @@ class LoweringContext:
         buffer: SSAValue,
         dim_names: Sequence[str] = (),
         by_name: dict[str, Expr] | None = None,
+        known: Sequence[Expr] | None = None,
     ) -> TensorRef:
         """The ref for a fresh contiguous buffer; ``?`` dims get ``memref.dim`` symbols,
         except a dim named in ``dim_names`` whose name ``by_name`` already binds (the
-        dims just bound are added to it)."""
+        dims just bound are added to it) and a dim whose size ``known`` gives (an
+        extern result's, from its operands' sizes: see ``extern_shapes``)."""
         ty = buffer.type
         assert isinstance(ty, MemRefType)
         sizes: list[Expr] = []
-        for k, dim in enumerate(ty.get_shape()):
+        shape = ty.get_shape()
+        if known is not None and len(known) != len(shape):
+            known = None
+        for k, dim in enumerate(shape):
             name = dim_names[k] if k < len(dim_names) else ""
             if dim >= 0:
                 sizes.append(sympy.Integer(dim))
+            elif known is not None:
+                sizes.append(known[k])
             elif name and by_name is not None and name in by_name:
                 sizes.append(by_name[name])
             else:
@@ -407,6 +415,7 @@ class LoweringContext:
             operands=[inputs, syms], result_types=[result_types], regions=[Region(block)]
         )
         self.emit(extern)
+        known = None if channels_last else extern_result_sizes(op, self.values)
         out: list[Lowered] = []
         for result, value in zip(extern.outputs, clone.results, strict=True):
             if not isinstance(result.type, MemRefType):
@@ -414,7 +423,7 @@ class LoweringContext:
             elif channels_last and _is_4d(value.type):
                 out.append(self.buffer_ref(result).permute(NCHW))
             else:
-                out.append(self.buffer_ref(result))
+                out.append(self.buffer_ref(result, known=known))
         return out
 
     def _eager_layout_operand(self, op: Operation) -> tuple[SSAValue, tuple[int, ...]] | None:

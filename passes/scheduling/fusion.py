@@ -34,6 +34,7 @@ from kiln.passes.scheduling.legality import (
     same_size,
     to_local,
 )
+from kiln.passes.scheduling.symbolic_shapes import symbolic_shapes_clash
 
 MAX_GROUPS_PER_BUFFER = 64
 """Buffers touched by more groups pair each group only with this many neighbours."""
@@ -200,6 +201,13 @@ class Scheduler:
         if isinstance(space, str):
             return space
         numel, rnumel, reduces, levels = space
+        if not a.reduces and not b.reduces:
+            shapes = [self.graph.nodes[i].sizes for i in (*a.nodes, *b.nodes)]
+            if symbolic_shapes_clash(shapes):
+                return (
+                    "their symbolic shapes have no common loop nest "
+                    f"({', '.join(str(list(s)) for s in shapes)}): a division per element"
+                )
         mismatch = self._check_reads(a, b, levels, rnumel)
         if mismatch is not None:
             return mismatch

@@ -95,3 +95,37 @@ def test_a_chain_of_reshapes_stays_small() -> None:
         ]
     assert idx == [d0, d1, d2]
     assert max(expr_nodes(e) for e in idx) == 1
+
+
+def test_a_factor_of_a_symbolic_divisor_splits_off_small_terms() -> None:
+    # A dim merged with a batch-like dim under a transposed layout (attention's
+    # ``_unsafe_view`` of [s0, 4, s1, 32] to [4*s0, s1, 32]): the terms below the
+    # factor 32*s1 of the divisor cannot carry into it, so the division is d0 // 4.
+    ranges = {d0: 4 * s0, d1: s1, d2: sympy.Integer(32)}
+    e = floordiv(32 * s1 * d0 + 32 * d1 + d2, 128 * s1)
+    got = simplify_with_ranges(e, ranges)
+    assert got == floordiv(d0, 4)
+    same_values(e, got, ranges)
+    m = mod(32 * s1 * d0 + 32 * d1 + d2, 128 * s1)
+    got = simplify_with_ranges(m, ranges)
+    assert not got.has(FloorDiv)
+    assert got.count(sympy.Mod) == 1
+    same_values(m, got, ranges)
+
+
+def test_a_flattened_dim_rejoins_under_a_symbolic_divisor() -> None:
+    # [s0*s1, 512] read through a [s0, s1, 512] view: the row index 512*d0 + d1 again.
+    ranges = {d0: s0 * s1, d1: sympy.Integer(512)}
+    e = d1 + 512 * s1 * floordiv(512 * d0 + d1, 512 * s1) + 512 * mod(d0, s1)
+    got = simplify_with_ranges(e, ranges)
+    assert got == 512 * d0 + d1
+    same_values(e, got, ranges)
+
+
+def test_a_symbolic_factor_split_needs_proof() -> None:
+    # d1 may reach s1 + 1 here (range s1 + 2): 32*d1 + d2 can carry into the factor 32*s1.
+    ranges = {d0: s0, d1: s1 + 2, d2: sympy.Integer(32)}
+    e = floordiv(32 * s1 * d0 + 32 * d1 + d2, 128 * s1)
+    got = simplify_with_ranges(e, ranges)
+    assert got != floordiv(d0, 4)
+    same_values(e, got, ranges)

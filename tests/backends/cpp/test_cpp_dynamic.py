@@ -81,3 +81,51 @@ def test_chains_of_views_keep_index_expressions_small(tmp_path: Path) -> None:
         text = source.read_text()
         assert len(text) < 120_000
         assert max(len(line) for line in text.splitlines()) < 4_000
+
+
+def _division_lines(folder: Path) -> list[str]:
+    """Kernel lines (not the prelude's definitions) that divide at run time."""
+    out: list[str] = []
+    for source in folder.glob("*/kernels.cpp"):
+        for line in source.read_text().splitlines():
+            if ("kiln_floordiv(" in line or "kiln_mod(" in line) and "KILN_INLINE" not in line:
+                out.append(line.strip())
+    return out
+
+
+def _attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    b, t, _ = q.shape
+    scores = torch.bmm(q, k.transpose(1, 2))  # an extern: ATen's result
+    return scores.view(b * t, t).softmax(-1).view(b, t, t) * 2
+
+
+def test_extern_results_keep_the_graphs_sizes(tmp_path: Path) -> None:
+    """A matrix product's symbolic result sizes are its operands' (``[s0, s1, s1]``),
+    not fresh symbols read from the result: a view of it is a strided view, and the
+    softmax over it indexes without a per-element ``//`` or ``%``."""
+    run_dynamic(
+        _attention_scores,
+        [[(2, 5, 8)] * 2, [(3, 7, 8)] * 2],
+        options={"debug_dir": str(tmp_path)},
+    )
+    assert not _division_lines(tmp_path)
+
+
+def _heads_and_transposed_heads(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b, t, _ = x.shape
+    heads = x.view(b, t, 4, 8).transpose(1, 2)
+    q = heads.reshape(b * 4, t, 8) * 2  # [4*s0, s1, 8]
+    k = heads.transpose(2, 3).reshape(b * 4, 8, t) * 3  # [4*s0, 8, s1]
+    return q, k
+
+
+def test_transposed_shapes_are_not_fused_into_per_element_divisions(tmp_path: Path) -> None:
+    """Attention's q and transposed k read one input in shapes whose dims cross
+    (``[4*s0, s1, 8]`` and ``[4*s0, 8, s1]``): under symbolic sizes no loop nest fits
+    both, so they run as two kernels rather than one dividing by ``s1`` per element."""
+    run_dynamic(
+        _heads_and_transposed_heads,
+        [(2, 5, 32), (3, 7, 32)],
+        options={"debug_dir": str(tmp_path)},
+    )
+    assert not _division_lines(tmp_path)

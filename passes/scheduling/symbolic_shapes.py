@@ -1,0 +1,58 @@
+"""Whether pointwise nodes of different shapes can share one loop nest under symbolic
+sizes without a per-element division.
+
+The C++ lowering splits a kernel's flat space back into dims, the common refinement of
+its nodes' shapes (``[s0*s1, 128]`` and ``[s0, s1, 128]`` run as ``[s0, s1, 128]``;
+see ``kernel_to_cpp/space.py``). Shapes whose dim boundaries cross, such as attention's
+``[4*s0, s1, 32]`` and the transposed ``[4*s0, 32, s1]``, have none when ``s1`` is
+symbolic (static sizes refine to ``[8, 32, 2, 32]``): one of them would be indexed by
+``//`` and ``%`` of the flat position by ``s1`` at every element, in the vectorized
+inner loop, which costs more than the launch that fusing them saves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any, cast
+
+import sympy
+
+
+def _divides(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """``b / a`` is a polynomial in the sizes."""
+    _, den = sympy.fraction(sympy.cancel(b / a))
+    return den == 1
+
+
+def _sample(e: sympy.Expr) -> float:
+    point = {s: sympy.Integer(1009 + 37 * k) for k, s in enumerate(sorted(e.free_symbols, key=str))}
+    value = sympy.sympify(e.xreplace(point))
+    return float(cast(Any, value)) if value.is_Number else math.inf
+
+
+def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
+    """Whether the shapes (of one element count) have a common refinement: their suffix
+    products, together, form a chain each of which divides the next."""
+    cuts: list[sympy.Expr] = []
+    for shape in shapes:
+        dims = [d for d in shape if d != 1]
+        product: sympy.Expr = sympy.Integer(1)
+        for d in reversed(dims[1:]):
+            product = sympy.expand(product * d)
+            if not any(sympy.expand(product - c) == 0 for c in cuts):
+                cuts.append(product)
+    cuts.sort(key=_sample)
+    return all(_divides(a, b) for a, b in itertools.pairwise(cuts))
+
+
+def symbolic_shapes_clash(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
+    """Symbolic shapes that :func:`shapes_refine` rejects (static ones are left to the
+    C++ lowering's own refinement, unchanged)."""
+    if all(all(sympy.sympify(d).is_Integer for d in s) for s in shapes):
+        return False
+    return not shapes_refine(shapes)
+
+
+__all__ = ["shapes_refine", "symbolic_shapes_clash"]

@@ -1,0 +1,24 @@
+"""Common loop nests of symbolic shapes (``passes/scheduling/symbolic_shapes.py``)."""
+
+from __future__ import annotations
+
+import sympy
+
+from kiln.passes.scheduling.symbolic_shapes import shapes_refine, symbolic_shapes_clash
+
+s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+N = sympy.Integer
+
+
+def test_a_flattened_shape_refines_with_its_split() -> None:
+    assert shapes_refine([[s0 * s1, N(128)], [s0, s1, N(128)]])
+    assert shapes_refine([[4 * s0, s1, N(32)], [s0, N(4), s1, N(32)], [128 * s0 * s1]])
+
+
+def test_crossing_dims_do_not_refine() -> None:
+    assert not shapes_refine([[4 * s0, s1, N(32)], [4 * s0, N(32), s1]])
+    assert symbolic_shapes_clash([[4 * s0, s1, N(32)], [4 * s0, N(32), s1]])
+
+
+def test_static_shapes_are_left_to_the_cpp_lowering() -> None:
+    assert not symbolic_shapes_clash([[N(8), N(64), N(32)], [N(8), N(32), N(64)]])
