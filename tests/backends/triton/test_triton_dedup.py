@@ -1,10 +1,11 @@
 """``dedup-kernels`` with the Triton backend: identical layers share their Triton kernels
-and the program still computes eager's numbers (interpreter mode on the CPU)."""
+and the program still computes eager's numbers (Triton's interpreter on the CPU, or the GPU with ``KILN_TRITON_DEVICE=cuda``)."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+from triton_checks import DEVICE
 
 import kiln
 from kiln.compiler import last_compile_stats
@@ -22,8 +23,8 @@ class _Block(nn.Module):
 
 def test_repeated_layers_share_triton_kernels() -> None:
     torch.manual_seed(0)
-    model = nn.Sequential(*[_Block(16) for _ in range(3)]).eval()
-    x = torch.randn(4, 16)
+    model = nn.Sequential(*[_Block(16) for _ in range(3)]).eval().to(DEVICE)
+    x = torch.randn(4, 16, device=DEVICE)
     with torch.no_grad():
         expected = model(x)
         got = kiln.compile(model, executor="triton", verbose=False)(x)
