@@ -31,24 +31,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dashboard_measure import fresh_caches
+from recompiles import benchmark_models  # benchmarks/models.py, by path
 
-
-def _benchmark_models() -> Any:
-    """benchmarks/models.py, loaded by path: under pytest, ``models`` is tests/models.py."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "kiln_benchmark_models", Path(__file__).with_name("models.py")
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_models = _benchmark_models()
+_models = benchmark_models()
 GPT2 = _models.GPT2
 MLP = _models.MLP
 BERTEncoder = _models.BERTEncoder

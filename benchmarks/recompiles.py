@@ -34,7 +34,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _benchmark_models() -> Any:
+@functools.cache
+def benchmark_models() -> Any:
     """benchmarks/models.py, loaded by path: under pytest, ``models`` is tests/models.py."""
     import importlib.util
 
@@ -49,7 +50,7 @@ def _benchmark_models() -> Any:
     return module
 
 
-_models = _benchmark_models()
+_models = benchmark_models()
 GPT2 = _models.GPT2
 MLP = _models.MLP
 BERTEncoder = _models.BERTEncoder

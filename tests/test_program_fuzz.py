@@ -29,6 +29,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_graph_fuzz import _broadcast_partner  # pyright: ignore[reportPrivateUsage]
 
 import kiln
 from kiln.compiler import compile_history, reset_compile_history
@@ -193,18 +194,6 @@ def make_inputs(program: Program, seed: int) -> list[torch.Tensor]:
     return out
 
 
-def _partner(draw: st.DrawFn, values: list[torch.Tensor], a: int) -> int | None:
-    """A value that broadcasts into ``values[a]``'s shape."""
-    shape = values[a].shape
-    fits = [
-        k
-        for k, v in enumerate(values)
-        if v.dim() <= len(shape)
-        and all(s in (1, t) for s, t in zip(reversed(v.shape), reversed(shape), strict=False))
-    ]
-    return draw(st.sampled_from(fits)) if fits else None
-
-
 KINDS = (
     *("unary", "binary", "binary", "reduce", "cast", "transpose", "unsqueeze", "flatten"),
     *("slice", "expand", "contiguous", "channels_last", "as_strided", "matmul", "inplace"),
@@ -219,7 +208,7 @@ def _draw_step(draw: st.DrawFn, values: list[torch.Tensor]) -> Step | None:
     if kind == "unary":
         return Step(kind, draw(st.sampled_from(sorted(UNARY))), (a,))
     if kind in ("binary", "inplace"):
-        b = _partner(draw, values, a)
+        b = _broadcast_partner(draw, values, a)
         if b is None:
             return None
         name = draw(st.sampled_from(sorted(BINARY))) if kind == "binary" else "add_"
