@@ -18,6 +18,7 @@ from kiln.dialects.triton.block_ops import (
     FullOp,
     LoadOp,
     StoreOp,
+    AtomicAddOp,
 )
 from kiln.dialects.triton.dialect import Triton
 from kiln.dialects.triton.elementwise import (
@@ -72,6 +73,7 @@ __all__ = [
     "ReduceOp",
     "ReturnOp",
     "StoreOp",
+    "AtomicAddOp",
     "Triton",
     "TritonKernelKind",
     "TritonKernelKindAttr",

@@ -14,6 +14,7 @@ from kiln.dialects.triton.block_ops import (
     FullOp,
     LoadOp,
     StoreOp,
+    AtomicAddOp,
 )
 from kiln.dialects.triton.elementwise import BINARY_CLASSES, CastOp, CmpOp, MathOp, WhereOp
 from kiln.dialects.triton.kernel_ops import (
@@ -41,6 +42,7 @@ Triton = Dialect(
         AddPtrOp,
         LoadOp,
         StoreOp,
+        AtomicAddOp,
         DeviceAssertOp,
         *BINARY_CLASSES.values(),
         CmpOp,
