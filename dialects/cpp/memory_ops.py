@@ -49,7 +49,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr
@@ -184,6 +184,8 @@ class AtomicAddOp(IRDLOperation):
     buffer = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     index = prop_def(IndexExprAttr)
+
+    traits = traits_def(MemoryWriteEffect())
 
     def __init__(
         self, value: SSAValue, buffer: SSAValue, index: sympy.Expr, indices: Sequence[SSAValue]

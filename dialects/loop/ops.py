@@ -374,7 +374,7 @@ class ScatterOp(LoopNestOp):
     ``scatter_add``, the embedding gradient). ``sum`` is the only kind.
 
     ```mlir
-    %g = loop.scatter sum [4, 8] into [100, 8] at "8*i0 + d1" (%idx, %src) : (memref<4xi64>, memref<4x8xf32>) -> memref<100x8xf32> {
+    %g = loop.scatter sum [4, 8] into [100, 8] at "d1 + 8*i0" (%idx, %src) : (memref<4xi64>, memref<4x8xf32>) -> memref<100x8xf32> {
     ^bb0(%d0: index, %d1: index, %ix: memref<4xi64>, %v: memref<4x8xf32>):
       %i = loop.load %ix["d0"] : memref<4xi64>
       %k = arith.index_cast %i : i64 to index

@@ -8,7 +8,7 @@ the element of a zero-initialised buffer those indices name; duplicates add up. 
 result is that buffer when ``self`` is known to be zeros (the embedding gradient's
 ``new_zeros``), else ``self`` plus it (a pointwise node)::
 
-    %g = loop.scatter sum [4, 8] into [100, 8] at "8*i0 + d1" (%idx, %src) ...
+    %g = loop.scatter sum [4, 8] into [100, 8] at "d1 + 8*i0" (%idx, %src) ...
 
 Backends run it as atomic adds (``#pragma omp atomic``, ``tl.atomic_add``) after a zero
 fill, as Inductor does. It stays an ATen call when deterministic algorithms are on
@@ -265,7 +265,6 @@ def _scatter_reduce(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
 
 LOWERINGS = {
     "index_put": _index_put,
-    "aten::_unsafe_index_put": _index_put,
     "scatter_add": _scatter_add,
     "scatter_reduce.two": _scatter_reduce,
 }
