@@ -158,3 +158,37 @@ def test_only_a_constant_zero_buffer_counts_as_zeros(make: Callable[..., Any], z
     op = next(o for o in function(module).body.block.ops if isinstance(o, PointwiseOp))
     sizes = [sympy.Integer(3), sympy.Integer(2)]
     assert is_zeros(TensorRef.of_buffer(op.result, sizes)) is zeros
+
+
+def test_fuse_keeps_readers_of_the_scattered_buffer_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """Producers of the values fuse into the scatter's kernel; a consumer of its buffer
+    (here ``self + acc``, then relu) never does (a read-after-atomic hazard), and the
+    program zero-fills the buffer with a launch of its own first."""
+    from kiln.dialects.kernel.interpreter import run_program
+    from kiln.dialects.kernel.kernel_ops import KernelOp
+    from kiln.dialects.kernel.program_ops import LaunchOp
+    from kiln.passes.fuse import FusePass
+
+    def fn(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.index_put(x, (i,), v * 3 - 1, accumulate=True).relu()
+
+    make = lambda: (torch.randn(5, 3), _rows(12, 5), torch.randn(12, 3))  # noqa: E731
+    module = lowered(fn, make())
+    registry = default_registry()
+    ctx = registry.make_context()
+    FusePass(report=True).apply(ctx, module)
+    for name in ("tile", "buffer-reuse"):
+        registry.get_pass(name)().apply(ctx, module)
+    module.verify()
+    assert "which a scatter accumulates into (atomic adds)" in capsys.readouterr().err
+    kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, KernelOp)}
+    launched = [kernels[op.kernel.string_value()] for op in module.walk() if isinstance(op, LaunchOp)]
+    assert len(launched) == 3  # zero fill, scatter (with v * 3 - 1), self + acc and relu
+    fill, scatter, epilogue = launched
+    assert [n.name for n in fill.nodes()] == ["loop.pointwise"]
+    assert any(isinstance(n, ScatterOp) for n in scatter.nodes())
+    assert not any(isinstance(n, ScatterOp) for n in epilogue.nodes())
+    for _ in range(2):
+        inputs = list(make())
+        (out,), _ = run_program(module, inputs)
+        assert_same(out, fn(*inputs))
