@@ -44,6 +44,7 @@ from kiln.dialects.triton import (
     PREDICATES,
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BinaryOp,
     BroadcastToOp,
     CastOp,
@@ -61,7 +62,6 @@ from kiln.dialects.triton import (
     ReduceOp,
     ReturnOp,
     StoreOp,
-    AtomicAddOp,
     WhereOp,
 )
 from kiln.dialects.triton.literals import literal_value

@@ -36,6 +36,7 @@ from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 __all__ = [
     "AllocaOp",
+    "AtomicAddOp",
     "CheckIndexOp",
     "Cpp",
     "ForOp",
@@ -46,7 +47,6 @@ __all__ = [
     "LoopKindAttr",
     "ReturnOp",
     "StoreOp",
-    "AtomicAddOp",
     "TransposeTileOp",
     "YieldOp",
 ]

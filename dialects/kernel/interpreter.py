@@ -57,11 +57,11 @@ from kiln.dialects.kernel.program_ops import (
     find_program,
 )
 from kiln.dialects.loop.body_eval import torch_dtype
-from kiln.dialects.loop.ops import ScatterOp
 from kiln.dialects.loop.interpreter import (
     check_buffer_argument,
     make_loop_interpreter,
 )
+from kiln.dialects.loop.ops import ScatterOp
 
 
 @dataclass

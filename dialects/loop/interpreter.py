@@ -24,7 +24,6 @@ from typing import Any
 import torch
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.utils.exceptions import InterpretationError
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -35,13 +34,13 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
+from xdsl.utils.exceptions import InterpretationError
 
 from kiln.dialects.aten.interpreter import ArgumentError, make_interpreter
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_eval import BodyFrame, LoopBodyFunctions, torch_dtype
 from kiln.dialects.loop.body_ops import YieldOp
-from kiln.dialects.loop.index_eval import evaluate_size
-from kiln.dialects.loop.index_eval import compile_expr
+from kiln.dialects.loop.index_eval import compile_expr, evaluate_size
 from kiln.dialects.loop.ops import ExternOp, LoopNestOp, PointwiseOp, ReductionOp, ScatterOp
 
 

@@ -11,6 +11,7 @@ with named constexpr dimensions) or scalars; loops are ``scf.for``. ``lower-to-t
 from kiln.dialects.triton.block_ops import (
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BroadcastToOp,
     ConstantOp,
     DeviceAssertOp,
@@ -18,7 +19,6 @@ from kiln.dialects.triton.block_ops import (
     FullOp,
     LoadOp,
     StoreOp,
-    AtomicAddOp,
 )
 from kiln.dialects.triton.dialect import Triton
 from kiln.dialects.triton.elementwise import (
@@ -54,6 +54,7 @@ __all__ = [
     "REDUCE_ARITY",
     "AddPtrOp",
     "ArangeOp",
+    "AtomicAddOp",
     "BinaryOp",
     "BlockType",
     "BroadcastToOp",
@@ -73,7 +74,6 @@ __all__ = [
     "ReduceOp",
     "ReturnOp",
     "StoreOp",
-    "AtomicAddOp",
     "Triton",
     "TritonKernelKind",
     "TritonKernelKindAttr",

@@ -545,6 +545,7 @@ __all__ = [
     "INDEX_ASSERT",
     "AddPtrOp",
     "ArangeOp",
+    "AtomicAddOp",
     "BroadcastToOp",
     "ConstantOp",
     "DeviceAssertOp",
@@ -552,5 +553,4 @@ __all__ = [
     "FullOp",
     "LoadOp",
     "StoreOp",
-    "AtomicAddOp",
 ]

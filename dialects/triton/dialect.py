@@ -7,6 +7,7 @@ from xdsl.ir import Dialect
 from kiln.dialects.triton.block_ops import (
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BroadcastToOp,
     ConstantOp,
     DeviceAssertOp,
@@ -14,7 +15,6 @@ from kiln.dialects.triton.block_ops import (
     FullOp,
     LoadOp,
     StoreOp,
-    AtomicAddOp,
 )
 from kiln.dialects.triton.elementwise import BINARY_CLASSES, CastOp, CmpOp, MathOp, WhereOp
 from kiln.dialects.triton.kernel_ops import (

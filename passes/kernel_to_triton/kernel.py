@@ -32,8 +32,8 @@ from kiln.dialects.loop.expr import flat_index, indirect_var, simplify_with_rang
 from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
 from kiln.dialects.triton import (
     AddPtrOp,
-    AtomicAddOp,
     ArangeOp,
+    AtomicAddOp,
     ConstexprOp,
     DeviceAssertOp,
     KernelOp,

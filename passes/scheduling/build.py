@@ -31,6 +31,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from kiln.dialects.kernel.attributes import KernelKind
 from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, vars_attr
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp, ReturnOp
+from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import (
     FloorDiv,
@@ -40,7 +41,6 @@ from kiln.dialects.loop.expr import (
     size_var,
 )
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
-from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ScatterOp, segment_sizes
 from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.fusion import FusionResult, Group

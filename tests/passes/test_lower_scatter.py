@@ -74,7 +74,7 @@ def test_index_put_two_index_tensors_broadcast_values() -> None:
 
 def test_index_put_non_adjacent_indices() -> None:
     check(
-        lambda x, i, j, v: torch.index_put(x, (i, None, j), v, accumulate=True),
+        lambda x, i, j, v: torch.ops.aten.index_put.default(x, [i, None, j], v, True),
         lambda: (torch.randn(4, 2, 6), _rows(9, 4), torch.randint(0, 6, (9,)), torch.randn(9, 2)),
     )
 
@@ -182,7 +182,9 @@ def test_fuse_keeps_readers_of_the_scattered_buffer_out(capsys: pytest.CaptureFi
     module.verify()
     assert "which a scatter accumulates into (atomic adds)" in capsys.readouterr().err
     kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, KernelOp)}
-    launched = [kernels[op.kernel.string_value()] for op in module.walk() if isinstance(op, LaunchOp)]
+    launched = [
+        kernels[op.kernel.string_value()] for op in module.walk() if isinstance(op, LaunchOp)
+    ]
     assert len(launched) == 3  # zero fill, scatter (with v * 3 - 1), self + acc and relu
     fill, scatter, epilogue = launched
     assert [n.name for n in fill.nodes()] == ["loop.pointwise"]

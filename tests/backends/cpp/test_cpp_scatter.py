@@ -103,9 +103,7 @@ class _Tagger(torch.nn.Module):
         return self.head(self.embed(ids).tanh())
 
 
-@pytest.mark.parametrize(
-    ("executor", "scale_grad_by_freq"), [("cpp", False), ("interpret", True)]
-)
+@pytest.mark.parametrize(("executor", "scale_grad_by_freq"), [("cpp", False), ("interpret", True)])
 def test_embedding_training_step(executor: str, scale_grad_by_freq: bool) -> None:
     """A real ``nn.Embedding`` training step through torch.compile: the gradients of the
     embedding (padding row included) match eager's."""
@@ -122,5 +120,6 @@ def test_embedding_training_step(executor: str, scale_grad_by_freq: bool) -> Non
         (eager(ids) * weights).sum().backward()
         (step(ids) * weights).sum().backward()
     for a, b in zip(compiled.parameters(), eager.parameters(), strict=True):
-        assert a.grad is not None and b.grad is not None
+        assert a.grad is not None
+        assert b.grad is not None
         torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
