@@ -36,7 +36,7 @@ from kiln.dialects.loop.body_ops import YieldOp
 from kiln.dialects.loop.expr import indirect_var
 from kiln.dialects.loop.ops import PointwiseOp, ScatterOp, buffer_type, segment_sizes
 from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
-from kiln.passes.aten_to_loop.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.aten_to_loop.indexing import _as_index  # pyright: ignore[reportPrivateUsage]
 from kiln.passes.aten_to_loop.pointwise import broadcast_sizes
 from kiln.passes.aten_to_loop.tensors import ZERO, TensorRef, contiguous_strides
@@ -263,7 +263,7 @@ def _scatter_reduce(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [_plus_self(ctx, args, x, _scatter_along(ctx, args, x))]
 
 
-LOWERINGS = {
+LOWERINGS: dict[str, Lowering] = {
     "index_put": _index_put,
     "scatter_add": _scatter_add,
     "scatter_reduce.two": _scatter_reduce,
