@@ -297,7 +297,7 @@ class ProgramBuilder:
             attributes={VARS_ATTR: vars_attr(exprs)},
             regions=[Region(body)],
         )
-        fill.result.name_hint = f"{buffer.name_hint}_zeros" if buffer.name_hint else None
+        fill.result.name_hint = f"{buffer.name_hint}_zeros" if buffer.name_hint else "zeros"
         kernel_block.add_ops([fill, YieldOp(fill.result)])
         kernel = KernelOp(
             self._new_name(),
