@@ -40,6 +40,21 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num and den else None
 
 
+def _speedup(rs: dict[str, dict[str, Any]], backend: str) -> float | None:
+    """Eager ms / ``backend`` ms, against the eager steps timed alternately with the
+    backend's (``eager_paired_ms``) where the row has them, else the eager row's."""
+    row = rs.get(backend)
+    ms = _ms(row)
+    paired = row.get("eager_paired_ms") if row and ms else None
+    return _ratio(paired or _ms(rs.get("eager")), ms)
+
+
+def _versus(rs: dict[str, dict[str, Any]], base: str, other: str) -> float | None:
+    """How much faster ``other`` is than ``base`` (kiln/inductor: Inductor's time over
+    kiln's), each measured against its own paired eager steps."""
+    return _ratio(_speedup(rs, other), _speedup(rs, base))
+
+
 def mode_of(row: dict[str, Any]) -> str:
     """The row's mode, ``dynamic`` added for ``--dynamic`` rows (a group of their own; their
     eager rows are the static ones)."""
@@ -97,17 +112,9 @@ def summary(rows: Rows) -> list[str]:
             present = [m[b] for m in models.values() if b in m]
             cells.append(f"{sum(r['status'] == 'pass' for r in present)}/{len(present)}")
         for b in compiled:
-            cells.append(
-                fmt(
-                    geomean(
-                        _ratio(_ms(m.get("eager")), _ms(m.get(b))) or 0 for m in models.values()
-                    )
-                )
-            )
+            cells.append(fmt(geomean(_speedup(m, b) or 0 for m in models.values())))
         for k, i in pairs:
-            cells.append(
-                fmt(geomean(_ratio(_ms(m.get(i)), _ms(m.get(k))) or 0 for m in models.values()))
-            )
+            cells.append(fmt(geomean(_versus(m, i, k) or 0 for m in models.values())))
         for k, i in pairs[:1]:
             cells.append(
                 fmt(
@@ -139,7 +146,7 @@ def worst(rows: Rows, n: int = 5) -> list[str]:
     for (size, mode, dtype), models in groups(rows).items():
         for model, rs in models.items():
             for k, i in PAIRS:
-                ratio = _ratio(_ms(rs.get(i)), _ms(rs.get(k)))
+                ratio = _versus(rs, i, k)
                 if ratio:
                     found.append((ratio, model, size, mode, dtype, k, i, rs))
     found.sort(key=lambda t: t[0])
@@ -194,8 +201,8 @@ def table(
         ind = rs.get("inductor")
         cells = [model, any_row["source"]]
         cells += [fmt(_ms(rs.get(b)), ".3f") for b in backends]
-        cells += [fmt(_ratio(_ms(rs.get(i)), _ms(rs.get(k)))) for k, i in pairs]
-        cells.append(fmt(_ratio(_ms(rs.get("eager")), _ms(kiln))))
+        cells += [fmt(_versus(rs, i, k)) for k, i in pairs]
+        cells.append(fmt(_speedup(rs, "kiln") if kiln else None))
         for key in ("cold_compile_s", "warm_compile_s"):
             cells.append(
                 f"{fmt(ind.get(key) if ind else None, '.1f')} / {fmt(kiln.get(key) if kiln else None, '.1f')}"
@@ -320,7 +327,7 @@ def plot_speedup(
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(names) * max(1, len(compiled) / 2) + 1.5))
     height = 0.8 / max(len(compiled), 1)
     for k, b in enumerate(compiled):
-        values = [_ratio(_ms(models[m].get("eager")), _ms(models[m].get(b))) or 0.0 for m in names]
+        values = [_speedup(models[m], b) or 0.0 for m in names]
         ax.barh([y + k * height for y in range(len(names))], values, height=height, label=b)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(
@@ -411,7 +418,9 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
         "Eager, TorchInductor and kiln side by side on the same inputs, on real architectures "
         "(torchvision, timm, transformers; random weights, built from configs) and the hand-written "
         "models of `benchmarks/models.py`. Ratios: `kiln/inductor` = Inductor ms / kiln ms "
-        "(above 1: kiln is faster); speedup = eager ms / backend ms; compression = eager peak / "
+        "(above 1: kiln is faster); speedup = eager ms / backend ms, with eager timed in bursts "
+        "alternating with the backend's (a drifting machine slows both alike); kiln/inductor is "
+        "the ratio of those speedups; compression = eager peak / "
         "backend peak (memory one step allocates beyond what was live before it); compile times "
         "exclude one eager step.",
         "",
