@@ -1,7 +1,7 @@
 """The benchmark dashboard: eager vs TorchInductor vs kiln on real architectures.
 
 Models come from benchmarks/zoo/ (torchvision, timm, transformers, built offline from
-configs with random weights; plus the hand-written benchmarks/models.py). Needs the
+configs with random weights; plus the hand-written benchmarks/suite_models.py). Needs the
 ``bench`` extra (``pip install -e .[bench]``). Every (model, size, mode, dtype) runs every
 backend; a failure is a row with its reason, never a crash of the run. With ``--isolate``
 (the default on CUDA: a CUDA fault poisons the process) each model's tasks run in a worker
