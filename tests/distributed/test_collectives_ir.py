@@ -135,11 +135,11 @@ ATEN = """
 func.func @forward(%x: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<4x8xf32>) {
   %h = aten.tanh.default(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %g = aten._c10d_functional.all_gather_into_tensor.default(%h, group_size = 2, group_name = "GROUP") : (tensor<4x8xf32>) -> tensor<8x8xf32>
+  %w = aten._c10d_functional.wait_tensor.default(%g) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   %same = aten._c10d_functional.all_gather_into_tensor.default(%h, group_size = 2, group_name = "GROUP") : (tensor<4x8xf32>) -> tensor<8x8xf32>
   %unused = aten._c10d_functional.wait_tensor.default(%same) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   %e = aten.exp.default(%b) : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %s = aten.sin.default(%e) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w = aten._c10d_functional.wait_tensor.default(%g) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   %r = aten.relu.default(%w) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   func.return %r, %s : tensor<8x8xf32>, tensor<4x8xf32>
 }
@@ -179,8 +179,10 @@ def test_reorder_overlaps_independent_compute() -> None:
         for op in program_ops(after)
         if isinstance(op, ExternOp | LaunchOp)
     ]
-    # Both collectives start before any compute after %h; the waits come last, in order.
-    assert "".join(kinds).startswith("LCC"), kinds
+    # Both all-gathers start right after %h (the second above the first's wait), before
+    # the independent exp/sin; the waits follow it.
+    assert "".join(kinds).startswith("LCCL"), kinds
+    assert kinds.index("W") > kinds.index("C") + 2, kinds
 
 
 def test_reorder_filecheck_inputs_compute_the_same(group: str) -> None:
@@ -198,8 +200,9 @@ def test_reorder_filecheck_inputs_compute_the_same(group: str) -> None:
             torch.randn(list(t.get_shape()), generator=generator)  # pyright: ignore[reportAttributeAccessIssue]
             for t in program.function_type.inputs.data
         ]
-        want, _ = run_program(before, [a.clone() for a in args])
-        got, _ = run_program(after, [a.clone() for a in args])
+        name = program.sym_name.data
+        want, _ = run_program(before, [a.clone() for a in args], name)
+        got, _ = run_program(after, [a.clone() for a in args], name)
         for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a, b)
 
