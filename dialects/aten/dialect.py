@@ -12,7 +12,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from kiln.dialects.aten.attributes import OpaqueDtypeType, SymRefAttr
+from kiln.dialects.aten.attributes import OpaqueDtypeType, OpaqueObjectType, SymRefAttr
 from kiln.dialects.aten.ops import AtenOp, GenericOp, make_op_class
 
 
@@ -88,4 +88,4 @@ def _all_ops() -> list[type[Operation]]:
     return [*generated_op_classes(), GenericOp, ConstantOp]
 
 
-Aten = Dialect("aten", _all_ops(), [SymRefAttr, OpaqueDtypeType])
+Aten = Dialect("aten", _all_ops(), [SymRefAttr, OpaqueDtypeType, OpaqueObjectType])

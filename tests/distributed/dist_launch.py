@@ -37,6 +37,7 @@ def run_ranks(
     world_size: int, scenarios: list[str], workdir: Path, timeout: float = 240.0
 ) -> list[dict[str, Any]]:
     """Run ``scenarios`` on ``world_size`` ranks; each rank's results, by rank."""
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), env.get("PYTHONPATH", "")] if p)

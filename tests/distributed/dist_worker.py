@@ -7,7 +7,7 @@ the collectives kiln compiled. Scenarios:
 ``functional``  functional collectives (all_reduce, all_gather_into_tensor,
                 reduce_scatter_tensor, all_to_all_single, broadcast, the in-place
                 ``dist.all_reduce``) compiled ``fullgraph=True``
-``ddp``         ``torch.compile`` over a DDP module with small buckets (Dynamo's DDPOptimizer
+``ddp``         ``torch.compile`` over a DDP module with two buckets (Dynamo's DDPOptimizer
                 splits the graph at bucket boundaries), SGD steps
 ``fsdp``        FSDP2 (``fully_shard`` per layer and the root), the module compiled, SGD steps
 ``tp``          a tensor-parallel MLP (ColwiseParallel, RowwiseParallel DTensors), compiled,
@@ -166,13 +166,14 @@ def ddp(rank: int, world: int) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(0)
-    model = MLP()
+    # 1.1 MB of parameters in 1 MB buckets (the least DDPOptimizer allows: its first
+    # bucket is 1 MB): two buckets, so Dynamo splits the graph in two.
+    model = MLP(16, 512, 4)
     reference = copy.deepcopy(model)
     data = batches(200 + rank)  # data parallel: each rank its own batch
-    # Buckets of ~1 KB: several buckets, so Dynamo's DDPOptimizer splits the graph.
-    eager = DistributedDataParallel(reference, bucket_cap_mb=0.001)
+    eager = DistributedDataParallel(reference, bucket_cap_mb=1)
     expected = train(reference, eager, data)
-    module = DistributedDataParallel(model, bucket_cap_mb=0.001)
+    module = DistributedDataParallel(model, bucket_cap_mb=1)
     reset_history()
     losses = train(model, compiled(module), data)
     weights = max(max_diff(a, b) for a, b in zip(model.parameters(), reference.parameters()))
