@@ -84,7 +84,9 @@ def _rank(rank: int, world: int, init: str, args: argparse.Namespace) -> None:
         program = next(op for op in compiled.module.ops if isinstance(op, ProgramOp))
         overlap = overlapping_compute(program.body.block)
         variants[label] = compiled
-        report.append(f"{label}: {overlap} compute ops between collective and wait, compiled in {seconds:.2f} s")
+        report.append(
+            f"{label}: {overlap} compute ops between collective and wait, compiled in {seconds:.2f} s"
+        )
     expected = [t.clone() for t in step(*inputs)]
     for compiled in variants.values():
         for got, want in zip(compiled(*inputs), expected, strict=True):

@@ -63,7 +63,6 @@ def _type_text(value: Any) -> str:
 def _check(op: AtenOp) -> str | None:
     from kiln.dialects.aten.call_plan import build_plan
     from kiln.dialects.aten.dtypes import OpaqueDtypeType, type_to_dtype
-
     from kiln.dialects.aten.traits import Collective, has_aten_trait
 
     schema = op.op_schema()

@@ -75,7 +75,9 @@ def run_ranks(
             if time.monotonic() > deadline:
                 raise RanksFailed(
                     f"{world_size} ranks did not finish in {timeout:.0f} s (a hang?)\n"
-                    + "\n".join(f"--- rank {r} ---\n{_tail(log)}" for r, (_, log) in enumerate(procs))
+                    + "\n".join(
+                        f"--- rank {r} ---\n{_tail(log)}" for r, (_, log) in enumerate(procs)
+                    )
                 )
             if any(p.poll() not in (None, 0) for p, _ in procs):
                 time.sleep(1.0)  # let the others print why they stopped too
@@ -89,7 +91,9 @@ def run_ranks(
     failed = [(r, p.returncode, log) for r, (p, log) in enumerate(procs) if p.returncode != 0]
     if failed:
         raise RanksFailed(
-            "\n".join(f"--- rank {r} exited with {code} ---\n{_tail(log)}" for r, code, log in failed)
+            "\n".join(
+                f"--- rank {r} exited with {code} ---\n{_tail(log)}" for r, code, log in failed
+            )
         )
     return [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(world_size)]
 

@@ -48,9 +48,7 @@ def kiln_collectives() -> list[str]:
     """The collectives (and waits) in the graphs kiln compiled since the last reset."""
     from kiln.compiler import compile_history
 
-    return sorted(
-        {name for stats in compile_history() for name in stats.externs if "c10d" in name}
-    )
+    return sorted({name for stats in compile_history() for name in stats.externs if "c10d" in name})
 
 
 def graphs_compiled() -> list[str]:
@@ -158,7 +156,7 @@ def train(model: nn.Module, run: Any, data: list[tuple[torch.Tensor, torch.Tenso
         loss = nn.functional.mse_loss(run(x), y)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss.detach().full_tensor() if hasattr(loss, "full_tensor") else loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
@@ -176,7 +174,9 @@ def ddp(rank: int, world: int) -> dict[str, Any]:
     module = DistributedDataParallel(model, bucket_cap_mb=1)
     reset_history()
     losses = train(model, compiled(module), data)
-    weights = max(max_diff(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+    weights = max(
+        max_diff(a, b) for a, b in zip(model.parameters(), reference.parameters(), strict=True)
+    )
     return {"losses": losses, "expected": expected, "weights": weights, "graphs": graphs_compiled()}
 
 
@@ -198,7 +198,7 @@ def fsdp(rank: int, world: int) -> dict[str, Any]:
     losses = train(model, compiled(model), data)
     weights = max(
         max_diff(a.full_tensor(), b.full_tensor())  # pyright: ignore[reportAttributeAccessIssue]
-        for a, b in zip(model.parameters(), reference.parameters())
+        for a, b in zip(model.parameters(), reference.parameters(), strict=True)
     )
     return {"losses": losses, "expected": expected, "weights": weights, "graphs": graphs_compiled()}
 
@@ -224,7 +224,7 @@ def tp(rank: int, world: int) -> dict[str, Any]:
     losses = train(model, compiled(model), data)
     weights = max(
         max_diff(a.full_tensor(), b.full_tensor())  # pyright: ignore[reportAttributeAccessIssue]
-        for a, b in zip(model.parameters(), reference.parameters())
+        for a, b in zip(model.parameters(), reference.parameters(), strict=True)
     )
     return {
         "losses": losses,

@@ -18,9 +18,9 @@ from xdsl.parser import Parser
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.dialects.aten.encoding import ArgEncodingError
 from kiln.dialects.aten.fx import import_graph
-from kiln.frontends.capture import capture_make_fx
 from kiln.dialects.kernel import ExternOp, FreeOp, LaunchOp, ProgramOp, ReuseOp
 from kiln.dialects.kernel.interpreter import run_program
+from kiln.frontends.capture import capture_make_fx
 from kiln.passes.reorder_collectives import is_collective, is_wait, overlapping_compute
 from kiln.registry import default_registry, make_context
 

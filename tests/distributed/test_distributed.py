@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from dist_launch import run_ranks
 
 SCENARIOS = ["functional", "ddp", "fsdp", "tp"]
