@@ -34,7 +34,7 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def run_ranks(
-    world_size: int, scenarios: list[str], workdir: Path, timeout: float = 240.0
+    world_size: int, scenarios: list[str], workdir: Path, timeout: float = 600.0
 ) -> list[dict[str, Any]]:
     """Run ``scenarios`` on ``world_size`` ranks; each rank's results, by rank."""
     workdir = workdir.resolve()

@@ -252,7 +252,7 @@ def main() -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
     dist.init_process_group(
-        "gloo", init_method=args.init, rank=rank, world_size=world, timeout=timedelta(seconds=90)
+        "gloo", init_method=args.init, rank=rank, world_size=world, timeout=timedelta(seconds=300)
     )
     results: dict[str, Any] = {}
     try:
