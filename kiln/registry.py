@@ -45,6 +45,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "fuse": ("kiln.passes.fuse", "FusePass"),
     "elide-extern-copies": ("kiln.passes.elide_extern_copies", "ElideExternCopiesPass"),
     "tile": ("kiln.passes.tile", "TilePass"),
+    "reorder-collectives": ("kiln.passes.reorder_collectives", "ReorderCollectivesPass"),
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
     "dedup-kernels": ("kiln.passes.dedup_kernels", "DedupKernelsPass"),
     "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),

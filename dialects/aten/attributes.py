@@ -56,3 +56,30 @@ class OpaqueDtypeType(ParametrizedAttribute, TypeAttribute):
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
             return (StringAttr(parser.parse_str_literal()),)
+
+
+@irdl_attr_definition
+class OpaqueObjectType(ParametrizedAttribute, TypeAttribute):
+    """A graph input that is an object, not a value: ``!aten.object<"...DeviceMesh">``.
+
+    torch 2.13's DTensor graphs take the device meshes of their DTensor inputs as opaque
+    objects (``FakeScriptObject`` while tracing) and return them for the backward. kiln
+    never looks inside: such a value is only passed through, from an argument to a result.
+    """
+
+    name = "aten.object"
+
+    class_name: StringAttr
+    """The object's class (``torch.distributed.device_mesh.DeviceMesh``)."""
+
+    def __init__(self, class_name: str | StringAttr) -> None:
+        super().__init__(StringAttr(class_name) if isinstance(class_name, str) else class_name)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.class_name.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)

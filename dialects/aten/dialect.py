@@ -12,7 +12,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from kiln.dialects.aten.attributes import OpaqueDtypeType, SymRefAttr
+from kiln.dialects.aten.attributes import OpaqueDtypeType, OpaqueObjectType, SymRefAttr
 from kiln.dialects.aten.ops import AtenOp, GenericOp, make_op_class
 
 
@@ -67,12 +67,25 @@ def op_classes() -> dict[str, type[AtenOp]]:
 
 
 def op_class(qualified_name: str) -> type[AtenOp] | None:
-    """The generated op for ``add.Tensor``, or None (use :class:`GenericOp` then)."""
-    return op_classes().get(qualified_name)
+    """The generated op for ``add.Tensor`` (another namespace spelled out:
+    ``_c10d_functional::all_reduce.default``), or None (use :class:`GenericOp` then)."""
+    found = op_classes().get(qualified_name)
+    if found is None and "::" in qualified_name:
+        from kiln.dialects.aten.collectives import collective_op_classes
+
+        found = collective_op_classes().get(qualified_name)
+    return found
+
+
+def generated_op_classes() -> list[type[AtenOp]]:
+    """Every generated op class: the aten overloads and the functional collectives."""
+    from kiln.dialects.aten.collectives import collective_op_classes
+
+    return [*op_classes().values(), *collective_op_classes().values()]
 
 
 def _all_ops() -> list[type[Operation]]:
-    return [*op_classes().values(), GenericOp, ConstantOp]
+    return [*generated_op_classes(), GenericOp, ConstantOp]
 
 
-Aten = Dialect("aten", _all_ops(), [SymRefAttr, OpaqueDtypeType])
+Aten = Dialect("aten", _all_ops(), [SymRefAttr, OpaqueDtypeType, OpaqueObjectType])

@@ -12,6 +12,7 @@ float[]        ``array<f64: ...>``                         ``[0.5]``
 bool[]         ``array<i1: ...>``                          ``[true, false]``
 ScalarType     the element type                            ``f16``
 Layout, MemoryFormat, Device, str   ``StringAttr``          ``"cpu"``
+Any            ``StringAttr`` (strings only: group names)   ``"0"``
 symbolic       ``#aten.sym<k>`` (list: ``ArrayAttr``)       ``%s0``, ``[%s0, 4]``
 =============  ==========================================  ==================
 
@@ -110,6 +111,18 @@ def encode_value(
         from kiln.dialects.aten.dtypes import dtype_to_type
 
         return dtype_to_type(value)
+    if kind is ArgKind.ANY:
+        # Collectives' group_name: a process group's name is data kiln can store and pass
+        # back; a ProcessGroup object (torch.distributed.config.compile_on_one_rank) is not.
+        if isinstance(value, str):
+            return StringAttr(value)
+        raise ArgEncodingError(
+            f"cannot store a {type(value).__name__} as the Any argument '{spec.name}' "
+            "(only strings, such as process group names)"
+        )
+    if kind is ArgKind.STR and not isinstance(value, str):
+        # str() of an arbitrary object (a ProcessGroup) would be stored as if it were data.
+        raise ArgEncodingError(f"expected a string for '{spec.name}', got {type(value).__name__}")
     if kind in (ArgKind.LAYOUT, ArgKind.MEMORY_FORMAT, ArgKind.DEVICE, ArgKind.STR):
         return StringAttr(value if isinstance(value, str) else _enum_name(value))
     raise ArgEncodingError(f"cannot store a {spec.type_str} argument ({spec.name}={value!r})")
@@ -187,6 +200,7 @@ _ALLOWED: dict[ArgKind, Callable[[Attribute], bool]] = {
     ArgKind.MEMORY_FORMAT: lambda a: isinstance(a, StringAttr),
     ArgKind.DEVICE: lambda a: isinstance(a, StringAttr),
     ArgKind.STR: lambda a: isinstance(a, StringAttr),
+    ArgKind.ANY: lambda a: isinstance(a, StringAttr),
 }
 
 _ELEMENT_KIND = {

@@ -62,7 +62,7 @@ from kiln.dialects.aten.call_plan import (
     shape_fits,
     torch_overload,
 )
-from kiln.dialects.aten.dialect import ConstantOp, op_classes
+from kiln.dialects.aten.dialect import ConstantOp, generated_op_classes
 from kiln.dialects.aten.dtypes import UnsupportedDtype, type_to_dtype
 from kiln.dialects.aten.ops import AtenOp, GenericOp
 
@@ -115,7 +115,7 @@ def _register_aten_ops(functions: type[AtenFunctions]) -> None:
     ) -> PythonValues:
         return self.run_aten_op(interpreter, op, args)
 
-    for op_cls in [*op_classes().values(), GenericOp]:
+    for op_cls in [*generated_op_classes(), GenericOp]:
         setattr(functions, f"run_{op_cls.__name__}", impl(op_cls)(run))
 
 

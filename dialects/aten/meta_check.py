@@ -63,10 +63,13 @@ def _type_text(value: Any) -> str:
 def _check(op: AtenOp) -> str | None:
     from kiln.dialects.aten.call_plan import build_plan
     from kiln.dialects.aten.dtypes import OpaqueDtypeType, type_to_dtype
+    from kiln.dialects.aten.traits import Collective, has_aten_trait
 
     schema = op.op_schema()
     if not schema.returns or any(not r.kind.is_tensor for r in schema.returns):
         return None  # a scalar result (item) needs data
+    if has_aten_trait(op, Collective):
+        return None  # its meta kernel looks the process group up: only where it exists
     device = next((a for a in schema.arguments if a.name == "device"), None)
     if device is not None and not device.kwarg_only:
         return None  # a positional device (to.device): cannot be made meta

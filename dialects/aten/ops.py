@@ -63,7 +63,7 @@ from xdsl.utils.exceptions import VerifyException
 from kiln.dialects.aten import encoding
 from kiln.dialects.aten.attributes import SymRefAttr
 from kiln.dialects.aten.schema import ArgKind, ArgSpec, OpSchema, ReturnSpec, parse_schema
-from kiln.dialects.aten.traits import derive_traits
+from kiln.dialects.aten.traits import derive_traits, is_communication
 
 SYM_GROUP = "sym"
 """Name of the operand group holding SSA scalar arguments."""
@@ -557,13 +557,21 @@ def class_name(schema: OpSchema) -> str:
     """``add.Tensor`` -> ``AddTensorOp``."""
     parts = [schema.name, *([] if schema.overload == "default" else [schema.overload])]
     words = [w for p in parts for w in p.split("_") if w]
-    return "".join(w[:1].upper() + w[1:] for w in words) + "Op"
+    # all_reduce_ (in place) and all_reduce need two names.
+    inplace = "Inplace" if schema.name.endswith("_") else ""
+    return "".join(w[:1].upper() + w[1:] for w in words) + inplace + "Op"
 
 
-def _is_pure(schema: OpSchema, tags: Sequence[str]) -> bool:
+def _is_pure(schema: OpSchema, tags: Sequence[str], traits: Sequence[OpTrait] = ()) -> bool:
     # An op that returns nothing exists for its side effect (a check that raises):
-    # not Pure, so DCE keeps it.
-    return bool(schema.returns) and not schema.is_mutable and "nondeterministic_seeded" not in tags
+    # not Pure, so DCE keeps it. Collectives and their waits talk to other processes,
+    # which must all see the same ones in the same order: never removed nor merged.
+    return (
+        bool(schema.returns)
+        and not schema.is_mutable
+        and "nondeterministic_seeded" not in tags
+        and not is_communication(traits)
+    )
 
 
 @dataclass(frozen=True)
@@ -587,8 +595,10 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
     schema = parse_schema(schema_text)
     if not schema.supported:
         raise ValueError(f"schema has arguments kiln cannot represent: {schema_text}")
+    # Another namespace than aten is part of the name: aten._c10d_functional.all_reduce.default.
+    namespace = "" if schema.namespace == "aten" else f"{schema.namespace}."
     fields: dict[str, Any] = {
-        "name": f"aten.{schema.qualified_name}",
+        "name": f"aten.{namespace}{schema.qualified_name}",
         "__doc__": f"`{schema_text}`",
         "__module__": __name__,
     }
@@ -623,8 +633,9 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
                 constraint = TensorType | NoneType if _has_output_mask(schema) else TensorType
             fields[_result_field(ret, i, len(schema.returns), used)] = result_def(constraint)
     # Semantic traits (pointwise, view-like, ...) that passes ask: see traits.py.
-    traits: list[OpTrait] = [AtenCanonicalization(), *derive_traits(schema, tags)]
-    if _is_pure(schema, tags):
+    semantic = derive_traits(schema, tags)
+    traits: list[OpTrait] = [AtenCanonicalization(), *semantic]
+    if _is_pure(schema, tags, semantic):
         traits.append(Pure())
     fields["traits"] = traits_def(*traits)
     op_cls = irdl_op_definition(type(class_name(schema), (AtenOp,), fields))

@@ -39,6 +39,9 @@ class ArgKind(Enum):
     MEMORY_FORMAT = "MemoryFormat"
     DEVICE = "Device"
     STR = "str"
+    ANY = "Any"
+    """``Any``: torch 2.13 types collectives' ``group_name`` so (a name or a ProcessGroup);
+    kiln stores names only."""
     GENERATOR = "Generator"
     UNSUPPORTED = "?"
 
@@ -76,6 +79,7 @@ _BASE_KINDS: dict[str, ArgKind] = {
     "MemoryFormat": ArgKind.MEMORY_FORMAT,
     "Device": ArgKind.DEVICE,
     "str": ArgKind.STR,
+    "Any": ArgKind.ANY,
     "Generator": ArgKind.GENERATOR,
 }
 _LIST_OF: dict[ArgKind, ArgKind] = {

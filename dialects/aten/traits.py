@@ -10,6 +10,8 @@ overload names or reading another pass's tables:
 | :class:`AliasingView` | the schema: an argument aliased without a write (``Tensor(a) self``), torch's ``OpOverload.is_view`` | ``output-layout`` |
 | :class:`ViewLike` | ``AliasingView``, ``torch.Tag.view_copy`` (``permute_copy``), ``_unsafe_view`` | ``channels-last``, ``unfuse-addmm`` |
 | :class:`FollowsChannelsLast` | :data:`CHANNELS_LAST_FOLLOWING` (torch has no tag for it) | ``channels-last``, ``lower-aten`` |
+| :class:`Collective` | the ``_c10d_functional`` namespace, except ``wait_tensor`` | ``lower-aten``, ``reorder-collectives`` (and not ``Pure``) |
+| :class:`CollectiveWait` | ``_c10d_functional::wait_tensor`` | ``lower-aten``, ``reorder-collectives`` (and not ``Pure``) |
 
 Generated op classes carry the traits (``op.has_trait(Pointwise)``); ``aten.generic``
 ops get the same answer from :func:`has_aten_trait`, which derives them from torch's
@@ -58,6 +60,24 @@ class FollowsChannelsLast(OpTrait):
     """ATen returns 4-D results in the memory format of the first input (cuDNN, oneDNN,
     the native pooling and batch-norm kernels): given a channels-last input, the result is
     channels-last."""
+
+
+@dataclass(frozen=True)
+class Collective(OpTrait):
+    """Starts a communication between processes (a functional collective): its result is
+    not ready, nor its input free to overwrite, until a ``wait_tensor`` of the result.
+    Every rank must issue the same collectives in the same order, so it is never removed,
+    merged or reordered with another collective."""
+
+
+@dataclass(frozen=True)
+class CollectiveWait(OpTrait):
+    """``wait_tensor``: blocks until the collective that made its operand is done, and
+    returns that tensor, now complete."""
+
+
+COLLECTIVE_NAMESPACE = "_c10d_functional"
+"""The namespace of torch's traceable (functional) collectives."""
 
 
 CHANNELS_LAST_FOLLOWING = frozenset(
@@ -119,7 +139,14 @@ def derive_traits(schema: OpSchema, tags: Sequence[str]) -> list[OpTrait]:
         traits.append(ViewLike())
     if _overload_name(schema) in CHANNELS_LAST_FOLLOWING:
         traits.append(FollowsChannelsLast())
+    if schema.namespace == COLLECTIVE_NAMESPACE:
+        traits.append(CollectiveWait() if schema.name == "wait_tensor" else Collective())
     return traits
+
+
+def is_communication(traits: Sequence[OpTrait]) -> bool:
+    """Whether these traits make an op a collective or its wait (never ``Pure``)."""
+    return any(isinstance(t, Collective | CollectiveWait) for t in traits)
 
 
 @cache
@@ -153,7 +180,10 @@ def has_aten_trait(op: Operation, trait: type[OpTrait]) -> bool:
 
 __all__ = [
     "CHANNELS_LAST_FOLLOWING",
+    "COLLECTIVE_NAMESPACE",
     "AliasingView",
+    "Collective",
+    "CollectiveWait",
     "FollowsChannelsLast",
     "NondeterministicSeeded",
     "Pointwise",
@@ -161,5 +191,6 @@ __all__ = [
     "derive_traits",
     "has_aten_trait",
     "is_aliasing_view",
+    "is_communication",
     "overload_traits",
 ]

@@ -44,6 +44,7 @@ from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import InterpretationError
 
 from kiln.dialects.aten.interpreter import ArgumentError
+from kiln.dialects.aten.traits import Collective, has_aten_trait
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
@@ -158,12 +159,16 @@ class KernelFunctions(InterpreterFunctions):
     ) -> PythonValues:
         results = interpreter.run_ssacfg_region(op.body, args, op.name)
         out: list[object] = []
+        collective = _starts_collective(op)
         for value, result in zip(results, op.outputs, strict=True):
             if isinstance(result.type, MemRefType):
                 if not isinstance(value, torch.Tensor):
                     raise InterpretationError(f"{op.name} yielded {value!r} for a buffer")
-                # A fresh buffer, never an alias of an input (ATen may return views).
-                value = value.clone(memory_format=torch.contiguous_format)
+                if not (collective and value.is_contiguous() and value.storage_offset() == 0):
+                    # A fresh buffer, never an alias of an input (ATen may return views).
+                    # Not a collective's result: the communication is still writing it,
+                    # and its wait_tensor finds it by its storage.
+                    value = value.clone(memory_format=torch.contiguous_format)
                 self.trace.allocate(value)
             out.append(value)
         return tuple(out)
@@ -206,6 +211,10 @@ class KernelFunctions(InterpreterFunctions):
         finally:
             interpreter.pop_scope()
         return ()
+
+
+def _starts_collective(op: ExternOp) -> bool:
+    return any(has_aten_trait(inner, Collective) for inner in op.body.block.ops)
 
 
 register_impls(KernelFunctions)

@@ -31,13 +31,18 @@ class LoweringTable:
 
     def names(self) -> list[str]:
         """Every overload with a native lowering (``aten::add.Tensor``)."""
-        names = [f"aten::{t.SCHEMA.qualified_name}" for t in self.by_type if issubclass(t, AtenOp)]  # pyright: ignore[reportAttributeAccessIssue]
+        names = [
+            f"{t.SCHEMA.namespace}::{t.SCHEMA.qualified_name}"  # pyright: ignore[reportAttributeAccessIssue]
+            for t in self.by_type
+            if issubclass(t, AtenOp)
+        ]
         return sorted([*names, *self.by_overload])
 
 
 def family_tables() -> dict[str, dict[str, Lowering]]:
     """Each family's lowerings by qualified overload name."""
     from kiln.passes.aten_to_loop import (
+        collectives,
         creation,
         indexing,
         pointwise,
@@ -58,6 +63,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         "indexing": indexing.LOWERINGS,
         "creation": creation.LOWERINGS,
         "scatter": scatter.LOWERINGS,
+        "collectives": collectives.LOWERINGS,
     }
     return tables
 
@@ -72,7 +78,7 @@ def lowering_table() -> LoweringTable:
         for name, lowering in table.items():
             namespace, _, name = name.rpartition("::")
             qualified = name if "." in name else f"{name}.default"
-            cls = op_class(qualified) if not namespace else None
+            cls = op_class(f"{namespace}::{qualified}" if namespace else qualified)
             if cls is not None:
                 by_type[cls] = lowering
             else:

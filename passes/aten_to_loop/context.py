@@ -344,8 +344,12 @@ class LoweringContext:
 
     # -- extern ---------------------------------------------------------------------------
 
-    def extern(self, op: Operation) -> list[Lowered]:
+    def extern(self, op: Operation, keep_alive: Sequence[SSAValue] = ()) -> list[Lowered]:
         """``op`` run by ATen inside a ``loop.extern``; inputs pass as buffers or views.
+
+        ``keep_alive``: buffers passed as extra inputs that the body does not read, so
+        that they stay alive (not freed, reused or updated in place) until the call: a
+        collective's input until its ``wait_tensor``.
 
         An op with the ``FollowsChannelsLast`` trait given a channels-last input returns
         channels-last 4-D results (ATen's memory-format propagation): the body yields
@@ -401,6 +405,8 @@ class LoweringContext:
             else:
                 raise LoweringError(f"operand of {op.name} was not lowered")
         builder = _ExternBody(self, block, body_ops, syms, sym_args)
+        for buffer in keep_alive:
+            input_arg(buffer)
         for operand, view in views:
             mapping[operand] = builder.as_strided(input_arg(view.buffer), view, operand.type)
         clone = op.clone(value_mapper=mapping)

@@ -88,7 +88,7 @@ def _describe(target: OpOverload) -> Overload:
     namespace, _, name = schema.name.partition("::")
     overload = schema.overload_name or "default"
     qualified = f"{name}.{overload}"
-    op_cls = op_class(qualified) if namespace == "aten" else None
+    op_cls = op_class(qualified if namespace == "aten" else f"{namespace}::{qualified}")
     return Overload(
         qualified=f"{namespace}::{qualified}",
         op_cls=op_cls,

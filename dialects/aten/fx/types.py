@@ -7,6 +7,7 @@ FakeTensor             ``tensor<4x?xf32>`` (``?`` for a symbolic dim)
 SymInt / int           ``index``
 SymFloat / float       ``f64``
 SymBool / bool         ``i1``
+an opaque object       ``!aten.object<"class">`` (DTensor's device meshes)
 =====================  ===========================================
 
 A symbolic dim the shape environment has since specialised to a constant (a guard
@@ -21,6 +22,7 @@ import torch
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, NoneType, TensorType, f64, i1
 from xdsl.ir import Attribute
 
+from kiln.dialects.aten.attributes import OpaqueObjectType
 from kiln.dialects.aten.dtypes import UnsupportedDtype, dtype_to_type
 
 INDEX = IndexType()
@@ -43,6 +45,18 @@ def static_dim(size: int | torch.SymInt) -> int:
     # specialised by a guard during tracing comes back as its constant.
     known = size.node.maybe_as_int()
     return DYNAMIC if known is None else known
+
+
+def opaque_class_name(value: object) -> str | None:
+    """The class of a TorchScript or opaque object (what a ``FakeScriptObject`` stands for
+    while tracing), or None for anything else."""
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    if isinstance(value, FakeScriptObject):
+        return str(value.script_class_name)
+    if isinstance(value, torch.ScriptObject):
+        return str(value._type().qualified_name())  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    return None
 
 
 class TypeConverter:
@@ -84,6 +98,8 @@ class TypeConverter:
             return INDEX
         if isinstance(value, float | torch.SymFloat):
             return f64
+        if (name := opaque_class_name(value)) is not None:
+            return OpaqueObjectType(name)
         raise UnsupportedValue(f"values of type {type(value).__name__} have no IR type")
 
     def result_types(self, value: object) -> list[Attribute]:
