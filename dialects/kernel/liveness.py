@@ -117,9 +117,27 @@ def argument_releases(program: ProgramOp) -> dict[Operation | None, list[SSAValu
     return released
 
 
+def argument_first_uses(program: ProgramOp) -> dict[Operation, list[SSAValue]]:
+    """Per op, the buffer arguments it is the first to use: where a wrapper converts an
+    argument (a contiguous copy of a strided one, a device move) just in time, instead of
+    holding every converted copy from the call's start."""
+    block = program.body.block
+    pending = {arg for arg in block.args if is_buffer(arg)}
+    first: dict[Operation, list[SSAValue]] = {}
+    for op in block.ops:
+        if not pending:
+            break
+        for value in op.operands:
+            if value in pending:
+                pending.discard(value)
+                first.setdefault(op, []).append(value)
+    return first
+
+
 __all__ = [
     "Liveness",
     "MemoryProfile",
+    "argument_first_uses",
     "argument_releases",
     "buffer_bytes",
     "liveness",
