@@ -133,7 +133,8 @@ class InputAliases:
         copied = graph.graph_copy(gm.graph, env, return_output_node=True)
         assert isinstance(copied, tuple)
         returned, old_output = copied  # pyright: ignore[reportUnknownVariableType]
-        assert isinstance(returned, tuple | list) and isinstance(old_output, torch.fx.Node)
+        assert isinstance(returned, tuple | list)
+        assert isinstance(old_output, torch.fx.Node)
         placeholders = [env[n] for n in gm.graph.find_nodes(op="placeholder")]
         values: list[Any] = list(returned)  # pyright: ignore[reportUnknownArgumentType]
         for alias in self.aliases:

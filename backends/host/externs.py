@@ -457,4 +457,9 @@ class _KernelYield(InterpreterFunctions):
 __all__ = [
     "FAST_CALLS",
     "IN_PLACE",
-    "REINTERPRET", "ExternCall", "as_buffer", "compile_body", "inline_extern"]
+    "REINTERPRET",
+    "ExternCall",
+    "as_buffer",
+    "compile_body",
+    "inline_extern",
+]

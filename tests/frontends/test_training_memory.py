@@ -42,9 +42,7 @@ def _model() -> nn.Module:
     return nn.Sequential(Block(), Block())
 
 
-def _step(
-    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
-) -> Callable[[], None]:
+def _step(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], None]:
     grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
 
     def step() -> None:
@@ -98,10 +96,8 @@ def test_training_step_peak_is_not_above_eager(
     eager_peak, eager_grads = eager
     peak, grads = _peak_and_grads({"partitioner": partitioner})
     assert peak <= eager_peak * BOUND, (
-        f"kiln ({partitioner}) step peak {peak} B, eager {eager_peak} B "
-        f"({peak / eager_peak:.2f}x)"
+        f"kiln ({partitioner}) step peak {peak} B, eager {eager_peak} B ({peak / eager_peak:.2f}x)"
     )
     assert len(grads) == len(eager_grads)
     for actual, expected in zip(grads, eager_grads, strict=True):
         torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
-
