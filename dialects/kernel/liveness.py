@@ -104,6 +104,30 @@ def memory_timeline(program: ProgramOp) -> MemoryProfile:
     return MemoryProfile(tuple(timeline), allocations, reuses, dynamic)
 
 
+def argument_timeline(program: ProgramOp) -> tuple[int, ...]:
+    """Bytes of buffer arguments still held after each op, when the wrapper owns its
+    argument list (the boxed convention: each is released after its last use, returned
+    ones at the end). Arguments of dynamic shape count 0."""
+    info = liveness(program)
+    count = len(info.ops)
+    delta = [0] * (count + 1)
+    for arg in program.body.block.args:
+        if not is_buffer(arg):
+            continue
+        size = buffer_bytes(arg) or 0
+        last = count if arg in info.returned else info.last_use.get(arg)
+        if last is None or not size:
+            continue
+        delta[0] += size
+        delta[last] -= size  # released after its last op
+    held: list[int] = []
+    running = 0
+    for k in range(count):
+        running += delta[k]
+        held.append(running)
+    return tuple(held)
+
+
 def argument_releases(program: ProgramOp) -> dict[Operation | None, list[SSAValue]]:
     """Per op, the buffer arguments whose last use it is (returned ones excluded), and
     under ``None`` those nothing uses: where a wrapper that owns its argument list can
@@ -139,6 +163,7 @@ __all__ = [
     "MemoryProfile",
     "argument_first_uses",
     "argument_releases",
+    "argument_timeline",
     "buffer_bytes",
     "liveness",
     "memory_timeline",
