@@ -170,7 +170,7 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
         run()
         sync(device)
         return (torch.cuda.max_memory_allocated() - before) / 2**20
-    from torch.autograd import DeviceType
+    from torch._C._autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -181,7 +181,7 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     # "CompiledFunction").
     results = prof.profiler.kineto_results if prof.profiler is not None else None
     records = sorted(
-        (event.start_ns(), event.nbytes())
+        (event.start_ns(), event.nbytes())  # pyright: ignore[reportAttributeAccessIssue]
         for event in (results.events() if results is not None else [])
         if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
     )

@@ -158,7 +158,7 @@ def step_peak_bytes(step: Callable[[], object]) -> int:
     (its raw ``[memory]`` events: the per-op figures of ``prof.events()`` net an op's
     allocations against its frees, which hides the peak inside a compiled region, one
     op to the profiler). What benchmarks/dashboard_measure.py reports on the CPU."""
-    from torch.autograd import DeviceType
+    from torch._C._autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -166,7 +166,7 @@ def step_peak_bytes(step: Callable[[], object]) -> int:
     results = prof.profiler.kineto_results if prof.profiler is not None else None
     assert results is not None
     records = sorted(
-        (event.start_ns(), event.nbytes())
+        (event.start_ns(), event.nbytes())  # pyright: ignore[reportAttributeAccessIssue]
         for event in results.events()
         if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
     )

@@ -37,7 +37,7 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from kiln.dialects.aten.attributes import OpaqueDtypeType
 from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
@@ -377,15 +377,18 @@ def _in_place_call(op: ExternOp, donated: Sequence[bool], writer: _Body) -> str 
     ):
         return None
     target = inner.tensor_operands().get("self", [])
-    if len(target) != 1 or target[0] not in block.args[: len(op.inputs)]:
+    if len(target) != 1:
         return None
-    position = list(block.args).index(target[0])
+    argument = target[0]
+    if not isinstance(argument, BlockArgument) or argument.block is not block:
+        return None
+    position = argument.index
+    if position >= min(len(op.inputs), len(donated)) or not donated[position]:
+        return None
     buffer = op.inputs[position]
     if (
-        position >= len(donated)
-        or not donated[position]
-        or list(op.inputs).count(buffer) != 1  # also read as the values or an index
-        or sum(1 for _ in target[0].uses) != 1
+        list(op.inputs).count(buffer) != 1  # also read as the values or an index
+        or sum(1 for _ in argument.uses) != 1
         or buffer.type != op.outputs[0].type
     ):
         return None

@@ -51,7 +51,7 @@ def _step(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callab
     return step
 
 
-def _peak_and_grads(options: dict[str, object] | None) -> tuple[int, list[torch.Tensor]]:
+def _peak_and_grads(options: dict[str, str] | None) -> tuple[int, list[torch.Tensor]]:
     """The step's peak bytes (the least over three steps, after a warm-up that compiles)
     and the gradients of its parameters; eager when ``options`` is None."""
     torch._dynamo.reset()
@@ -60,7 +60,7 @@ def _peak_and_grads(options: dict[str, object] | None) -> tuple[int, list[torch.
     fn = (
         model
         if options is None
-        else torch.compile(model, backend=kiln_backend, options={"verbose": False, **options})
+        else torch.compile(model, backend=kiln_backend, options={"verbose": False, **options})  # pyright: ignore[reportArgumentType, reportCallIssue]
     )
     step = _step(fn, x)
     step()
