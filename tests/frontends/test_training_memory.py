@@ -82,7 +82,7 @@ def eager() -> tuple[int, list[torch.Tensor]]:
 
 
 # kiln may not hold more than eager at the step's peak. At this size both peak at the
-# end of the backward, where every gradient (1.03 MB, the same in both) is live: kiln's
+# end of the backward, where every gradient (1 MiB, the same in both) is live: kiln's
 # fused kernels and min-cut's smaller saved set can only gain on the activations. Before
 # the fixes kiln held 1.12x eager's peak (transposed weight copies); after, 1.00x. The
 # 2% leaves room for small temporaries (a reduction's partials, extern workspaces).
