@@ -85,6 +85,10 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
     old_block = func.body.block
     new_block = Block(arg_types=[buffer_type_for(t) for t in old_block.arg_types])
     ctx = LoweringContext(new_block)
+    module = func.parent_op()
+    device = module.attributes.get("kiln.device") if module is not None else None
+    if isinstance(device, StringAttr):
+        ctx.device = device.data
     _bind_arguments(ctx, func, old_block, new_block)
     for op in old_block.ops:
         last = new_block.last_op

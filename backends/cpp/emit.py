@@ -28,7 +28,14 @@ from kiln.backends.cpp.scalar_ops import UnsupportedOp, constant_text, scalar_ex
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
-from kiln.dialects.cpp.memory_ops import AllocaOp, CheckIndexOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.memory_ops import (
+    AllocaOp,
+    AtomicAddOp,
+    CheckIndexOp,
+    IndexOp,
+    LoadOp,
+    StoreOp,
+)
 from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 _KEYWORDS = frozenset(
@@ -112,7 +119,7 @@ class FunctionEmitter:
             return int(owner.value.value.data) >= 0  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         return value in self.nonnegative
 
-    def index_text(self, op: LoadOp | StoreOp | IndexOp | TransposeTileOp) -> str:
+    def index_text(self, op: LoadOp | StoreOp | AtomicAddOp | IndexOp | TransposeTileOp) -> str:
         operands = op.indices
         expr = op.expr.data if isinstance(op, IndexOp) else op.index.data
         return c_index(
@@ -179,6 +186,8 @@ class FunctionEmitter:
             self.load(op)
         elif isinstance(op, StoreOp):
             self.store(op)
+        elif isinstance(op, AtomicAddOp):
+            self.atomic_add(op)
         elif isinstance(op, TransposeTileOp):
             source = f"{self.name(op.source)} + ({self.index_text(op)})"
             self.line(f"kiln_transpose16({source}, {op.stride.data}LL, {self.name(op.tile)});")
@@ -263,6 +272,23 @@ class FunctionEmitter:
         assert isinstance(ty, MemRefType)
         value = _to_storage(self.operand(op.value), ty.element_type)
         self.line(f"{self.name(op.buffer)}[{self.index_text(op)}] = {value};")
+
+    def atomic_add(self, op: AtomicAddOp) -> None:
+        ty = op.buffer.type
+        assert isinstance(ty, MemRefType)
+        target = f"{self.name(op.buffer)}[{self.index_text(op)}]"
+        value = self.operand(op.value)
+        if self.uses_flag:
+            # An index this thread found out of range raised the flag just before: add
+            # nothing past it (the call fails; the write would corrupt memory).
+            self.line(f"if (!{ERROR_FLAG})")
+            self.line("{")
+            self.depth += 1
+        self.line("#pragma omp atomic")
+        self.line(f"{target} += {value};")
+        if self.uses_flag:
+            self.depth -= 1
+            self.line("}")
 
     def for_op(self, op: ForOp) -> None:
         kind = op.loop_kind

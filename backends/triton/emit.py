@@ -44,6 +44,7 @@ from kiln.dialects.triton import (
     PREDICATES,
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BinaryOp,
     BroadcastToOp,
     CastOp,
@@ -326,6 +327,13 @@ class _KernelPrinter:
             mask = f", {self.text(op.mask)}" if op.mask is not None else ""
             self.lines.append(
                 f"{INDENT * indent}tl.store({self.text(op.ptr)}, {self.text(op.value)}{mask})"
+            )
+            return
+        if isinstance(op, AtomicAddOp):
+            mask = f", {self.text(op.mask)}" if op.mask is not None else ""
+            self.lines.append(
+                f"{INDENT * indent}tl.atomic_add({self.text(op.ptr)}, {self.text(op.value)}"
+                f"{mask}, sem='relaxed')"
             )
             return
         self.assign(op, self.expr(op), indent)

@@ -24,11 +24,19 @@ from kiln.dialects.cpp.attributes import LoopKind, LoopKindAttr
 from kiln.dialects.cpp.dialect import Cpp
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
-from kiln.dialects.cpp.memory_ops import AllocaOp, CheckIndexOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.memory_ops import (
+    AllocaOp,
+    AtomicAddOp,
+    CheckIndexOp,
+    IndexOp,
+    LoadOp,
+    StoreOp,
+)
 from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 __all__ = [
     "AllocaOp",
+    "AtomicAddOp",
     "CheckIndexOp",
     "Cpp",
     "ForOp",

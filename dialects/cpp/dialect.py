@@ -7,7 +7,14 @@ from xdsl.ir import Dialect
 from kiln.dialects.cpp.attributes import LoopKindAttr
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
-from kiln.dialects.cpp.memory_ops import AllocaOp, CheckIndexOp, IndexOp, LoadOp, StoreOp
+from kiln.dialects.cpp.memory_ops import (
+    AllocaOp,
+    AtomicAddOp,
+    CheckIndexOp,
+    IndexOp,
+    LoadOp,
+    StoreOp,
+)
 from kiln.dialects.cpp.tile_ops import TransposeTileOp
 
 Cpp = Dialect(
@@ -19,6 +26,7 @@ Cpp = Dialect(
         YieldOp,
         LoadOp,
         StoreOp,
+        AtomicAddOp,
         IndexOp,
         AllocaOp,
         CheckIndexOp,

@@ -10,6 +10,7 @@ contiguous storage.
 %w = cpp.load %in_ptr1["i0 - 1"](%x0) if %inside else 0.0 : memref<16xf32>
 %e = cpp.load %in_ptr2["8*i0 + i1"](%row, %x1) checked : memref<20x8xf32>
 cpp.store %v, %out_ptr0["16*i0 + i1"](%x0, %x1) : memref<4x16xf32>
+cpp.atomic_add %v, %out_ptr1["8*i0 + i1"](%row, %x1) : memref<20x8xf32>
 %i = cpp.index "i0 + 16*i1"(%l, %rb)
 %acc = cpp.alloca : memref<16xf32>
 cpp.check_index %row, %n
@@ -48,7 +49,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from kiln.dialects.loop.attributes import IndexExprAttr
@@ -168,6 +169,46 @@ class StoreOp(IRDLOperation):
 
 
 @irdl_op_definition
+class AtomicAddOp(IRDLOperation):
+    """Adds a value to one element of a buffer atomically (``#pragma omp atomic``): the
+    accumulating store of a ``loop.scatter``, whose positions other threads may share.
+
+    ```mlir
+    cpp.atomic_add %v, %out_ptr0["8*i0 + i1"](%row, %x1) : memref<100x8xf32>
+    ```
+    """
+
+    name = "cpp.atomic_add"
+
+    value = operand_def()
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    index = prop_def(IndexExprAttr)
+
+    traits = traits_def(MemoryWriteEffect())
+
+    def __init__(
+        self, value: SSAValue, buffer: SSAValue, index: sympy.Expr, indices: Sequence[SSAValue]
+    ) -> None:
+        super().__init__(
+            operands=[value, buffer, list(indices)], properties={"index": IndexExprAttr(index)}
+        )
+
+    def verify_(self) -> None:
+        ty = self.buffer.type
+        assert isinstance(ty, MemRefType)
+        if self.value.type != ty.element_type:
+            raise VerifyException(f"{self.name}: cannot add a {self.value.type} into {ty}")
+        check_operand_symbols(self, self.index, len(self.indices))
+
+    assembly_format = (
+        "$value `,` $buffer custom<Subscript>($index, $indices) attr-dict "
+        "`:` custom<ElementOf>(type($buffer), type($value))"
+    )
+    custom_directives = (Subscript, ElementOf)
+
+
+@irdl_op_definition
 class IndexOp(IRDLOperation):
     """An index expression over index operands, as an ``index`` value.
 
@@ -245,6 +286,7 @@ class AllocaOp(IRDLOperation):
 
 __all__ = [
     "AllocaOp",
+    "AtomicAddOp",
     "CheckIndexOp",
     "IndexOp",
     "LoadOp",

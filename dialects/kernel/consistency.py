@@ -22,7 +22,7 @@ from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import reduction_var
 from kiln.dialects.loop.index_eval import compile_expr
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 
 MAX_POINTS = 1 << 22
 """Kernels with more points than this are not checked (the grid would not fit)."""
@@ -80,6 +80,12 @@ def kernel_problems(kernel: KernelOp) -> list[str]:
             producer = outer.owner
             if not isinstance(producer, LoopNestOp) or producer not in positions:
                 continue  # a global buffer: any element may be read
+            if isinstance(producer, ScatterOp):
+                problems.append(
+                    f"{_label(node)} reads {_label(producer)}, which a scatter in the same "
+                    "kernel adds into"
+                )
+                continue
             at, producer_every_point = positions[producer]
             for use in arg.uses:
                 load = use.operation

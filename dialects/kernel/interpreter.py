@@ -5,7 +5,8 @@ Built on xDSL's interpreter framework, on top of the loop interpreter: a
 :class:`~kiln.dialects.loop.interpreter.LoopFunctions`, keeping kernel-local values as
 tensors, and copies each yielded value into its ``outs`` buffer as soon as its node has
 run (so a later node of the same kernel that reads a buffer updated in place sees the
-new contents, as it would on a device). ``kernel.extern`` bodies run through the aten
+new contents, as it would on a device); a ``loop.scatter`` node adds its values into
+its buffer instead (atomic adds on a device). ``kernel.extern`` bodies run through the aten
 interpreter.
 
 To catch scheduling bugs, memory is poisoned: new and reused buffers start as NaN (or
@@ -60,6 +61,7 @@ from kiln.dialects.loop.interpreter import (
     check_buffer_argument,
     make_loop_interpreter,
 )
+from kiln.dialects.loop.ops import ScatterOp
 
 
 @dataclass
@@ -193,9 +195,14 @@ class KernelFunctions(InterpreterFunctions):
             for node in kernel.nodes():
                 results = interpreter.run_op(node, interpreter.get_values(node.operands))
                 interpreter.set_values(zip(node.results, results, strict=False))
+                # A scatter adds into its buffer (zero-filled by an earlier launch).
+                accumulate = isinstance(node, ScatterOp)
                 for result, value in zip(node.results, results, strict=True):
                     for out in destinations.get(result, ()):
-                        out.view(-1).copy_(value.reshape(-1))
+                        if accumulate:
+                            out.view(-1).add_(value.reshape(-1))
+                        else:
+                            out.view(-1).copy_(value.reshape(-1))
         finally:
             interpreter.pop_scope()
         return ()

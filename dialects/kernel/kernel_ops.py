@@ -33,6 +33,10 @@ kernel.kernel @kernel0 reduction [4] x [8] (%x: memref<4x8xf32>) -> memref<4x8xf
 }
 ```
 
+A ``loop.scatter`` node adds into its output buffer (atomically, on a device) instead
+of writing it: the program zero-fills that buffer with a launch of its own first, and
+no other node of the kernel reads it.
+
 After ``tile``, the kernel also carries ``tiling`` (the chosen
 :class:`~kiln.dialects.kernel.attributes.ConfigAttr`), ``configs`` (candidates for
 autotuning), ``reduction_hint`` (``inner``/``outer``) and, for 2-D tiles, ``ynumel`` (the

@@ -6,10 +6,10 @@ from xdsl.ir import Dialect
 
 from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKindAttr
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp
-from kiln.dialects.loop.ops import ExternOp, PointwiseOp, ReductionOp
+from kiln.dialects.loop.ops import ExternOp, PointwiseOp, ReductionOp, ScatterOp
 
 Loop = Dialect(
     "loop",
-    [PointwiseOp, ReductionOp, ExternOp, LoadOp, IndexOp, CheckIndexOp, YieldOp],
+    [PointwiseOp, ReductionOp, ScatterOp, ExternOp, LoadOp, IndexOp, CheckIndexOp, YieldOp],
     [IndexExprAttr, ReductionKindAttr],
 )

@@ -34,13 +34,14 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
+from xdsl.utils.exceptions import InterpretationError
 
 from kiln.dialects.aten.interpreter import ArgumentError, make_interpreter
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_eval import BodyFrame, LoopBodyFunctions, torch_dtype
 from kiln.dialects.loop.body_ops import YieldOp
-from kiln.dialects.loop.index_eval import evaluate_size
-from kiln.dialects.loop.ops import ExternOp, LoopNestOp, PointwiseOp, ReductionOp
+from kiln.dialects.loop.index_eval import compile_expr, evaluate_size
+from kiln.dialects.loop.ops import ExternOp, LoopNestOp, PointwiseOp, ReductionOp, ScatterOp
 
 
 def as_buffer(value: torch.Tensor) -> torch.Tensor:
@@ -135,6 +136,47 @@ class LoopFunctions(InterpreterFunctions):
         count = _numel(reduction_sizes)
         flat = value.reshape(*sizes, count)
         return tuple(r.contiguous() for r in _reduce(op.kind.data, flat, count))
+
+    @impl(ScatterOp)
+    def run_scatter(
+        self, interpreter: Interpreter, op: ScatterOp, args: PythonValues
+    ) -> PythonValues:
+        """A zero buffer of ``into`` sizes, plus every point's value at its position
+        (``index_add_``: duplicate positions add up)."""
+        sizes, _ = self._sizes(op, args)
+        syms = {f"s{k}": int(v) for k, v in enumerate(args[len(op.inputs) :])}
+        out_sizes = [evaluate_size(s.data, syms) for s in op.out_sizes.data]
+        ty = op.result.type
+        assert isinstance(ty, MemRefType)
+        dtype = torch_dtype(ty.element_type)
+        out = torch.zeros(out_sizes, dtype=dtype, device=self.device)
+        if 0 in sizes:
+            return (out,)
+        n_in = len(op.inputs)
+        index = _index_tensors(sizes, self.device)
+        env: dict[str, Any] = dict(syms)
+        for k in range(len(sizes)):
+            env[f"d{k}"] = index[k]
+        saved = self._body_functions.frame
+        self._body_functions.frame = BodyFrame(dict(env))
+        try:
+            yielded = self._body_interpreter(interpreter).run_ssacfg_region(
+                op.body, (*index, *(t.reshape(-1) for t in args[:n_in])), op.name
+            )
+        finally:
+            self._body_functions.frame = saved
+        value, *indirect = yielded
+        for k, v in enumerate(indirect):
+            env[f"i{k}"] = v
+        position = compile_expr(op.index.data)(env)
+        position = torch.as_tensor(position, dtype=torch.int64, device=self.device)
+        value = torch.as_tensor(value, device=self.device).to(dtype)
+        flat = out.view(-1)
+        position = position.broadcast_to(sizes).reshape(-1)
+        if bool(((position < 0) | (position >= flat.numel())).any()):
+            raise InterpretationError(f"{op.name}: a position lies outside the buffer")
+        flat.index_add_(0, position, value.broadcast_to(sizes).reshape(-1))
+        return (out,)
 
     @impl(ExternOp)
     def run_extern(

@@ -76,7 +76,8 @@ from kiln.dialects.loop.attributes import (
     ReductionKindAttr,
 )
 from kiln.dialects.loop.body_ops import YieldOp
-from kiln.dialects.loop.syntax import EnumWord, Sizes, parse_sizes, print_sizes
+from kiln.dialects.loop.expr import var_kind
+from kiln.dialects.loop.syntax import EnumWord, Expr, Sizes, parse_sizes, print_sizes
 
 DYNAMIC = DYNAMIC_INDEX
 """xDSL's marker for a dynamic (``?``) dimension."""
@@ -160,6 +161,14 @@ class LoopNestOp(IRDLOperation):
         """The block arguments that stand for the input buffers."""
         return self.body.block.args[self.num_loop_vars :]
 
+    def result_sizes_list(self) -> list[IndexExprAttr]:
+        """The sizes of the buffer(s) the op defines (its index sizes, but for a scatter)."""
+        return list(self.sizes.data)
+
+    def _verify_yield(self, last: YieldOp) -> None:
+        if len(last.values) != 1:
+            raise VerifyException(f"{self.name}: body must end with 'loop.yield' of one value")
+
     def verify_(self) -> None:
         _verify_sizes(self, self.sizes, "size", len(self.syms))
         block = self.body.block
@@ -174,8 +183,9 @@ class LoopNestOp(IRDLOperation):
             if not is_contiguous_buffer(value.type):
                 raise VerifyException(f"{self.name}: input {value.type} is not a contiguous buffer")
         last = block.last_op
-        if not isinstance(last, YieldOp) or len(last.values) != 1:
+        if not isinstance(last, YieldOp):
             raise VerifyException(f"{self.name}: body must end with 'loop.yield' of one value")
+        self._verify_yield(last)
 
     def yielded_type(self) -> Attribute:
         last = self.body.block.last_op
@@ -351,6 +361,91 @@ class ReductionOp(LoopNestOp):
     custom_directives = LOOP_DIRECTIVES
 
 
+@irdl_op_definition
+class ScatterOp(LoopNestOp):
+    """Adds the body's value into one element of a zero-initialised buffer, for each point.
+
+    The iteration space is ``sizes`` (the source's: index and value tensors); the result is
+    a new buffer of ``into`` sizes that starts at zero, and each point adds its value at
+    the flat position ``at``, an index expression over the loop variables, the sizes and
+    ``i<k>``: the k-th ``index`` value yielded after the value (indices loaded from index
+    tensors, wrapped and checked by ``loop.check_index`` like a gather's). Several points
+    may hit one element: each adds (``index_put(accumulate=True)``, ``index_add``,
+    ``scatter_add``, the embedding gradient). ``sum`` is the only kind.
+
+    ```mlir
+    %g = loop.scatter sum [4, 8] into [100, 8] at "d1 + 8*i0" (%idx, %src) : (memref<4xi64>, memref<4x8xf32>) -> memref<100x8xf32> {
+    ^bb0(%d0: index, %d1: index, %ix: memref<4xi64>, %v: memref<4x8xf32>):
+      %i = loop.load %ix["d0"] : memref<4xi64>
+      %k = arith.index_cast %i : i64 to index
+      %j = loop.check_index %k < "100"
+      %x = loop.load %v["8*d0 + d1"] : memref<4x8xf32>
+      loop.yield %x, %j : f32, index
+    }
+    ```
+
+    In a kernel (``kernel.kernel``), a scatter node accumulates into its output buffer,
+    which the program zero-fills before the launch; nothing in the same kernel reads it.
+    """
+
+    name = "loop.scatter"
+
+    kind = prop_def(ReductionKindAttr)
+    out_sizes = prop_def(ArrayAttr[IndexExprAttr])
+    index = prop_def(IndexExprAttr)
+    result = result_def(MemRefType)
+
+    def result_sizes_list(self) -> list[IndexExprAttr]:
+        return list(self.out_sizes.data)
+
+    def indices_yielded(self) -> int:
+        """How many ``i<k>`` index values the body yields after the value."""
+        last = self.body.block.last_op
+        assert isinstance(last, YieldOp)
+        return len(last.values) - 1
+
+    def _verify_yield(self, last: YieldOp) -> None:
+        if not last.values:
+            raise VerifyException(f"{self.name}: body must yield a value and its indices")
+        for value in list(last.values)[1:]:
+            if not isinstance(value.type, IndexType):
+                raise VerifyException(
+                    f"{self.name}: values yielded after the first are indices, not {value.type}"
+                )
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.kind.data is not ReductionKind.SUM:
+            raise VerifyException(f"{self.name}: only sum is supported, not {self.kind.data}")
+        _verify_sizes(self, self.out_sizes, "size", len(self.syms))
+        _verify_result_shape(self, self.result.type, self.out_sizes)
+        assert isinstance(self.result.type, MemRefType)
+        if self.yielded_type() != self.result.type.element_type:
+            raise VerifyException(
+                f"{self.name}: body yields {self.yielded_type()} but the buffer holds "
+                f"{self.result.type.element_type}"
+            )
+        limits = {
+            "d": len(self.sizes.data),
+            "s": len(self.syms),
+            "i": self.indices_yielded(),
+            "r": 0,
+        }
+        for symbol in sorted(self.index.data.free_symbols, key=str):
+            kind, k = var_kind(symbol)  # pyright: ignore[reportArgumentType]
+            if k >= limits[kind]:
+                raise VerifyException(
+                    f"{self.name}: position '{self.index.text}' uses {symbol}, which is not "
+                    "defined here (d<k> index variables, s<k> sizes, i<k> yielded indices)"
+                )
+
+    assembly_format = (
+        "custom<ReductionKindWord>($kind) custom<Sizes>($sizes) `into` custom<Sizes>($out_sizes) "
+        "`at` custom<Expr>($index) " + OPERANDS_AND_REGION.format(results="$result")
+    )
+    custom_directives = (*LOOP_DIRECTIVES, Expr)
+
+
 def tensor_for_buffer(ty: Attribute) -> Attribute:
     """Inside ``loop.extern`` a buffer is seen as the tensor of the same shape."""
     if isinstance(ty, MemRefType):
@@ -455,6 +550,7 @@ __all__ = [
     "LoopNestOp",
     "PointwiseOp",
     "ReductionOp",
+    "ScatterOp",
     "buffer_type",
     "is_contiguous_buffer",
     "parse_sizes",

@@ -11,6 +11,7 @@ with named constexpr dimensions) or scalars; loops are ``scf.for``. ``lower-to-t
 from kiln.dialects.triton.block_ops import (
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BroadcastToOp,
     ConstantOp,
     DeviceAssertOp,
@@ -53,6 +54,7 @@ __all__ = [
     "REDUCE_ARITY",
     "AddPtrOp",
     "ArangeOp",
+    "AtomicAddOp",
     "BinaryOp",
     "BlockType",
     "BroadcastToOp",

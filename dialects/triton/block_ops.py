@@ -463,6 +463,48 @@ class StoreOp(IRDLOperation):
     )
 
 
+@irdl_op_definition
+class AtomicAddOp(IRDLOperation):
+    """``tl.atomic_add(ptrs, value, mask, sem="relaxed")``: adds into memory that other
+    programs may add to as well (a scatter); the old values it returns are not used.
+
+    ```mlir
+    triton.atomic_add %p, %v mask %m : !triton.block<[XBLOCK], !triton.ptr<f32>>, !triton.block<[XBLOCK], f32>, !triton.block<[XBLOCK], i1>
+    ```
+    """
+
+    name = "triton.atomic_add"
+
+    ptr = operand_def()
+    value = operand_def()
+    mask = opt_operand_def(BlockType | IntegerType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(MemoryWriteEffect())
+
+    def __init__(self, ptr: SSAValue, value: SSAValue, mask: SSAValue | None = None) -> None:
+        super().__init__(operands=[ptr, value, [mask] if mask is not None else []])
+
+    def verify_(self) -> None:
+        pointee = _pointee(self.ptr.type)
+        shape = shape_of(self.ptr.type)
+        if element_of(self.value.type) != pointee:
+            raise VerifyException(
+                f"{self.name}: cannot add {element_of(self.value.type)} through a pointer to {pointee}"
+            )
+        value_shape = shape_of(self.value.type)
+        if value_shape and broadcast_shapes(value_shape, shape) != shape:
+            raise VerifyException(
+                f"{self.name}: value {self.value.type} does not broadcast to {shape}"
+            )
+        _check_mask(self, self.mask, shape)
+
+    assembly_format = (
+        "$ptr `,` $value (`mask` $mask^)? attr-dict "
+        "`:` type($ptr) `,` type($value) (`,` type($mask)^)?"
+    )
+
+
 INDEX_ASSERT = "index out of bounds"
 """How the message of a ``triton.device_assert`` checking an index begins (the runtime
 recognises the interpreter's failed assert by it)."""
@@ -503,6 +545,7 @@ __all__ = [
     "INDEX_ASSERT",
     "AddPtrOp",
     "ArangeOp",
+    "AtomicAddOp",
     "BroadcastToOp",
     "ConstantOp",
     "DeviceAssertOp",

@@ -7,6 +7,7 @@ from xdsl.ir import Dialect
 from kiln.dialects.triton.block_ops import (
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     BroadcastToOp,
     ConstantOp,
     DeviceAssertOp,
@@ -41,6 +42,7 @@ Triton = Dialect(
         AddPtrOp,
         LoadOp,
         StoreOp,
+        AtomicAddOp,
         DeviceAssertOp,
         *BINARY_CLASSES.values(),
         CmpOp,

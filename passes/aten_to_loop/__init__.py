@@ -43,6 +43,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         pointwise,
         pointwise_backward,
         reductions,
+        scatter,
         views,
     )
     from kiln.passes.aten_to_loop.dtype_support import guarded
@@ -56,6 +57,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,
         "creation": creation.LOWERINGS,
+        "scatter": scatter.LOWERINGS,
     }
     return tables
 

@@ -70,6 +70,9 @@ class LoweringContext:
         self._constants: dict[int, SSAValue] = {}
         self.written: set[SSAValue] = set()
         """Buffers an in-place op has written (reading them again is refused)."""
+        self.device = "cpu"
+        """Where the program runs (the module's ``kiln.device``: ``cuda:0``; CPU when
+        absent): lowerings whose support differs by backend (atomic adds) ask it."""
 
     # -- values ------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
+from kiln.dialects.cpp.memory_ops import AtomicAddOp as CppAtomicAddOp
 from kiln.dialects.cpp.memory_ops import CheckIndexOp as CppCheckIndexOp
 from kiln.dialects.cpp.tile_ops import TILE_SIDE
 from kiln.dialects.kernel.contract_attrs import READ_AFTER_WRITE
@@ -43,9 +44,9 @@ from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
-from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
 from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, analyze, flat_index
-from kiln.passes.kernel_to_cpp.emit import Constants, Emitter, Env
+from kiln.passes.kernel_to_cpp.emit import Constants, Emitter, Env, address
 from kiln.passes.kernel_to_cpp.inner import lower_inner
 from kiln.passes.kernel_to_cpp.invariants import hoist_invariants
 from kiln.passes.kernel_to_cpp.options import CppOptions, parallel_depth, size_hint
@@ -264,9 +265,14 @@ class KernelLowering:
     # -- pointwise kernels --------------------------------------------------------------
 
     def _pointwise(self, emit: Emitter) -> None:
-        dim = transposed_dim(self) if self.options.tile > 1 else None  # pyright: ignore[reportArgumentType]
+        # A scatter's atomic adds run in scalar loops (no SIMD lanes racing on one
+        # element, no transposed tiles: its writes follow its indices, not a layout).
+        scatter = any(isinstance(node, ScatterOp) for node in self.analysis.nodes)
+        dim = transposed_dim(self) if self.options.tile > 1 and not scatter else None  # pyright: ignore[reportArgumentType]
         tile = None
-        if dim is not None:
+        if scatter:
+            body, env = self.x_loops(emit, vectorize_inner=False)
+        elif dim is not None:
             side = tile_side(self, dim)  # pyright: ignore[reportArgumentType]
             body, env, tile = tiled_loops(self, emit, dim, side)  # pyright: ignore[reportArgumentType]
         else:
@@ -365,10 +371,35 @@ class KernelLowering:
     ) -> None:
         """Compute an X or XR node at the current point; store it if the kernel yields it."""
         results = self.node_body(node, emit, env, values)
+        if isinstance(node, ScatterOp):
+            self._scatter_add(node, results, emit, env, values)
+            return
         for result, value in zip(node.results, results, strict=True):
             values[result] = value
             if store:
                 self.store_result(node, result, value, emit, env)
+
+    def _scatter_add(
+        self,
+        node: ScatterOp,
+        results: list[SSAValue],
+        emit: Emitter,
+        env: Env,
+        values: dict[SSAValue, SSAValue],
+    ) -> None:
+        """Add the scatter's value atomically at its position (its ``i<k>`` are the
+        index values yielded after the value)."""
+        value, *indices = results
+        values[node.result] = value
+        local: dict[sympy.Symbol, SSAValue] = dict(env)
+        for k, index in enumerate(indices):
+            local[var(f"i{k}")] = index
+        position = self.compose(node, node.index.data)
+        renamed, operands = address(emit.constants.fold(position, local), local)
+        for target in self.outputs.get(node.result, []):
+            emit.add(CppAtomicAddOp(value, target, renamed, operands))
+            output = list(self.func.output_args()).index(target)  # pyright: ignore[reportArgumentType]
+            self.first_write.setdefault(output, self.phase)
 
     def store_result(
         self, node: LoopNestOp, result: SSAValue, value: SSAValue, emit: Emitter, env: Env

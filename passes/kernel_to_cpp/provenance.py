@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation
 
 from kiln.dialects.kernel.kernel_ops import KernelOp
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 
 ORIGIN_ATTR = "kiln.origin"
 """Optional attribute (string, or array of strings) a lowering may set on a loop op to
@@ -76,6 +76,8 @@ def describe_node(node: LoopNestOp) -> str:
         what = (
             f"{node.kind.data} {_sizes(node.sizes.data)} reduce {_sizes(node.reduction_sizes.data)}"
         )
+    elif isinstance(node, ScatterOp):
+        what = f"scatter-add {_sizes(node.sizes.data)} into {_sizes(node.out_sizes.data)}"
     else:
         what = f"pointwise {_sizes(node.sizes.data)}"
     sources = _origins(node) + _location_names(node.location)

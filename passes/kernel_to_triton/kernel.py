@@ -29,10 +29,11 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp
 from kiln.dialects.loop.expr import flat_index, indirect_var, simplify_with_ranges, size_var
-from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
 from kiln.dialects.triton import (
     AddPtrOp,
     ArangeOp,
+    AtomicAddOp,
     ConstexprOp,
     DeviceAssertOp,
     KernelOp,
@@ -106,6 +107,8 @@ class KernelLowering:
         self.lane_masks: dict[str, SSAValue] = {}
         self.lane_depth: dict[str, int] = {}
         self.reductions = ReductionLowering(self)
+        self.scatter_indices: dict[ScatterOp, list[SSAValue]] = {}
+        """Each scatter node's index values (``i<k>`` of its position), once evaluated."""
         self.eviction: str | None = None
         """Eviction policy of the current reduction loop's loads (Inductor's scheme: data a
         later loop reads again stays in cache, the last loop's reads stream through)."""
@@ -246,6 +249,10 @@ class KernelLowering:
         """Compute a pointwise node's value in the current scope."""
         values = lower_body(_NodeContext(self, node), list(node.op.body.block.ops), {})
         depth = 0 if node.level is Level.X else None
+        if isinstance(node.op, ScatterOp):
+            # The value, then the index values its position uses (i<k>).
+            self.scatter_indices[node.op] = values[1:]
+            values = values[:1]
         for result, value in zip(node.op.results, values, strict=True):
             self.builder.remember(("node", result), value, depth)
 
@@ -265,6 +272,9 @@ class KernelLowering:
 
     def _store(self, node: NodePlan, ptr: SSAValue, value: SSAValue) -> None:
         op = node.op
+        if isinstance(op, ScatterOp):
+            self._atomic_add(node, op, ptr, value)
+            return
         sizes = [s.data for s in op.sizes.data]
         from kiln.dialects.loop.expr import index_var
 
@@ -278,6 +288,34 @@ class KernelLowering:
             offset = b.broadcast(offset, shape)
         pointers = b.add(AddPtrOp(ptr, offset))
         b.insert(StoreOp(pointers, value, self.mask_for(shape)))
+
+    def _atomic_add(self, node: NodePlan, op: ScatterOp, ptr: SSAValue, value: SSAValue) -> None:
+        """``tl.atomic_add`` of the value at the scatter's position, in the lanes in range."""
+        indices = self.scatter_indices[op]
+        expr = self.kernel_expr(node, op.index.data)
+        extra = {indirect_var(k): v for k, v in enumerate(indices)}
+        offset = self.index.emit(expr, extra if indices else None)
+        shape = broadcast_shapes(shape_of(offset.type), shape_of(value.type)) or ()
+        shape = broadcast_shapes(shape, self.tile_shape) or self.tile_shape
+        b = self.builder
+        if shape_of(offset.type) != shape:
+            offset = b.broadcast(offset, shape)
+        if shape_of(value.type) and shape_of(value.type) != shape:
+            value = b.broadcast(value, shape)  # (tl.atomic_add broadcasts scalars itself)
+        # Only inside the buffer: device asserts (the index checks) may be compiled out,
+        # and an add past the end would corrupt another buffer.
+        numel = sympy.Integer(1)
+        for size in op.out_sizes.data:
+            numel = numel * size.data
+        zero = b.const(0, element_of(offset.type))
+        inside = b.binary(
+            "and",
+            b.cmp("ge", offset, zero),
+            b.cmp("lt", offset, self.index.emit(self.kernel_expr(node, numel))),
+        )
+        mask = b.logical_and(self.mask_for(shape), inside)
+        pointers = b.add(AddPtrOp(ptr, offset))
+        b.insert(AtomicAddOp(pointers, value, mask))
 
     @property
     def where(self) -> str:
@@ -453,6 +491,8 @@ def provenance(kernel_ops: Sequence[LoopNestOp]) -> list[StringAttr]:
         names = ", ".join(hints) if hints else "(unnamed)"
         if op.name == "loop.reduction":
             what = f"{op.kind.data} over [{', '.join(s.text for s in op.sizes.data)}] reduce [{', '.join(s.text for s in op.reduction_sizes_list())}]"  # pyright: ignore[reportAttributeAccessIssue]
+        elif isinstance(op, ScatterOp):
+            what = f"scatter-add over [{', '.join(s.text for s in op.sizes.data)}] into [{', '.join(s.text for s in op.out_sizes.data)}]"
         else:
             what = f"pointwise over [{', '.join(s.text for s in op.sizes.data)}]"
         lines.append(StringAttr(f"{names} = {what}"))

@@ -17,13 +17,21 @@ from typing import cast
 
 import sympy
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+)
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from kiln.dialects.kernel.attributes import KernelKind
 from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, vars_attr
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp, ReturnOp
+from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import (
     FloorDiv,
@@ -33,7 +41,7 @@ from kiln.dialects.loop.expr import (
     size_var,
 )
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
-from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ScatterOp, segment_sizes
 from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.fusion import FusionResult, Group
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph
@@ -240,7 +248,7 @@ class ProgramBuilder:
             assert isinstance(producer, LoopNestOp)
             dynamic = [
                 sizes.value(size.data, [self.values[s] for s in producer.syms])
-                for size, dim in zip(producer.sizes.data, ty.get_shape(), strict=True)
+                for size, dim in zip(producer.result_sizes_list(), ty.get_shape(), strict=True)
                 if dim < 0
             ]
             alloc = AllocOp(ty, dynamic)
@@ -248,9 +256,60 @@ class ProgramBuilder:
             block.add_op(alloc)
             outs.append(alloc.result)
             self.values[value] = alloc.result
+            if isinstance(producer, ScatterOp):
+                self._zero_fill(block, producer, alloc.result)
         if kernel is not None:
             args = [self.values[v] for v in [*inputs, *syms]]
             block.add_op(LaunchOp(kernel.sym_name.data, args, outs))
+
+    def _zero_fill(self, block: Block, scatter: ScatterOp, buffer: SSAValue) -> None:
+        """Launch a kernel that zeroes ``buffer`` before the scatter adds into it (a
+        separate launch: every program of the scatter kernel must see it done)."""
+        out_sizes = [s.data for s in scatter.out_sizes.data]
+        numel = functools.reduce(lambda a, b: a * b, out_sizes, sympy.Integer(1))
+        if numel == 0:
+            return
+        ty = buffer.type
+        assert isinstance(ty, MemRefType)
+        syms = list(scatter.syms)
+        kernel_block = Block(arg_types=[IndexType() for _ in syms])
+        for old, new in zip(syms, kernel_block.args, strict=True):
+            new.name_hint = old.name_hint
+        rank = len(out_sizes)
+        body = Block(arg_types=[IndexType()] * rank)
+        for k, arg in enumerate(body.args):
+            arg.name_hint = f"d{k}"
+        element = ty.element_type
+        zero = arith.ConstantOp(
+            FloatAttr(0.0, element)  # pyright: ignore[reportArgumentType]
+            if isinstance(element, AnyFloat)
+            else IntegerAttr(0, element)  # pyright: ignore[reportArgumentType]
+        )
+        body.add_ops([zero, LoopYieldOp(zero.result)])
+        exprs = node_kernel_vars(out_sizes, [], Level.X, numel, sympy.Integer(1))
+        fill = PointwiseOp.create(
+            operands=list(kernel_block.args),
+            result_types=[ty],
+            properties={
+                "sizes": ArrayAttr([IndexExprAttr(sympy.sympify(e)) for e in out_sizes]),
+                "operandSegmentSizes": segment_sizes(0, len(syms)),
+            },
+            attributes={VARS_ATTR: vars_attr(exprs)},
+            regions=[Region(body)],
+        )
+        fill.result.name_hint = f"{buffer.name_hint}_zeros" if buffer.name_hint else "zeros"
+        kernel_block.add_ops([fill, YieldOp(fill.result)])
+        kernel = KernelOp(
+            self._new_name(),
+            KernelKind.POINTWISE,
+            numel,
+            1,
+            kernel_block.arg_types,
+            [ty],
+            Region(kernel_block),
+        )
+        self.kernels.append(kernel)
+        block.add_op(LaunchOp(kernel.sym_name.data, [self.values[v] for v in syms], [buffer]))
 
     def _kernel(
         self, group: Group, outputs: Sequence[SSAValue]

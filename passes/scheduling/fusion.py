@@ -26,6 +26,7 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
+from kiln.dialects.loop.ops import ScatterOp
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
 from kiln.passes.scheduling.legality import (
     Level,
@@ -197,6 +198,9 @@ class Scheduler:
                 return f"{self.graph.nodes[group.first].name} has an empty iteration space"
         if len(a.nodes) + len(b.nodes) > self.max_nodes:
             return f"the kernel would have more than max-nodes={self.max_nodes} nodes"
+        hazard = self._scatter_hazard(a, b)
+        if hazard is not None:
+            return hazard
         space = self._merge_space(a, b)
         if isinstance(space, str):
             return space
@@ -226,6 +230,27 @@ class Scheduler:
         elif a.reduces:
             how += ", reductions over one input space"
         return MergePlan(numel, rnumel, reduces, levels, how)
+
+    def _scatter_hazard(self, a: Group, b: Group) -> str | None:
+        """Why a ``loop.scatter`` may not share a kernel with the other group: its atomic
+        adds land anywhere in its buffer, so no node of the kernel may read that buffer
+        (a read-after-atomic hazard), and only pointwise kernels run it. Producers of
+        its values and indices fuse into it, as in Inductor."""
+        members = [*a.nodes, *b.nodes]
+        scatters = [i for i in members if isinstance(self.graph.nodes[i].op, ScatterOp)]
+        if not scatters:
+            return None
+        if a.reduces or b.reduces:
+            return f"{self.graph.nodes[scatters[0]].name} is a scatter, which runs in a pointwise kernel"
+        for i in scatters:
+            result = self.graph.nodes[i].op.results[0]
+            for reader in self.graph.consumers.get(result, []):
+                if reader in members:
+                    return (
+                        f"{self.graph.nodes[reader].name} reads {value_name(result)}, which a "
+                        "scatter accumulates into (atomic adds): not in the same kernel"
+                    )
+        return None
 
     def _describe_space(self, group: Group) -> str:
         if group.reduces:

@@ -36,7 +36,7 @@ from kiln.dialects.loop.expr import (
     size_var,
     var_kind,
 )
-from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
@@ -183,7 +183,7 @@ def _rebuild(
     new = type(consumer).build(
         operands=[list(inputs), list(syms)],
         result_types=[list(consumer.result_types)]
-        if not isinstance(consumer, PointwiseOp)
+        if isinstance(consumer, ReductionOp)
         else list(consumer.result_types),
         properties=properties,
         attributes=dict(consumer.attributes),

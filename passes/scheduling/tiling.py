@@ -22,7 +22,7 @@ from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import index_var, reduction_var
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
+from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import SIZE_HINT
 
 PERSISTENT_INNER_MAX = 1024
@@ -112,6 +112,8 @@ def transposed_split(kernel: KernelOp) -> sympy.Expr | None:
     """``ynumel`` for a 2-D tile when a load is contiguous along another dimension than
     the kernel's writes (a transpose); None when 1-D tiles suffice."""
     numel = kernel.numel.data
+    if any(isinstance(node, ScatterOp) for node in kernel.nodes()):
+        return None  # its writes go wherever its indices say: no layout to tile for
     for node in kernel.nodes():
         sizes = [s.data for s in node.sizes.data]
         exprs = node_vars(node)

@@ -19,6 +19,7 @@
 // CHECK-NEXT:        %i = cpp.index "i0 + 16*i1"(%x1, %x0)
 // CHECK-NEXT:        %3 = math.exp %0 : f32
 // CHECK-NEXT:        cpp.store %3, %out_ptr0["i0"](%i) : memref<4x16xf32>
+// CHECK-NEXT:        cpp.atomic_add %3, %out_ptr0["i0"](%i) : memref<4x16xf32>
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
 // CHECK-NEXT:    cpp.for serial (%a, %b) = (%c0, %c0) to (%c4, %s0) {
@@ -43,6 +44,7 @@ cpp.func @kernel0(%in_ptr0: memref<4x16xf32>, %in_ptr1: memref<20x8xf32>, %s0: i
       %i = cpp.index "i0 + 16*i1"(%x1, %x0)
       %3 = math.exp %0 : f32
       cpp.store %3, %out_ptr0["i0"](%i) : memref<4x16xf32>
+      cpp.atomic_add %3, %out_ptr0["i0"](%i) : memref<4x16xf32>
     }
   }
   cpp.for serial (%a, %b) = (%c0, %c0) to (%c4, %s0) {

@@ -62,3 +62,26 @@ func.func @forward(%x: memref<4x8xf32>, %w: memref<10x8xf32>, %t: memref<?xi64>,
   }
   func.return %0, %2, %4, %5 : memref<8x4xf32>, memref<4xf32>, memref<?x8xf32>, memref<4xf32>
 }
+
+// A scatter: the position uses the index the body yields after the value (i0).
+// CHECK-LABEL: func.func @scatter
+// CHECK-NEXT:    %0 = loop.scatter sum ["s0", 8] into [10, 8] at "d1 + 8*i0" (%t, %v) syms(%n) : (memref<?xi64>, memref<?x8xf32>, index) -> memref<10x8xf32> {
+// CHECK-NEXT:    ^bb0(%d0: index, %d1: index, %in0: memref<?xi64>, %in1: memref<?x8xf32>):
+// CHECK-NEXT:      %1 = loop.load %in0["d0"] : memref<?xi64>
+// CHECK-NEXT:      %2 = arith.index_cast %1 : i64 to index
+// CHECK-NEXT:      %3 = loop.check_index %2 < "10"
+// CHECK-NEXT:      %4 = loop.load %in1["8*d0 + d1"] : memref<?x8xf32>
+// CHECK-NEXT:      loop.yield %4, %3 : f32, index
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %0 : memref<10x8xf32>
+func.func @scatter(%t: memref<?xi64>, %v: memref<?x8xf32>, %n: index) -> memref<10x8xf32> {
+  %0 = loop.scatter sum ["s0", 8] into [10, 8] at "8*i0 + d1" (%t, %v) syms(%n) : (memref<?xi64>, memref<?x8xf32>, index) -> memref<10x8xf32> {
+  ^bb0(%d0: index, %d1: index, %in0: memref<?xi64>, %in1: memref<?x8xf32>):
+    %1 = loop.load %in0["d0"] : memref<?xi64>
+    %2 = arith.index_cast %1 : i64 to index
+    %3 = loop.check_index %2 < "10"
+    %4 = loop.load %in1["8*d0 + d1"] : memref<?x8xf32>
+    loop.yield %4, %3 : f32, index
+  }
+  func.return %0 : memref<10x8xf32>
+}

@@ -46,6 +46,7 @@ triton.kernel @kiln_red_fused_argmax_0 looped [8] x ["s0"] params [in_ptr0, out_
   %out = triton.addptr %out_ptr0, %x : !triton.ptr<i64>, !triton.block<[XBLOCK, 1], i64> -> !triton.block<[XBLOCK, 1], !triton.ptr<i64>>
   triton.device_assert %xmask, "index out of bounds: 0 <= index < 8" : !triton.block<[XBLOCK, 1], i1>
   triton.store %out, %col_i mask %xmask : !triton.block<[XBLOCK, 1], !triton.ptr<i64>>, !triton.block<[XBLOCK, 1], i64>, !triton.block<[XBLOCK, 1], i1>
+  triton.atomic_add %out, %col_i mask %xmask : !triton.block<[XBLOCK, 1], !triton.ptr<i64>>, !triton.block<[XBLOCK, 1], i64>, !triton.block<[XBLOCK, 1], i1>
   triton.return
 }
 
@@ -64,4 +65,5 @@ triton.kernel @kiln_red_fused_argmax_0 looped [8] x ["s0"] params [in_ptr0, out_
 // CHECK:        %best, %where = triton.reduce argmax {{%.*}}, {{%.*}} axis 1
 // CHECK:        triton.device_assert %xmask, "index out of bounds: 0 <= index < 8" : !triton.block<[XBLOCK, 1], i1>
 // CHECK-NEXT:   triton.store %out, %col_i mask %xmask
+// CHECK-NEXT:   triton.atomic_add %out, %col_i mask %xmask : !triton.block<[XBLOCK, 1], !triton.ptr<i64>>, !triton.block<[XBLOCK, 1], i64>, !triton.block<[XBLOCK, 1], i1>
 // CHECK-NEXT:   triton.return
