@@ -197,20 +197,24 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
         run()
         sync(device)
         return (torch.cuda.max_memory_allocated() - before) / 2**20
+    from torch._C._autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run()
-    # Allocations inside an op are charged to the op (its self usage), frees outside any op
-    # to "[memory]" events; ordered by start time, their running sum peaks with the step.
-    points = []
-    for event in prof.events() or []:
-        usage = event.cpu_memory_usage if event.name == "[memory]" else event.self_cpu_memory_usage
-        if usage:
-            points.append((event.time_range.start, usage))
+    # Every allocation and free, in time order, from the profiler's raw "[memory]" records:
+    # prof.events() charges an op its allocations net of its frees, which hides the peak
+    # inside a compiled region (one op to the profiler: "Torch-Compiled Region",
+    # "CompiledFunction").
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    records = sorted(
+        (event.start_ns(), event.nbytes())  # pyright: ignore[reportAttributeAccessIssue]
+        for event in (results.events() if results is not None else [])
+        if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
+    )
     live = top = 0
-    for _, usage in sorted(points):
-        live += usage
+    for _, size in records:
+        live += size
         top = max(top, live)
     return top / 2**20
 

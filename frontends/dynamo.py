@@ -6,6 +6,15 @@ AOTAutograd with kiln's decomposition-free setup (kiln's ``decompose`` pass choo
 decompositions, at the aten level) and compiles the forward and, for training, the
 backward graph with :func:`kiln.compiler.compile_graph`.
 
+Training memory follows Inductor's choices: AOTAutograd splits the joint graph with the
+min-cut partitioner (option ``partitioner``), which saves for the backward the values
+cheapest to keep and recomputes cheap forward ops (views of parameters above all) there;
+an output that is a view of an input (a saved ``t(weight)`` under the default
+partitioner) is not computed into a buffer but returned as the input itself and rebuilt
+as eager's view (:class:`~kiln.frontends.input_aliases.InputAliases`); and the compiled
+graphs take their argument lists over (the boxed convention), so that the program drops
+each saved activation after its last use.
+
 ```python
 model = torch.compile(model, backend="kiln", options={"debug_dir": "/tmp/kiln"})
 y = model(x)                       # prints: kiln: forward_0: 53 FX nodes -> 9 kernels, ...
@@ -34,9 +43,13 @@ def kiln_backend(
     **_: Any,
 ) -> Callable[..., Any]:
     """Dynamo backend entry point (``backend="kiln"``)."""
+    from functorch.compile import default_partition, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     opts = CompileOptions.from_mapping(options)
+    partition = (
+        min_cut_rematerialization_partition if opts.partitioner == "min-cut" else default_partition
+    )
     graph_id = next(_GRAPH_IDS)
     # When kiln last had control: AOTAutograd's tracing (and partitioning, before the
     # backward graph) is the time from there to the next compile_fn (the profile's "aot").
@@ -50,12 +63,16 @@ def kiln_backend(
             # compiles real programs, whose constants (``_tensor_constant0``) it reads
             # and builds at compile time.
             aot_seconds = time.perf_counter() - handed_over[0]
+            aliases = InputAliases(fx_graph)
             with unset_fake_temporarily():
                 compiled = compile_graph(
-                    fx_graph, inputs, opts, name=f"{kind}_{graph_id}", aot_seconds=aot_seconds
+                    aliases.forwarding_inputs(fx_graph),
+                    inputs,
+                    opts,
+                    name=f"{kind}_{graph_id}",
+                    aot_seconds=aot_seconds,
                 )
             handed_over[0] = time.perf_counter()
-            aliases = InputAliases(fx_graph)
 
             def run(args: list[Any]) -> Any:
                 # Boxed: AOTAutograd hands over its argument list and keeps no other
@@ -74,5 +91,6 @@ def kiln_backend(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
+        partition_fn=partition,
     )
     return backend(gm, list(example_inputs))

@@ -13,10 +13,17 @@ silently read chunk 0's data.
 storage of a placeholder's) and returns them as ``input.as_strided`` with eager's sizes,
 strides and offset, evaluated from the run's actual sizes: exactly eager's view, and no
 copy. It is what Inductor's wrapper does (``reinterpret_tensor`` of the argument).
+
+Such an output need not be computed at all: :meth:`InputAliases.forwarding_inputs` gives
+the graph with each of them returning its input itself, so that the program allocates
+nothing for it. That matters in training: AOTAutograd's default partitioner saves
+``t(weight)`` for the backward of every linear layer, and a copy of each, held until the
+forward returns, cost the size of the weights at the forward's peak.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +63,9 @@ class InputAliases:
     """The outputs of one FX graph that alias its tensor inputs (see the module doc)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.forwarded = False
+        """Whether the compiled graph returns the aliased inputs themselves
+        (:meth:`forwarding_inputs`)."""
         placeholders = list(gm.graph.find_nodes(op="placeholder"))
         self._symbols: dict[sympy.Symbol, Getter] = {}
         storages: dict[int, int] = {}
@@ -110,6 +120,30 @@ class InputAliases:
                 bind(stride, lambda args, d=d: int(args[k].stride(d)))
             bind(val.storage_offset(), lambda args: int(args[k].storage_offset()))
 
+    def forwarding_inputs(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        """``gm`` where each aliasing output returns its input instead of the view (a
+        copy of the graph; ``gm`` itself when there is none): the program need not compute
+        what :meth:`apply` replaces. The graph compiled from it must be run through
+        :meth:`capture` and :meth:`apply`."""
+        if not self.aliases:
+            return gm
+        graph = torch.fx.Graph()
+        graph._codegen = copy.deepcopy(gm.graph._codegen)  # pyright: ignore[reportPrivateUsage]
+        env: dict[torch.fx.Node, torch.fx.Node] = {}
+        copied = graph.graph_copy(gm.graph, env, return_output_node=True)
+        assert isinstance(copied, tuple)
+        returned, old_output = copied  # pyright: ignore[reportUnknownVariableType]
+        assert isinstance(returned, tuple | list)
+        assert isinstance(old_output, torch.fx.Node)
+        placeholders = [env[n] for n in gm.graph.find_nodes(op="placeholder")]
+        values: list[Any] = list(returned)  # pyright: ignore[reportUnknownArgumentType]
+        for alias in self.aliases:
+            values[alias.output] = placeholders[alias.input]
+        output = graph.output(type(returned)(values))  # pyright: ignore[reportUnknownArgumentType]
+        output.meta = dict(old_output.meta)
+        self.forwarded = True
+        return torch.fx.GraphModule(gm, graph)
+
     def _computable(self, e: sympy.Expr) -> bool:
         return all(s in self._symbols for s in e.free_symbols)
 
@@ -135,13 +169,20 @@ class InputAliases:
 
         patched: list[Any] = list(outputs)  # pyright: ignore[reportUnknownArgumentType]
         for alias, source in zip(self.aliases, inputs, strict=True):
-            if alias.output >= len(patched) or not isinstance(source, torch.Tensor):
-                continue
-            current = patched[alias.output]
-            if not isinstance(current, torch.Tensor):
-                continue
+            current = patched[alias.output] if alias.output < len(patched) else None
             size = [evaluate(e) for e in alias.size]
-            if list(current.shape) != size:
+            # Forwarded, the program returned the input itself in the view's place.
+            expected = list(source.shape) if self.forwarded else size
+            if (
+                not isinstance(source, torch.Tensor)
+                or not isinstance(current, torch.Tensor)
+                or list(current.shape) != expected
+            ):
+                if self.forwarded:  # the input in place of its view would be wrong
+                    raise RuntimeError(
+                        f"kiln: output {alias.output} of the compiled graph should be input "
+                        f"{alias.input} (to be returned as its view of size {size})"
+                    )
                 continue  # not the tensor we think it is: leave it alone
             patched[alias.output] = source.as_strided(
                 size, [evaluate(e) for e in alias.stride], evaluate(alias.offset)

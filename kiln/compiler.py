@@ -14,6 +14,11 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                  slow, for debugging)
 ``autotune``     benchmark candidate kernel configs on first call (Triton)
 ``cuda_graphs``  replay launches through CUDA graphs (Triton)
+``partitioner``  training under ``torch.compile``: how AOTAutograd splits the joint graph,
+                 ``min-cut`` (default, as Inductor: cheap forward ops are recomputed in
+                 the backward instead of saved, views of parameters are never saved) or
+                 ``default`` (AOTAutograd's default: save every forward value the
+                 backward reads)
 ``debug_dir``    write, per graph, the FX graph, the IR after every pass, the generated
                  code and the fusion report (also ``KILN_DEBUG=dir``)
 ``verbose``      print a one-line summary per graph (default on)
@@ -57,6 +62,7 @@ class CompileOptions:
     executor: Executor = "auto"
     autotune: bool = False
     cuda_graphs: bool = False
+    partitioner: str = "min-cut"
     debug_dir: str | None = None
     verbose: bool = True
 
@@ -85,10 +91,12 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "executor": (str,),
     "autotune": (bool,),
     "cuda_graphs": (bool,),
+    "partitioner": (str,),
     "debug_dir": (str, type(None)),
     "verbose": (bool,),
 }
 _EXECUTORS = ("auto", "cpp", "triton", "interpret")
+PARTITIONERS = ("min-cut", "default")
 
 
 def _check_option(name: str, value: Any) -> None:
@@ -103,6 +111,10 @@ def _check_option(name: str, value: Any) -> None:
         raise CompileError(f"kiln option {name}={value!r}: expected {names}")
     if name == "executor" and value not in _EXECUTORS:
         raise CompileError(f"kiln option executor={value!r}: expected one of {list(_EXECUTORS)}")
+    if name == "partitioner" and value not in PARTITIONERS:
+        raise CompileError(
+            f"kiln option partitioner={value!r}: expected one of {list(PARTITIONERS)}"
+        )
 
 
 @dataclass

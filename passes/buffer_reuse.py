@@ -12,7 +12,8 @@ Works on each program after ``fuse`` (and ``tile``), from the liveness of its bu
    buffers are not);
 3. **reuse**: an allocation takes the memory of a freed buffer of the same dtype, memory
    space and size (``kernel.reuse``) when holding that memory until then never raises the
-   peak.
+   peak, of the owned buffers and of those plus the arguments each held until its last
+   use (a backward graph's saved activations, released as it runs).
 
 Existing frees are recomputed, so the pass is idempotent. With ``report=true`` it prints
 the peak memory as the program was written, with frees only, and after reuse and
@@ -25,6 +26,7 @@ buffer-reuse: @forward: peak 2560 B as written, 1920 B with frees, 1280 B after 
 
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
@@ -38,6 +40,7 @@ from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.lifetimes import is_buffer
 from kiln.dialects.kernel.liveness import (
     MemoryProfile,
+    argument_timeline,
     buffer_bytes,
     liveness,
     memory_timeline,
@@ -155,6 +158,15 @@ def reuse_freed(program: ProgramOp) -> None:
     profile = memory_timeline(program)
     live = list(profile.live)
     peak = profile.peak
+    # The same with the arguments each held until its last use (AOTAutograd hands the
+    # list over): a backward graph's saved activations shrink as it runs, so a buffer
+    # held for a late reuse can raise the real peak although the owned buffers' peak
+    # (all gradients, at the end) stays. Which arguments the caller keeps (parameters)
+    # is unknown here, so the hold must fit under what is live at some point after the
+    # free, not under the call's peak (its start, with every argument held).
+    with_args = [a + b for a, b in zip(live, argument_timeline(program), strict=True)]
+    # Computed once: accepted holds only raise with_args, so these stay lower bounds.
+    after = list(itertools.accumulate(reversed(with_args), max))[::-1]
     ops = list(program.body.block.ops)
     block = program.body.block
     frees: dict[tuple[object, ...], list[tuple[int, FreeOp]]] = {}
@@ -169,12 +181,13 @@ def reuse_freed(program: ProgramOp) -> None:
         ty = op.result.type
         assert isinstance(ty, MemRefType)
         best: tuple[int, FreeOp] | None = None
-        hold = 0  # the most live bytes between a candidate free and this allocation
+        hold = hold_with_args = 0  # the most live bytes between a free and this allocation
         end = p
         for f_pos, free in reversed(frees.get(_reuse_key(ty), [])):
             if f_pos >= p or f_pos in used:
                 continue
             hold = max(hold, max(live[f_pos:end], default=0))
+            hold_with_args = max(hold_with_args, max(with_args[f_pos:end], default=0))
             end = f_pos
             old = free.buffer
             size = buffer_bytes(old)
@@ -187,7 +200,7 @@ def reuse_freed(program: ProgramOp) -> None:
                     and all(isinstance(o, FreeOp | AllocOp) for o in ops[f_pos:p])
                 ):
                     continue
-            elif hold + size > peak:
+            elif hold + size > peak or hold_with_args + size > after[f_pos]:
                 break  # earlier frees would hold the memory even longer
             best = (f_pos, free)
             break
@@ -198,6 +211,7 @@ def reuse_freed(program: ProgramOp) -> None:
         size = buffer_bytes(free.buffer) or 0
         for k in range(f_pos, p):
             live[k] += size
+            with_args[k] += size
         reuse = ReuseOp(free.buffer, ty)
         reuse.result.name_hint = op.result.name_hint
         block.insert_op_before(reuse, op)

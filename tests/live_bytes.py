@@ -13,6 +13,9 @@ live and die within one line (inside an extern call) are not sampled.
 ```python
 assert run_counting_live_bytes(program.run, args).peak == planned_peak(program_op)
 ```
+
+:func:`step_peak_bytes` measures a whole step instead (a compiled model's forward and
+backward, or eager's), from the CPU allocator's own records.
 """
 
 from __future__ import annotations
@@ -149,4 +152,29 @@ def planned_peak(program: ProgramOp, *, arguments: bool = False) -> int:
     )
 
 
-__all__ = ["LiveBytes", "planned_peak", "run_counting_live_bytes"]
+def step_peak_bytes(step: Callable[[], object]) -> int:
+    """The most bytes ``step()`` holds on the CPU beyond what was allocated before it:
+    the running sum, in time order, of every allocation and free the profiler records
+    (its raw ``[memory]`` events: the per-op figures of ``prof.events()`` net an op's
+    allocations against its frees, which hides the peak inside a compiled region, one
+    op to the profiler). What benchmarks/dashboard_measure.py reports on the CPU."""
+    from torch._C._autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    assert results is not None
+    records = sorted(
+        (event.start_ns(), event.nbytes())  # pyright: ignore[reportAttributeAccessIssue]
+        for event in results.events()
+        if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
+    )
+    live = top = 0
+    for _, size in records:
+        live += size
+        top = max(top, live)
+    return top
+
+
+__all__ = ["LiveBytes", "planned_peak", "run_counting_live_bytes", "step_peak_bytes"]

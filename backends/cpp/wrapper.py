@@ -173,6 +173,9 @@ class _Writer(ProgramWalker):
             f"if not isinstance({name}, _Tensor) or {name}.dtype is not {dtype} or {shape_check} "
             f"or not {name}.is_cpu: _bad_argument({position}, {expected!r}, {name})"
         )
+
+    def prepare_argument(self, arg: SSAValue) -> None:
+        name = self.name(arg)
         self.line(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:

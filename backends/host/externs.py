@@ -37,7 +37,7 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from kiln.dialects.aten.attributes import OpaqueDtypeType
 from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
@@ -74,6 +74,24 @@ FRESH_RESULTS = frozenset(
     }
 )
 """Overloads whose result is a newly allocated tensor, never a view of an input."""
+
+
+IN_PLACE: dict[str, str] = {
+    "aten::index_put.default": "aten::index_put_.default",
+    "aten::_unsafe_index_put.default": "aten::index_put_.default",
+    "aten::index_add.default": "aten::index_add_.default",
+    "aten::index_copy.default": "aten::index_copy_.default",
+    "aten::scatter_add.default": "aten::scatter_add_.default",
+    "aten::scatter.src": "aten::scatter_.src",
+    "aten::scatter.value": "aten::scatter_.value",
+    "aten::scatter_reduce.two": "aten::scatter_reduce_.two",
+}
+"""Functional updates that copy their whole ``self`` first, and the in-place overload
+(the same arguments) that updates ``self`` itself. An extern that is one of them, whose
+``self`` buffer the program allocated and frees right there, runs in place
+(:func:`inline_extern`'s ``donated``): the embedding gradient of a language model,
+``index_put(zeros, [ids], grad, accumulate=True)``, was otherwise held twice at the end
+of its backward, where every other gradient is live too."""
 
 
 RESHAPES = frozenset({"aten::reshape.default", "aten::view.default"})
@@ -194,8 +212,9 @@ class _Body:
             self.lines.append(f"{self.name(op.results[0])} = {call}")
         return True
 
-    def _direct_call(self, op: AtenOp) -> str | None:
-        """A direct call for an op with one tensor result and constant arguments."""
+    def _direct_call(self, op: AtenOp, in_place: str | None = None) -> str | None:
+        """A direct call for an op with one tensor result and constant arguments
+        (``in_place``: call this overload instead, which takes the same arguments)."""
         schema = op.op_schema()
         if (
             len(op.results) != 1
@@ -240,6 +259,8 @@ class _Body:
                 keywords.append(f"{spec.name}={text}")
             else:
                 positional.append(text)
+        if in_place is not None:
+            return f"{self.constant(torch_overload(in_place))}({', '.join(positional + keywords)})"
         overload = f"{schema.namespace}::{schema.qualified_name}"
         if overload == "aten::as_strided.default" and not keywords:
             offset = positional[3] if len(positional) > 3 and positional[3] != "None" else "0"
@@ -282,9 +303,14 @@ def inline_extern(
     outputs: Sequence[str],
     namespace: dict[str, Any],
     temporary: Callable[[], str],
+    donated: Sequence[bool] = (),
 ) -> list[str] | None:
     """The body as lines of the wrapper: ``inputs`` name the extern's operands and
     ``outputs`` its results; None if the body needs the interpreter.
+
+    ``donated`` (per buffer input): the input is fresh memory of the program's own that
+    nothing reads after this extern; a body that is one :data:`IN_PLACE` update of such
+    an input then updates it in place and yields it.
 
     A buffer result yielded straight from mm/bmm/addmm/baddbmm (or a reshape of one) is
     the fresh contiguous tensor ATen made; one from convolution is made contiguous if ATen chose another
@@ -297,6 +323,9 @@ def inline_extern(
         writer.names[arg] = name
     yielded = block.last_op
     assert isinstance(yielded, YieldOp)
+    in_place = _in_place_call(op, donated, writer)
+    if in_place is not None:
+        return [f"{outputs[0]} = {in_place}"]
     # A value yielded once, straight from the op that makes it, takes the result's name.
     for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
         if (
@@ -329,6 +358,41 @@ def inline_extern(
     if writer.temporaries:
         lines.append(f"del {', '.join(writer.temporaries)}")
     return lines
+
+
+def _in_place_call(op: ExternOp, donated: Sequence[bool], writer: _Body) -> str | None:
+    """The in-place call for a body that is one :data:`IN_PLACE` update of a donated
+    input (see :func:`inline_extern`), else None."""
+    block = op.body.block
+    body = list(block.ops)
+    if len(body) != 2 or len(op.outputs) != 1:
+        return None
+    inner, yielded = body
+    if (
+        not isinstance(inner, AtenOp)
+        or inner.overload_name not in IN_PLACE
+        or len(inner.results) != 1
+        or not isinstance(yielded, YieldOp)
+        or list(yielded.values) != [inner.results[0]]
+    ):
+        return None
+    target = inner.tensor_operands().get("self", [])
+    if len(target) != 1:
+        return None
+    argument = target[0]
+    if not isinstance(argument, BlockArgument) or argument.block is not block:
+        return None
+    position = argument.index
+    if position >= min(len(op.inputs), len(donated)) or not donated[position]:
+        return None
+    buffer = op.inputs[position]
+    if (
+        list(op.inputs).count(buffer) != 1  # also read as the values or an index
+        or sum(1 for _ in argument.uses) != 1
+        or buffer.type != op.outputs[0].type
+    ):
+        return None
+    return writer._direct_call(inner, IN_PLACE[inner.overload_name])  # pyright: ignore[reportPrivateUsage]
 
 
 _CONTIGUOUS_RESULTS = FRESH_RESULTS
@@ -393,4 +457,12 @@ class _KernelYield(InterpreterFunctions):
         return ReturnedValues(args), ()
 
 
-__all__ = ["FAST_CALLS", "REINTERPRET", "ExternCall", "as_buffer", "compile_body", "inline_extern"]
+__all__ = [
+    "FAST_CALLS",
+    "IN_PLACE",
+    "REINTERPRET",
+    "ExternCall",
+    "as_buffer",
+    "compile_body",
+    "inline_extern",
+]

@@ -9,6 +9,7 @@ calls hooks for the rest, the way Inductor shares one wrapper codegen across dev
 
 ====================  =========================================================
 ``prologue``          after the arguments are unpacked (checks, device, stream)
+``prepare_argument``  before an argument's first use (contiguous copy, device move)
 ``allocate``          the expression that allocates a fresh contiguous buffer
 ``view``              the expression that sees a reused buffer with a new shape
 ``launch``            the lines that launch one ``kernel.launch``
@@ -22,7 +23,9 @@ Memory follows what ``buffer-reuse`` planned: arguments are released after their
 last use (:func:`~kiln.dialects.kernel.liveness.argument_releases`; the argument list
 is taken over, AOTAutograd's boxed convention), ``kernel.free`` deletes the name,
 ``kernel.reuse`` deletes the old name, and extern temporaries are deleted, so that no
-name outlives its buffer's planned free.
+name outlives its buffer's planned free. An extern that updates a buffer the wrapper
+allocated, at that buffer's last use (``index_put`` of the embedding gradient), runs in
+place (:data:`~kiln.backends.host.externs.IN_PLACE`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from kiln.backends.host.externs import ExternCall, inline_extern
 from kiln.backends.host.scalars import HELPERS, constant_python, scalar_python
 from kiln.backends.host.size_checks import size_check_lines
 from kiln.dialects.aten import AtenOp
-from kiln.dialects.kernel.liveness import argument_releases
+from kiln.dialects.kernel.liveness import argument_first_uses, argument_releases
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
     ExternOp,
@@ -114,6 +117,8 @@ class ProgramWalker:
     profile: dict[str, list[float]] | None = None
     """When set, the wrapper adds each launch's and extern call's count and seconds here."""
     counter: int = 0
+    positions: dict[Operation, int] | None = None
+    """Each program op's index, computed when first needed."""
 
     reserved: ClassVar[frozenset[str]] = RESERVED
     """A backend adds the names its prologue and namespace define."""
@@ -187,8 +192,13 @@ class ProgramWalker:
             self.line(check)
         self.prologue()
         released = argument_releases(self.program)
+        # Arguments are converted at their first use, not in the prologue: a backward
+        # graph's strided saved activations would otherwise all be copied at once.
+        prepared = argument_first_uses(self.program)
         self.release(released.get(None, []))
         for op in block.ops:
+            for arg in prepared.get(op, ()):
+                self.prepare_argument(arg)
             self.op(op)
             self.release(released.get(op, []))
         return "\n".join(self.lines) + "\n"
@@ -258,7 +268,14 @@ class ProgramWalker:
     def extern(self, op: ExternOp) -> None:
         outputs = [self.name(r, "buf") for r in op.outputs]
         inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
-        lines = inline_extern(op, inputs, outputs, self.namespace, lambda: self.fresh(None, "tmp"))
+        lines = inline_extern(
+            op,
+            inputs,
+            outputs,
+            self.namespace,
+            lambda: self.fresh(None, "tmp"),
+            donated=[self.donated(v, op) for v in op.inputs],
+        )
         if lines is None:
             self.extern_fallback(op, inputs, outputs)
         else:
@@ -266,6 +283,25 @@ class ProgramWalker:
             self.line(f"# kernel.extern: {label or 'no ATen call'}")
             self.timed(f"extern {label or 'extern'}", lines)
         self.after_extern(op)
+
+    def donated(self, value: SSAValue, op: Operation) -> bool:
+        """Whether ``op`` may update buffer ``value`` in place: memory the wrapper itself
+        allocated (an extern's result may be a tensor someone else holds: a constant),
+        which nothing uses after ``op``."""
+        if self.positions is None:
+            self.positions = {o: k for k, o in enumerate(self.program.body.block.ops)}
+        root = value
+        while isinstance(root.owner, ReuseOp):
+            root = root.owner.source
+        if not isinstance(root.owner, AllocOp):
+            return False
+        here = self.positions[op]
+        # Used later only by its kernel.free (a return, a read or a reuse keeps it).
+        return all(
+            isinstance(use.operation, FreeOp)
+            for use in value.uses
+            if self.positions.get(use.operation, here + 1) > here
+        )
 
     def timed(self, label: str, lines: list[str]) -> None:
         """Emit ``lines``; with profiling on, add their wall time to ``label``'s entry."""
@@ -285,6 +321,9 @@ class ProgramWalker:
 
     def prologue(self) -> None:
         """Lines after the arguments are unpacked."""
+
+    def prepare_argument(self, arg: SSAValue) -> None:
+        """Lines before the first op that uses buffer argument ``arg`` (none by default)."""
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:
         raise NotImplementedError

@@ -5,8 +5,8 @@ allocations, frees, reuse, arguments released after their last use, externs inli
 host scalar arithmetic, results); this module adds the Triton hooks:
 
 * the prologue: ``device = default_device`` (the graph's device, fixed at compile time,
-  see :mod:`kiln.devices`), each tensor argument through ``as_buffer`` (contiguous, on
-  that device), ``stream = get_stream(device)``;
+  see :mod:`kiln.devices`), ``stream = get_stream(device)``; each tensor argument goes
+  through ``as_buffer`` (contiguous, on that device) right before its first use;
 * ``kernel.alloc`` -> ``buf0 = empty_strided((2, 5, 16), (80, 16, 1), dtype=..., device=device)``;
 * ``kernel.launch @kernel0`` -> ``run_kiln_per_fused_sum_0(stream, x, buf0)``: a runner
   the runtime provides (it picks the grid and launches the compiled kernel);
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import SSAValue
 
 from kiln.backends.host.walker import (
     RESERVED,
@@ -60,15 +61,15 @@ class WrapperPrinter(ProgramWalker):
     backend: ClassVar[str] = "the Triton"
 
     def prologue(self) -> None:
-        block = self.program.body.block
-        tensors = [self.name(a) for a in block.args if isinstance(a.type, MemRefType)]
         # The graph's device, fixed at compile time (kiln.devices): a graph whose tensors
         # are all made inside it still allocates on the GPU, and a CPU 0-d argument of a
-        # CUDA graph is moved there.
+        # CUDA graph is moved there (by ``as_buffer``, at the argument's first use).
         self.line("device = default_device")
-        for name in tensors:
-            self.line(f"{name} = as_buffer({name}, device)")
         self.line("stream = get_stream(device)")
+
+    def prepare_argument(self, arg: SSAValue) -> None:
+        name = self.name(arg)
+        self.line(f"{name} = as_buffer({name}, device)")
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:
         strides = py_tuple(contiguous_stride_texts(shape))

@@ -104,6 +104,30 @@ def memory_timeline(program: ProgramOp) -> MemoryProfile:
     return MemoryProfile(tuple(timeline), allocations, reuses, dynamic)
 
 
+def argument_timeline(program: ProgramOp) -> tuple[int, ...]:
+    """Bytes of buffer arguments still held after each op, when the wrapper owns its
+    argument list (the boxed convention: each is released after its last use, returned
+    ones at the end). Arguments of dynamic shape count 0."""
+    info = liveness(program)
+    count = len(info.ops)
+    delta = [0] * (count + 1)
+    for arg in program.body.block.args:
+        if not is_buffer(arg):
+            continue
+        size = buffer_bytes(arg) or 0
+        last = count if arg in info.returned else info.last_use.get(arg)
+        if last is None or not size:
+            continue
+        delta[0] += size
+        delta[last] -= size  # released after its last op
+    held: list[int] = []
+    running = 0
+    for k in range(count):
+        running += delta[k]
+        held.append(running)
+    return tuple(held)
+
+
 def argument_releases(program: ProgramOp) -> dict[Operation | None, list[SSAValue]]:
     """Per op, the buffer arguments whose last use it is (returned ones excluded), and
     under ``None`` those nothing uses: where a wrapper that owns its argument list can
@@ -117,10 +141,29 @@ def argument_releases(program: ProgramOp) -> dict[Operation | None, list[SSAValu
     return released
 
 
+def argument_first_uses(program: ProgramOp) -> dict[Operation, list[SSAValue]]:
+    """Per op, the buffer arguments it is the first to use: where a wrapper converts an
+    argument (a contiguous copy of a strided one, a device move) just in time, instead of
+    holding every converted copy from the call's start."""
+    block = program.body.block
+    pending = {arg for arg in block.args if is_buffer(arg)}
+    first: dict[Operation, list[SSAValue]] = {}
+    for op in block.ops:
+        if not pending:
+            break
+        for value in op.operands:
+            if value in pending:
+                pending.discard(value)
+                first.setdefault(op, []).append(value)
+    return first
+
+
 __all__ = [
     "Liveness",
     "MemoryProfile",
+    "argument_first_uses",
     "argument_releases",
+    "argument_timeline",
     "buffer_bytes",
     "liveness",
     "memory_timeline",

@@ -46,6 +46,7 @@ def test_explain_is_callable_after_first_use() -> None:
         ({"debug_dir": 123}, "debug_dir=123: expected str or None"),
         ({"executor": "gpu"}, "executor='gpu'"),
         ({"autotune": 1}, "autotune=1: expected bool"),
+        ({"partitioner": "greedy"}, "partitioner='greedy'"),
         ({"plugins": [3]}, "plugins"),
         ({"mode": "fastest"}, "unknown mode 'fastest'"),
         ({"no_such_option": True}, "unknown kiln option"),

@@ -69,3 +69,47 @@ def test_backward_peak_is_the_planned_peak() -> None:
     # The saved activations as the forward computed them: random ones would not be
     # consistent with each other (a saved mean and its rstd).
     check_peak(capture_aot_training(model, *inputs).backward, random=False)
+
+
+def _reduce_then_scale(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # b is first read by the second kernel, after a's last use.
+    return (b * a.sin().mean()).cos()
+
+
+def test_strided_arguments_are_copied_at_their_first_use() -> None:
+    # A backward graph receives saved activations that may be strided views (a saved
+    # transposed weight): each is copied contiguous right before the op that first reads
+    # it, so a's copy is gone when b's is made. Copied in the prologue, both copies lived
+    # together from the start of the call.
+    a_base, b_base = torch.randn(96, 64), torch.randn(80, 48)
+    examples = (a_base.t().contiguous(), b_base.t().contiguous())
+    module = lower_graph(capture_make_fx(_reduce_then_scale, *examples).gm)
+    program = build_cpp_program(module)
+    copies = (a_base.numel() + b_base.numel()) * 4
+    args = [a_base.t(), b_base.t()]  # views: not contiguous
+    run = run_counting_live_bytes(program.boxed_call, args, code=program.run.__code__)
+    assert args == []
+    assert run.peak < copies, program.python_source
+    (actual,) = run.outputs
+    torch.testing.assert_close(
+        actual, _reduce_then_scale(a_base.t(), b_base.t()), atol=1e-5, rtol=1e-4
+    )
+
+
+def _scatter_max(x: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    return (x * 2).scatter_reduce(0, index, src, reduce="amax")
+
+
+def test_extern_update_of_a_dying_buffer_runs_in_place() -> None:
+    # The functional scatter copies its whole input first; the program's own ``x * 2``
+    # dies there, so the extern updates it in place: one buffer, not two, at the peak
+    # (as the embedding gradient, ``index_put(zeros, ..., accumulate=True)``, at the end
+    # of a language model's backward).
+    x, src = torch.randn(512, 64), torch.randn(256, 64)
+    index = torch.randint(0, 512, (256, 64))
+    module = lower_graph(capture_make_fx(_scatter_max, x, index, src).gm)
+    program = build_cpp_program(module)
+    assert "scatter_reduce_" in program.python_source, program.python_source
+    run = run_counting_live_bytes(program.run, [x, index, src])
+    assert run.peak == x.numel() * 4, program.python_source
+    torch.testing.assert_close(run.outputs[0], _scatter_max(x, index, src))

@@ -82,3 +82,51 @@ def test_backward_peak_is_the_planned_peak() -> None:
     # The saved activations as the forward computed them (random ones would not be
     # consistent with each other).
     check_peak(graphs.backward, random=False)
+
+
+def _reduce_then_scale(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # b is first read by the second kernel, after a's last use.
+    return (b * a.sin().mean()).cos()
+
+
+def test_strided_arguments_are_copied_at_their_first_use() -> None:
+    # As in the C++ wrapper: ``as_buffer`` copies a strided argument right before the op
+    # that first reads it, so a's copy is gone when b's is made (in the prologue, both
+    # copies lived together from the start of the call).
+    a_base, b_base = to_device(torch.randn(96, 64)), to_device(torch.randn(80, 48))
+    examples = (a_base.t().contiguous(), b_base.t().contiguous())
+    compiled = compile_capture(capture(_reduce_then_scale, *examples))
+    program = compiled.program
+    assert isinstance(program, TritonProgram)
+    copies = (a_base.numel() + b_base.numel()) * 4
+    args = [a_base.t(), b_base.t()]  # views: not contiguous
+    run = run_counting_live_bytes(
+        program.boxed_call, args, code=program.call.__code__, collect_cycles=interpreting()
+    )
+    assert args == []
+    assert run.peak < copies, program.source
+    (actual,) = run.outputs
+    assert_close(actual, _reduce_then_scale(a_base.t(), b_base.t()))
+
+
+def _scatter_max(x: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    return (x * 2).scatter_reduce(0, index, src, reduce="amax")
+
+
+def test_extern_update_of_a_dying_buffer_runs_in_place() -> None:
+    # As in the C++ wrapper: the extern updates the program's own dying ``x * 2`` in
+    # place instead of a whole copy of it.
+    x, src = to_device(torch.randn(512, 64)), to_device(torch.randn(256, 64))
+    index = to_device(torch.randint(0, 512, (256, 64)))
+    compiled = compile_capture(capture(_scatter_max, x, index, src))
+    program = compiled.program
+    assert isinstance(program, TritonProgram)
+    assert "scatter_reduce_" in program.source, program.source
+    run = run_counting_live_bytes(
+        program.boxed_call,
+        [x, index, src],
+        code=program.call.__code__,
+        collect_cycles=interpreting(),
+    )
+    assert run.peak == x.numel() * 4, program.source
+    assert_close(run.outputs[0], _scatter_max(x, index, src))
