@@ -54,6 +54,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import Rewriter
 
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
@@ -458,6 +459,9 @@ def _trace(
         Rewriter.replace_op(ret, ReturnOp(*values))
     if any(_is_same_op(o, op) for o in func.walk()):
         return None  # the "decomposition" re-emits the op itself
+    for inner in func.walk():
+        # Sizes of the trace's own shape environment: its symbols are not the graph's.
+        inner.attributes.pop(TRACED_SIZES_ATTR, None)
     func.detach()
     return Traced(func, tuple(absent))
 

@@ -106,7 +106,7 @@ def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_bl
     argument, a dim of a tensor argument: the importer's size-symbol attributes) get
     one size symbol, so that views over them compare structurally."""
     attrs = [a.data for a in func.arg_attrs.data] if func.arg_attrs is not None else []
-    by_name: dict[str, Expr] = {}
+    by_name = ctx.size_names
     pairs = list(zip(old_block.args, new_block.args, strict=True))
     for k, (old, new) in enumerate(pairs):
         new.name_hint = old.name_hint

@@ -107,6 +107,11 @@ class FloorDiv(sympy.Function):
             rest = sympy.Add(*[t for t, q in zip(terms, quotients, strict=True) if q is None])
             exact = sympy.Add(*[q for q in quotients if q is not None])
             return exact + floordiv(rest, divisor)
+        if not divisor.is_Integer:
+            common = _common_size_factor(terms, divisor)
+            if common is not None:
+                # Positive sizes cancel: floor(a*g / (b*g)) == floor(a / b).
+                return floordiv(sympy.Add(*[t / common for t in terms]), divisor / common)
         if divisor.is_Integer:
             g = as_int(divisor)
             for t in terms:
@@ -115,6 +120,17 @@ class FloorDiv(sympy.Function):
             if g > 1:
                 return floordiv(sympy.Add(*[t / g for t in terms]), divisor / g)
         return None
+
+
+def _common_size_factor(terms: Sequence[Expr], divisor: Expr) -> Expr | None:
+    """The product of the divisor's size-symbol factors (``s<k>``, positive) that are
+    factors of every term of the numerator (structurally), or None."""
+    common: list[Expr] = []
+    term_factors = [sympy.Mul.make_args(t) for t in terms]
+    for f in sympy.Mul.make_args(divisor):
+        if isinstance(f, sympy.Symbol) and f.is_positive and all(f in fs for fs in term_factors):
+            common.append(f)
+    return sympy.Mul(*common) if common else None
 
 
 def _term_quotient(term: Expr, divisor: Expr) -> Expr | None:

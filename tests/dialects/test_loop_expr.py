@@ -55,6 +55,16 @@ def test_floordiv_simplifies_exactly_divisible_terms() -> None:
     assert floordiv(sympy.Integer(-7), 2) == -4
 
 
+def test_floordiv_cancels_common_size_factors() -> None:
+    """``view(-1, 4, c)`` of ``[s0, s1]`` resolves the -1 as ``(s0*s1) // (4*s1)``:
+    positive sizes cancel (``s0 // 4``), index variables do not."""
+    s1 = var("s1")
+    assert floordiv(s0 * s1, 4 * s1) == floordiv(s0, 4)
+    assert floordiv(s1 * d0 + s0 * s1, 4 * s1) == floordiv(d0 + s0, 4)
+    assert floordiv(d0 * d1, 4 * d1) != floordiv(d0, 4)  # d1 may be 0: not cancelled
+    assert floordiv(s0 * s1 + d0, 4 * s1) == floordiv(s0 * s1 + d0, 4 * s1)
+
+
 @pytest.mark.parametrize(
     ("text", "message", "pos"),
     [

@@ -46,6 +46,7 @@ from kiln.dialects.aten.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
     UnsupportedSymbolicOp,
+    traced_size_attrs,
     size_symbol_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
@@ -344,6 +345,8 @@ class GraphImporter:
         op = overload.build(args, result_types)
         if storage is not None:
             op.attributes[STORAGE_ATTR] = storage
+        if "val" in node.meta:
+            op.attributes.update(traced_size_attrs(node.meta["val"]))
         self._define(node, op)
 
     def _quantized_result(
