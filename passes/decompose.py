@@ -331,7 +331,9 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
         if not isinstance(value.type, TensorType):
             return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
-    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items()))
+    extra = tuple(
+        sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR)
+    )
     return (
         op.overload_name,
         tuple(str(v.type) for v in op.operands),

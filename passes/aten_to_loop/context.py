@@ -406,6 +406,7 @@ class LoweringContext:
         for operand, view in views:
             mapping[operand] = builder.as_strided(input_arg(view.buffer), view, operand.type)
         clone = op.clone(value_mapper=mapping)
+        clone.attributes.pop(TRACED_SIZES_ATTR, None)  # read here, not by the extern
         body_ops.append(clone)
         from kiln.dialects.loop.body_ops import YieldOp
 
