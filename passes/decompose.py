@@ -54,10 +54,10 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import Rewriter
 
-from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 
 if TYPE_CHECKING:
     import torch
@@ -331,9 +331,7 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
         if not isinstance(value.type, TensorType):
             return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
-    extra = tuple(
-        sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR)
-    )
+    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR))
     return (
         op.overload_name,
         tuple(str(v.type) for v in op.operands),

@@ -58,7 +58,7 @@ from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
-from kiln.passes.aten_to_loop.tensors import Expr, TensorRef
+from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, is_body_type
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sympy
 from xdsl.dialects import arith, memref
@@ -30,10 +30,10 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
-from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.loop.expr import ExprSyntaxError, floordiv, parse_expr
 from kiln.dialects.loop.ops import (
     ExternOp,
@@ -463,7 +463,7 @@ class LoweringContext:
             if bound is None:
                 return None
             mapping[symbol] = bound
-        return e.xreplace(mapping)
+        return cast(Expr, e.xreplace(mapping))
 
     def _eager_layout_operand(self, op: Operation) -> tuple[SSAValue, tuple[int, ...]] | None:
         """The ``self`` operand of a storage-dependent op and the strides eager gives it."""

@@ -46,8 +46,8 @@ from kiln.dialects.aten.fx.symbolic import (
     SYMBOLIC_TARGETS,
     SymbolicLowering,
     UnsupportedSymbolicOp,
-    traced_size_attrs,
     size_symbol_attrs,
+    traced_size_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 from kiln.dialects.aten.storage import STORAGE_ATTR

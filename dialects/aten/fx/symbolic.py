@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-
 import torch
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -43,12 +42,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from kiln.dialects.aten.fx.types import INDEX
-from kiln.dialects.loop.expr import floordiv, format_expr, mod, var
 from kiln.dialects.aten.size_symbols import (
     SIZE_SYMBOL_ATTR,
     SIZE_SYMBOLS_ATTR,
     TRACED_SIZES_ATTR,
 )
+from kiln.dialects.loop.expr import floordiv, format_expr, mod, var
 
 Operand = SSAValue | int | float | bool
 """An argument of a symbolic operator: an SSA scalar or a Python constant."""
