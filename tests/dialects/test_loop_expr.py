@@ -65,6 +65,20 @@ def test_floordiv_cancels_common_size_factors() -> None:
     assert floordiv(s0 * s1 + d0, 4 * s1) == floordiv(s0 * s1 + d0, 4 * s1)
 
 
+def test_mod_of_a_floor_division_by_sizes_is_sympys_without_its_queries() -> None:
+    """``mod`` skips sympy's evaluation (0.1 s a call) only where it would return the
+    same expression: a floor division modulo a product of sizes not containing it."""
+    s1 = var("s1")
+    for base, divisor in [
+        (floordiv(d0, 128 * s1), s0),
+        (floordiv(d0, 32), 4 * s1),
+        (floordiv(d0 + s0, s1), s0 * s1),
+        (floordiv(d0, s0), s0),
+        (floordiv(d0, 32 * s1), 4),
+    ]:
+        assert mod(base, divisor) == sympy.Mod(base, divisor)
+
+
 @pytest.mark.parametrize(
     ("text", "message", "pos"),
     [
