@@ -75,6 +75,7 @@ from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
     NondeterministicSeeded,
@@ -326,7 +327,8 @@ class _FunctionRewrite:
             operands=operands,
             result_types=[_permuted_type(r.type, NHWC) for r in op.results],
             properties=dict(op.properties),
-            attributes=dict(op.attributes),
+            # Not the tracer's sizes: they are NCHW's, the result here is NHWC.
+            attributes={k: v for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR},
         )
         new.location = op.location
         Rewriter.insert_op(new, InsertPoint.before(op))

@@ -57,6 +57,7 @@ from xdsl.rewriter import Rewriter
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 
 if TYPE_CHECKING:
     import torch
@@ -330,7 +331,7 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
         if not isinstance(value.type, TensorType):
             return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
-    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items()))
+    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR))
     return (
         op.overload_name,
         tuple(str(v.type) for v in op.operands),
@@ -458,6 +459,9 @@ def _trace(
         Rewriter.replace_op(ret, ReturnOp(*values))
     if any(_is_same_op(o, op) for o in func.walk()):
         return None  # the "decomposition" re-emits the op itself
+    for inner in func.walk():
+        # Sizes of the trace's own shape environment: its symbols are not the graph's.
+        inner.attributes.pop(TRACED_SIZES_ATTR, None)
     func.detach()
     return Traced(func, tuple(absent))
 

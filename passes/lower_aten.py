@@ -58,7 +58,7 @@ from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
-from kiln.passes.aten_to_loop.tensors import Expr, TensorRef
+from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, is_body_type
 
 
@@ -110,7 +110,7 @@ def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_bl
     argument, a dim of a tensor argument: the importer's size-symbol attributes) get
     one size symbol, so that views over them compare structurally."""
     attrs = [a.data for a in func.arg_attrs.data] if func.arg_attrs is not None else []
-    by_name: dict[str, Expr] = {}
+    by_name = ctx.size_names
     pairs = list(zip(old_block.args, new_block.args, strict=True))
     for k, (old, new) in enumerate(pairs):
         new.name_hint = old.name_hint

@@ -17,4 +17,12 @@ SIZE_SYMBOLS_ATTR = "kiln.size_symbols"
 """On a tensor argument: per dim, the symbol its size is (``""`` where it is not a plain
 symbol)."""
 
-__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR"]
+TRACED_SIZES_ATTR = "kiln.traced_sizes"
+"""On an aten op: per result, per dim, the size the tracer's shape environment gave it, in
+the index-expression syntax over the shape-environment symbols (``"4*s77"``; ``""`` where
+the dim is static or the expression has no such form). ``lower-aten`` gives extern results
+and views these sizes, so that they compare structurally with the graph's own (an
+extern's result is not a fresh symbol, ``view(-1, 4, ...)`` of ``[s77, ...]`` is not
+``4*(s77 // 4)``)."""
+
+__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR", "TRACED_SIZES_ATTR"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sympy
 from xdsl.dialects import arith, memref
@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    StringAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -29,10 +30,11 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
-from kiln.dialects.loop.expr import floordiv
+from kiln.dialects.loop.expr import ExprSyntaxError, floordiv, parse_expr
 from kiln.dialects.loop.ops import (
     ExternOp,
     PointwiseOp,
@@ -73,6 +75,9 @@ class LoweringContext:
         self.device = "cpu"
         """Where the program runs (the module's ``kiln.device``: ``cuda:0``; CPU when
         absent): lowerings whose support differs by backend (atomic adds) ask it."""
+        self.size_names: dict[str, Expr] = {}
+        """Shape-environment symbol names (``"s77"``) -> the size each is bound to (the
+        function's arguments: see :mod:`kiln.dialects.aten.size_symbols`)."""
 
     # -- values ------------------------------------------------------------------------
 
@@ -97,7 +102,7 @@ class LoweringContext:
         buffer: SSAValue,
         dim_names: Sequence[str] = (),
         by_name: dict[str, Expr] | None = None,
-        known: Sequence[Expr] | None = None,
+        known: Sequence[Expr | None] | None = None,
     ) -> TensorRef:
         """The ref for a fresh contiguous buffer; ``?`` dims get ``memref.dim`` symbols,
         except a dim named in ``dim_names`` whose name ``by_name`` already binds (the
@@ -113,8 +118,8 @@ class LoweringContext:
             name = dim_names[k] if k < len(dim_names) else ""
             if dim >= 0:
                 sizes.append(sympy.Integer(dim))
-            elif known is not None:
-                sizes.append(known[k])
+            elif known is not None and (size := known[k]) is not None:
+                sizes.append(size)
             elif name and by_name is not None and name in by_name:
                 sizes.append(by_name[name])
             else:
@@ -410,6 +415,7 @@ class LoweringContext:
         for operand, view in views:
             mapping[operand] = builder.as_strided(input_arg(view.buffer), view, operand.type)
         clone = op.clone(value_mapper=mapping)
+        clone.attributes.pop(TRACED_SIZES_ATTR, None)  # read here, not by the extern
         body_ops.append(clone)
         from kiln.dialects.loop.body_ops import YieldOp
 
@@ -426,14 +432,47 @@ class LoweringContext:
         self.emit(extern)
         known = None if channels_last else extern_result_sizes(op, self.values)
         out: list[Lowered] = []
-        for result, value in zip(extern.outputs, clone.results, strict=True):
+        for k, (result, value) in enumerate(zip(extern.outputs, clone.results, strict=True)):
             if not isinstance(result.type, MemRefType):
                 out.append(result)
             elif channels_last and _is_4d(value.type):
                 out.append(self.buffer_ref(result).permute(NCHW))
             else:
-                out.append(self.buffer_ref(result, known=known))
+                # The graph's own sizes (the tracer's), not fresh symbols read from
+                # ATen's result: views of it then stay strided views.
+                sizes = known if known is not None else self.traced_sizes(op, k)
+                out.append(self.buffer_ref(result, known=sizes))
         return out
+
+    def traced_sizes(self, op: Operation, index: int) -> list[Expr | None] | None:
+        """Result ``index``'s sizes as the tracer's shape environment gave them, over
+        this function's size symbols (None per dim where unknown: static, or a symbol
+        no argument binds); None without the importer's attribute."""
+        attr = op.attributes.get(TRACED_SIZES_ATTR)
+        if not isinstance(attr, ArrayAttr) or index >= len(attr.data):
+            return None
+        dims = attr.data[index]
+        if not isinstance(dims, ArrayAttr):
+            return None
+        out: list[Expr | None] = []
+        for text in dims.data:
+            out.append(
+                self._traced_size(text.data) if isinstance(text, StringAttr) and text.data else None
+            )
+        return out if any(e is not None for e in out) else None
+
+    def _traced_size(self, text: str) -> Expr | None:
+        try:
+            e = parse_expr(text)
+        except ExprSyntaxError:
+            return None
+        mapping: dict[sympy.Basic, Expr] = {}
+        for symbol in e.free_symbols:
+            bound = self.size_names.get(str(symbol))
+            if bound is None:
+                return None
+            mapping[symbol] = bound
+        return cast(Expr, e.xreplace(mapping))
 
     def _eager_layout_operand(self, op: Operation) -> tuple[SSAValue, tuple[int, ...]] | None:
         """The ``self`` operand of a storage-dependent op and the strides eager gives it."""

@@ -21,7 +21,14 @@ from xdsl.dialects.builtin import StringAttr
 
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.storage import dense_dims, storage_layout
-from kiln.dialects.loop.expr import MAX_INDEX_NODES, expr_nodes, floordiv, index_var, mod
+from kiln.dialects.loop.expr import (
+    MAX_INDEX_NODES,
+    FloorDiv,
+    expr_nodes,
+    floordiv,
+    index_var,
+    mod,
+)
 from kiln.passes.aten_to_loop.context import (
     Lowered,
     Lowering,
@@ -87,7 +94,22 @@ def bounded_reshape(ctx: LoweringContext, ref: TensorRef, sizes: Sequence[Expr])
 def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
     sizes = args.result_sizes(0, infer_view_sizes(ref, args.value("size")))
+    traced = ctx.traced_sizes(args.op, 0)
+    if traced is not None and len(traced) == len(sizes):
+        # Both are the size at run time; the one with fewer divisions compares
+        # structurally with the sizes around it. A -1 resolves to ``numel // known``
+        # (``s0 // 4``: multiplied back, ``4*(s0 // 4)``, not ``s0``, and the reshape
+        # becomes a general one that divides per element) where the tracer may know
+        # ``s1``; and the tracer may write ``4*(s0 // 4)`` where the graph passes ``s0``.
+        sizes = [
+            s if t is None or _divisions(t) >= _divisions(s) else t
+            for s, t in zip(sizes, traced, strict=True)
+        ]
     return [bounded_reshape(ctx, ref, sizes)]
+
+
+def _divisions(e: Expr) -> int:
+    return sum(1 for n in sympy.preorder_traversal(e) if isinstance(n, FloorDiv | sympy.Mod))
 
 
 def _alias(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

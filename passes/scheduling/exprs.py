@@ -9,6 +9,7 @@ from typing import cast
 import sympy
 
 from kiln.dialects.loop.expr import FloorDiv
+from kiln.dialects.loop.expr import mod as expr_mod
 
 
 def substitute(expr: sympy.Expr, mapping: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
@@ -21,9 +22,9 @@ def floordiv(a: sympy.Expr, b: sympy.Expr | int) -> sympy.Expr:
 
 
 def mod(a: sympy.Expr, b: sympy.Expr | int) -> sympy.Expr:
-    if b == 0:
-        return sympy.Integer(0)  # an empty dim's size (see kiln.dialects.loop.expr.FloorDiv)
-    return cast(sympy.Expr, sympy.Mod(a, sympy.sympify(b)))
+    """``a % b`` (0 for an empty dim's size, see :class:`~kiln.dialects.loop.expr.FloorDiv`),
+    as :func:`kiln.dialects.loop.expr.mod` builds it."""
+    return expr_mod(a, sympy.sympify(b))
 
 
 __all__ = ["floordiv", "mod", "substitute"]

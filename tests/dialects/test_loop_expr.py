@@ -55,6 +55,30 @@ def test_floordiv_simplifies_exactly_divisible_terms() -> None:
     assert floordiv(sympy.Integer(-7), 2) == -4
 
 
+def test_floordiv_cancels_common_size_factors() -> None:
+    """``view(-1, 4, c)`` of ``[s0, s1]`` resolves the -1 as ``(s0*s1) // (4*s1)``:
+    positive sizes cancel (``s0 // 4``), index variables do not."""
+    s1 = var("s1")
+    assert floordiv(s0 * s1, 4 * s1) == floordiv(s0, 4)
+    assert floordiv(s1 * d0 + s0 * s1, 4 * s1) == floordiv(d0 + s0, 4)
+    assert floordiv(d0 * d1, 4 * d1) != floordiv(d0, 4)  # d1 may be 0: not cancelled
+    assert floordiv(s0 * s1 + d0, 4 * s1) == floordiv(s0 * s1 + d0, 4 * s1)
+
+
+def test_mod_of_a_floor_division_by_sizes_is_sympys_without_its_queries() -> None:
+    """``mod`` skips sympy's evaluation (0.1 s a call) only where it would return the
+    same expression: a floor division modulo a product of sizes not containing it."""
+    s1 = var("s1")
+    for base, divisor in [
+        (floordiv(d0, 128 * s1), s0),
+        (floordiv(d0, 32), 4 * s1),
+        (floordiv(d0 + s0, s1), s0 * s1),
+        (floordiv(d0, s0), s0),
+        (floordiv(d0, 32 * s1), 4),
+    ]:
+        assert mod(base, divisor) == sympy.Mod(base, divisor)
+
+
 @pytest.mark.parametrize(
     ("text", "message", "pos"),
     [

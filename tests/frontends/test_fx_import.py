@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     CallSiteLoc,
     DictionaryAttr,
     FileLineColLoc,
@@ -34,6 +36,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
+from xdsl.ir import Attribute
 
 from kiln.dialects.aten import AtenOp, ConstantOp, GenericOp
 from kiln.frontends.capture import (
@@ -116,6 +119,47 @@ def test_symint_arithmetic_becomes_arith_on_index() -> None:
         assert expected in names, f"{expected} missing from {names}"
     outputs = the_function(module).function_type.outputs.data
     assert all(isinstance(t, IndexType) for t in outputs[1:])
+
+
+def _attr(attr: Attribute) -> list[StringAttr]:
+    assert isinstance(attr, ArrayAttr)
+    return [a for a in attr.data if isinstance(a, StringAttr)]
+
+
+def _traced(attr: Attribute) -> list[list[str]]:
+    assert isinstance(attr, ArrayAttr)
+    return [[t.data for t in _attr(r)] for r in attr.data]
+
+
+def test_ops_carry_the_traced_sizes() -> None:
+    """Each op with symbolic result dims records the tracer's sizes (``lower-aten``
+    gives them to extern results and views); a decomposition's own trace (another shape
+    environment, other symbols) leaves none behind."""
+    from xdsl.context import Context
+
+    from kiln.dialects.aten.size_symbols import SIZE_SYMBOLS_ATTR, TRACED_SIZES_ATTR
+    from kiln.passes.decompose import DecomposePass
+
+    def program(x: torch.Tensor) -> Any:
+        return torch.softmax(x.view(-1, 4, x.shape[1]), -1)
+
+    gm, _ = capture_make_fx(program, torch.randn(8, 7), dynamic=True)
+    module = import_graph(gm)
+    func = the_function(module)
+    assert func.arg_attrs is not None
+    names = [s.data for s in _attr(func.arg_attrs.data[-1].data[SIZE_SYMBOLS_ATTR])]
+    traced = {
+        op.name: _traced(op.attributes[TRACED_SIZES_ATTR])
+        for op in func.walk()
+        if TRACED_SIZES_ATTR in op.attributes
+    }
+    ((rows, _, cols),) = traced["aten.view.default"]  # the 4 may be symbolic too
+    assert (rows, cols) == (f"{names[0]} // 4", names[1])
+    DecomposePass().apply(Context(allow_unregistered=True), module)
+    for op in the_function(module).walk():
+        if TRACED_SIZES_ATTR in op.attributes:
+            used = {t for r in _traced(op.attributes[TRACED_SIZES_ATTR]) for t in r}
+            assert all(set(re.findall(r"s[0-9]+", t)) <= set(names) for t in used), op
 
 
 def test_symbolic_placeholders_are_index_arguments() -> None:

@@ -47,6 +47,7 @@ from kiln.dialects.aten.fx.symbolic import (
     SymbolicLowering,
     UnsupportedSymbolicOp,
     size_symbol_attrs,
+    traced_size_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 from kiln.dialects.aten.storage import STORAGE_ATTR
@@ -344,6 +345,8 @@ class GraphImporter:
         op = overload.build(args, result_types)
         if storage is not None:
             op.attributes[STORAGE_ATTR] = storage
+        if "val" in node.meta:
+            op.attributes.update(traced_size_attrs(node.meta["val"]))
         self._define(node, op)
 
     def _quantized_result(

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import sympy
 import torch
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -39,7 +42,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from kiln.dialects.aten.fx.types import INDEX
-from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
+from kiln.dialects.aten.size_symbols import (
+    SIZE_SYMBOL_ATTR,
+    SIZE_SYMBOLS_ATTR,
+    TRACED_SIZES_ATTR,
+)
+from kiln.dialects.loop.expr import floordiv, format_expr, mod, var
 
 Operand = SSAValue | int | float | bool
 """An argument of a symbolic operator: an SSA scalar or a Python constant."""
@@ -310,6 +318,70 @@ def size_symbol_attrs(val: object) -> dict[str, Attribute]:
         if any(names):
             return {SIZE_SYMBOLS_ATTR: ArrayAttr([StringAttr(n) for n in names])}
     return {}
+
+
+def traced_size_attrs(val: object) -> dict[str, Attribute]:
+    """The traced-sizes attribute of an op whose result(s) ``val`` (FakeTensors) have
+    symbolic dims (see :data:`~kiln.dialects.aten.size_symbols.TRACED_SIZES_ATTR`);
+    empty where no dim is symbolic."""
+    values = list(val) if isinstance(val, list | tuple) else [val]  # pyright: ignore[reportUnknownArgumentType]
+    per_result: list[list[str]] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            per_result.append([_size_text(s) for s in v.size()])
+        else:
+            per_result.append([])
+    if not any(any(dims) for dims in per_result):
+        return {}
+    return {
+        TRACED_SIZES_ATTR: ArrayAttr(
+            [ArrayAttr([StringAttr(t) for t in dims]) for dims in per_result]
+        )
+    }
+
+
+class _Unrepresentable(Exception):
+    pass
+
+
+def _size_text(size: object) -> str:
+    """A SymInt's expression in the index-expression syntax, or ``""`` (a static size,
+    or an expression over other symbols or functions)."""
+    if not isinstance(size, torch.SymInt):
+        return ""
+    try:
+        return format_expr(_size_expr(size.node.expr))
+    except (_Unrepresentable, ValueError, TypeError):
+        return ""
+
+
+def _size_expr(e: Any) -> sympy.Expr:
+    """The shape environment's sympy expression as an index expression."""
+    from torch.utils._sympy import functions as tfn
+
+    if e.is_Integer:
+        return sympy.Integer(int(e))
+    if isinstance(e, sympy.Symbol):
+        if not _SHAPE_SYMBOL.fullmatch(e.name):
+            raise _Unrepresentable(e.name)  # unbacked (u0) or otherwise not a size
+        return var(e.name)
+    args = [_size_expr(a) for a in e.args]
+    if isinstance(e, sympy.Add):
+        return sympy.Add(*args)
+    if isinstance(e, sympy.Mul):
+        return sympy.Mul(*args)
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return args[0] ** int(e.exp)
+    if isinstance(e, tfn.FloorDiv | tfn.CleanDiv):
+        return floordiv(args[0], args[1])
+    if isinstance(e, tfn.PythonMod | tfn.Mod | sympy.Mod):
+        return mod(args[0], args[1])
+    if isinstance(e, tfn.ModularIndexing):
+        return mod(floordiv(args[0], args[1]), args[2])
+    raise _Unrepresentable(type(e).__name__)
+
+
+_SHAPE_SYMBOL = re.compile(r"s(0|[1-9][0-9]*)")
 
 
 def _name(target: Callable[..., object]) -> str:

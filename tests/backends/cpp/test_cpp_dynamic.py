@@ -129,3 +129,36 @@ def test_transposed_shapes_are_not_fused_into_per_element_divisions(tmp_path: Pa
         options={"debug_dir": str(tmp_path)},
     )
     assert not _division_lines(tmp_path)
+
+
+def _sdpa_heads(x: torch.Tensor) -> torch.Tensor:
+    b, t, c = x.shape
+    q = x.view(b, t, 4, 8).transpose(1, 2)
+    y = F.scaled_dot_product_attention(q, q * 0.5, q)  # an extern: ATen's result
+    return y.transpose(1, 2).reshape(b, t, c) * 2
+
+
+def test_extern_results_take_the_traced_sizes(tmp_path: Path) -> None:
+    """An extern without a size rule of its own (SDPA) gets the sizes the tracer gave its
+    result (``[s0, 4, s1, 8]``), not fresh symbols: the transpose-and-flatten after it
+    is a strided view, indexed without a per-element ``//`` or ``%``."""
+    run_dynamic(
+        _sdpa_heads,
+        [(2, 5, 32), (3, 7, 32)],
+        options={"debug_dir": str(tmp_path)},
+        check_strides=False,
+    )
+    assert not _division_lines(tmp_path)
+
+
+def _regroup(x: torch.Tensor) -> torch.Tensor:
+    n, c = x.shape
+    groups = x.view(-1, 4, c).sum(1, keepdim=True)  # [n // 4, 1, c]
+    return (x.view(-1, 4, c) - groups).view(n, c) * 2  # back to [n, c]
+
+
+def test_minus_one_views_divide_out_common_sizes(tmp_path: Path) -> None:
+    """``view(-1, 4, c)`` of ``[s0, c]``: the ``-1`` is ``(s0*s1) // (4*s1)``, which is
+    ``s0 // 4`` (positive sizes cancel), not a division the kernels compute at run time."""
+    run_dynamic(_regroup, [(8, 5), (12, 7), (16, 3)], options={"debug_dir": str(tmp_path)})
+    assert not _division_lines(tmp_path)
