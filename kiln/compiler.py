@@ -297,6 +297,7 @@ def compile_graph(
             if found is not None:
                 entry, run = found
                 stats.graph_cache = "hit"
+                stats.stage_seconds["setup"] = setup
                 stats.executor = "cpp"
                 stats.kernels, stats.launches = entry.kernels, entry.launches
                 stats.externs = Counter(entry.externs)

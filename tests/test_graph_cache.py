@@ -244,3 +244,11 @@ def test_a_second_process_starts_warm(private_cache: Path) -> None:
     status, total = done.stdout.split()
     assert status == "hit"
     assert float(total) == expected.sum().item()
+
+
+def test_explain_runs_the_pipeline_even_for_a_cached_graph() -> None:
+    x, w = torch.randn(6, 16), torch.randn(16, 32)
+    for _ in range(2):  # the second explain compiles a graph the first one compiled
+        report = kiln.explain(block, x, w, print_report=False)
+        assert "passes: decompose" in report
+        assert "fusion decisions:" in report

@@ -4,6 +4,7 @@ compiled again; a damaged index entry is a miss, never a wrong kernel."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,10 @@ SCALE = """extern "C" int {name}(const float* in_ptr0, float* out_ptr0, int64_t 
     return 0;
 }}
 """
+
+
+_FACTORS = itertools.count(11)
+"""Libraries stay loaded per process by source: each test builds kernels of its own."""
 
 
 def kernel(name: str, factor: float, comment: str) -> KernelText:
@@ -48,35 +53,39 @@ def run(function: Callable[..., int], x: torch.Tensor) -> torch.Tensor:
 
 def test_an_identical_kernel_of_another_graph_is_not_compiled_again(compiled: list[str]) -> None:
     x = torch.randn(37)
-    first = load_kernel_texts([kernel("kernel0", 2.5, "graph A: mul_3")])
+    factor = float(next(_FACTORS))
+    first = load_kernel_texts([kernel("kernel0", factor, "graph A: mul_3")])
     assert len(compiled) == 1
-    torch.testing.assert_close(run(first.functions["kernel0"], x), x * 2.5)
+    torch.testing.assert_close(run(first.functions["kernel0"], x), x * factor)
     second = load_kernel_texts(
-        [kernel("kernel1", 3.0, "graph B: mul_8"), kernel("kernel4", 2.5, "graph B: mul_9")]
+        [kernel("kernel1", 3.0, "graph B: mul_8"), kernel("kernel4", factor, "graph B: mul_9")]
     )
     assert second.reused == 1
     assert len(compiled) == 2
     assert "kernel4" not in compiled[1] and "kernel1" in compiled[1]  # only the new one built
-    torch.testing.assert_close(run(second.functions["kernel4"], x), x * 2.5)
+    torch.testing.assert_close(run(second.functions["kernel4"], x), x * factor)
     torch.testing.assert_close(run(second.functions["kernel1"], x), x * 3.0)
     # The whole program's C++ is still there to read.
     assert all(name in "".join(second.sources) for name in ("kernel1", "kernel4"))
 
 
 def test_a_different_body_is_not_reused(compiled: list[str]) -> None:
-    load_kernel_texts([kernel("kernel0", 2.5, "A")])
+    factor = float(next(_FACTORS))
+    load_kernel_texts([kernel("kernel0", factor, "A")])
     x = torch.randn(16)
-    other = load_kernel_texts([kernel("kernel0", -2.5, "A")])
+    other = load_kernel_texts([kernel("kernel0", -factor, "A")])
     assert other.reused == 0 and len(compiled) == 2
-    torch.testing.assert_close(run(other.functions["kernel0"], x), x * -2.5)
+    torch.testing.assert_close(run(other.functions["kernel0"], x), x * -factor)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "wrong-symbol", "missing-library"])
 def test_a_damaged_index_entry_is_a_miss(
     compiled: list[str], tmp_path: Path, damage: str
 ) -> None:
-    load_kernel_texts([kernel("kernel0", 2.5, "A")])
-    key = cache.kernel_key("kernel0", kernel("kernel0", 2.5, "A").text)
+    factor = float(next(_FACTORS))
+    load_kernel_texts([kernel("kernel0", factor, "A")])
+    assert len(compiled) == 1
+    key = cache.kernel_key("kernel0", kernel("kernel0", factor, "A").text)
     assert key is not None
     entry = tmp_path / cache.KERNEL_INDEX / key[:2] / key
     library, _symbol, _check = entry.read_text().split()
@@ -88,7 +97,7 @@ def test_a_damaged_index_entry_is_a_miss(
         loader._LOADED.pop(library, None)  # pyright: ignore[reportPrivateUsage]
         (tmp_path / f"{library}.so").unlink()
     x = torch.randn(16)
-    again = load_kernel_texts([kernel("kernel2", 2.5, "B"), kernel("kernel3", 4.0, "B")])
+    again = load_kernel_texts([kernel("kernel2", factor, "B"), kernel("kernel3", 0.5, "B")])
     assert again.reused == 0 and len(compiled) == 2
-    torch.testing.assert_close(run(again.functions["kernel2"], x), x * 2.5)
+    torch.testing.assert_close(run(again.functions["kernel2"], x), x * factor)
     assert cache.lookup_kernel(key) is not None  # indexed again
