@@ -113,7 +113,14 @@ def _child(
     backend: str, n: int, device: str, timeout: int, warm_cache: str | None = None
 ) -> dict[str, Any]:
     """One scaling point in a fresh process (``warm_cache``: on that kiln cache)."""
-    command = [sys.executable, str(DASHBOARD), "--scaling-child", f"{backend}:{n}", "--device", device]
+    command = [
+        sys.executable,
+        str(DASHBOARD),
+        "--scaling-child",
+        f"{backend}:{n}",
+        "--device",
+        device,
+    ]
     env = None
     if warm_cache is not None:
         command[3] += ":warm"
@@ -132,7 +139,11 @@ def _child(
         line = next((x for x in stdout.splitlines() if x.startswith("SCALING ")), None)
         if line is None:
             tail = (stderr.strip().splitlines() or ["no output"])[-1]
-            return {"backend": backend, "layers": n, "error": f"exit {proc.returncode}: {tail[:300]}"}
+            return {
+                "backend": backend,
+                "layers": n,
+                "error": f"exit {proc.returncode}: {tail[:300]}",
+            }
         return json.loads(line.removeprefix("SCALING "))
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError, PermissionError):

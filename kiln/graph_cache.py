@@ -129,14 +129,19 @@ def _environment() -> str:
     )
 
 
+def _threads() -> str:
+    """What lower-to-cpp's default thread count is made of (its ``default_threads``: the
+    CPUs this process may use), without importing the pass (a second off the warm path)."""
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return f"threads {affinity} of {os.cpu_count()}"
+
+
 def graph_key(module_text: str, options: CompileOptions, executor: str) -> str | None:
     """The graph's key, or None when there is no C++ compiler to identify (the graph
     then runs in the interpreter, uncached)."""
     import torch
 
     from kiln.backends.cpp.compiler import CompilerNotFound
-
-    from kiln.passes.lower_to_cpp import default_threads
 
     try:
         environment = _environment()
@@ -146,7 +151,7 @@ def graph_key(module_text: str, options: CompileOptions, executor: str) -> str |
     for part in (
         f"entry format {ENTRY_FORMAT}",
         environment,
-        f"threads {default_threads()}",
+        _threads(),
         # Decompositions make Python scalars into tensors of the default dtype.
         f"default dtype {torch.get_default_dtype()}",
         *(f"{name}={os.environ.get(name)}" for name in _KEY_ENV),

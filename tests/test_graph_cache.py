@@ -57,7 +57,11 @@ def test_hit_runs_the_stored_program_with_identical_numbers(private_cache: Path)
     second, warm = compiled_stats(block, x, w)
     assert warm.graph_cache == "hit"
     assert "passes" not in warm.stage_seconds
-    assert (warm.kernels, warm.launches, warm.externs) == (cold.kernels, cold.launches, cold.externs)
+    assert (warm.kernels, warm.launches, warm.externs) == (
+        cold.kernels,
+        cold.launches,
+        cold.externs,
+    )
     assert torch.equal(first, second)
     torch.testing.assert_close(second, block(x, w), rtol=1e-4, atol=1e-4)
     # Fresh inputs through the stored program, against eager.
@@ -108,9 +112,7 @@ def test_environment_setting_in_the_key_misses(monkeypatch: pytest.MonkeyPatch) 
     assert compiled_stats(block, x, w)[1].graph_cache == "stored"
 
 
-def test_off_by_environment_or_option(
-    private_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_off_by_environment_or_option(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     x, w = torch.randn(6, 16), torch.randn(16, 32)
     assert compiled_stats(block, x, w, graph_cache=False)[1].graph_cache == ""
     monkeypatch.setenv(graph_cache.ENV, "0")
@@ -170,7 +172,7 @@ def test_concurrent_writers_leave_one_whole_entry(private_cache: Path) -> None:
         try:
             for _ in range(20):
                 assert graph_cache.store(key, entry) == path
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=write) for _ in range(4)]

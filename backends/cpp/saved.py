@@ -34,6 +34,9 @@ from kiln.backends.cpp.loader import KernelText, load_kernel_texts
 from kiln.backends.host import externs, scalars
 from kiln.dialects.aten.call_plan import torch_overload
 
+_C_FUNCTION: type = getattr(ctypes, "_CFuncPtr")  # noqa: B009 - private in the stubs
+"""The type of a loaded C function (ctypes' base class of them)."""
+
 SAVED_FORMAT = 1
 """Bumped when :class:`SavedProgram` or the reference kinds change."""
 
@@ -108,7 +111,7 @@ class _Pickler(pickle.Pickler):
             return ("overload", obj.name())
         if isinstance(obj, types.ModuleType):
             return ("module", obj.__name__)
-        if isinstance(obj, ctypes._CFuncPtr):  # pyright: ignore[reportPrivateUsage]
+        if isinstance(obj, _C_FUNCTION):
             raise NotSaveable("a C function that is not one of the program's kernels")
         module = type(obj).__module__
         if module.startswith(("xdsl.", "kiln.")) and not isinstance(obj, type):
@@ -149,7 +152,7 @@ def _same(original: Any, restored: Any) -> bool:
     if isinstance(original, tuple | list):
         return len(original) == len(restored) and all(  # pyright: ignore[reportUnknownArgumentType]
             _same(a, b)
-            for a, b in zip(original, restored)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+            for a, b in zip(original, restored, strict=True)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
         )
     if isinstance(original, torch.dtype | torch.device | torch.memory_format | torch.layout):
         return original == restored
