@@ -272,8 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scaling_child:
         from dashboard_scaling import scaling_child
 
-        backend, layers = args.scaling_child.split(":")
-        scaling_child(backend, int(layers), args.device)
+        backend, layers, *warm = args.scaling_child.split(":")
+        scaling_child(backend, int(layers), args.device, warm=warm == ["warm"])
         return 0
     from dashboard_render import render
 

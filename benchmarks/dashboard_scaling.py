@@ -1,5 +1,7 @@
 """Compile-time scaling: cold compile time of GPT-2 (width 128) at 1, 4, 16, 48 layers for
-kiln and Inductor, each point in a fresh process (``dashboard.py --scaling``)."""
+kiln and Inductor, each point in a fresh process (``dashboard.py --scaling``); for kiln,
+also the warm recompile: a second fresh process on the cold one's caches (the graph
+cache, ``kiln.graph_cache``), as ``warm_s`` / ``warm_cpu_s`` / ``warm_kiln_s``."""
 
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from dashboard_measure import compile_with, describe, fresh_caches, sync
 DASHBOARD = Path(__file__).resolve().parent / "dashboard.py"
 
 
-def scaling_child(backend: str, layers: int, device_name: str) -> None:
-    """In a fresh process: cold compile time of GPT-2 (width 128) with ``layers`` layers."""
+def scaling_child(backend: str, layers: int, device_name: str, warm: bool = False) -> None:
+    """In a fresh process: cold compile time of GPT-2 (width 128) with ``layers`` layers
+    (``warm``: on the caches the environment names, which a cold child filled)."""
     from zoo.language import gpt2_layers
 
     device = torch.device(device_name)
-    fresh_caches(f"scaling-{backend}-{layers}")
+    if not warm:
+        fresh_caches(f"scaling-{backend}-{layers}")
     model, (ids,) = gpt2_layers(layers)
     model, ids = model.to(device), ids.to(device)
     result: dict[str, Any] = {"backend": backend, "layers": layers}
@@ -48,6 +52,7 @@ def scaling_child(backend: str, layers: int, device_name: str) -> None:
             result["cpu_s"] = _cpu_seconds() - cpu
         if backend.startswith("kiln"):
             result.update(kiln_stages())
+            result["cache_dir"] = os.environ["KILN_CACHE_DIR"]
     except Exception as e:
         result["error"] = describe(e)
     print("SCALING " + json.dumps(result), flush=True)
@@ -75,6 +80,7 @@ def kiln_stages() -> dict[str, Any]:
         for name, seconds in stats.pass_seconds.items():
             stages["pass:" + name] = stages.get("pass:" + name, 0.0) + seconds
     return {
+        "graph_cache_hits": sum(getattr(s, "graph_cache", "") == "hit" for s in history),
         "kiln_s": sum(s.seconds for s in history),
         "stages": {k: round(v, 3) for k, v in stages.items()},
         "kernels": sum(s.kernels for s in history),
@@ -88,41 +94,59 @@ def run_scaling(
     results = []
     for n in layers:
         for backend in backends:
-            command = [
-                sys.executable,
-                str(DASHBOARD),
-                "--scaling-child",
-                f"{backend}:{n}",
-                "--device",
-                device,
-            ]
             print(f"compile-time scaling: {backend}, {n} layers ...", file=sys.stderr, flush=True)
-            # Its own session: on a timeout, its compile workers are killed with it.
-            proc = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout or None)
-                line = next((x for x in stdout.splitlines() if x.startswith("SCALING ")), None)
-                if line is None:
-                    tail = (stderr.strip().splitlines() or ["no output"])[-1]
-                    result = {
-                        "backend": backend,
-                        "layers": n,
-                        "error": f"exit {proc.returncode}: {tail[:300]}",
-                    }
-                else:
-                    result = json.loads(line.removeprefix("SCALING "))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                result = {"backend": backend, "layers": n, "error": f"timed out after {timeout} s"}
+            result = _child(backend, n, device, timeout)
+            cache_dir = result.pop("cache_dir", None)
+            if cache_dir is not None:
+                print(f"  warm recompile: {backend}, {n} layers ...", file=sys.stderr, flush=True)
+                warm = _child(backend, n, device, timeout, cache_dir)
+                for key in ("compile_s", "cpu_s", "kiln_s", "graph_cache_hits", "error"):
+                    if key in warm:
+                        result[f"warm_{key}"] = warm[key]
             result["device"] = device
             print(f"  -> {result}", file=sys.stderr, flush=True)
             results.append(result)
     return results
+
+
+def _child(
+    backend: str, n: int, device: str, timeout: int, warm_cache: str | None = None
+) -> dict[str, Any]:
+    """One scaling point in a fresh process (``warm_cache``: on that kiln cache)."""
+    command = [
+        sys.executable,
+        str(DASHBOARD),
+        "--scaling-child",
+        f"{backend}:{n}",
+        "--device",
+        device,
+    ]
+    env = None
+    if warm_cache is not None:
+        command[3] += ":warm"
+        env = {**os.environ, "KILN_CACHE_DIR": warm_cache}
+    # Its own session: on a timeout, its compile workers are killed with it.
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout or None)
+        line = next((x for x in stdout.splitlines() if x.startswith("SCALING ")), None)
+        if line is None:
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            return {
+                "backend": backend,
+                "layers": n,
+                "error": f"exit {proc.returncode}: {tail[:300]}",
+            }
+        return json.loads(line.removeprefix("SCALING "))
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"backend": backend, "layers": n, "error": f"timed out after {timeout} s"}

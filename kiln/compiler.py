@@ -22,6 +22,9 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
 ``debug_dir``    write, per graph, the FX graph, the IR after every pass, the generated
                  code and the fusion report (also ``KILN_DEBUG=dir``)
 ``verbose``      print a one-line summary per graph (default on)
+``graph_cache``  reuse a graph compiled before, by this or an earlier process, from the
+                 on-disk graph cache (default on; also off with ``KILN_GRAPH_CACHE=0``;
+                 see :mod:`kiln.graph_cache`)
 ===============  ==========================================================================
 """
 
@@ -43,6 +46,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
+from kiln import graph_cache
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
@@ -65,6 +69,7 @@ class CompileOptions:
     partitioner: str = "min-cut"
     debug_dir: str | None = None
     verbose: bool = True
+    graph_cache: bool = True
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> CompileOptions:
@@ -94,6 +99,7 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "partitioner": (str,),
     "debug_dir": (str, type(None)),
     "verbose": (bool,),
+    "graph_cache": (bool,),
 }
 _EXECUTORS = ("auto", "cpp", "triton", "interpret")
 PARTITIONERS = ("min-cut", "default")
@@ -138,8 +144,12 @@ class GraphStats:
     ``setup`` (loading kiln's modules and the passes: mostly the first graph of a process),
     ``passes`` (:attr:`pass_seconds` summed), then the backend's: ``lower-to-cpp``,
     ``emit``, ``build`` (compiler or cache, loading), ``wrapper`` (C++), or
-    ``lower-to-triton+build`` (Triton); ``other`` is the rest (executor choice,
-    statistics)."""
+    ``lower-to-triton+build`` (Triton); ``graph-cache`` (looking the graph up in the
+    graph cache and, on a hit, loading the program; storing it after a miss);
+    ``other`` is the rest (executor choice, statistics)."""
+    graph_cache: str = ""
+    """``hit``, ``stored``, ``not stored: <why>``, or empty when the graph cache was not
+    used (:mod:`kiln.graph_cache`)."""
 
     def profile(self) -> str:
         """The per-stage and per-pass times as a table (``KILN_PROFILE_PASSES=1`` prints it
@@ -159,10 +169,11 @@ class GraphStats:
 
     def summary(self) -> str:
         extern = ", ".join(f"{name} x{n}" for name, n in self.externs.most_common())
+        how = "from the graph cache in" if self.graph_cache == "hit" else "compiled in"
         return (
             f"kiln: {self.name}: {self.fx_nodes} FX nodes -> {self.kernels} kernels"
             f"{', ATen fallback: ' + extern if extern else ', no ATen fallback'}"
-            f" [{self.executor}, compiled in {self.seconds:.2f} s]"
+            f" [{self.executor}, {how} {self.seconds:.2f} s]"
         )
 
 
@@ -172,7 +183,16 @@ class CompiledGraph:
 
     run: Callable[[Sequence[Any]], Sequence[Any]]
     stats: GraphStats
-    module: ModuleOp
+    _module: ModuleOp | Callable[[], ModuleOp]
+    """The module, or (a graph from the graph cache) how to make it: the pipeline runs
+    again on first access only."""
+
+    @property
+    def module(self) -> ModuleOp:
+        """The graph's IR after the pipeline (what the backend built)."""
+        if not isinstance(self._module, ModuleOp):
+            self._module = self._module()
+        return self._module
 
     def __call__(self, *args: Any) -> Any:
         return self.run(args)
@@ -279,7 +299,75 @@ def compile_graph(
         # Passes that make tensors (decompositions) make them where the program runs.
         module.attributes["kiln.device"] = StringAttr(str(program_device))
 
+    cache_key: str | None = None
+    if graph_cache.enabled(options):
+        cache_start = time.perf_counter()
+        if choose_executor(options.executor, devices, _available_executors()) == "cpp":
+            cache_key = graph_cache.graph_key(str(module), options, "cpp")
+            found = graph_cache.load(cache_key) if cache_key is not None else None
+            stats.stage_seconds["graph-cache"] = time.perf_counter() - cache_start
+            if found is not None:
+                entry, run = found
+                stats.graph_cache = "hit"
+                stats.stage_seconds["setup"] = setup
+                stats.executor = "cpp"
+                stats.kernels, stats.launches = entry.kernels, entry.launches
+                stats.externs = Counter(entry.externs)
+
+                def rebuild() -> ModuleOp:
+                    # Only when asked for: the same import and pipeline as a cold compile.
+                    again = import_graph(gm)
+                    if program_device is not None:
+                        again.attributes["kiln.device"] = StringAttr(str(program_device))
+                    _run_pipeline(again, options, GraphStats(name=name), None, name)
+                    return again
+
+                _record(stats, start, options)
+                output = (
+                    StringAttr(entry.output_structure)
+                    if entry.output_structure is not None
+                    else None
+                )
+                return _finish(run, stats, rebuild, output, constants, None)
+
     setup_start = time.perf_counter()
+    _run_pipeline(module, options, stats, debug, name, setup, setup_start)
+
+    # Read after the pipeline: a pass may change how outputs are rebuilt (output-layout).
+    output_structure = next(
+        (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
+        None,
+    )
+    executor = choose_executor(options.executor, devices, _available_executors())
+    if executor == "triton":
+        _check_triton_devices(name, example_inputs, devices)
+    build_start = time.perf_counter()
+    run, stats.executor, program = _build(
+        executor, module, options, debug, gpu_device(devices), stats.stage_seconds
+    )
+    if stats.executor not in ("cpp", "triton"):
+        stats.stage_seconds["build"] = time.perf_counter() - build_start
+    stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
+    stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
+    stats.externs = extern_overloads(module)
+    if cache_key is not None and program is not None:
+        _store(cache_key, program, output_structure, stats)
+    _record(stats, start, options)
+    fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
+    return _finish(run, stats, module, output_structure, constants, fix)
+
+
+def _run_pipeline(
+    module: ModuleOp,
+    options: CompileOptions,
+    stats: GraphStats,
+    debug: Path | None,
+    name: str,
+    setup: float = 0.0,
+    setup_start: float | None = None,
+) -> None:
+    """Run the options' pipeline on ``module`` in place, timing each pass into ``stats``."""
+    setup_start = time.perf_counter() if setup_start is None else setup_start
     registry = _registry(options)
     ctx = registry.make_context()
     counter = itertools.count(1)
@@ -305,23 +393,33 @@ def compile_graph(
     pipeline.apply(ctx, module)
     stats.stage_seconds["passes"] = time.perf_counter() - passes_start
 
-    # Read after the pipeline: a pass may change how outputs are rebuilt (output-layout).
-    output_structure = next(
-        (op.attributes["kiln.outputs"] for op in module.ops if "kiln.outputs" in op.attributes),
-        None,
+
+def _store(key: str, program: Any, output_structure: Any, stats: GraphStats) -> None:
+    """Save a C++ program in the graph cache (``stats.graph_cache`` says what happened)."""
+    from kiln.backends.cpp.saved import NotSaveable
+
+    store_start = time.perf_counter()
+    try:
+        saved = program.saved()
+    except NotSaveable as e:
+        stats.graph_cache = f"not stored: {e}"
+    else:
+        entry = graph_cache.GraphEntry(
+            saved,
+            None if output_structure is None else str(output_structure.data),
+            stats.kernels,
+            stats.launches,
+            dict(stats.externs),
+        )
+        stored = graph_cache.store(key, entry)
+        stats.graph_cache = "stored" if stored is not None else "not stored: cache not writable"
+    stats.stage_seconds["graph-cache"] = (
+        stats.stage_seconds.get("graph-cache", 0.0) + time.perf_counter() - store_start
     )
-    executor = choose_executor(options.executor, devices, _available_executors())
-    if executor == "triton":
-        _check_triton_devices(name, example_inputs, devices)
-    build_start = time.perf_counter()
-    run, stats.executor = _build(
-        executor, module, options, debug, gpu_device(devices), stats.stage_seconds
-    )
-    if stats.executor not in ("cpp", "triton"):
-        stats.stage_seconds["build"] = time.perf_counter() - build_start
-    stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
-    stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
-    stats.externs = extern_overloads(module)
+
+
+def _record(stats: GraphStats, start: float, options: CompileOptions) -> None:
+    """Finish ``stats`` (total and ``other`` seconds), keep it, print what is asked."""
     stats.seconds = time.perf_counter() - start
     inside = sum(v for k, v in stats.stage_seconds.items() if k != "aot")
     stats.stage_seconds["other"] = max(stats.seconds - inside, 0.0)
@@ -333,9 +431,19 @@ def compile_graph(
     if profiling_passes():
         print(stats.profile(), file=sys.stderr)
 
+
+def _finish(
+    run: Runner,
+    stats: GraphStats,
+    module: ModuleOp | Callable[[], ModuleOp],
+    output_structure: Any,
+    constants: list[torch.Tensor],
+    fix: Callable[[Any], Any] | None,
+) -> CompiledGraph:
+    """The compiled graph: lifted constants appended, outputs rebuilt as the graph
+    returns them, moved where eager made them (``fix``)."""
     if constants:
         run = _with_constants(run, constants)
-    fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
     if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
     from kiln.dialects.aten.fx.outputs import structure_builder
@@ -443,17 +551,19 @@ def _build(
     debug: Path | None,
     device: torch.device | None = None,
     stages: dict[str, float] | None = None,
-) -> tuple[Runner, str]:
+) -> tuple[Runner, str, Any]:
     """The runner for ``module``, and the executor that actually runs it. The driver
     lowers to the backend's level (:mod:`kiln.targets`); backends run no passes.
-    ``stages`` receives the build's time by stage (:attr:`GraphStats.stage_seconds`)."""
+    ``stages`` receives the build's time by stage (:attr:`GraphStats.stage_seconds`).
+    The third value is the backend's program object for the C++ executor (the graph
+    cache saves it), else None."""
     stages = stages if stages is not None else {}
     if executor == "interpret":
-        return _interpreter(module), "interpret"
+        return _interpreter(module), "interpret", None
     if executor == "cpp":
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
-                return _interpreter(module), "interpret"  # the pipeline stopped before fuse
+                return _interpreter(module), "interpret", None  # the pipeline stopped before fuse
             raise CompileError(
                 "executor 'cpp' runs kernel-level IR: the pipeline must include fuse"
             )
@@ -466,18 +576,18 @@ def _build(
             if options.executor != "auto":
                 raise CompileError(str(e)) from e
             print(f"kiln: {e}; running the reference interpreter instead", file=sys.stderr)
-            return _interpreter(module), "interpret"
+            return _interpreter(module), "interpret", None
         stages.update(program.stage_seconds)
         _dump(debug, "kernels.cpp", program.cpp_source)
         _dump(debug, "wrapper.py", program.python_source)
-        return program.run, "cpp"
+        return program.run, "cpp", program
     if executor == "triton":
         from kiln.backends.triton.runtime import TritonOptions
         from kiln.targets import build_triton_program
 
         if not any(op.name == "kernel.program" for op in module.ops):
             if options.executor == "auto":
-                return _interpreter(module), "interpret"  # the pipeline stopped before fuse
+                return _interpreter(module), "interpret", None  # the pipeline stopped before fuse
             raise CompileError(
                 "executor 'triton' runs kernel-level IR: the pipeline must include fuse"
             )
@@ -493,7 +603,7 @@ def _build(
         triton_program = build_triton_program(module, options=triton_options)
         stages["lower-to-triton+build"] = time.perf_counter() - triton_start
         _dump(debug, "triton_module.py", triton_program.source)
-        return triton_program.boxed_call, "triton"
+        return triton_program.boxed_call, "triton", None
     raise CompileError(f"executor {executor!r} is not available in this build")
 
 

@@ -33,6 +33,9 @@ def explain(
     torch._dynamo.reset()
     reset_compile_history()
     pipeline = _with_fuse_report(options.pop("pipeline", DEFAULT_PIPELINE))
+    # The report is the pipeline's own (pass times, fusion decisions): run it, not a
+    # program from the graph cache.
+    options.setdefault("graph_cache", False)
     fusion_log = io.StringIO()
     with contextlib.redirect_stderr(fusion_log), torch.no_grad():
         kiln.compile(model, pipeline=pipeline, verbose=False, **options)(*inputs)

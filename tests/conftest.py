@@ -5,6 +5,11 @@ test builds into one private kiln cache under pytest's temporary directory, per
 session: the user's cache stays untouched, a run never depends on what an earlier run
 left behind, and a kernel that several tests compile (the C++ and Triton backend tests,
 the OpInfo groups, torch.compile tests) is built once.
+
+The graph cache (warm start, :mod:`kiln.graph_cache`) is off for the suite: a test that
+compiles a graph another test compiled before would otherwise get the stored program
+and skip the passes, patches and statistics it checks. Its own tests
+(``tests/test_graph_cache.py``) turn it on.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import pytest
 # helpers are real JIT functions that the interpreted kernels cannot call.
 if os.environ.get("KILN_TRITON_DEVICE") != "cuda":
     os.environ["TRITON_INTERPRET"] = "1"
+os.environ["KILN_GRAPH_CACHE"] = "0"
 
 
 def pytest_configure(config: pytest.Config) -> None:

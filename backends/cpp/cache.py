@@ -9,6 +9,11 @@
 * Atomic: a library is built into a unique temporary file in the same directory and
   renamed into place, so two processes building the same source both succeed and a
   reader never sees half a file.
+* Kernel index (``kernels/``): per kernel, keyed by its C++ without its name and comment
+  header (:func:`kernel_key`), the library and symbol that hold it, so that an identical
+  kernel of another graph (forward and backward, another model) is loaded from there
+  instead of compiled again. An entry carries a checksum and names a library that is
+  verified like any other; a damaged or dangling entry is a miss.
 * Never trusted blindly: each file ends with a trailer holding the SHA-256 of the bytes
   before it; a file whose trailer does not match (truncated, corrupted, not ours), or that
   fails to load, is deleted and rebuilt.
@@ -23,7 +28,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kiln.backends.cache import CacheError, cache_root, prune, remove_entry, usable_dir
+from kiln.backends.cache import (
+    CacheError,
+    atomic_write,
+    cache_root,
+    private_dir,
+    prune,
+    remove_entry,
+    usable_dir,
+)
 from kiln.backends.cpp.compiler import CompileTimeout, CppCompileError, compiler_identity
 
 MAGIC = b"KILN-CPP-SO-v1\x00\x00"
@@ -44,6 +57,64 @@ def cache_key(source: str) -> str:
     digest.update(b"\x00")
     digest.update(source.encode())
     return digest.hexdigest()
+
+
+KERNEL_INDEX = "kernels"
+"""Subdirectory of the C++ cache: per kernel (:func:`kernel_key`), the library holding it."""
+
+
+def _unit_identity() -> str:
+    """What every unit's kernels depend on besides their own text: the compiler and the
+    prelude (a fixed helper must not be reused from an old library)."""
+    from kiln.backends.cpp.emit import unit_source
+
+    return compiler_identity() + "\x00" + unit_source([])
+
+
+def kernel_key(name: str, text: str) -> str | None:
+    """A kernel's C++ without its name and its comment header (which names the graph's
+    FX nodes): identical kernels of any graphs (forward and backward, other models, the
+    layers of a deeper model) share the key. None if ``text`` is not ``name``'s."""
+    signature = f'extern "C" int {name}('
+    at = text.find(signature)
+    if at < 0:
+        return None
+    digest = hashlib.sha256()
+    digest.update(_unit_identity().encode())
+    digest.update(b"\x00kernel\x00")
+    digest.update(text[at + len(signature) :].encode())
+    return digest.hexdigest()
+
+
+def _index_line(key: str, library: str, symbol: str) -> str:
+    check = hashlib.sha256(f"{key}\x00{library}\x00{symbol}".encode()).hexdigest()[:32]
+    return f"{library} {symbol} {check}\n"
+
+
+def lookup_kernel(key: str) -> tuple[str, str] | None:
+    """(library key, symbol) of a library that holds the kernel, or None. A damaged index
+    entry is a miss (the kernel is built again and the entry rewritten)."""
+    try:
+        text = (cache_dir() / KERNEL_INDEX / key[:2] / key).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = text.split()
+    if len(parts) != 3 or _index_line(key, parts[0], parts[1]) != text:
+        return None
+    return parts[0], parts[1]
+
+
+def record_kernel(key: str, library: str, symbol: str, replace: bool = True) -> None:
+    """Index the kernel ``key`` as ``symbol`` of library ``library`` (best effort)."""
+    try:
+        folder = cache_dir() / KERNEL_INDEX / key[:2]
+        path = folder / key
+        if not replace and path.exists():
+            return
+        private_dir(folder)
+        atomic_write(path, _index_line(key, library, symbol))
+    except OSError:
+        pass  # an index entry is an optimisation only
 
 
 def _seal(path: Path) -> None:
@@ -120,4 +191,13 @@ def _keep_failed(source_path: Path, directory: Path, key: str) -> Path:
     return kept
 
 
-__all__ = ["CacheError", "cache_dir", "cache_key", "is_intact", "load_or_build"]
+__all__ = [
+    "CacheError",
+    "cache_dir",
+    "cache_key",
+    "is_intact",
+    "kernel_key",
+    "load_or_build",
+    "lookup_kernel",
+    "record_kernel",
+]

@@ -365,11 +365,16 @@ def emit_functions(functions: Sequence[FuncOp], emitted: Mapping[FuncOp, str] | 
     """A translation unit holding these functions (prelude first). ``emitted``: their
     text where the caller already emitted it (:func:`emit_function`; emitting costs as
     much as lowering, so it is done once per function)."""
-    parts = [HEADER, prelude()]
+    texts: list[str] = []
     for func in functions:
         text = emitted.get(func) if emitted is not None else None
-        parts.append(text if text is not None else emit_function(func))
-    return "\n".join(parts)
+        texts.append(text if text is not None else emit_function(func))
+    return unit_source(texts)
+
+
+def unit_source(texts: Sequence[str]) -> str:
+    """A translation unit holding these functions' C++ (:func:`emit_function`)."""
+    return "\n".join([HEADER, prelude(), *texts])
 
 
 def cpp_functions(module: ModuleOp) -> list[FuncOp]:
@@ -388,4 +393,5 @@ __all__ = [
     "emit_function",
     "emit_functions",
     "emit_module",
+    "unit_source",
 ]

@@ -21,9 +21,17 @@ from typing import Any
 
 from xdsl.dialects.builtin import IndexType
 
-from kiln.backends.cpp.cache import cache_key, load_or_build
+from kiln.backends.cpp.cache import (
+    cache_dir,
+    cache_key,
+    is_intact,
+    kernel_key,
+    load_or_build,
+    lookup_kernel,
+    record_kernel,
+)
 from kiln.backends.cpp.compiler import compile_library
-from kiln.backends.cpp.emit import emit_function, emit_functions
+from kiln.backends.cpp.emit import emit_function, unit_source
 from kiln.dialects.cpp.func_ops import FuncOp
 
 LINES_PER_UNIT = 800
@@ -40,6 +48,20 @@ def worker_count() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def _grouped(sizes: Sequence[int], workers: int) -> list[list[int]]:
+    """Indices grouped into units of similar size in lines (in their order)."""
+    total = sum(sizes)
+    count = max(1, min(workers, len(sizes), total // LINES_PER_UNIT))
+    units: list[list[int]] = [[] for _ in range(count)]
+    loads = [0] * count
+    # Largest first onto the least loaded unit: balanced compile times.
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        unit = loads.index(min(loads))
+        units[unit].append(index)
+        loads[unit] += sizes[index]
+    return [sorted(u) for u in units if u]
+
+
 def translation_units(
     functions: Sequence[FuncOp],
     workers: int | None = None,
@@ -47,29 +69,37 @@ def translation_units(
 ) -> list[list[FuncOp]]:
     """The kernels grouped into units of similar size in lines (kernels keep their
     order); ``emitted``: their C++ where already emitted."""
-    workers = workers or worker_count()
     texts = emitted if emitted is not None else {f: emit_function(f) for f in functions}
     sizes = [texts[f].count("\n") for f in functions]
-    total = sum(sizes)
-    count = max(1, min(workers, len(functions), total // LINES_PER_UNIT))
-    units: list[list[FuncOp]] = [[] for _ in range(count)]
-    loads = [0] * count
-    # Largest first onto the least loaded unit: balanced compile times.
-    for index in sorted(range(len(functions)), key=lambda i: -sizes[i]):
-        unit = loads.index(min(loads))
-        units[unit].append(functions[index])
-        loads[unit] += sizes[index]
-    order = {f: i for i, f in enumerate(functions)}
-    return [sorted(u, key=order.__getitem__) for u in units if u]
+    return [[functions[i] for i in u] for u in _grouped(sizes, workers or worker_count())]
+
+
+def argument_kinds(func: FuncOp) -> str:
+    """Per argument of ``func``: ``i`` (an index, ``int64_t``) or ``p`` (a pointer)."""
+    return "".join(
+        "i" if isinstance(arg.type, IndexType) else "p"
+        for arg in (*func.input_args(), *func.output_args())
+    )
+
+
+def _signed(handle: Any, kinds: str) -> Callable[..., int]:
+    handle.argtypes = [ctypes.c_int64 if k == "i" else ctypes.c_void_p for k in kinds]
+    handle.restype = ctypes.c_int
+    return handle
 
 
 def set_signature(handle: Any, func: FuncOp) -> Callable[..., int]:
-    argtypes: list[type[Any]] = []
-    for arg in (*func.input_args(), *func.output_args()):
-        argtypes.append(ctypes.c_int64 if isinstance(arg.type, IndexType) else ctypes.c_void_p)
-    handle.argtypes = argtypes
-    handle.restype = ctypes.c_int
-    return handle
+    return _signed(handle, argument_kinds(func))
+
+
+@dataclass(frozen=True)
+class KernelText:
+    """One kernel as the loader needs it: its symbol, its C++ (:func:`emit_function`) and
+    its argument kinds (:func:`argument_kinds`). Plain data (a graph cache entry holds it)."""
+
+    name: str
+    text: str
+    kinds: str
 
 
 @dataclass
@@ -78,12 +108,18 @@ class LoadedKernels:
 
     functions: dict[str, Callable[..., int]] = field(default_factory=dict[str, Callable[..., int]])
     sources: list[str] = field(default_factory=list[str])
+    """The translation units' sources (all the graph's kernels, whatever was compiled)."""
     paths: list[Path] = field(default_factory=list[Path])
     cache_hits: int = 0
+    """Units of :attr:`sources` that needed no compiler run: found in the library cache,
+    or every kernel found in libraries other graphs built (the kernel index)."""
     emit_seconds: float = 0.0
     """Emitting the C++ and grouping it into units."""
     build_seconds: float = 0.0
     """Compiling the units (in parallel) or finding them in the cache, and loading them."""
+    kernels: list[KernelText] = field(default_factory=list[KernelText])
+    reused: int = 0
+    """Kernels found through the kernel index in a library another graph built."""
 
 
 def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
@@ -96,34 +132,111 @@ def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
     return library, path, hit
 
 
+def _unit_cached(source: str) -> bool:
+    key = cache_key(source)
+    return key in _LOADED or (cache_dir() / f"{key}.so").exists()
+
+
+def _indexed(kernel: KernelText) -> Callable[..., int] | None:
+    """The kernel from a library another graph built, through the kernel index."""
+    key = kernel_key(kernel.name, kernel.text)
+    found = lookup_kernel(key) if key is not None else None
+    if found is None:
+        return None
+    library_key, symbol = found
+    library = _LOADED.get(library_key)
+    if library is None:
+        path = cache_dir() / f"{library_key}.so"
+        if not is_intact(path):
+            return None
+        try:
+            library = ctypes.CDLL(str(path))
+        except OSError:
+            return None
+        _LOADED[library_key] = library
+    try:
+        return _signed(getattr(library, symbol), kernel.kinds)
+    except AttributeError:
+        return None
+
+
 def load_kernels(
     functions: Sequence[FuncOp], emitted: Mapping[FuncOp, str] | None = None
 ) -> LoadedKernels:
     """Compile (or find in the cache) and load every kernel (``emitted``: the C++ of
     those already emitted, :func:`~kiln.backends.cpp.emit.emit_function`)."""
-    loaded = LoadedKernels()
-    if not functions:
+    start = time.perf_counter()
+    kernels = [
+        KernelText(f.sym_name.data, (emitted or {}).get(f) or emit_function(f), argument_kinds(f))
+        for f in functions
+    ]
+    emitting = time.perf_counter() - start
+    loaded = load_kernel_texts(kernels)
+    loaded.emit_seconds += emitting
+    return loaded
+
+
+def load_kernel_texts(kernels: Sequence[KernelText]) -> LoadedKernels:
+    """Load every kernel: a unit from the library cache when it was built before; else
+    each kernel from the library of any graph that built the same C++ (the kernel index,
+    :func:`~kiln.backends.cpp.cache.kernel_key`: names and comments aside); the kernels
+    left are compiled, in parallel units, and indexed for later graphs."""
+    loaded = LoadedKernels(kernels=list(kernels))
+    if not kernels:
         return loaded
     start = time.perf_counter()
-    texts = {f: (emitted or {}).get(f) or emit_function(f) for f in functions}
-    units = translation_units(functions, emitted=texts)
-    loaded.sources = [emit_functions(unit, texts) for unit in units]
+    units = [
+        [kernels[i] for i in u]
+        for u in _grouped([k.text.count("\n") for k in kernels], worker_count())
+    ]
+    loaded.sources = [unit_source([k.text for k in unit]) for unit in units]
     built = time.perf_counter()
     loaded.emit_seconds = built - start
-    if len(units) == 1:
-        results = [_load_unit(loaded.sources[0])]
+    # What to load: whole units found in the library cache, and units of the kernels that
+    # no library holds yet.
+    plan: list[tuple[list[KernelText], str]] = []
+    for unit, source in zip(units, loaded.sources, strict=True):
+        if _unit_cached(source):
+            plan.append((unit, source))
+            continue
+        missing: list[KernelText] = []
+        for kernel in unit:
+            handle = _indexed(kernel)
+            if handle is None:
+                missing.append(kernel)
+            else:
+                loaded.functions[kernel.name] = handle
+                loaded.reused += 1
+        if len(missing) == len(unit):
+            plan.append((unit, source))
+        elif missing:
+            plan.append((missing, unit_source([k.text for k in missing])))
+        else:
+            loaded.cache_hits += 1
+    if len(plan) <= 1:
+        results = [_load_unit(source) for _, source in plan]
     else:
-        with ThreadPoolExecutor(max_workers=len(units)) as pool:
-            results = list(pool.map(_load_unit, loaded.sources))
-    for unit, (library, path, hit) in zip(units, results, strict=True):
+        with ThreadPoolExecutor(max_workers=len(plan)) as pool:
+            results = list(pool.map(_load_unit, [source for _, source in plan]))
+    for (unit, _), (library, path, hit) in zip(plan, results, strict=True):
         loaded.paths.append(path)
         loaded.cache_hits += hit
-        for func in unit:
-            loaded.functions[func.sym_name.data] = set_signature(
-                getattr(library, func.sym_name.data), func
-            )
+        for kernel in unit:
+            loaded.functions[kernel.name] = _signed(getattr(library, kernel.name), kernel.kinds)
+            key = kernel_key(kernel.name, kernel.text)
+            if key is not None:
+                record_kernel(key, path.stem, kernel.name, replace=not hit)
     loaded.build_seconds = time.perf_counter() - built
     return loaded
 
 
-__all__ = ["LoadedKernels", "load_kernels", "set_signature", "translation_units", "worker_count"]
+__all__ = [
+    "KernelText",
+    "LoadedKernels",
+    "argument_kinds",
+    "load_kernel_texts",
+    "load_kernels",
+    "set_signature",
+    "translation_units",
+    "worker_count",
+]

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
@@ -56,7 +56,7 @@ from xdsl.traits import SymbolTable
 
 from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.fallback import InterpretedLaunch
-from kiln.backends.cpp.loader import load_kernels
+from kiln.backends.cpp.loader import KernelText, load_kernels
 from kiln.backends.host.externs import REINTERPRET
 from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
 from kiln.dialects.cpp.func_ops import FuncOp
@@ -65,6 +65,9 @@ from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import LaunchOp, ProgramNotFound, find_program
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.body_ops import IndexOutOfBounds
+
+if TYPE_CHECKING:
+    from kiln.backends.cpp.saved import SavedProgram
 
 ERROR_INDEX = 1
 ERROR_DIV_ZERO = 2
@@ -261,6 +264,23 @@ class CppProgram:
     stage_seconds: dict[str, float] = field(default_factory=dict[str, float])
     """Where the build's time went: ``emit`` (C++ text), ``build`` (compiler or cache,
     loading), ``wrapper`` (the Python wrapper); ``lower-to-cpp`` when the driver lowered."""
+    function: str = ""
+    """The wrapper's function name."""
+    namespace: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The objects the wrapper's source names (before it was executed)."""
+    kernel_texts: list[KernelText] = field(default_factory=list[KernelText])
+    """The kernels' C++, symbols and argument kinds."""
+    kernels: dict[str, Callable[..., int]] = field(default_factory=dict[str, Callable[..., int]])
+    """The loaded kernels by symbol."""
+
+    def saved(self) -> SavedProgram:
+        """The program as data (:mod:`kiln.backends.cpp.saved`); raises
+        :class:`~kiln.backends.cpp.saved.NotSaveable` when it cannot be rebuilt faithfully."""
+        from kiln.backends.cpp.saved import save_program
+
+        return save_program(
+            self.function, self.python_source, self.namespace, self.kernel_texts, self.kernels
+        )
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         return self.run(list(args))
@@ -327,6 +347,10 @@ def build_program(
             "build": loaded.build_seconds,
             "wrapper": end - wrapper_start,
         },
+        program.sym_name.data,
+        dict(writer.namespace),
+        loaded.kernels,
+        loaded.functions,
     )
 
 
