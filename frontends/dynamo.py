@@ -52,7 +52,12 @@ def kiln_backend(
             aot_seconds = time.perf_counter() - handed_over[0]
             with unset_fake_temporarily():
                 compiled = compile_graph(
-                    fx_graph, inputs, opts, name=f"{kind}_{graph_id}", aot_seconds=aot_seconds
+                    fx_graph,
+                    inputs,
+                    opts,
+                    name=f"{kind}_{graph_id}",
+                    aot_seconds=aot_seconds,
+                    inference=kind == "inference",
                 )
             handed_over[0] = time.perf_counter()
             aliases = InputAliases(fx_graph)
