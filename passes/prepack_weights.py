@@ -17,10 +17,12 @@ becomes::
 
     %y = aten.convolution.default(%x, %w, %b, ...) {kiln.prepack} : (...) -> tensor<1x32x56x56xf32>
 
-Linear layers likewise (option ``linear``, default on): ``mm(x, t(w))`` and
-``addmm(b, x, t(w))`` of a weight argument ``w`` run as MKL's packed GEMM
-(``mkl._mkl_linear`` on ``mkl._mkl_reorder_linear_weight(w, rows)``, what Inductor's
-freezing emits for float32), which skips packing ``w`` into GEMM panels at every call.
+Convolutions with a 1x1 kernel are left to ATen (measured 2-4x faster here than the
+packed call). Linear layers with few rows, when asked (option ``linear-max-rows``,
+default 0: none, it lost end to end on BERT and ViT here):
+``mm(x, t(w))`` and ``addmm(b, x, t(w))`` of a weight argument ``w`` run as oneDNN's
+packed GEMM (``mkldnn._linear_pointwise`` on ``mkldnn._reorder_linear_weight(w,
+rows)``, as under Inductor's freezing), which skips packing ``w`` at every call.
 
 The attribute changes no number the IR computes: the interpreters ignore it, and the
 wrapper falls back to ``torch.convolution`` when oneDNN is missing or grad mode is on for
@@ -66,6 +68,13 @@ def _static_f32(value: SSAValue | None, rank: int) -> bool:
     )
 
 
+def _spatial(value: SSAValue | None) -> int:
+    """kh * kw of an OIHW weight."""
+    assert value is not None and isinstance(value.type, TensorType)
+    shape: tuple[int, ...] = tuple(value.type.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+    return shape[2] * shape[3]
+
+
 def packable(op: AtenOp, func: FuncOp) -> bool:
     """``op`` is a convolution whose weight the wrapper may keep prepacked."""
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
@@ -76,9 +85,12 @@ def packable(op: AtenOp, func: FuncOp) -> bool:
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     bias = tensors["bias"][0] if tensors.get("bias") else None
+    if not _static_f32(weight, 4) or _spatial(weight) <= 1:
+        # 1x1: ATen's own path ran these 2-4x faster than the packed oneDNN call here
+        # (docs/benchmarks/cpu-profile.md).
+        return False
     return (
         _static_f32(x, 4)
-        and _static_f32(weight, 4)
         and (bias is None or _static_f32(bias, 1))
         and _static_f32(op.results[0], 4)
         and isinstance(weight, BlockArgument)
@@ -116,9 +128,9 @@ def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     )
 
 
-def packable_linear(op: AtenOp, func: FuncOp) -> bool:
+def packable_linear(op: AtenOp, func: FuncOp, max_rows: int) -> bool:
     """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
-    2-D weight argument ``w``."""
+    2-D weight argument ``w``, with at most ``max_rows`` rows."""
     if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
         return False
     tensors = op.tensor_operands()
@@ -130,6 +142,8 @@ def packable_linear(op: AtenOp, func: FuncOp) -> bool:
         x = tensors["self"][0]
     return (
         _static_f32(x, 2)
+        and x is not None
+        and x.type.get_shape()[0] <= max_rows  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
         and _static_f32(op.results[0], 2)
         and _transposed_argument(tensors["mat2"][0], func)
     )
@@ -143,8 +157,11 @@ class PrepackWeightsPass(ModulePass):
 
     force: bool = False
     """Mark without the driver's ``kiln.inference`` (kiln-opt, tests)."""
-    linear: bool = True
-    """Mark linear layers (``mm``/``addmm`` of a transposed weight argument) too."""
+    linear_max_rows: int = 0
+    """Mark linear layers (``mm``/``addmm`` of a transposed weight argument) of at most
+    this many rows (default 0: none). oneDNN's packed GEMM won 20-35% over ``mm`` alone
+    at 17 rows, but made BERT and ViT (17 tokens) 15-20% slower end to end here
+    (docs/benchmarks/cpu-profile.md), so it is off unless asked for."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if "kiln.device" in op.attributes:
@@ -156,6 +173,6 @@ class PrepackWeightsPass(ModulePass):
                 continue
             for inner in func.body.block.ops:
                 if isinstance(inner, AtenOp) and (
-                    packable(inner, func) or (self.linear and packable_linear(inner, func))
+                    packable(inner, func) or packable_linear(inner, func, self.linear_max_rows)
                 ):
                     mark_prepacked(inner)

@@ -139,8 +139,9 @@ class PackedConvolution:
 class PackedLinear:
     """``site(x, weight, bias)``: ``x @ weight.T (+ bias)`` for a ``kiln.prepack``
     ``mm``/``addmm`` whose second operand is the transpose of a weight argument, on the
-    weight packed for this site's row count (MKL's packed GEMM when this torch has MKL,
-    oneDNN's otherwise)."""
+    weight packed for this site's row count by oneDNN (``mkldnn._reorder_linear_weight``,
+    ``mkldnn._linear_pointwise``: what Inductor's freezing emits where it does not use
+    MKL's packed GEMM; measured faster than MKL's here, docs/benchmarks/cpu-profile.md)."""
 
     __slots__ = ("batch", "linear", "packed", "pointer", "repacks", "reorder", "version", "weight", "__weakref__")
 
@@ -151,8 +152,8 @@ class PackedLinear:
         self.pointer = 0
         self.packed: torch.Tensor | None = None
         self.repacks = 0
-        self.linear: Any = torch.ops.mkl._mkl_linear.default._op  # pyright: ignore[reportPrivateUsage]
-        self.reorder: Any = torch.ops.mkl._mkl_reorder_linear_weight.default._op  # pyright: ignore[reportPrivateUsage]
+        self.linear: Any = torch.ops.mkldnn._linear_pointwise.default._op  # pyright: ignore[reportPrivateUsage]
+        self.reorder: Any = torch.ops.mkldnn._reorder_linear_weight.default._op  # pyright: ignore[reportPrivateUsage]
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
         ref = self.weight
@@ -170,15 +171,15 @@ class PackedLinear:
             self.version = weight._version
             self.pointer = weight.data_ptr()
             self.repacks += 1
-        return self.linear(x, self.packed, weight, bias, self.batch)
+        return self.linear(x, self.packed, bias, "none", [], "")
 
 
 def linear_available() -> bool:
-    """Whether this torch has MKL's packed GEMM."""
+    """Whether this torch runs oneDNN linear layers on prepacked weights."""
     return bool(
-        torch._C.has_mkl  # pyright: ignore[reportPrivateUsage]
-        and hasattr(torch.ops.mkl, "_mkl_linear")
-        and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
+        torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
     )
 
 

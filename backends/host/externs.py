@@ -321,7 +321,7 @@ def inline_extern(
 
     A buffer result yielded straight from mm/bmm/addmm/baddbmm (or a reshape of one) is
     the fresh contiguous tensor ATen made; one from convolution is made contiguous if ATen chose another
-    layout; so is a permute of one of them (the NHWC buffer of a channels-last
+    layout; so is a permute or reshape of one of them (the NHWC buffer of a channels-last
     convolution: a view of fresh memory, contiguous unless ATen chose another layout);
     any other goes through :func:`as_buffer` (it may be a view of an input).
     ``prepacked`` gives the backend's call site for a ``kiln.prepack`` convolution.
@@ -337,7 +337,7 @@ def inline_extern(
     for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
         if (
             value not in writer.names
-            and (_made_fresh(value, _CONTIGUOUS_RESULTS) or _permuted_fresh(value))
+            and (_made_fresh(value, _CONTIGUOUS_RESULTS) or _fresh_memory(value))
             and isinstance(result.type, MemRefType)
             and list(yielded.values).count(value) == 1
         ):
@@ -354,9 +354,7 @@ def inline_extern(
     for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
         source = writer.name(value)
         if source == name:
-            if _permuted_fresh(value) or (
-                value.owner.overload_name == "aten::convolution.default"  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
-            ):
+            if not _made_fresh(value, _DENSE_RESULTS):  # fresh memory, any layout
                 lines.append(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
         elif isinstance(result.type, MemRefType):
             if as_buffer_name is None:
@@ -389,17 +387,23 @@ def _transposed_source(value: SSAValue | None) -> SSAValue | None:
     return source
 
 
-def _permuted_fresh(value: SSAValue) -> bool:
-    """``value`` is a permute of a result in :data:`FRESH_RESULTS`: fresh memory from
-    offset 0, so a contiguity check is all :func:`as_buffer` would add."""
+def _fresh_memory(value: SSAValue) -> bool:
+    """``value`` lies in memory an op of :data:`FRESH_RESULTS` just made (offset 0, no
+    input aliases it), maybe not contiguously: that op's result, a permute of it (the
+    NHWC buffer of a channels-last convolution), or a reshape of either (which is a view
+    or a fresh copy). A contiguity check is all :func:`as_buffer` would add."""
     owner = value.owner
-    return (
-        isinstance(owner, AtenOp)
-        and owner.overload_name == "aten::permute.default"
-        and bool(owner.operands)
-        and _made_fresh(owner.operands[0], FRESH_RESULTS)
-    )
+    if not isinstance(owner, AtenOp):
+        return False
+    if owner.overload_name in FRESH_RESULTS:
+        return True
+    if owner.overload_name in RESHAPES or owner.overload_name == "aten::permute.default":
+        return bool(owner.operands) and _fresh_memory(owner.operands[0])
+    return False
 
+
+_DENSE_RESULTS = FRESH_RESULTS - {"aten::convolution.default"}
+"""Fresh results that are always contiguous (a convolution's follows its input's layout)."""
 
 _CONTIGUOUS_RESULTS = FRESH_RESULTS
 """Overloads whose (only) result is a new tensor of its own: contiguous from offset 0,
