@@ -70,7 +70,8 @@ def _static_f32(value: SSAValue | None, rank: int) -> bool:
 
 def _spatial(value: SSAValue | None) -> int:
     """kh * kw of an OIHW weight."""
-    assert value is not None and isinstance(value.type, TensorType)
+    assert value is not None
+    assert isinstance(value.type, TensorType)
     shape: tuple[int, ...] = tuple(value.type.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
     return shape[2] * shape[3]
 

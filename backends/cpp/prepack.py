@@ -41,6 +41,7 @@ class PackedConvolution:
     """``site(x, weight, bias)``: one convolution call site with its packed weight."""
 
     __slots__ = (
+        "__weakref__",
         "dilation",
         "groups",
         "input_size",
@@ -48,12 +49,11 @@ class PackedConvolution:
         "padding",
         "pointer",
         "pointwise",
-        "repacks",
         "reorder",
+        "repacks",
         "stride",
         "version",
         "weight",
-        "__weakref__",
     )
 
     def __init__(
@@ -143,7 +143,17 @@ class PackedLinear:
     ``mkldnn._linear_pointwise``: what Inductor's freezing emits where it does not use
     MKL's packed GEMM; measured faster than MKL's here, docs/benchmarks/cpu-profile.md)."""
 
-    __slots__ = ("batch", "linear", "packed", "pointer", "repacks", "reorder", "version", "weight", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "batch",
+        "linear",
+        "packed",
+        "pointer",
+        "reorder",
+        "repacks",
+        "version",
+        "weight",
+    )
 
     def __init__(self, batch: int) -> None:
         self.batch = batch

@@ -220,10 +220,10 @@ class _Body:
                 operands = [tensors["mat1"], [weight], tensors["self"]]
             else:
                 operands = [tensors["self"], [weight], []]
-        names = [
-            self.name(values[0]) if values and values[0] is not None else "None"
-            for values in operands
-        ]
+        names: list[str] = []
+        for values in operands:
+            value = values[0] if values else None
+            names.append("None" if value is None else self.name(value))
         return f"{self.constant(site)}({', '.join(names)})"
 
     def _direct_call(self, op: AtenOp) -> str | None:

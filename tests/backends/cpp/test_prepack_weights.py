@@ -7,7 +7,7 @@ or its data pointer changes. Every test compares with eager on fresh random inpu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,7 +39,7 @@ class _Net(nn.Module):
 
 
 @pytest.fixture
-def packs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def packs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts weight (re)packs across all call sites."""
     count = [0]
     pack = PackedConvolution.pack
@@ -49,7 +49,7 @@ def packs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         pack(self, weight)
 
     monkeypatch.setattr(PackedConvolution, "pack", counting)
-    yield count
+    return count
 
 
 def _compile(model: Callable[..., Any], **options: Any) -> Callable[..., Any]:
