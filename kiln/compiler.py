@@ -18,11 +18,11 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                      code and the fusion report (also ``KILN_DEBUG=dir``)
 ``verbose``          print a one-line summary per graph (default on)
 ``prepack_weights``  CPU inference graphs (AOTAutograd's inference graphs: grad mode off, or
-                     no input requiring grad) run their convolutions (oneDNN) and linear
-                     layers (MKL packed GEMM) on prepacked weights, cached per call site and
-                     repacked when the weight tensor, its version counter or its data pointer
-                     changes (default on; pass ``prepack-weights``). An update that bypasses
-                     the version counter (``w.data.mul_(2)``) is not seen: turn this off then
+                     no input requiring grad) run their convolutions (except 1x1) on
+                     oneDNN-prepacked weights, cached per call site and repacked when the
+                     weight tensor, its version counter or its data pointer changes (default
+                     on; pass ``prepack-weights``). An update that bypasses the version
+                     counter (``w.data.mul_(2)``) is not seen: turn this off then
 ===================  ==========================================================================
 """
 

@@ -7,7 +7,7 @@
 * ``kiln.prepack`` (unit, on an ``aten.convolution.default``, or an ``aten.mm.default`` /
   ``aten.addmm.default`` whose second operand is the transpose of a weight): the weight is
   a function argument (a parameter under AOTAutograd) that the backend may run through a
-  cached, prepacked copy (oneDNN for convolutions, MKL's packed GEMM for linear layers). The op computes exactly what it computes without the
+  cached, oneDNN-prepacked copy. The op computes exactly what it computes without the
   attribute (the interpreters ignore it); the C++ wrapper honours it, the Triton wrapper
   does not (GPU behaviour is unchanged).
 """
