@@ -9,7 +9,7 @@ Two groups, measured in one process, each backend on the same inputs:
 * ``kernels``: single fused kernels (pointwise chains, softmax, layer norm, row and
   column reductions, a transpose, an embedding gather, a large full reduction) at sizes
   where the kernel, not the call overhead, dominates;
-* ``models``: the benchmark suite's models (``benchmarks/models.py``), through
+* ``models``: the benchmark suite's models (``benchmarks/suite_models.py``), through
   ``torch.compile``.
 
 Latency is the minimum over ``--repeat`` calls after warm-up (the better estimate on a
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         sections.append(table("Kernels", timings))
     if args.only in (None, "models"):
-        from models import SUITE  # pyright: ignore[reportMissingImports]
+        from suite_models import SUITE  # pyright: ignore[reportMissingImports]
 
         timings = []
         names = args.models.split(",") if args.models else list(SUITE)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 + ", ".join(f"{t.backend} {_fmt(t.min_ms)} ms" for t in timings[-len(backends) :]),
                 file=sys.stderr,
             )
-        sections.append(table("Models (benchmarks/models.py, size small)", timings))
+        sections.append(table("Models (benchmarks/suite_models.py, size small)", timings))
     text = "\n".join(sections)
     print(text)
     if args.markdown:

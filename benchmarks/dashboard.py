@@ -1,7 +1,7 @@
 """The benchmark dashboard: eager vs TorchInductor vs kiln on real architectures.
 
 Models come from benchmarks/zoo/ (torchvision, timm, transformers, built offline from
-configs with random weights; plus the hand-written benchmarks/models.py). Needs the
+configs with random weights; plus the hand-written benchmarks/suite_models.py). Needs the
 ``bench`` extra (``pip install -e .[bench]``). Every (model, size, mode, dtype) runs every
 backend; a failure is a row with its reason, never a crash of the run. With ``--isolate``
 (the default on CUDA: a CUDA fault poisons the process) each model's tasks run in a worker
@@ -27,7 +27,9 @@ Per row (see docs/benchmarks/README of the rendered dashboard for the definition
 status and reason; the error against eager (max abs difference over outputs and gradients,
 relative to each reference tensor's largest magnitude) and, where that exceeds the dtype's
 bound, against a float64 run of the same model (passing when the backend's float64 error is
-at most 3x eager's own plus a floor); median step ms over ``--iters``; cold compile time
+at most 3x eager's own plus a floor); median step ms over ``--iters`` (each compiled
+backend timed in bursts alternating with eager's steps, ``eager_paired_ms``: the baseline of
+its speedup and of kiln/Inductor); cold compile time
 (first call, with fresh kiln/Inductor/Triton cache directories, minus one eager step) and warm
 compile time (after ``torch._dynamo.reset()``, caches kept); the step's peak memory beyond
 what was allocated before it (CUDA: ``max_memory_allocated``; CPU: from the profiler's

@@ -161,6 +161,33 @@ def median_ms(run: Callable[[], Any], device: torch.device, iters: int, warmup: 
     return statistics.median(samples) * 1000
 
 
+def paired_ms(
+    run: Callable[[], Any],
+    baseline: Callable[[], Any],
+    device: torch.device,
+    iters: int,
+    rounds: int = 5,
+    warmup: int = 3,
+) -> tuple[float, float]:
+    """Median ms per call of ``run`` and of ``baseline`` (eager), timed in alternating
+    bursts (``rounds`` of each): a machine whose speed drifts over minutes (a shared VM,
+    clocks) slows both alike, so their ratio holds where two separate medians do not."""
+    for _ in range(warmup):
+        run()
+        baseline()
+    sync(device)
+    burst = max(2, -(-iters // rounds))
+    samples: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(rounds):
+        for k, fn in ((1, baseline), (0, run)):
+            for _ in range(burst):
+                start = time.perf_counter()
+                fn()
+                sync(device)
+                samples[k].append(time.perf_counter() - start)
+    return statistics.median(samples[0]) * 1000, statistics.median(samples[1]) * 1000
+
+
 def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     """Memory one step allocates beyond what was live before it, at its peak."""
     if device.type == "cuda":

@@ -31,6 +31,9 @@ class Row:
     """pass, fail (with ``reason``)."""
     reason: str | None = None
     ms: float | None = None
+    eager_paired_ms: float | None = None
+    """Eager's ms timed in bursts alternating with this backend's (``paired_ms``): the
+    baseline of this row's speedup and of the kiln/Inductor ratio."""
     opt_ms: float | None = None
     """train, eager row: one AdamW step (eager, foreach)."""
     cold_compile_s: float | None = None

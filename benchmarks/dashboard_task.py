@@ -21,6 +21,7 @@ from dashboard_measure import (
     fresh_caches,
     inductor_launches,
     median_ms,
+    paired_ms,
     peak_mb,
     profile_kernels,
     rel_error,
@@ -170,8 +171,15 @@ def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None
 
 
 def run_backend(
-    task: Task, backend: str, ref: Reference, settings: Settings, eager_ms: float | None
+    task: Task,
+    backend: str,
+    ref: Reference,
+    settings: Settings,
+    eager_ms: float | None,
+    eager_run: Callable[[], Any] | None = None,
 ) -> Row:
+    """One backend's row. ``eager_run`` (one eager step) is timed alternately with the
+    backend's steps (``paired_ms``) when given."""
     spec = task.spec
     row = Row(
         spec.name,
@@ -234,7 +242,10 @@ def run_backend(
             def run() -> Any:
                 return task.step(fn, model, inputs, before)
 
-            row.ms = median_ms(run, device, settings.iters)
+            if eager_run is not None and backend != "eager":
+                row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
+            else:
+                row.ms = median_ms(run, device, settings.iters)
             # Secondary measurements: a failure there is a note, the row still passes.
             notes = []
             try:
@@ -315,10 +326,19 @@ def run_task(
                 on_row(row)
         return rows
     eager_ms = None
+    eager_run: Callable[[], Any] | None = None
+    if not settings.check_only and "eager" in backends:
+        eager_model, eager_inputs = task.instance()
+
+        def eager_step() -> Any:
+            return task.step(eager_model, eager_model, eager_inputs)
+
+        eager_run = eager_step
+
     for backend in backends:
         if on_start is not None:
             on_start(backend)
-        row = run_backend(task, backend, ref, settings, eager_ms)
+        row = run_backend(task, backend, ref, settings, eager_ms, eager_run)
         gc.collect()  # the backend's model copy and compiled code, before the next one
         if task.device.type == "cuda":
             with contextlib.suppress(RuntimeError):  # a poisoned context raises here too

@@ -31,7 +31,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dashboard_measure import fresh_caches
-from recompiles import benchmark_models  # benchmarks/models.py, by path
+from recompiles import benchmark_models  # benchmarks/suite_models.py, by path
 
 _models = benchmark_models()
 GPT2 = _models.GPT2

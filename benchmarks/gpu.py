@@ -9,7 +9,7 @@ One run prints, against numbers measured in the same process:
    bandwidth, next to the same program's eager and TorchInductor times;
 3. the per-launch overhead of kiln's launcher and wrapper, of Triton's ``kernel[grid]``
    and of Inductor's compiled graph, on a one-kernel program;
-4. per-model latency (benchmarks/models.py, "large" sizes): eager, TorchInductor and
+4. per-model latency (benchmarks/suite_models.py, "large" sizes): eager, TorchInductor and
    kiln (capture, kiln's pipeline, the Triton backend), with compile times.
 
     python benchmarks/gpu.py [--models mlp,gpt2] [--skip-models] [--json out.json]
@@ -355,7 +355,7 @@ class ModelRow:
 
 
 def run_models(names: Sequence[str], dtype: torch.dtype) -> list[ModelRow]:
-    from models import SUITE
+    from suite_models import SUITE
 
     rows: list[ModelRow] = []
     device = torch.device("cuda")
@@ -437,7 +437,7 @@ def report(
     if models:
         lines += [
             "",
-            "## models (benchmarks/models.py, large)",
+            "## models (benchmarks/suite_models.py, large)",
             "",
             "| model | eager ms | inductor ms | kiln ms | kiln vs eager | kiln vs inductor | kiln + CUDA graphs ms | compile s (inductor / kiln) | kiln kernels | max abs error | note |",
             "|---|---|---|---|---|---|---|---|---|---|---|",

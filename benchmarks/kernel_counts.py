@@ -45,7 +45,7 @@ from kiln.registry import default_registry
 
 
 def _zoo() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]:
-    """The test zoo's models (tests/models.py; benchmarks/models.py is another module)."""
+    """The test zoo's models (tests/models.py; benchmarks/suite_models.py is another module)."""
     spec = importlib.util.spec_from_file_location(
         "kiln_test_models", Path(__file__).parents[1] / "tests" / "models.py"
     )

@@ -34,20 +34,12 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-@functools.cache
 def benchmark_models() -> Any:
-    """benchmarks/models.py, loaded by path: under pytest, ``models`` is tests/models.py."""
-    import importlib.util
+    """benchmarks/suite_models.py (named apart from tests/models.py, which pytest also
+    puts on the path)."""
+    import suite_models  # pyright: ignore[reportMissingImports]
 
-    spec = importlib.util.spec_from_file_location(
-        "kiln_benchmark_models", Path(__file__).with_name("models.py")
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return suite_models
 
 
 _models = benchmark_models()

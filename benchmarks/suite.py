@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import SUITE
+from suite_models import SUITE
 
 
 @dataclass

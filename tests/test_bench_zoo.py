@@ -122,6 +122,36 @@ def test_render_geomeans_worst_and_failures(tmp_path: Path) -> None:
     assert (tmp_path / "d" / "scaling.png").exists()
 
 
+def test_ratios_use_the_eager_steps_timed_alternately(tmp_path: Path) -> None:
+    """A row's speedup is against the eager steps timed in bursts alternating with it
+    (``eager_paired_ms``): equal ms measured while the machine was twice as slow for
+    kiln's pairing mean kiln is twice as fast."""
+    rows = [
+        _row("a", "eager", 4.0),
+        {**_row("a", "inductor", 2.0), "eager_paired_ms": 4.0},
+        {**_row("a", "kiln", 2.0), "eager_paired_ms": 8.0},
+    ]
+    page = tmp_path / "d.md"
+    render({"runs": [], "rows": rows}, page, plots=False)
+    assert (
+        "| a | small | infer | float32 | kiln vs inductor | 2.000 | 2.000 | 2.00 |"
+        in page.read_text()
+    )
+
+
+def test_paired_timing_alternates_and_reports_both() -> None:
+    from dashboard_measure import paired_ms
+
+    calls: list[str] = []
+    ms, eager = paired_ms(
+        lambda: calls.append("k"), lambda: calls.append("e"), torch.device("cpu"), 4, rounds=2
+    )
+    assert ms >= 0
+    assert eager >= 0
+    timed = calls[6:]  # after three warm-up pairs
+    assert timed == ["e", "e", "k", "k", "e", "e", "k", "k"]
+
+
 def test_results_merge_later_files_win(tmp_path: Path) -> None:
     first, second = tmp_path / "1.json", tmp_path / "2.json"
     first.write_text(json.dumps({"runs": [{"commit": "x"}], "rows": [_row("a", "kiln", 2.0)]}))

@@ -7,7 +7,7 @@ sequences, small images: latency-bound, cheap enough for a CPU run of the whole 
 ``large`` (bigger batches and widths: throughput-bound).
 
 Sources: ``torchvision``, ``timm``, ``transformers`` (the ``bench`` extra) and ``kiln``
-(benchmarks/models.py). Dropout is disabled everywhere so that training steps compare
+(benchmarks/suite_models.py). Dropout is disabled everywhere so that training steps compare
 exactly with eager.
 """
 

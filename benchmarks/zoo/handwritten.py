@@ -1,10 +1,10 @@
-"""The models this project wrote itself (benchmarks/models.py), as zoo rows: the blocks
+"""The models this project wrote itself (benchmarks/suite_models.py), as zoo rows: the blocks
 ``benchmarks/suite.py`` has measured since the start, kept for continuity."""
 
 from __future__ import annotations
 
 import torch
-from models import SUITE, Factory
+from suite_models import SUITE, Factory
 
 from zoo import Built, ModelSpec
 

@@ -374,3 +374,30 @@ def test_printed_ir_parses_back() -> None:
     _, after = run_pass(ChannelsLastPass(), CONV_RELU_CONV)
     text = printed(after)
     assert printed(parse(text)) == text
+
+
+SMALL_BATCH_ONE = f"""
+func.func @forward(%x: tensor<1x64x8x8xf32>, %w: tensor<64x64x3x3xf32>) -> tensor<1x64xf32> {{
+  %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<1x64x8x8xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x8x8xf32>
+  %1 = aten.relu.default(%0) : (tensor<1x64x8x8xf32>) -> tensor<1x64x8x8xf32>
+  %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<1x64x8x8xf32>) -> tensor<1x64xf32>
+  func.return %2 : tensor<1x64xf32>
+}}
+"""
+
+
+def test_cpu_convolutions_aten_runs_with_its_reference_kernel_stay_nchw() -> None:
+    """A small batch-1 convolution runs in ATen's ``Slow2d`` kernel, which on a
+    channels-last input copies the NCHW weight channels-last on every call (ResNet-18 at
+    64x64: 31 ms against 16 ms NCHW): on the CPU such a function stays NCHW; on a GPU
+    (cuDNN) it still becomes NHWC."""
+    from kiln.passes.channels_last import _cpu_backend  # pyright: ignore[reportPrivateUsage]
+
+    module = parse(SMALL_BATCH_ONE)
+    conv = next(op for op in module.walk() if isinstance(op, AtenOp))
+    assert _cpu_backend(conv) == "Slow2d"
+    assert_pass_output(ChannelsLastPass(), SMALL_BATCH_ONE, SMALL_BATCH_ONE)
+    on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + SMALL_BATCH_ONE + "}"
+    assert "aten.permute" in printed(run_pass(ChannelsLastPass(), on_gpu)[1])
+    # batch 2 (CONV_RELU_CONV) is oneDNN's: converted on the CPU too.
+    assert "aten.permute" in printed(run_pass(ChannelsLastPass(), CONV_RELU_CONV)[1])

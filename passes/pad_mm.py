@@ -1,0 +1,225 @@
+"""``pad-mm``: pad matrix multiplies whose leading dimensions cuBLAS cannot vectorize.
+
+cuBLAS's tensor-core kernels need every matrix's leading dimension to be a multiple of
+16 bytes (8 elements in bfloat16/float16, 4 in float32). A row-major product
+``mm(a[M, K], b[K, N])`` has leading dimensions ``K`` (of ``a``) and ``N`` (of ``b`` and
+of the result): when either is odd, cuBLAS falls back to ``align1`` kernels. On the H200,
+GPT-2's LM head (``N = 50257``, bfloat16, 4096 x 768 x 50257) took 3.36 ms that way and
+0.45 ms padded, Inductor's figure (docs/benchmarks/design-notes.md). Inductor pads the
+same products (``pad_mm``); kiln pads with zeros, which changes no value:
+
+* ``K``: ``a`` gets zero columns, ``b`` zero rows, so the extra products add ``0``;
+* ``N``: ``b`` gets zero columns and the result is sliced back to ``N`` columns (and
+  copied out with ``clone`` where it is returned: outputs keep eager's strides).
+
+```mlir
+%0 = aten.mm.default(%x, %w) : (tensor<64x32xbf16>, tensor<32x1001xbf16>) -> tensor<64x1001xbf16>
+```
+
+becomes::
+
+```mlir
+%padded = aten.constant_pad_nd.default(%w, pad = [0, 7]) : (tensor<32x1001xbf16>) -> tensor<32x1008xbf16>
+%mm_padded = aten.mm.default(%x, %padded) : (tensor<64x32xbf16>, tensor<32x1008xbf16>) -> tensor<64x1008xbf16>
+%0 = aten.slice.Tensor(%mm_padded, dim = 1, start = 0, end = 1001) : (tensor<64x1008xbf16>) -> tensor<64x1001xbf16>
+```
+
+Padding costs a copy of the padded operand (a kernel, which fuses with a transpose that
+feeds it), so it is done only where it pays: on CUDA (``kiln.device``), static sizes, and
+a product that is compute bound (arithmetic intensity above half the H100/H200 machine
+balance, Inductor's rule: ``compute_bound``). ``mm`` and ``bmm`` are padded; ``addmm``
+(whose bias would need padding too) is left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.dialects.func import ReturnOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.dialect import op_class
+
+_PADDED = ("aten::mm.default", "aten::bmm.default")
+
+# Peak dense tensor-core FLOP per byte of DRAM traffic on an H100/H200, halved as
+# Inductor's ``is_mm_compute_bound`` does (989 TFLOP/s bf16 / 4.8 TB/s, 67 TFLOP/s fp32).
+_BALANCE: dict[type[Attribute], float] = {
+    BFloat16Type: 100.0,
+    Float16Type: 100.0,
+    Float32Type: 7.0,
+}
+_ALIGNMENT: dict[type[Attribute], int] = {BFloat16Type: 8, Float16Type: 8, Float32Type: 4}
+
+
+def _padding(size: int, alignment: int) -> int:
+    """Elements to add so that ``size`` is a multiple of ``alignment`` (none for size 1,
+    a dimension cuBLAS squeezes away)."""
+    if size <= 1 or size % alignment == 0:
+        return 0
+    return alignment - size % alignment
+
+
+def compute_bound(m: int, k: int, n: int, element: Attribute) -> bool:
+    """Whether an ``m x k x n`` product does more arithmetic per byte than the machine
+    balance of its dtype (Inductor's ``is_mm_compute_bound``)."""
+    traffic = m * k + k * n + m * n
+    return traffic > 0 and m * k * n / traffic > _BALANCE[type(element)]
+
+
+def _static_shape(value: SSAValue) -> list[int] | None:
+    ty = value.type
+    if not isinstance(ty, TensorType):
+        return None
+    shape = list(ty.get_shape())
+    return None if any(d < 0 for d in shape) else shape
+
+
+@dataclass(frozen=True)
+class _Plan:
+    k_pad: int
+    n_pad: int
+
+
+def plan_padding(op: AtenOp) -> _Plan | None:
+    """How to pad ``op`` (``mm``/``bmm``), or ``None`` to leave it."""
+    if op.overload_name not in _PADDED or op.sym_operands():
+        return None
+    a_shape, b_shape = _static_shape(op.operands[0]), _static_shape(op.operands[1])
+    if a_shape is None or b_shape is None:
+        return None
+    ty = op.operands[0].type
+    assert isinstance(ty, TensorType)
+    element = ty.element_type
+    alignment = _ALIGNMENT.get(type(element))
+    if alignment is None or op.operands[1].type != TensorType(element, b_shape):
+        return None
+    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+    if 0 in (m, k, n):
+        return None
+    plan = _Plan(_padding(k, alignment), _padding(n, alignment))
+    if plan.k_pad == plan.n_pad == 0 or not compute_bound(m, k, n, element):
+        return None
+    return plan
+
+
+def _pad(value: SSAValue, pads: list[int], location: object) -> AtenOp:
+    """``constant_pad_nd(value, pads, 0)``: ``pads`` as torch spells them (last dim first)."""
+    pad_class = op_class("constant_pad_nd.default")
+    assert pad_class is not None
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    shape = list(ty.get_shape())
+    for k in range(len(pads) // 2):
+        shape[-1 - k] += pads[2 * k] + pads[2 * k + 1]
+    op = pad_class.from_args(
+        {"self": value, "pad": pads, "value": 0}, [TensorType(ty.element_type, shape)]
+    )
+    op.location = location  # pyright: ignore[reportAttributeAccessIssue]
+    op.results[0].name_hint = "padded"
+    return op
+
+
+class PadMatmul(RewritePattern):
+    """``mm``/``bmm`` with a misaligned ``K`` or ``N`` -> padded operands, sliced result."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
+        plan = plan_padding(op)
+        if plan is None:
+            return
+        a, b = op.operands[0], op.operands[1]
+        result = op.results[0]
+        new_ops: list[Operation] = []
+        if plan.k_pad:
+            pad_a = _pad(a, [0, plan.k_pad], op.location)
+            new_ops.append(pad_a)
+            a = pad_a.results[0]
+        if plan.k_pad or plan.n_pad:
+            b_pads = [0, plan.n_pad, 0, plan.k_pad] if plan.k_pad else [0, plan.n_pad]
+            pad_b = _pad(b, b_pads, op.location)
+            new_ops.append(pad_b)
+            b = pad_b.results[0]
+        out_ty = result.type
+        assert isinstance(out_ty, TensorType)
+        out_shape = list(out_ty.get_shape())
+        padded_shape = [*out_shape[:-1], out_shape[-1] + plan.n_pad]
+        product = type(op).from_args(
+            {"self": a, "mat2": b}, [TensorType(out_ty.element_type, padded_shape)]
+        )
+        product.location = op.location
+        product.results[0].name_hint = "mm_padded"
+        new_ops.append(product)
+        if plan.n_pad:
+            slice_class = op_class("slice.Tensor")
+            assert slice_class is not None
+            sliced = slice_class.from_args(
+                {
+                    "self": product.results[0],
+                    "dim": len(out_shape) - 1,
+                    "start": 0,
+                    "end": out_shape[-1],
+                    "step": 1,
+                },
+                [out_ty],
+            )
+            sliced.location = op.location
+            new_ops.append(sliced)
+        name = result.name_hint
+        returns = [use for use in result.uses if isinstance(use.operation, ReturnOp)]
+        value = new_ops[-1].results[0]
+        clone = None
+        if plan.n_pad and returns:
+            # A returned product keeps eager's contiguous strides: the copy out of the
+            # padded buffer is explicit (one kernel), not a strided view.
+            clone_class = op_class("clone.default")
+            assert clone_class is not None
+            clone = clone_class.from_args({"self": value}, [out_ty])
+            clone.location = op.location
+            new_ops.append(clone)
+        rewriter.replace(op, new_ops, [value])
+        value.name_hint = name
+        if clone is not None:
+            for use in returns:
+                use.operation.operands[use.index] = clone.results[0]
+
+
+def _on_cuda(module: ModuleOp) -> bool:
+    device = module.attributes.get("kiln.device")
+    return isinstance(device, StringAttr) and device.data.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class PadMmPass(ModulePass):
+    """Pad misaligned, compute-bound ``mm``/``bmm`` on CUDA (see the module docstring)."""
+
+    name: ClassVar[str] = "pad-mm"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    force: bool = False
+    """Pad whatever the device (``kiln-opt`` tests; the driver leaves it off)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not (self.force or _on_cuda(op)):
+            return
+        PatternRewriteWalker(PadMatmul(), apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "plan_padding"]

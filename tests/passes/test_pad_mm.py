@@ -1,0 +1,118 @@
+"""The ``pad-mm`` pass: IR in/IR out, where it applies, and the same numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
+
+import kiln
+from kiln.compiler import DEFAULT_PIPELINE
+from kiln.passes.pad_mm import PadMmPass
+from kiln.registry import default_registry
+
+N_MISALIGNED = """
+func.func @f(%x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> tensor<64x1001xf32> {
+  %0 = aten.mm.default(%x, %w) : (tensor<64x32xf32>, tensor<32x1001xf32>) -> tensor<64x1001xf32>
+  func.return %0 : tensor<64x1001xf32>
+}
+"""
+
+N_PADDED = """
+func.func @f(%x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> tensor<64x1001xf32> {
+  %padded = aten.constant_pad_nd.default(%w, pad = [0, 3]) : (tensor<32x1001xf32>) -> tensor<32x1004xf32>
+  %mm_padded = aten.mm.default(%x, %padded) : (tensor<64x32xf32>, tensor<32x1004xf32>) -> tensor<64x1004xf32>
+  %0 = aten.slice.Tensor(%mm_padded, dim = 1, start = 0, end = 1001) : (tensor<64x1004xf32>) -> tensor<64x1001xf32>
+  %1 = aten.clone.default(%0) : (tensor<64x1001xf32>) -> tensor<64x1001xf32>
+  func.return %1 : tensor<64x1001xf32>
+}
+"""
+
+
+def test_registered_and_in_the_default_pipeline() -> None:
+    assert default_registry().get_pass("pad-mm") is PadMmPass
+    assert "pad-mm" in DEFAULT_PIPELINE.split(",")
+
+
+def test_misaligned_n_is_padded_and_sliced() -> None:
+    assert_pass_output(PadMmPass(force=True), N_MISALIGNED, N_PADDED)
+    before, after = run_pass(PadMmPass(force=True), N_MISALIGNED)
+    assert_same_semantics(before, after)
+
+
+def test_misaligned_k_pads_both_operands() -> None:
+    text = """
+    func.func @f(%x: tensor<64x30xf32>, %w: tensor<30x1000xf32>) -> tensor<64x1000xf32> {
+      %0 = aten.mm.default(%x, %w) : (tensor<64x30xf32>, tensor<30x1000xf32>) -> tensor<64x1000xf32>
+      func.return %0 : tensor<64x1000xf32>
+    }
+    """
+    before, after = run_pass(PadMmPass(force=True), text)
+    out = printed(after)
+    assert out.count("aten.constant_pad_nd.default") == 2
+    assert "pad = [0, 2]" in out  # x: two zero columns
+    assert "pad = [0, 0, 0, 2]" in out  # w: two zero rows
+    assert "aten.slice" not in out  # N is aligned
+    assert_same_semantics(before, after)
+
+
+def test_bfloat16_needs_a_larger_product() -> None:
+    """16-bit products reach the tensor cores' balance (100 FLOP/byte) only when large."""
+    small = N_MISALIGNED.replace("f32", "bf16")
+    assert_pass_output(PadMmPass(force=True), small, small)
+    large = small.replace("64x", "4096x").replace("x32x", "x768x").replace("<32x", "<768x")
+    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(force=True), large)[1])
+
+
+def test_bmm_is_padded() -> None:
+    text = """
+    func.func @f(%x: tensor<4x64x33xf32>, %w: tensor<4x33x257xf32>) -> tensor<4x64x257xf32> {
+      %0 = aten.bmm.default(%x, %w) : (tensor<4x64x33xf32>, tensor<4x33x257xf32>) -> tensor<4x64x257xf32>
+      func.return %0 : tensor<4x64x257xf32>
+    }
+    """
+    before, after = run_pass(PadMmPass(force=True), text)
+    out = printed(after)
+    assert "tensor<4x64x260xf32>" in out
+    assert "tensor<4x36x260xf32>" in out
+    assert "aten.slice.Tensor" in out
+    assert_same_semantics(before, after)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # aligned already
+        N_MISALIGNED.replace("1001", "1004"),
+        # memory bound: a skinny product pays more for the copy than it gains
+        N_MISALIGNED.replace("64x", "1x"),
+        # an integer product: cuBLAS has no tensor-core path to gain
+        N_MISALIGNED.replace("f32", "i64"),
+    ],
+    ids=["aligned", "memory_bound", "integer"],
+)
+def test_left_alone(text: str) -> None:
+    assert_pass_output(PadMmPass(force=True), text, text)
+
+
+def test_only_on_cuda_unless_forced() -> None:
+    assert_pass_output(PadMmPass(), N_MISALIGNED, N_MISALIGNED)
+    on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + N_MISALIGNED + "}"
+    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), on_gpu)[1])
+
+
+def test_end_to_end_numbers_and_output_strides() -> None:
+    """Compiled with the pass forced on the CPU: eager's values and eager's (contiguous)
+    output strides, although the product was computed into a padded buffer."""
+    pipeline = DEFAULT_PIPELINE.replace("pad-mm", "pad-mm{force=true}")
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x @ w.t()  # the LM-head shape: N odd, the weight transposed
+        return y, torch.relu(y) * 2
+
+    x, w = torch.randn(64, 32), torch.randn(1001, 32)
+    compiled = kiln.compile(f, pipeline=pipeline)
+    got, expected = compiled(x, w), f(x, w)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e)
+        assert g.stride() == e.stride()
