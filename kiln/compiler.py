@@ -47,7 +47,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,pad-mm,channels-last,prepack-weights,lower-aten,fuse,tile,buffer-reuse,dedup-kernels"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,pad-mm,prepack-weights,channels-last,lower-aten,fuse,tile,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 

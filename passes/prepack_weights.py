@@ -24,6 +24,9 @@ default 0: none, it lost end to end on BERT and ViT here):
 packed GEMM (``mkldnn._linear_pointwise`` on ``mkldnn._reorder_linear_weight(w,
 rows)``, as under Inductor's freezing), which skips packing ``w`` at every call.
 
+It runs before ``channels-last``, which keeps a function NCHW when ATen would run one of
+its convolutions in ``Slow2d`` but does not count a marked one (it runs in oneDNN).
+
 The attribute changes no number the IR computes: the interpreters ignore it, and the
 wrapper falls back to ``torch.convolution`` when oneDNN is missing or grad mode is on for
 a weight that requires grad. A convolution is marked only when
