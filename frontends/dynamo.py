@@ -71,6 +71,7 @@ def kiln_backend(
                     opts,
                     name=f"{kind}_{graph_id}",
                     aot_seconds=aot_seconds,
+                    inference=kind == "inference",
                 )
             handed_over[0] = time.perf_counter()
 

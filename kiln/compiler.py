@@ -5,7 +5,6 @@ hands it (see :mod:`kiln.frontends.dynamo`), and what :func:`kiln.compile` wraps
 
 Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.compile``):
 
-===============  ==========================================================================
 ``pipeline``     pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
 ``plugins``      plugin modules or ``.py`` files to load (each defines ``register(registry)``)
 ``executor``     ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
@@ -26,6 +25,34 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                  on-disk graph cache (default on; also off with ``KILN_GRAPH_CACHE=0``;
                  see :mod:`kiln.graph_cache`)
 ===============  ==========================================================================
+=======
+===================  ==========================================================================
+``pipeline``         pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
+``plugins``          plugin modules or ``.py`` files to load (each defines ``register(registry)``)
+``executor``         ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
+                     results, outputs; C++ otherwise; when built, see :mod:`kiln.devices`),
+                     ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
+                     slow, for debugging)
+``autotune``         benchmark candidate kernel configs on first call (Triton)
+``cuda_graphs``      replay launches through CUDA graphs (Triton)
+``debug_dir``        write, per graph, the FX graph, the IR after every pass, the generated
+                     code and the fusion report (also ``KILN_DEBUG=dir``)
+``partitioner``      training under ``torch.compile``: how AOTAutograd splits the joint graph,
+                     ``min-cut`` (default, as Inductor: cheap forward ops are recomputed in
+                     the backward instead of saved, views of parameters are never saved) or
+                     ``default`` (AOTAutograd's default: save every forward value the
+                     backward reads)
+``verbose``          print a one-line summary per graph (default on)
+``graph_cache``      reuse a graph compiled before, by this or an earlier process, from the
+                     on-disk graph cache (default on; also off with ``KILN_GRAPH_CACHE=0``;
+                     see :mod:`kiln.graph_cache`)
+``prepack_weights``  CPU inference graphs (AOTAutograd's inference graphs: grad mode off, or
+                     no input requiring grad) run their convolutions (except 1x1) on
+                     oneDNN-prepacked weights, cached per call site and repacked when the
+                     weight tensor, its version counter or its data pointer changes (default
+                     on; pass ``prepack-weights``). An update that bypasses the version
+                     counter (``w.data.mul_(2)``) is not seen: turn this off then
+===================  ==========================================================================
 """
 
 from __future__ import annotations
@@ -42,7 +69,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
@@ -50,7 +77,7 @@ from kiln import graph_cache
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,pad-mm,channels-last,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,pad-mm,prepack-weights,channels-last,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 
@@ -70,6 +97,7 @@ class CompileOptions:
     debug_dir: str | None = None
     verbose: bool = True
     graph_cache: bool = True
+    prepack_weights: bool = True
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> CompileOptions:
@@ -100,6 +128,7 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "debug_dir": (str, type(None)),
     "verbose": (bool,),
     "graph_cache": (bool,),
+    "prepack_weights": (bool,),
 }
 _EXECUTORS = ("auto", "cpp", "triton", "interpret")
 PARTITIONERS = ("min-cut", "default")
@@ -133,6 +162,9 @@ class GraphStats:
     launches: int = 0
     """``kernel.launch`` ops: kernel launches per call."""
     externs: Counter[str] = field(default_factory=Counter[str])
+    prepacked: int = 0
+    """Convolutions and linear layers marked ``kiln.prepack`` (run on cached prepacked
+    weights by the C++ wrapper)."""
     executor: str = ""
     seconds: float = 0.0
     pass_seconds: dict[str, float] = field(default_factory=dict[str, float])
@@ -270,9 +302,12 @@ def compile_graph(
     options: CompileOptions,
     name: str | None = None,
     aot_seconds: float | None = None,
+    inference: bool = False,
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
-    ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile)."""
+    ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile).
+    ``inference``: an inference graph (AOTAutograd's ``inference_compiler``), whose
+    weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option)."""
     start = time.perf_counter()
     from kiln.dialects.aten.fx import import_graph, lifted_constants  # the first graph: imports
 
@@ -298,6 +333,10 @@ def compile_graph(
     if program_device is not None:
         # Passes that make tensors (decompositions) make them where the program runs.
         module.attributes["kiln.device"] = StringAttr(str(program_device))
+    if inference and options.prepack_weights:
+        from kiln.dialects.aten.prepack import INFERENCE_ATTR
+
+        module.attributes[INFERENCE_ATTR] = UnitAttr()
 
     cache_key: str | None = None
     if graph_cache.enabled(options):
@@ -350,6 +389,8 @@ def compile_graph(
     stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
+    # Only the C++ wrapper honours kiln.prepack (Triton programs run plain convolutions).
+    stats.prepacked = prepacked_ops(module) if stats.executor == "cpp" else 0
     if cache_key is not None and program is not None:
         _store(cache_key, program, output_structure, stats)
     _record(stats, start, options)
@@ -504,6 +545,20 @@ def extern_overloads(module: ModuleOp) -> Counter[str]:
             if isinstance(inner, AtenOp) and inner.overload_name not in _VIEW_OPS:
                 counts[inner.overload_name] += 1
     return counts
+
+
+def prepacked_ops(module: ModuleOp) -> int:
+    """Convolutions and linear layers the C++ wrapper runs on prepacked weights
+    (``kiln.prepack``)."""
+    from kiln.dialects.aten.prepack import PREPACK_ATTR
+
+    return sum(
+        1
+        for op in module.walk()
+        if op.name in ("kernel.extern", "loop.extern")
+        for inner in op.walk()
+        if PREPACK_ATTR in inner.attributes
+    )
 
 
 def _check_triton_devices(name: str, inputs: Sequence[Any], devices: set[torch.device]) -> None:

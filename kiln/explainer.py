@@ -56,6 +56,11 @@ def explain(
         if stats.externs:
             lines.append("  run through ATen (no kiln lowering, or a library call such as mm):")
             lines.extend(f"    {name} x{count}" for name, count in stats.externs.most_common())
+        if stats.prepacked:
+            lines.append(
+                f"  convolutions / linear layers on cached prepacked weights (prepack-weights): "
+                f"{stats.prepacked}"
+            )
     report = fusion_log.getvalue().strip()
     if report:
         lines += ["", "fusion decisions:", *("  " + line for line in report.splitlines())]

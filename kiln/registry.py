@@ -35,6 +35,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "cse": ("kiln.passes.cse", "CSEPass"),
     "dce": ("kiln.passes.dce", "DCEPass"),
     "channels-last": ("kiln.passes.channels_last", "ChannelsLastPass"),
+    "prepack-weights": ("kiln.passes.prepack_weights", "PrepackWeightsPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),

@@ -75,6 +75,7 @@ from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.prepack import is_prepacked
 from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
@@ -381,7 +382,13 @@ def _slow_cpu_convolution(func: FuncOp) -> bool:
     on every call: ResNet-18 at 64x64 took 31 ms so against 16 ms NCHW. Such a function
     stays NCHW, as eager runs it; symbolic shapes are not asked about."""
     for op in func.body.block.ops:
-        if isinstance(op, AtenOp) and _is_2d_convolution(op) and _cpu_backend(op) == "Slow2d":
+        if (
+            isinstance(op, AtenOp)
+            and _is_2d_convolution(op)
+            # prepack-weights ran first: a marked convolution runs in oneDNN, not Slow2d.
+            and not is_prepacked(op)
+            and _cpu_backend(op) == "Slow2d"
+        ):
             return True
     return False
 

@@ -57,8 +57,10 @@ from xdsl.traits import SymbolTable
 from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import KernelText, load_kernels
+from kiln.backends.cpp.prepack import prepacked_site
 from kiln.backends.host.externs import REINTERPRET
 from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
+from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -192,6 +194,10 @@ class _Writer(ProgramWalker):
             strides = contiguous_strides(ty.get_shape())
             return f"_reinterpret({source}, {py_tuple(shape)}, {strides}, 0)"
         return f"{source}.view({py_tuple(shape)})"
+
+    def prepacked_site(self, op: AtenOp) -> Callable[..., Any] | None:
+        # Built once per program: the site keeps its packed weight across calls.
+        return prepacked_site(op)
 
     def dropped(self, value: SSAValue) -> list[str]:
         pointer = self.pointers.pop(value, None)

@@ -45,9 +45,14 @@ from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
 from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.prepack import is_prepacked
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import ExternOp
+
+PrepackedSite = Callable[[AtenOp], Callable[..., Any] | None]
+"""A backend's call site for a ``kiln.prepack`` convolution (called as
+``site(input, weight, bias)``), or None to run it as a plain convolution."""
 
 FAST_CALLS: dict[str, Callable[..., Any]] = {
     "aten::mm.default": torch.mm,
@@ -157,7 +162,9 @@ class _Body:
         self,
         namespace: dict[str, Any] | None = None,
         temporary: Callable[[], str] | None = None,
+        prepacked: PrepackedSite | None = None,
     ) -> None:
+        self.prepacked = prepacked
         self.lines: list[str] = []
         self.names: dict[SSAValue, str] = {}
         self.namespace: dict[str, Any] = {} if namespace is None else namespace
@@ -201,7 +208,7 @@ class _Body:
             return True
         if not isinstance(op, AtenOp):
             return False
-        call = self._direct_call(op)
+        call = self._prepacked_call(op) or self._direct_call(op)
         if call is None:
             plan = self.constant(build_plan(op))
             operands = ", ".join(self.name(v) for v in op.operands)
@@ -211,6 +218,31 @@ class _Body:
         else:
             self.lines.append(f"{self.name(op.results[0])} = {call}")
         return True
+
+    def _prepacked_call(self, op: AtenOp) -> str | None:
+        """A ``kiln.prepack`` convolution through the backend's call site (the C++
+        wrapper's cached oneDNN-packed weight); None where the backend has none."""
+        if self.prepacked is None or not is_prepacked(op):
+            return None
+        site = self.prepacked(op)
+        if site is None:
+            return None
+        tensors = op.tensor_operands()
+        if op.overload_name == "aten::convolution.default":
+            operands = [tensors["input"], tensors["weight"], tensors.get("bias", [])]
+        else:  # mm / addmm of the weight's transpose: the site takes the weight itself
+            weight = _transposed_source(tensors["mat2"][0])
+            if weight is None:
+                return None
+            if op.overload_name == "aten::addmm.default":
+                operands = [tensors["mat1"], [weight], tensors["self"]]
+            else:
+                operands = [tensors["self"], [weight], []]
+        names: list[str] = []
+        for values in operands:
+            value = values[0] if values else None
+            names.append("None" if value is None else self.name(value))
+        return f"{self.constant(site)}({', '.join(names)})"
 
     def _direct_call(self, op: AtenOp, in_place: str | None = None) -> str | None:
         """A direct call for an op with one tensor result and constant arguments
@@ -304,6 +336,7 @@ def inline_extern(
     namespace: dict[str, Any],
     temporary: Callable[[], str],
     donated: Sequence[bool] = (),
+    prepacked: PrepackedSite | None = None,
 ) -> list[str] | None:
     """The body as lines of the wrapper: ``inputs`` name the extern's operands and
     ``outputs`` its results; None if the body needs the interpreter.
@@ -314,10 +347,13 @@ def inline_extern(
 
     A buffer result yielded straight from mm/bmm/addmm/baddbmm (or a reshape of one) is
     the fresh contiguous tensor ATen made; one from convolution is made contiguous if ATen chose another
-    layout; any other goes through :func:`as_buffer` (it may be a view of an input).
+    layout; so is a permute or reshape of one of them (the NHWC buffer of a channels-last
+    convolution: a view of fresh memory, contiguous unless ATen chose another layout);
+    any other goes through :func:`as_buffer` (it may be a view of an input).
+    ``prepacked`` gives the backend's call site for a ``kiln.prepack`` convolution.
     Temporaries are deleted at the end: a name left behind would keep an extern's
     result alive after the program frees it."""
-    writer = _Body(namespace, temporary)
+    writer = _Body(namespace, temporary, prepacked)
     block = op.body.block
     for arg, name in zip(block.args, inputs, strict=True):
         writer.names[arg] = name
@@ -330,7 +366,7 @@ def inline_extern(
     for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
         if (
             value not in writer.names
-            and _made_fresh(value, _CONTIGUOUS_RESULTS)
+            and (_made_fresh(value, _CONTIGUOUS_RESULTS) or _fresh_memory(value))
             and isinstance(result.type, MemRefType)
             and list(yielded.values).count(value) == 1
         ):
@@ -347,7 +383,7 @@ def inline_extern(
     for value, result, name in zip(yielded.values, op.outputs, outputs, strict=True):
         source = writer.name(value)
         if source == name:
-            if value.owner.overload_name == "aten::convolution.default":  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
+            if not _made_fresh(value, _DENSE_RESULTS):  # fresh memory, any layout
                 lines.append(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
         elif isinstance(result.type, MemRefType):
             if as_buffer_name is None:
@@ -394,6 +430,44 @@ def _in_place_call(op: ExternOp, donated: Sequence[bool], writer: _Body) -> str 
         return None
     return writer._direct_call(inner, IN_PLACE[inner.overload_name])  # pyright: ignore[reportPrivateUsage]
 
+
+def _transposed_source(value: SSAValue | None) -> SSAValue | None:
+    """``w`` when ``value`` is ``as_strided(w, [K, N], [1, K])`` of a 2-D ``[N, K]`` body
+    argument (how ``lower-aten`` writes ``w.T``); None otherwise."""
+    owner = value.owner if value is not None else None
+    if not isinstance(owner, AtenOp) or owner.overload_name != "aten::as_strided.default":
+        return None
+    source = owner.operands[0]
+    shape = source.type.get_shape() if isinstance(source.type, TensorType) else ()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if len(shape) != 2 or owner.sym_operands():  # pyright: ignore[reportUnknownArgumentType]
+        return None
+    specs = {a.name: a for a in owner.op_schema().arguments}
+    n, k = shape  # pyright: ignore[reportUnknownVariableType]
+    size = decode_value(specs["size"], owner.arg_attr("size"), ())
+    stride = decode_value(specs["stride"], owner.arg_attr("stride"), ())
+    offset = decode_value(specs["storage_offset"], owner.arg_attr("storage_offset"), ())
+    if size != [k, n] or stride != [1, k] or offset not in (None, 0):
+        return None
+    return source
+
+
+def _fresh_memory(value: SSAValue) -> bool:
+    """``value`` lies in memory an op of :data:`FRESH_RESULTS` just made (offset 0, no
+    input aliases it), maybe not contiguously: that op's result, a permute of it (the
+    NHWC buffer of a channels-last convolution), or a reshape of either (which is a view
+    or a fresh copy). A contiguity check is all :func:`as_buffer` would add."""
+    owner = value.owner
+    if not isinstance(owner, AtenOp):
+        return False
+    if owner.overload_name in FRESH_RESULTS:
+        return True
+    if owner.overload_name in RESHAPES or owner.overload_name == "aten::permute.default":
+        return bool(owner.operands) and _fresh_memory(owner.operands[0])
+    return False
+
+
+_DENSE_RESULTS = FRESH_RESULTS - {"aten::convolution.default"}
+"""Fresh results that are always contiguous (a convolution's follows its input's layout)."""
 
 _CONTIGUOUS_RESULTS = FRESH_RESULTS
 """Overloads whose (only) result is a new tensor of its own: contiguous from offset 0,

@@ -16,6 +16,8 @@ calls hooks for the rest, the way Inductor shares one wrapper codegen across dev
 ``extern_fallback``   an extern body that cannot be written inline (default: the
                       aten interpreter)
 ``after_extern``      after an extern's results exist (device moves)
+``prepacked_site``    the call of a ``kiln.prepack`` convolution (default: none,
+                      a plain convolution)
 ``dropped``           extra names that die with a buffer (cached pointers)
 ====================  =========================================================
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 import keyword
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -275,6 +277,7 @@ class ProgramWalker:
             self.namespace,
             lambda: self.fresh(None, "tmp"),
             donated=[self.donated(v, op) for v in op.inputs],
+            prepacked=self.prepacked_site,
         )
         if lines is None:
             self.extern_fallback(op, inputs, outputs)
@@ -349,6 +352,11 @@ class ProgramWalker:
 
     def after_extern(self, op: ExternOp) -> None:
         """Lines after an extern's results exist."""
+
+    def prepacked_site(self, op: AtenOp) -> Callable[..., Any] | None:
+        """The call site of a ``kiln.prepack`` convolution (``site(input, weight, bias)``);
+        None (the default) runs it as a plain convolution."""
+        return None
 
     def dropped(self, value: SSAValue) -> list[str]:
         """Other names to delete with ``value`` (none by default)."""

@@ -3,10 +3,13 @@
 - CPU flash attention stays one ATen call (``decompose`` keeps
   ``_scaled_dot_product_flash_attention_for_cpu``) instead of bmm + softmax + bmm from
   64 x 64 scores per head on; shorter sequences still decompose (and fuse).
+- The NHWC buffer of a channels-last convolution (a permute of ATen's fresh result) is
+  taken with a contiguity check only, not ``as_buffer``'s scan of the inputs' storages.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -82,3 +85,24 @@ def test_sdpa_on_cpu_runs_flash_attention_extern(length: int, kwargs: dict[str, 
     long = length * length >= 64 * 64
     assert (FLASH_CPU in externs) == long
     assert ("aten::bmm.default" in externs) == (not long)
+
+
+def test_channels_last_convolution_result_needs_no_as_buffer(tmp_path: Path) -> None:
+    """The second convolution's output is 1 x 1 spatially: ATen may hand it back in
+    either layout, and the contiguity check must copy when the permute is not dense."""
+    w1, w2 = torch.randn(6, 3, 3, 3), torch.randn(5, 6, 4, 4)
+
+    def convs(x: torch.Tensor) -> torch.Tensor:
+        y = F.conv2d(x, w1, padding=1).relu()
+        return F.conv2d(y, w2).relu() + y.mean()
+
+    torch._dynamo.reset()
+    compiled = kiln.compile(convs, verbose=False, debug_dir=str(tmp_path))
+    with torch.no_grad():
+        compiled(torch.randn(2, 3, 4, 4))
+        fresh = torch.randn(2, 3, 4, 4)
+        torch.testing.assert_close(compiled(fresh), convs(fresh), atol=1e-5, rtol=1e-5)
+    (wrapper,) = tmp_path.glob("*/wrapper.py")
+    source = wrapper.read_text()
+    assert "_permute(" in source
+    assert "as_buffer" not in source

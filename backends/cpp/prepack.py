@@ -1,0 +1,209 @@
+"""Convolutions on cached oneDNN-prepacked weights (``kiln.prepack``, pass ``prepack-weights``).
+
+One :class:`PackedConvolution` per marked call site, made when the wrapper is written
+(stride, padding, dilation, groups and the input size decoded once). A call compares the
+weight it is given with the one it packed last: the same tensor object (a weak
+reference, so a dead weight whose address is reused never matches), the same version
+counter (``Tensor._version``: every in-place update bumps it) and the same data pointer
+(``set_``, ``.data =``). On a match it runs ``mkldnn._convolution_pointwise`` on the
+packed copy; otherwise it repacks (``mkldnn._reorder_convolution_weight``, what ATen's
+``mkldnn_convolution`` does on every call) first. What Inductor does under
+``freezing``, without freezing: the parameters stay graph inputs.
+
+Falls back to ``torch.convolution`` (what the site ran before) when this torch has no
+oneDNN, or when grad mode is on and the weight requires grad (a packed copy would cut
+the autograd graph; AOTAutograd's inference graphs never see that, a direct caller
+might).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.ops import AtenOp
+
+
+def available() -> bool:
+    """Whether this torch runs oneDNN convolutions on prepacked weights."""
+    return bool(
+        torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+        and hasattr(torch.ops.mkldnn, "_reorder_convolution_weight")
+    )
+
+
+class PackedConvolution:
+    """``site(x, weight, bias)``: one convolution call site with its packed weight."""
+
+    __slots__ = (
+        "__weakref__",
+        "dilation",
+        "groups",
+        "input_size",
+        "packed",
+        "padding",
+        "pointer",
+        "pointwise",
+        "reorder",
+        "repacks",
+        "stride",
+        "version",
+        "weight",
+    )
+
+    def __init__(
+        self,
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+        groups: int,
+        input_size: Sequence[int],
+    ) -> None:
+        self.stride = list(stride)
+        self.padding = list(padding)
+        self.dilation = list(dilation)
+        self.groups = groups
+        self.input_size = list(input_size)
+        self.weight: weakref.ref[torch.Tensor] | None = None
+        self.version = -1
+        self.pointer = 0
+        self.packed: torch.Tensor | None = None
+        self.repacks = 0
+        """How often the weight was (re)packed: tests and benchmarks read it."""
+        # The bound C++ entry points (skip OpOverload.__call__'s Python frame).
+        self.pointwise: Any = torch.ops.mkldnn._convolution_pointwise.default._op  # pyright: ignore[reportPrivateUsage]
+        self.reorder: Any = torch.ops.mkldnn._reorder_convolution_weight.default._op  # pyright: ignore[reportPrivateUsage]
+
+    @classmethod
+    def for_op(cls, op: AtenOp) -> PackedConvolution:
+        """The site of a ``kiln.prepack`` convolution (its constants decoded once)."""
+        args = {a.name: a for a in op.op_schema().arguments}
+
+        def value(name: str) -> Any:
+            return decode_value(args[name], op.arg_attr(name), ())
+
+        x = op.tensor_operands()["input"][0]
+        assert x is not None
+        shape: Sequence[int] = x.type.get_shape()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+        return cls(
+            value("stride"),
+            value("padding"),
+            value("dilation"),
+            value("groups"),
+            shape,  # pyright: ignore[reportUnknownArgumentType]
+        )
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+        ref = self.weight
+        if (
+            ref is None
+            or ref() is not weight
+            or weight._version != self.version
+            or weight.data_ptr() != self.pointer
+        ):
+            if weight.requires_grad and torch.is_grad_enabled():
+                return torch.convolution(
+                    x, weight, bias, self.stride, self.padding, self.dilation, False, [0, 0],
+                    self.groups,
+                )  # fmt: skip
+            self.pack(weight)
+        return self.pointwise(
+            x,
+            self.packed,
+            bias,
+            self.padding,
+            self.stride,
+            self.dilation,
+            self.groups,
+            "none",
+            [],
+            "",
+        )
+
+    def pack(self, weight: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.packed = self.reorder(
+                weight, self.padding, self.stride, self.dilation, self.groups, self.input_size
+            )
+        self.weight = weakref.ref(weight)
+        self.version = weight._version
+        self.pointer = weight.data_ptr()
+        self.repacks += 1
+
+
+class PackedLinear:
+    """``site(x, weight, bias)``: ``x @ weight.T (+ bias)`` for a ``kiln.prepack``
+    ``mm``/``addmm`` whose second operand is the transpose of a weight argument, on the
+    weight packed for this site's row count by oneDNN (``mkldnn._reorder_linear_weight``,
+    ``mkldnn._linear_pointwise``: what Inductor's freezing emits where it does not use
+    MKL's packed GEMM; measured faster than MKL's here, docs/benchmarks/cpu-profile.md)."""
+
+    __slots__ = (
+        "__weakref__",
+        "batch",
+        "linear",
+        "packed",
+        "pointer",
+        "reorder",
+        "repacks",
+        "version",
+        "weight",
+    )
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.weight: weakref.ref[torch.Tensor] | None = None
+        self.version = -1
+        self.pointer = 0
+        self.packed: torch.Tensor | None = None
+        self.repacks = 0
+        self.linear: Any = torch.ops.mkldnn._linear_pointwise.default._op  # pyright: ignore[reportPrivateUsage]
+        self.reorder: Any = torch.ops.mkldnn._reorder_linear_weight.default._op  # pyright: ignore[reportPrivateUsage]
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+        ref = self.weight
+        if (
+            ref is None
+            or ref() is not weight
+            or weight._version != self.version
+            or weight.data_ptr() != self.pointer
+        ):
+            if weight.requires_grad and torch.is_grad_enabled():
+                return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+            with torch.no_grad():
+                self.packed = self.reorder(weight, self.batch)
+            self.weight = weakref.ref(weight)
+            self.version = weight._version
+            self.pointer = weight.data_ptr()
+            self.repacks += 1
+        return self.linear(x, self.packed, bias, "none", [], "")
+
+
+def linear_available() -> bool:
+    """Whether this torch runs oneDNN linear layers on prepacked weights."""
+    return bool(
+        torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
+
+
+def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
+    """The call site of a ``kiln.prepack`` op (None: run it as it is written)."""
+    if op.overload_name == "aten::convolution.default":
+        return PackedConvolution.for_op(op) if available() else None
+    if not linear_available():
+        return None
+    tensors = op.tensor_operands()
+    x = tensors["mat1" if op.overload_name == "aten::addmm.default" else "self"][0]
+    assert x is not None
+    rows: int = x.type.get_shape()[0]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    return PackedLinear(rows)  # pyright: ignore[reportUnknownArgumentType]
+
+
+__all__ = ["PackedConvolution", "PackedLinear", "available", "prepacked_site"]

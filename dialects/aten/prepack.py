@@ -1,0 +1,51 @@
+"""The attributes of weight prepacking (``prepack-weights``), declared once with verifiers.
+
+* ``kiln.inference`` (unit, on the ``builtin.module``): the driver compiled an inference
+  graph (AOTAutograd's ``inference_compiler``: grad mode off, or no input requiring
+  grad) and weight prepacking is allowed (the ``prepack_weights`` option). Without it
+  ``prepack-weights`` changes nothing (``prepack-weights{force=true}`` ignores it).
+* ``kiln.prepack`` (unit, on an ``aten.convolution.default``, or an ``aten.mm.default`` /
+  ``aten.addmm.default`` whose second operand is the transpose of a weight): the weight is
+  a function argument (a parameter under AOTAutograd) that the backend may run through a
+  cached, oneDNN-prepacked copy. The op computes exactly what it computes without the
+  attribute (the interpreters ignore it); the C++ wrapper honours it, the Triton wrapper
+  does not (GPU behaviour is unchanged).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import UnitAttr
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import VerifyException
+
+INFERENCE_ATTR = "kiln.inference"
+PREPACK_ATTR = "kiln.prepack"
+PREPACKABLE = frozenset({"aten.convolution.default", "aten.mm.default", "aten.addmm.default"})
+"""The ops ``kiln.prepack`` may mark."""
+
+
+def verify_prepack(op: Operation) -> None:
+    """``kiln.prepack`` is a unit attribute, on a convolution only."""
+    attr = op.attributes.get(PREPACK_ATTR)
+    if attr is None:
+        return
+    if op.name not in PREPACKABLE:
+        raise VerifyException(
+            f"{op.name}: {PREPACK_ATTR} belongs on one of {', '.join(sorted(PREPACKABLE))}"
+        )
+    if not isinstance(attr, UnitAttr):
+        raise VerifyException(f"{op.name}: {PREPACK_ATTR} must be a unit attribute, got {attr}")
+
+
+def is_prepacked(op: Operation) -> bool:
+    """Whether ``op`` carries a (valid) ``kiln.prepack``."""
+    verify_prepack(op)
+    return PREPACK_ATTR in op.attributes
+
+
+def mark_prepacked(op: Operation) -> None:
+    op.attributes[PREPACK_ATTR] = UnitAttr()
+    verify_prepack(op)
+
+
+__all__ = ["INFERENCE_ATTR", "PREPACK_ATTR", "is_prepacked", "mark_prepacked", "verify_prepack"]

@@ -1,0 +1,182 @@
+"""``prepack-weights``: mark inference convolutions and linear layers to run on prepacked weights.
+
+ATen's CPU convolution (``mkldnn_convolution``) reorders the plain OIHW weight into
+oneDNN's blocked layout on every call. Inductor avoids that under ``freezing`` (the
+weights become constants, ``mkldnn._reorder_convolution_weight`` runs once at compile
+time, the convolution becomes ``mkldnn._convolution_pointwise``). Under AOTAutograd the
+parameters are graph inputs, not constants, so kiln cannot reorder at compile time;
+instead this pass marks the convolution ``kiln.prepack`` (:mod:`kiln.dialects.aten.prepack`)
+and the C++ wrapper keeps, per call site, the packed copy of the weight it was last
+given, keyed on the weight tensor's identity, its version counter (``_version``, bumped
+by every in-place update: ``copy_``, ``load_state_dict``, an optimizer step) and its
+data pointer, and repacks when any of them changes::
+
+    %y = aten.convolution.default(%x, %w, %b, ...) : (...) -> tensor<1x32x56x56xf32>
+
+becomes::
+
+    %y = aten.convolution.default(%x, %w, %b, ...) {kiln.prepack} : (...) -> tensor<1x32x56x56xf32>
+
+Convolutions with a 1x1 kernel are left to ATen (measured 2-4x faster here than the
+packed call). Linear layers with few rows, when asked (option ``linear-max-rows``,
+default 0: none, it lost end to end on BERT and ViT here):
+``mm(x, t(w))`` and ``addmm(b, x, t(w))`` of a weight argument ``w`` run as oneDNN's
+packed GEMM (``mkldnn._linear_pointwise`` on ``mkldnn._reorder_linear_weight(w,
+rows)``, as under Inductor's freezing), which skips packing ``w`` at every call.
+
+It runs before ``channels-last``, which keeps a function NCHW when ATen would run one of
+its convolutions in ``Slow2d`` but does not count a marked one (it runs in oneDNN).
+
+The attribute changes no number the IR computes: the interpreters ignore it, and the
+wrapper falls back to ``torch.convolution`` when oneDNN is missing or grad mode is on for
+a weight that requires grad. A convolution is marked only when
+
+* the module is an inference graph (``kiln.inference``, written by the driver for
+  AOTAutograd's inference graphs when the ``prepack_weights`` option is on; ``force=true``
+  marks without it, for ``kiln-opt`` and tests), on the CPU (no ``kiln.device``: the
+  Triton wrapper would ignore the mark anyway);
+* it is a 2-D, non-transposed float32 convolution with static shapes (the packed layout
+  depends on the input size), or a float32 ``x @ w.T`` (``mm``; ``addmm`` with a 1-D bias
+  and unit ``alpha``/``beta``) with static shapes;
+* its weight is a function argument (a parameter, or a weight the caller passes in:
+  anything computed inside the graph is new at every call, so caching it would buy
+  nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.passes import ModulePass
+
+from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.prepack import INFERENCE_ATTR, mark_prepacked
+
+CONVOLUTION = "aten::convolution.default"
+
+
+def _static_f32(value: SSAValue | None, rank: int) -> bool:
+    ty = value.type if value is not None else None
+    return (
+        isinstance(ty, TensorType)
+        and isinstance(ty.element_type, Float32Type)
+        and len(shape := tuple(ty.get_shape())) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+        and all(d >= 0 for d in shape)  # pyright: ignore[reportUnknownVariableType]
+    )
+
+
+def _spatial(value: SSAValue | None) -> int:
+    """kh * kw of an OIHW weight."""
+    assert value is not None
+    assert isinstance(value.type, TensorType)
+    shape: tuple[int, ...] = tuple(value.type.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+    return shape[2] * shape[3]
+
+
+def packable(op: AtenOp, func: FuncOp) -> bool:
+    """``op`` is a convolution whose weight the wrapper may keep prepacked."""
+    if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
+        return False
+    spec = next(a for a in op.op_schema().arguments if a.name == "transposed")
+    if decode_value(spec, op.arg_attr("transposed"), ()) is not False:
+        return False
+    tensors = op.tensor_operands()
+    x, weight = tensors["input"][0], tensors["weight"][0]
+    bias = tensors["bias"][0] if tensors.get("bias") else None
+    if not _static_f32(weight, 4) or _spatial(weight) <= 1:
+        # 1x1: ATen's own path ran these 2-4x faster than the packed oneDNN call here
+        # (docs/benchmarks/cpu-profile.md).
+        return False
+    return (
+        _static_f32(x, 4)
+        and (bias is None or _static_f32(bias, 1))
+        and _static_f32(op.results[0], 4)
+        and isinstance(weight, BlockArgument)
+        and weight.owner is func.body.block
+    )
+
+
+LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})
+
+
+def _is_one(op: AtenOp, name: str) -> bool:
+    attr = op.arg_attr(name)
+    if attr is None:
+        return True
+    spec = next(a for a in op.op_schema().arguments if a.name == name)
+    return decode_value(spec, attr, ()) == 1
+
+
+def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
+    """``value`` is ``t(w)`` / ``permute(w, [1, 0])`` of a 2-D function argument ``w``."""
+    owner = value.owner if value is not None else None
+    if not isinstance(owner, AtenOp) or not owner.operands:
+        return False
+    if owner.overload_name == "aten::permute.default":
+        spec = next(a for a in owner.op_schema().arguments if a.name == "dims")
+        if decode_value(spec, owner.arg_attr("dims"), ()) != [1, 0]:
+            return False
+    elif owner.overload_name != "aten::t.default":
+        return False
+    weight = owner.operands[0]
+    return (
+        isinstance(weight, BlockArgument)
+        and weight.owner is func.body.block
+        and _static_f32(weight, 2)
+    )
+
+
+def packable_linear(op: AtenOp, func: FuncOp, max_rows: int) -> bool:
+    """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
+    2-D weight argument ``w``, with at most ``max_rows`` rows."""
+    if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
+        return False
+    tensors = op.tensor_operands()
+    if op.overload_name == "aten::addmm.default":
+        bias, x = tensors["self"][0], tensors["mat1"][0]
+        if not (_is_one(op, "alpha") and _is_one(op, "beta") and _static_f32(bias, 1)):
+            return False
+    else:
+        x = tensors["self"][0]
+    return (
+        _static_f32(x, 2)
+        and x is not None
+        and x.type.get_shape()[0] <= max_rows  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        and _static_f32(op.results[0], 2)
+        and _transposed_argument(tensors["mat2"][0], func)
+    )
+
+
+@dataclass(frozen=True)
+class PrepackWeightsPass(ModulePass):
+    """Mark inference convolutions ``kiln.prepack`` (see the module docstring)."""
+
+    name: ClassVar[str] = "prepack-weights"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    force: bool = False
+    """Mark without the driver's ``kiln.inference`` (kiln-opt, tests)."""
+    linear_max_rows: int = 0
+    """Mark linear layers (``mm``/``addmm`` of a transposed weight argument) of at most
+    this many rows (default 0: none). oneDNN's packed GEMM won 20-35% over ``mm`` alone
+    at 17 rows, but made BERT and ViT (17 tokens) 15-20% slower end to end here
+    (docs/benchmarks/cpu-profile.md), so it is off unless asked for."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if "kiln.device" in op.attributes:
+            return  # a GPU program: oneDNN is CPU-only
+        if not self.force and INFERENCE_ATTR not in op.attributes:
+            return
+        for func in op.walk():
+            if not isinstance(func, FuncOp) or not func.body.blocks:
+                continue
+            for inner in func.body.block.ops:
+                if isinstance(inner, AtenOp) and (
+                    packable(inner, func) or packable_linear(inner, func, self.linear_max_rows)
+                ):
+                    mark_prepacked(inner)

@@ -1,0 +1,163 @@
+"""Convolutions on cached oneDNN-prepacked weights (issue 15, pass ``prepack-weights``).
+
+Inference graphs mark their parameter convolutions ``kiln.prepack``; the C++ wrapper keeps
+the packed weight per call site and repacks when the weight tensor, its version counter
+or its data pointer changes. Every test compares with eager on fresh random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import kiln
+from kiln.backends.cpp.prepack import PackedConvolution, available
+from kiln.compiler import DEFAULT_PIPELINE, compile_history, reset_compile_history
+
+pytestmark = pytest.mark.skipif(not available(), reason="this torch has no oneDNN")
+
+
+class _Net(nn.Module):
+    """A plain, a depthwise (no bias) and a 1x1 convolution (left to ATen: faster there),
+    channels-last between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.conv3 = nn.Conv2d(8, 4, 1, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.conv1(x))
+        y = self.conv2(y) + y
+        return self.conv3(y).sigmoid()
+
+
+@pytest.fixture
+def packs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts weight (re)packs across all call sites."""
+    count = [0]
+    pack = PackedConvolution.pack
+
+    def counting(self: PackedConvolution, weight: torch.Tensor) -> None:
+        count[0] += 1
+        pack(self, weight)
+
+    monkeypatch.setattr(PackedConvolution, "pack", counting)
+    return count
+
+
+def _compile(model: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    torch._dynamo.reset()
+    reset_compile_history()
+    return kiln.compile(model, verbose=False, **options)
+
+
+def _check(compiled: Callable[..., Any], model: Callable[..., Any], *args: torch.Tensor) -> None:
+    torch.testing.assert_close(compiled(*args), model(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_inference_runs_prepacked_weights(packs: list[int]) -> None:
+    model = _Net().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 3, 10, 10))
+        assert [s.prepacked for s in compile_history()] == [2]
+        assert packs[0] == 2
+        _check(compiled, model, torch.randn(2, 3, 10, 10))
+        assert packs[0] == 2  # the cached packs are reused
+
+
+def test_weight_updated_in_place_is_repacked(packs: list[int]) -> None:
+    """The same tensor objects at the same addresses, new values: only the version
+    counter tells (a cache keyed on identity or address alone returns stale results)."""
+    model = _Net().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        x = torch.randn(1, 3, 9, 9)
+        _check(compiled, model, x)
+        pointer = model.conv1.weight.data_ptr()
+        model.conv1.weight.mul_(-1.5)
+        model.conv2.weight.copy_(torch.randn_like(model.conv2.weight))
+        assert model.conv1.weight.data_ptr() == pointer
+        _check(compiled, model, torch.randn(1, 3, 9, 9))
+        assert packs[0] == 4
+        # load_state_dict copies in place too.
+        other = _Net().eval()
+        model.load_state_dict(other.state_dict())
+        _check(compiled, model, torch.randn(1, 3, 9, 9))
+        assert packs[0] == 6
+
+
+class _Mlp(nn.Module):
+    """Linear layers: an addmm (its result feeds a reshape, not only pointwise ops) and
+    an mm + add (unfuse-addmm), on 3-D input flattened to rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(12, 16)
+        self.fc2 = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x).transpose(0, 1).reshape(-1, 16).sum(0)
+        return F.gelu(self.fc2(x @ torch.ones(12, 16) + h))
+
+
+def test_linear_layers_run_packed_and_see_in_place_updates() -> None:
+    """Off by default (slower end to end here); ``linear-max-rows`` turns it on."""
+    model = _Mlp().eval()
+    pipeline = DEFAULT_PIPELINE.replace("prepack-weights", "prepack-weights{linear-max-rows=64}")
+    compiled = _compile(model, pipeline=pipeline)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(3, 5, 12))
+        assert compile_history()[0].prepacked >= 2
+        model.fc1.weight.mul_(0.5)
+        model.fc2.weight.copy_(torch.randn_like(model.fc2.weight))
+        _check(compiled, model, torch.randn(3, 5, 12))
+
+
+def test_weight_argument_changes_each_call() -> None:
+    """A weight the caller passes (not a parameter): each new tensor is packed anew."""
+
+    def conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, padding=1).relu()
+
+    compiled = _compile(conv)
+    with torch.no_grad():
+        for _ in range(3):
+            _check(compiled, conv, torch.randn(1, 4, 6, 6), torch.randn(5, 4, 3, 3))
+    assert [s.prepacked for s in compile_history()] == [1]
+
+
+def test_training_graph_is_not_prepacked() -> None:
+    model = _Net()
+    reference = _Net()
+    reference.load_state_dict(model.state_dict())
+    compiled = _compile(model)
+    x = torch.randn(2, 3, 8, 8)
+    out = compiled(x)
+    expected = reference(x)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    expected.sum().backward()
+    assert reference.conv1.weight.grad is not None
+    torch.testing.assert_close(model.conv1.weight.grad, reference.conv1.weight.grad)
+    assert all(s.prepacked == 0 for s in compile_history())
+
+
+def test_option_off_and_float64_run_plain_convolutions() -> None:
+    model = _Net().eval()
+    compiled = _compile(model, prepack_weights=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(1, 3, 8, 8))
+    assert [s.prepacked for s in compile_history()] == [0]
+    model64 = _Net().double().eval()
+    compiled = _compile(model64)
+    with torch.no_grad():
+        _check(compiled, model64, torch.randn(1, 3, 8, 8, dtype=torch.float64))
+    assert [s.prepacked for s in compile_history()] == [0]

@@ -1,0 +1,53 @@
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear-max-rows=4}' | filecheck %s
+
+// In an inference graph (the driver marks the module kiln.inference), a 2-D float32
+// convolution whose weight is a function argument is marked kiln.prepack: the C++
+// wrapper runs it on a cached oneDNN-prepacked copy of the weight. A weight computed in
+// the graph (%w2 = relu(...)) is new at every call, so its convolution stays plain, and
+// so does a 1x1 convolution (ATen's own path is faster for those).
+// CHECK-LABEL: func.func @inference
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) {kiln.prepack} : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x6x6xf32>
+// CHECK-NEXT:    %w2 = aten.relu.default(%w)
+// CHECK-NEXT:    %1 = aten.convolution.default(%x, %w2, {{.*}}) : (
+// CHECK-NEXT:    %2 = aten.convolution.default(%x, %w1x1, {{.*}}) : (
+builtin.module attributes {kiln.inference} {
+  func.func @inference(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>, %w1x1: tensor<4x3x1x1xf32>) -> (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) {
+    %0 = aten.convolution.default(%x, %w, bias = %b, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x6x6xf32>
+    %w2 = aten.relu.default(%w) : (tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf32>
+    %1 = aten.convolution.default(%x, %w2, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+    %2 = aten.convolution.default(%x, %w1x1, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x1x1xf32>) -> tensor<2x4x6x6xf32>
+    func.return %0, %1, %2 : tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>
+  }
+}
+
+// -----
+
+// A training (or unmarked) graph is left as it is.
+// CHECK-LABEL: func.func @training
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) : (
+builtin.module {
+  func.func @training(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32> {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+    func.return %0 : tensor<2x4x6x6xf32>
+  }
+}
+
+// -----
+
+// Linear layers (only when asked: linear-max-rows, here 4 rows): x @ t(w) (mm, or addmm
+// with a 1-D bias) of a weight argument. A product with a weight that is not the
+// transpose of an argument stays plain.
+// CHECK-LABEL: func.func @linear
+// CHECK-NEXT:    %wt = aten.permute.default(%w, dims = [1, 0])
+// CHECK-NEXT:    %0 = aten.addmm.default(%b, %x, %wt) {kiln.prepack} :
+// CHECK-NEXT:    %1 = aten.mm.default(%x, %wt) {kiln.prepack} :
+// CHECK-NEXT:    %2 = aten.mm.default(%x, %v) :
+builtin.module attributes {kiln.inference} {
+  func.func @linear(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %v: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+    %wt = aten.permute.default(%w, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %0 = aten.addmm.default(%b, %x, %wt) : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %1 = aten.mm.default(%x, %wt) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %2 = aten.mm.default(%x, %v) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    func.return %0, %1, %2 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+  }
+}
