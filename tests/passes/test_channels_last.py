@@ -399,5 +399,8 @@ def test_cpu_convolutions_aten_runs_with_its_reference_kernel_stay_nchw() -> Non
     assert_pass_output(ChannelsLastPass(), SMALL_BATCH_ONE, SMALL_BATCH_ONE)
     on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + SMALL_BATCH_ONE + "}"
     assert "aten.permute" in printed(run_pass(ChannelsLastPass(), on_gpu)[1])
-    # batch 2 (CONV_RELU_CONV) is oneDNN's: converted on the CPU too.
-    assert "aten.permute" in printed(run_pass(ChannelsLastPass(), CONV_RELU_CONV)[1])
+    # Where ATen picks oneDNN (it depends on the batch and the thread count), the CPU
+    # converts too.
+    batch_two = next(op for op in parse(CONV_RELU_CONV).walk() if isinstance(op, AtenOp))
+    converted = "aten.permute" in printed(run_pass(ChannelsLastPass(), CONV_RELU_CONV)[1])
+    assert converted == (_cpu_backend(batch_two) != "Slow2d")
