@@ -5,27 +5,6 @@ hands it (see :mod:`kiln.frontends.dynamo`), and what :func:`kiln.compile` wraps
 
 Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.compile``):
 
-``pipeline``     pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
-``plugins``      plugin modules or ``.py`` files to load (each defines ``register(registry)``)
-``executor``     ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
-                 results, outputs; C++ otherwise; when built, see :mod:`kiln.devices`),
-                 ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
-                 slow, for debugging)
-``autotune``     benchmark candidate kernel configs on first call (Triton)
-``cuda_graphs``  replay launches through CUDA graphs (Triton)
-``partitioner``  training under ``torch.compile``: how AOTAutograd splits the joint graph,
-                 ``min-cut`` (default, as Inductor: cheap forward ops are recomputed in
-                 the backward instead of saved, views of parameters are never saved) or
-                 ``default`` (AOTAutograd's default: save every forward value the
-                 backward reads)
-``debug_dir``    write, per graph, the FX graph, the IR after every pass, the generated
-                 code and the fusion report (also ``KILN_DEBUG=dir``)
-``verbose``      print a one-line summary per graph (default on)
-``graph_cache``  reuse a graph compiled before, by this or an earlier process, from the
-                 on-disk graph cache (default on; also off with ``KILN_GRAPH_CACHE=0``;
-                 see :mod:`kiln.graph_cache`)
-===============  ==========================================================================
-=======
 ===================  ==========================================================================
 ``pipeline``         pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
 ``plugins``          plugin modules or ``.py`` files to load (each defines ``register(registry)``)
