@@ -57,6 +57,7 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import INFERENCE_ATTR, mark_prepacked
+from kiln.passes.unfuse_addmm import is_one
 
 CONVOLUTION = "aten::convolution.default"
 
@@ -105,14 +106,6 @@ def packable(op: AtenOp, func: FuncOp) -> bool:
 LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})
 
 
-def _is_one(op: AtenOp, name: str) -> bool:
-    attr = op.arg_attr(name)
-    if attr is None:
-        return True
-    spec = next(a for a in op.op_schema().arguments if a.name == name)
-    return decode_value(spec, attr, ()) == 1
-
-
 def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     """``value`` is ``t(w)`` / ``permute(w, [1, 0])`` of a 2-D function argument ``w``."""
     owner = value.owner if value is not None else None
@@ -140,7 +133,7 @@ def packable_linear(op: AtenOp, func: FuncOp, max_rows: int) -> bool:
     tensors = op.tensor_operands()
     if op.overload_name == "aten::addmm.default":
         bias, x = tensors["self"][0], tensors["mat1"][0]
-        if not (_is_one(op, "alpha") and _is_one(op, "beta") and _static_f32(bias, 1)):
+        if not (is_one(op, "alpha") and is_one(op, "beta") and _static_f32(bias, 1)):
             return False
     else:
         x = tensors["self"][0]

@@ -62,7 +62,8 @@ def _feeds_only_pointwise(value: SSAValue) -> bool:
     return True
 
 
-def _is_one(op: AtenOp, name: str) -> bool:
+def is_one(op: AtenOp, name: str) -> bool:
+    """Whether scalar argument ``name`` of ``op`` is 1 (absent: its default, 1)."""
     attr = op.arg_attr(name)
     if attr is None:
         return True
@@ -75,8 +76,8 @@ def _is_candidate(op: Operation) -> bool:
         isinstance(op, AtenOp)
         and op.overload_name == "aten::addmm.default"
         and not op.sym_operands()
-        and _is_one(op, "alpha")
-        and _is_one(op, "beta")
+        and is_one(op, "alpha")
+        and is_one(op, "beta")
         and _feeds_only_pointwise(op.results[0])
     )
 
@@ -114,4 +115,4 @@ class UnfuseAddmmPass(ModulePass):
         PatternRewriteWalker(UnfuseAddmm(), apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["UnfuseAddmm", "UnfuseAddmmPass"]
+__all__ = ["UnfuseAddmm", "UnfuseAddmmPass", "is_one"]

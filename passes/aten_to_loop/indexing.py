@@ -38,6 +38,32 @@ Expr = sympy.Expr
 Value = SSAValue
 
 
+def indexed_element(
+    bb: BodyBuilder,
+    x: TensorRef,
+    idx: Sequence[Expr],
+    layout: Sequence[tuple[str, int]],
+    bsizes: Sequence[Expr],
+    positions: Sequence[int],
+    expanded: Sequence[TensorRef],
+) -> tuple[list[Expr], list[Value]]:
+    """The element of ``x`` that point ``idx`` of an advanced-indexing space addresses:
+    ``x``'s index (an ``indirect_var`` at each indexed position) and the loaded, wrapped
+    and checked indices (``index.Tensor``'s gather, ``index_put``'s scatter)."""
+    bidx: list[Expr] = [ZERO] * len(bsizes)
+    xidx: dict[int, Expr] = {}
+    for (kind, j), d in zip(layout, idx, strict=True):
+        if kind == "b":
+            bidx[j] = d
+        else:
+            xidx[j] = d
+    indirect: list[Value] = []
+    for n, (pos, t) in enumerate(zip(positions, expanded, strict=True)):
+        indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos], wrap=True))
+        xidx[pos] = indirect_var(n)
+    return [xidx[k] for k in range(x.rank)], indirect
+
+
 def _as_index(bb: BodyBuilder, v: Value, size: Expr, wrap: bool) -> Value:
     """A loaded integer index into a dimension of ``size``, as an ``index`` value checked
     to lie in ``[0, size)`` (``loop.check_index``: eager raises for an index outside its
@@ -268,18 +294,8 @@ def _index_tensor(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     expanded = [t.expand(bsizes) for t in tensors if t is not None]
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> Value:
-        bidx: list[Expr] = [ZERO] * len(bsizes)
-        xidx: dict[int, Expr] = {}
-        for (kind, j), d in zip(layout, idx, strict=True):
-            if kind == "b":
-                bidx[j] = d
-            else:
-                xidx[j] = d
-        indirect: list[Value] = []
-        for n, (pos, t) in enumerate(zip(positions, expanded, strict=True)):
-            indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos], wrap=True))
-            xidx[pos] = indirect_var(n)
-        return bb.load(x, [xidx[k] for k in range(x.rank)], indirect=indirect)
+        xidx, indirect = indexed_element(bb, x, idx, layout, bsizes, positions, expanded)
+        return bb.load(x, xidx, indirect=indirect)
 
     return [ctx.pointwise(sizes, args.result_dtype(), body)]
 

@@ -37,9 +37,12 @@ from kiln.dialects.loop.expr import indirect_var
 from kiln.dialects.loop.ops import PointwiseOp, ScatterOp, buffer_type, segment_sizes
 from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
 from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
-from kiln.passes.aten_to_loop.indexing import _as_index  # pyright: ignore[reportPrivateUsage]
+from kiln.passes.aten_to_loop.indexing import (  # pyright: ignore[reportPrivateUsage]
+    _as_index,
+    indexed_element,
+)
 from kiln.passes.aten_to_loop.pointwise import broadcast_sizes
-from kiln.passes.aten_to_loop.tensors import ZERO, TensorRef, contiguous_strides
+from kiln.passes.aten_to_loop.tensors import TensorRef, contiguous_strides
 from kiln.passes.aten_to_loop.types import NoLowering, is_bool, is_float
 from kiln.passes.aten_to_loop.views import wrap_dim
 
@@ -202,19 +205,8 @@ def _index_put(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     expanded = [t.expand(bsizes) for t in tensors]
 
     def body(bb: BodyBuilder, idx: list[sympy.Symbol]) -> tuple[Value, Expr, list[Value]]:
-        bidx: list[Expr] = [ZERO] * len(bsizes)
-        xidx: dict[int, Expr] = {}
-        for (kind, j), d in zip(layout, idx, strict=True):
-            if kind == "b":
-                bidx[j] = d
-            else:
-                xidx[j] = d
-        indirect: list[Value] = []
-        for n, (pos, t) in enumerate(zip(positions, expanded, strict=True)):
-            indirect.append(_as_index(bb, bb.load(t, bidx), x.sizes[pos], wrap=True))
-            xidx[pos] = indirect_var(n)
-        value = bb.load(src, idx)
-        return value, _flat([xidx[k] for k in range(x.rank)], x.sizes), indirect
+        xidx, indirect = indexed_element(bb, x, idx, layout, bsizes, positions, expanded)
+        return bb.load(src, idx), _flat(xidx, x.sizes), indirect
 
     acc = _scatter(ctx, space, x.sizes, dtype, body)
     return [_plus_self(ctx, args, x, acc)]
