@@ -428,7 +428,8 @@ def test_nchw_permute_of_a_contiguous_nhwc_tensor_stays_channels_last() -> None:
     # convolution reads it without a copy. Before, the add wrote NCHW and the
     # convolution ran on NCHW: on the H200 ATen's slow NCHW depthwise kernel and
     # layout copies around every ConvNeXt block.
-    _, after = run_pass(ChannelsLastPass(), NHWC_BLOCK)
+    on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + NHWC_BLOCK + "}"
+    _, after = run_pass(ChannelsLastPass(), on_gpu)
     convs = [op for op in after.walk() if isinstance(op, AtenOp) and "convolution" in op.name]
     second_input = convs[1].operands[0].owner
     assert isinstance(second_input, AtenOp)
@@ -440,7 +441,7 @@ def test_nchw_permute_of_a_contiguous_nhwc_tensor_stays_channels_last() -> None:
     # the add reads the softmax result itself, not a transposed view of it
     owners = [v.owner for v in add.operands]
     assert any(isinstance(o, AtenOp) and "_softmax" in o.overload_name for o in owners)
-    before = parse(NHWC_BLOCK)
+    before = parse(on_gpu)
     func = next(op for op in before.walk() if isinstance(op, FuncOp))
     args = random_args(func, torch.Generator().manual_seed(0))
     (expected,) = run_function(before, args)
