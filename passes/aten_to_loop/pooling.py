@@ -4,7 +4,10 @@ Each output element is the maximum over its window, read with masked loads (a po
 in the padding is never a candidate: its load is masked and filled with ``-inf``), the
 index the position ``ih * W + iw`` of the element ATen picks: scanning the window row by
 row, the first valid position, then any strictly greater value or any NaN (so a NaN
-wins and the last NaN's index is kept), as ATen's CPU and CUDA kernels do. Values and
+wins and the last NaN's index is kept), as ATen's CPU kernels and its CUDA NCHW kernel
+do. Its CUDA channels-last kernel starts from index 0 instead, so a window of ``-inf``
+only gets index 0 there; which kernel eager runs depends on a layout kiln does not
+track, so on a GPU the op is lowered only when nothing reads the indices (inference). Values and
 indices are two kernels reading the same window; in inference graphs nothing reads the
 indices and ``fuse`` drops their kernel. A channels-last input gets channels-last
 results (NHWC buffers seen as NCHW), as ATen returns them.
@@ -117,6 +120,8 @@ def _max_pool2d_with_indices(ctx: LoweringContext, args: OpArgs) -> list[Lowered
     x = args.tensor("self")
     if x.rank not in (3, 4) or not is_float(x.dtype):
         raise NoLowering("max pooling of a non-float or non-image tensor")
+    if not ctx.device.startswith("cpu") and args.op.results[1].uses:
+        raise NoLowering("indices on a GPU: ATen's NCHW and NHWC kernels disagree on them")
     window = _Window(x, args)
     if window.kernel[0] * window.kernel[1] > MAX_WINDOW:
         raise NoLowering("pooling window too large to unroll")

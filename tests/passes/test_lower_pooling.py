@@ -66,3 +66,33 @@ def test_large_windows_and_integers_stay_aten() -> None:
     ints = torch.randint(-5, 5, (1, 2, 6, 6))
     module = check(lambda x: F.max_pool2d(x, 2), ints)
     assert [op for op in loop_ops(module) if isinstance(op, ExternOp)]
+
+
+def test_on_a_gpu_only_unused_indices_are_lowered() -> None:
+    # ATen's CUDA NHWC kernel starts from index 0 (its NCHW and CPU kernels from the
+    # first valid position): a window of -inf only gets index 0 there, and whether eager
+    # runs it depends on its input's layout. On the H200 the first-valid rule disagreed
+    # with eager for a channels-last input; a GPU graph reading the indices keeps ATen.
+    from lower_aten_checks import interpret, lower_module
+    from xdsl.dialects.builtin import StringAttr
+
+    from kiln.frontends.capture import capture_make_fx
+    from kiln.frontends.fx import import_graph
+
+    x = torch.randn(1, 2, 5, 5)
+    x[0, 1] = float("-inf")
+
+    def with_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.max_pool2d(x, 3, 2, 1, return_indices=True)
+
+    def values_only(x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(x, 3, 2, 1) * 2
+
+    for fn, lowered in ((with_indices, False), (values_only, True)):
+        capture = capture_make_fx(fn, x)
+        module = import_graph(capture.gm)
+        module.attributes["kiln.device"] = StringAttr("cuda:0")
+        got = interpret(lower_module(module), capture.example_inputs)
+        externs = [op for op in loop_ops(module) if isinstance(op, ExternOp)]
+        assert bool(externs) != lowered
+        torch.testing.assert_close(got, fn(x))
