@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, cast
 
 import sympy
@@ -217,8 +217,10 @@ larger expression, and inlining does not compose past it: a chain of N views sta
 O(N)."""
 
 
+@lru_cache(maxsize=8192)
 def expr_nodes(expr: Expr, limit: int = MAX_INDEX_NODES) -> int:
-    """The number of nodes of ``expr``, counted up to ``limit + 1``."""
+    """The number of nodes of ``expr``, counted up to ``limit + 1`` (cached: inlining and
+    reshapes ask it of the same loads in every layer of a deep model)."""
     count = 0
     for _ in sympy.preorder_traversal(expr):
         count += 1

@@ -103,6 +103,12 @@ class Scheduler:
         self.dag: nx.DiGraph = nx.DiGraph()  # pyright: ignore[reportMissingTypeArgument]
         self.dag.add_nodes_from(self.groups)
         self.dag.add_edges_from(graph.graph.edges)
+        # A topological order of ``dag``, kept valid through every merge (see ``merge``):
+        # a path can only run through groups placed between its ends, which bounds each
+        # cycle check to that window instead of the whole graph (quadratic in depth).
+        # Program order is one to start with (every edge runs from an earlier op).
+        self.order: list[int | None] = [node.index for node in graph.nodes]
+        self.pos: dict[int, int] = {node.index: node.index for node in graph.nodes}
         self.decisions: list[Decision] = []
         self._reported: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
 
@@ -310,9 +316,57 @@ class Scheduler:
             for succ in self.dag.successors(src):
                 if succ == dst:
                     continue
-                if nx.has_path(self.dag, succ, dst):
+                if self._reaches(succ, dst):
                     return self.label(self.groups[succ])
         return None
+
+    def _reaches(self, src: int, dst: int) -> bool:
+        """Whether a path leads from group ``src`` to group ``dst``: only through groups
+        placed before ``dst`` in the topological order (``self.pos``)."""
+        limit = self.pos[dst]
+        if self.pos[src] > limit:
+            return False
+        seen = {src}
+        stack = [src]
+        succ = self.dag.succ
+        pos = self.pos
+        while stack:
+            for nxt in succ[stack.pop()]:
+                if nxt == dst:
+                    return True
+                if nxt not in seen and pos[nxt] < limit:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    def _reorder(self, keep: int, gone: int) -> None:
+        """Keep ``self.order`` topological when ``keep`` and ``gone`` become one group
+        (called before the contraction; no path joins them through other groups: the
+        cycle check). Between the two, the groups reachable from the earlier one move
+        after the merged group, the others before it (Pearce and Kelly's reordering)."""
+        lo, hi = sorted((self.pos[keep], self.pos[gone]))
+        first = self.order[lo]
+        assert first is not None
+        after: set[int] = set()
+        stack = [first]
+        succ = self.dag.succ
+        while stack:
+            for nxt in succ[stack.pop()]:
+                if nxt not in after and lo < self.pos[nxt] < hi:
+                    after.add(nxt)
+                    stack.append(nxt)
+        between = [g for g in self.order[lo + 1 : hi] if g is not None]
+        segment: list[int | None] = [g for g in between if g not in after]
+        segment.append(keep)
+        segment.extend(g for g in between if g in after)
+        # Holes where groups were (gone's, and earlier merges'): positions only compare,
+        # so nothing after the window shifts.
+        segment.extend([None] * (hi - lo + 1 - len(segment)))
+        self.order[lo : hi + 1] = segment
+        for k, g in enumerate(segment):
+            if g is not None:
+                self.pos[g] = lo + k
+        del self.pos[gone]
 
     # -- the rounds ------------------------------------------------------------------------
 
@@ -323,6 +377,7 @@ class Scheduler:
         keep.levels = plan.levels
         for i in gone.nodes:
             self.group_of[i] = keep.id
+        self._reorder(keep.id, gone.id)
         nx.contracted_nodes(self.dag, keep.id, gone.id, self_loops=False, copy=False)  # pyright: ignore[reportUnknownMemberType]
         del self.groups[gone.id]
         return keep

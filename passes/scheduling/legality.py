@@ -21,6 +21,7 @@ variables; :func:`reads_same_point` checks every load against it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from enum import Enum, auto
 
@@ -90,6 +91,18 @@ def read_target(
 
 
 def same_index(a: sympy.Expr, b: sympy.Expr, ranges: dict[sympy.Symbol, sympy.Expr]) -> bool:
+    """Whether ``a`` and ``b`` are the same position for every point of ``ranges``."""
+    return _same_index(a, b, frozenset(ranges.items()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _same_index(
+    a: sympy.Expr, b: sympy.Expr, range_items: frozenset[tuple[sympy.Symbol, sympy.Expr]]
+) -> bool:
+    # Cached: every layer of a deep model asks the same questions, and sympy's expand
+    # and simplification are most of a fusion legality check (expressions are immutable
+    # and compare structurally, assumptions included).
+    ranges = dict(range_items)
     # A variable over a size-1 dimension is always 0.
     zero = {v: sympy.Integer(0) for v, size in ranges.items() if size == 1}
     a, b = substitute(a, zero), substitute(b, zero)

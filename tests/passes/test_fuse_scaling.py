@@ -1,0 +1,72 @@
+"""The scheduler's per-layer cost (issue 19) without changing a single decision.
+
+The cycle check walks only the groups that a maintained topological order places between
+the two ends of a candidate path (instead of searching the whole graph with networkx):
+after every merge the order must still be topological, every reachability answer must be
+networkx's, and the fusion decisions must be those of the unpruned search.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import torch
+from fuse_checks import schedule
+from torch import nn
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from kiln.examples import GPTBlock
+from kiln.frontends.capture import capture_make_fx
+from kiln.frontends.fx import import_graph
+from kiln.passes.inline_producers import inline_producers
+from kiln.passes.scheduling.build import remove_dead_nodes
+from kiln.passes.scheduling.fusion import Group, MergePlan, Scheduler
+from kiln.passes.scheduling.graph import ScheduleGraph, build_graph
+
+
+def _graph(layers: int) -> ScheduleGraph:
+    model = nn.Sequential(*[GPTBlock(dim=16, heads=2, seed=k) for k in range(layers)]).eval()
+    module: ModuleOp = import_graph(capture_make_fx(model, torch.randn(1, 4, 16)).gm)
+    schedule(module, "decompose,lower-aten")
+    func = next(op for op in module.ops if isinstance(op, FuncOp))
+    remove_dead_nodes(func)
+    inline_producers(func)
+    return build_graph(func)
+
+
+class _Checked(Scheduler):
+    """Checks the order after every merge and the pruned search against networkx."""
+
+    merges = 0
+
+    def _reaches(self, src: int, dst: int) -> bool:
+        found = super()._reaches(src, dst)
+        assert found == nx.has_path(self.dag, src, dst), (src, dst)
+        return found
+
+    def merge(self, a: Group, b: Group, plan: MergePlan) -> Group:
+        kept = super().merge(a, b, plan)
+        self.merges += 1
+        placed = [g for g in self.order if g is not None]
+        assert sorted(placed) == sorted(self.groups)
+        assert all(self.order[self.pos[g]] == g for g in self.groups)
+        for u, v in self.dag.edges:
+            assert self.pos[u] < self.pos[v], (u, v)
+        return kept
+
+
+class _Unpruned(Scheduler):
+    """The search as it was: networkx over the whole graph."""
+
+    def _reaches(self, src: int, dst: int) -> bool:
+        return nx.has_path(self.dag, src, dst)
+
+
+def test_cycle_checks_agree_with_networkx_and_decisions_are_unchanged() -> None:
+    checked = _Checked(_graph(2), 64)
+    result = checked.run()
+    assert checked.merges > 10
+    reference = _Unpruned(_graph(2), 64).run()
+    assert [d.line() for d in result.decisions] == [d.line() for d in reference.decisions]
+    assert [g.nodes for g in result.groups] == [g.nodes for g in reference.groups]
+    assert any("would create a cycle" in d.reason for d in result.decisions)
