@@ -355,7 +355,10 @@ def _check_along(args: OpArgs, x: TensorRef, index: TensorRef, src: TensorRef | 
 
 
 def _along_body(
-    x: TensorRef, index: TensorRef, dim: int, value: Callable[[BodyBuilder, list[sympy.Symbol]], Value]
+    x: TensorRef,
+    index: TensorRef,
+    dim: int,
+    value: Callable[[BodyBuilder, list[sympy.Symbol]], Value],
 ) -> ScatterBody:
     """Point ``p`` of ``index``'s shape writes ``value`` at ``p`` with dim ``dim``
     replaced by ``index[p]`` (no wrapping: eager raises on negatives)."""
@@ -397,8 +400,7 @@ def _one_per_row(x: TensorRef, index: TensorRef, dim: int) -> bool:
     """Whether ``index`` holds one position per row along ``dim`` and covers every row of
     ``x``: each element of the result is written at most once, by a known point."""
     return all(
-        sympy.expand(index.sizes[d] - (1 if d == dim else x.sizes[d])) == 0
-        for d in range(x.rank)
+        sympy.expand(index.sizes[d] - (1 if d == dim else x.sizes[d])) == 0 for d in range(x.rank)
     )
 
 

@@ -92,7 +92,11 @@ def test_src_scatter_with_repeated_positions_stays_aten() -> None:
     """Several values where positions may repeat: eager keeps an unspecified one."""
     found = check(
         lambda x, i, s: x.scatter(1, i, s),
-        lambda: (torch.randn(3, 6), torch.randint(0, 6, (3, 1)).expand(3, 2).clone(), torch.randn(3, 2)),
+        lambda: (
+            torch.randn(3, 6),
+            torch.randint(0, 6, (3, 1)).expand(3, 2).clone(),
+            torch.randn(3, 2),
+        ),
     )
     assert found == ["loop.extern"]
 
@@ -184,7 +188,9 @@ def test_nll_loss_backward_fuses_with_the_log_softmax_gradient() -> None:
 
 
 @pytest.mark.parametrize("sm90", [False, True])
-def test_bf16_atomics_on_cuda_follow_the_device(monkeypatch: pytest.MonkeyPatch, sm90: bool) -> None:
+def test_bf16_atomics_on_cuda_follow_the_device(
+    monkeypatch: pytest.MonkeyPatch, sm90: bool
+) -> None:
     """A bf16 accumulating scatter for CUDA is a ``loop.scatter`` when the device has
     bf16 atomics (sm90: asked of the device at compile time), else ATen."""
     from kiln.passes.aten_to_loop import scatter
@@ -203,3 +209,15 @@ def test_no_bf16_atomics_without_a_gpu_of_sm90() -> None:
     assert not cuda_bf16_atomics("cpu")
     if not torch.cuda.is_available():
         assert not cuda_bf16_atomics("cuda:0")
+
+
+def test_hit_counts_stay_lowered_in_deterministic_mode() -> None:
+    """Integer atomic adds give the same counts in any order: the value scatter is
+    deterministic, unlike a float accumulation (which stays ATen there)."""
+    fn = lambda x, i: x.scatter(1, i, 3.0)  # noqa: E731
+    torch.use_deterministic_algorithms(True)
+    try:
+        module = lowered(fn, (torch.randn(5, 8), torch.randint(0, 8, (5, 12))))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert ops(module) == ["loop.scatter", "loop.pointwise"]
