@@ -257,6 +257,8 @@ def _index_put(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         and len(positions) == 1
         and mask is not None
         and is_bool(mask.dtype)
+        # values broadcast to the masked result, [nnz, dims after the mask]
+        and values.rank <= x.rank - mask.rank + 1
     ):
         return [_masked_fill(ctx, args, x, mask, positions[0], one_value)]
     tensors: list[TensorRef] = []
