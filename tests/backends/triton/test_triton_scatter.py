@@ -67,6 +67,10 @@ STORES: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[torch.Tensor]]
         lambda x, i, v: torch.index_put(x, (i,), v),
         lambda: (torch.randn(7, 5), torch.randint(-7, 7, (40,)), torch.randn(())),
     ),
+    "index_put_bool_mask": (
+        lambda x, m, v: torch.index_put(x, (m,), v),
+        lambda: (torch.randn(7, 5), torch.rand(7, 5) > 0.5, torch.randn(())),
+    ),
 }
 """Non-accumulating scatters kiln lowers (exact whatever the duplicates): a select, or an
 i32 hit count (``tl.atomic_add`` of ints) then ``where``."""
