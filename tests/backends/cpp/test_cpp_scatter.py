@@ -60,6 +60,23 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]] = {
         _embedding_backward,
         lambda: (torch.randn(4, 64, 16), torch.randint(0, 50, (4, 64))),
     ),
+    # Non-accumulating scatters that are exact (tests/passes/test_lower_scatter_store.py).
+    "scatter_value_one_per_row": (
+        lambda g, t: torch.zeros(64, 40).scatter(1, t, -1.0) * g,
+        lambda: (torch.randn(64, 1), torch.randint(0, 40, (64, 1))),
+    ),
+    "scatter_value_duplicates_bf16": (
+        lambda x, i: x.scatter(1, i, 2.5),
+        lambda: (torch.randn(6, 40).to(torch.bfloat16), torch.randint(0, 40, (6, 90))),
+    ),
+    "index_put_one_value_negative": (
+        lambda x, i, v: torch.index_put(x, (i,), v),
+        lambda: (torch.randn(9, 33), torch.randint(-9, 9, (300,)), torch.randn(())),
+    ),
+    "index_put_bool_mask": (
+        lambda x, m, v: torch.index_put(x, (m,), v),
+        lambda: (torch.randn(9, 33), torch.rand(9) > 0.5, torch.randn(())),
+    ),
 }
 
 

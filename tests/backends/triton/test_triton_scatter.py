@@ -52,3 +52,88 @@ def test_scatter(name: str) -> None:
     fresh = [t.to(DEVICE) for t in make()]
     (out,) = compiled.run(fresh)
     assert_close(out, fn(*[t.clone() for t in fresh]).cpu())
+
+
+STORES: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[torch.Tensor]]]] = {
+    "scatter_value_one_per_row": (
+        lambda g, t: torch.zeros(8, 12).scatter(1, t, -1.0) * g,
+        lambda: (torch.randn(8, 1), torch.randint(0, 12, (8, 1))),
+    ),
+    "scatter_value_duplicates_bf16": (
+        lambda x, i: x.scatter(1, i, 2.5),
+        lambda: (torch.randn(3, 10).to(torch.bfloat16), torch.randint(0, 10, (3, 25))),
+    ),
+    "index_put_one_value_negative": (
+        lambda x, i, v: torch.index_put(x, (i,), v),
+        lambda: (torch.randn(7, 5), torch.randint(-7, 7, (40,)), torch.randn(())),
+    ),
+    "index_put_bool_mask": (
+        lambda x, m, v: torch.index_put(x, (m,), v),
+        lambda: (torch.randn(7, 5), torch.rand(7, 5) > 0.5, torch.randn(())),
+    ),
+}
+"""Non-accumulating scatters kiln lowers (exact whatever the duplicates): a select, or an
+i32 hit count (``tl.atomic_add`` of ints) then ``where``."""
+
+
+@pytest.mark.parametrize("name", sorted(STORES))
+def test_exact_store_scatter(name: str) -> None:
+    fn, make = STORES[name]
+    from kiln.dialects.kernel import ExternOp
+
+    compiled = check(fn, *make())
+    assert not any(isinstance(op, ExternOp) for op in compiled.module.walk())
+    fresh = [t.to(DEVICE) for t in make()]
+    (out,) = compiled.run(fresh)
+    assert_close(out, fn(*[t.clone() for t in fresh]).cpu())
+
+
+def _sm90() -> bool:
+    return (
+        DEVICE.type == "cuda"
+        and torch.cuda.is_available()
+        and torch.cuda.get_device_capability() >= (9, 0)
+    )
+
+
+@pytest.mark.skipif(not _sm90(), reason="bf16 tl.atomic_add needs a GPU of sm90 or later")
+def test_bf16_atomic_adds_on_sm90() -> None:
+    """bf16 scatters compiled for a Hopper GPU (``kiln.device``) are atomic adds, not ATen:
+    ``index_put(accumulate=True)``, ``scatter_add`` and ``index_add`` against eager at
+    bf16 tolerance (few duplicates: each bf16 add rounds)."""
+    import torch.utils._pytree as pytree
+    from triton_checks import Compiled, capture, program_arguments, run_pipeline
+    from xdsl.dialects.builtin import StringAttr
+
+    from kiln.dialects.aten.fx import import_graph
+    from kiln.dialects.kernel import ExternOp
+    from kiln.targets import build_triton_program
+
+    def fn(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> Any:
+        rows = i.remainder(x.shape[0])
+        return (
+            torch.index_put(x, (i,), v, accumulate=True),
+            x.scatter_add(0, rows[:, None].expand(-1, x.shape[1]), v),
+            x.index_add(0, rows, v),
+        )
+
+    def make() -> list[torch.Tensor]:
+        return [
+            torch.randn(64, 16).to(torch.bfloat16),
+            torch.randint(-64, 64, (96,)),
+            torch.randn(96, 16).to(torch.bfloat16),
+        ]
+
+    captured = capture(fn, *make())
+    module = import_graph(captured.gm)
+    module.attributes["kiln.device"] = StringAttr(str(torch.device("cuda", 0)))
+    run_pipeline(module)
+    assert not any(isinstance(op, ExternOp) for op in module.walk())
+    args = program_arguments(module, captured)
+    expected = tuple(pytree.tree_leaves(captured.gm(*[a.clone() for a in args])))
+    compiled = Compiled(build_triton_program(module), module, args, expected)
+    assert "tl.atomic_add(" in compiled.program.source
+    fresh = [t.to(DEVICE) for t in make()]
+    outs = compiled.run(fresh)
+    for out, want in zip(outs, fn(*[t.clone() for t in fresh]), strict=True):
+        assert_close(out, want.cpu())
