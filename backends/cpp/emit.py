@@ -292,6 +292,14 @@ class FunctionEmitter:
 
     def for_op(self, op: ForOp) -> None:
         kind = op.loop_kind
+        if op in self.failing and kind is LoopKind.SIMD:
+            # No ``omp simd reduction(|:kiln_err)``: g++ 12 with -march=native miscompiled
+            # it (the lane copies of the flag came back as garbage, 0x41FFFFFF, when the
+            # loop also carried an i64 and an f32 accumulator: every cross-entropy training
+            # step raised IndexOutOfBounds). A plain loop; g++ still vectorizes what it can.
+            kind = LoopKind.SERIAL
+        elif op in self.failing and kind is LoopKind.PARALLEL_SIMD:
+            kind = LoopKind.PARALLEL
         clauses: list[str] = []
         if kind is LoopKind.PARALLEL:
             clauses.append("#pragma omp parallel for")

@@ -270,3 +270,31 @@ def test_outer_reductions_vectorize_across_outputs() -> None:
         lambda: (with_nans(70, 150),),
     )
     assert "x_block" in program.cpp_source
+
+
+def test_cross_entropy_training_with_ignored_labels_runs_in_cpp() -> None:
+    # A causal LM's loss: shifted labels padded with ignore_index. The backward's gather
+    # kernel checks its indices in an ``omp simd`` loop; g++ 12 -march=native miscompiled
+    # ``reduction(|:kiln_err)`` there (the flag came back as garbage) and every step
+    # raised IndexOutOfBounds. Failing-check loops are no longer ``omp simd``.
+    import torch.nn.functional as F
+
+    def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), shifted.view(-1))
+
+    logits = torch.randn(2, 32, 512, requires_grad=True)
+    labels = torch.randint(0, 512, (2, 32))
+    torch._dynamo.reset()  # pyright: ignore[reportPrivateImportUsage]
+    compiled = torch.compile(
+        loss, backend="kiln", options={"graph_cache": False, "executor": "cpp"}
+    )
+    got = compiled(logits, labels)
+    got.backward()
+    assert logits.grad is not None
+    grad = logits.grad.clone()
+    logits.grad = None
+    want = loss(logits, labels)
+    want.backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(grad, logits.grad)
