@@ -100,7 +100,7 @@ def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
     return False
 
 
-def _is_pointwise_convolution(op: AtenOp) -> bool:
+def is_pointwise_convolution(op: AtenOp) -> bool:
     """A non-transposed 1x1 float32 convolution, stride 1, no padding, one group, static."""
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
         return False
@@ -161,8 +161,11 @@ def _rewrite(op: AtenOp) -> SSAValue:
     assert x is not None
     assert weight is not None
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    n, c, h, w = _static_shape(x, 4) or ()
-    out = (_static_shape(weight, 4) or ())[0]
+    x_shape, w_shape = _static_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    n, c, h, w = x_shape
+    out = w_shape[0]
     rows = n * h * w
     build = _Builder(InsertPoint.before(op), op.location)
     owner = x.owner
@@ -194,7 +197,7 @@ def _rewrite_block(block: Block) -> None:
             continue
         first = op.operands[0] if op.operands else None
         input_nhwc = first is not None and _stored_nhwc(first, nhwc)
-        if input_nhwc and _is_pointwise_convolution(op) and not _returned(op.results[0]):
+        if input_nhwc and is_pointwise_convolution(op) and not _returned(op.results[0]):
             replacement = _rewrite(op)
             op.results[0].replace_all_uses_with(replacement)
             Rewriter.erase_op(op)
@@ -227,4 +230,4 @@ class Conv1x1ToMmPass(ModulePass):
             _rewrite_function(func)
 
 
-__all__: list[str] = ["Conv1x1ToMmPass"]
+__all__: list[str] = ["Conv1x1ToMmPass", "is_pointwise_convolution"]

@@ -13,7 +13,9 @@ from torch import nn
 import kiln
 from kiln.compiler import DEFAULT_PIPELINE, compile_history, reset_compile_history
 
-WITHOUT = DEFAULT_PIPELINE.replace("conv1x1-to-mm,", "")
+WITHOUT = DEFAULT_PIPELINE.replace("conv1x1-to-mm,", "").replace(
+    "channels-last,", "channels-last{pointwise-as-mm=false},"
+)
 
 
 class _InvertedResidual(nn.Module):
@@ -78,6 +80,30 @@ def test_without_the_pass_the_convolutions_stay() -> None:
     (stats,) = compile_history()
     assert stats.externs["aten::convolution.default"] == 5
     assert "aten::mm.default" not in stats.externs
+
+
+def test_batch_one_runs_channels_last_with_mm() -> None:
+    """At batch 1, ATen runs these 1x1 convolutions on a channels-last input in its
+    reference kernel (``Slow2d``), which made ``channels-last`` keep the whole function
+    NCHW; run as matrix products they no longer do."""
+    stem = nn.Conv2d(3, 16, 3, padding=1)
+    expand = nn.Conv2d(16, 64, 1, bias=False)
+    depthwise = nn.Conv2d(64, 64, 3, padding=1, groups=64)
+    project = nn.Conv2d(64, 16, 1)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = F.relu6(stem(x))
+        h = F.relu6(depthwise(F.relu6(expand(y))))
+        return (project(h) + y).mean((2, 3))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(1, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), f(x), atol=1e-4, rtol=1e-4)
+    (stats,) = compile_history()
+    assert stats.externs["aten::mm.default"] == 1
+    assert stats.externs["aten::addmm.default"] == 1
 
 
 def test_returned_pointwise_convolution_keeps_eager_layout() -> None:

@@ -15,18 +15,19 @@
 // CHECK-NEXT:    %addmm = aten.addmm.default(%b, %x_rows, %w_t) : (tensor<8xf32>, tensor<72x4xf32>, tensor<4x8xf32>) -> tensor<72x8xf32>
 // CHECK-NEXT:    %y_nhwc = aten.view.default(%addmm, size = [2, 6, 6, 8]) : (tensor<72x8xf32>) -> tensor<2x6x6x8xf32>
 // CHECK-NEXT:    %conv = aten.permute.default(%y_nhwc, dims = [0, 3, 1, 2]) : (tensor<2x6x6x8xf32>) -> tensor<2x8x6x6xf32>
-// CHECK-NEXT:    %1 = aten.permute.default(%conv, dims = [0, 2, 3, 1])
-// CHECK-NEXT:    %2 = aten.relu.default(%1)
-// CHECK-NEXT:    %3 = aten.permute.default(%2, dims = [0, 3, 1, 2])
-// CHECK-NEXT:    %x_rows_1 = aten.view.default(%2, size = [72, 8]) : (tensor<2x6x6x8xf32>) -> tensor<72x8xf32>
+// CHECK-NEXT:    %0 = aten.permute.default(%conv, dims = [0, 2, 3, 1])
+// CHECK-NEXT:    %1 = aten.relu.default(%0)
+// CHECK-NEXT:    %2 = aten.permute.default(%1, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %x_rows_1 = aten.view.default(%1, size = [72, 8]) : (tensor<2x6x6x8xf32>) -> tensor<72x8xf32>
 // CHECK-NEXT:    %w_2d_1 = aten.view.default(%w2, size = [8, 8])
 // CHECK-NEXT:    %w_t_1 = aten.permute.default(%w_2d_1, dims = [1, 0])
 // CHECK-NEXT:    %mm = aten.mm.default(%x_rows_1, %w_t_1) : (tensor<72x8xf32>, tensor<8x8xf32>) -> tensor<72x8xf32>
 // CHECK-NEXT:    %y_nhwc_1 = aten.view.default(%mm, size = [2, 6, 6, 8])
-// CHECK-NEXT:    %conv_1 = aten.permute.default(%y_nhwc_1, dims = [0, 3, 1, 2])
-// CHECK-NEXT:    %4 = aten.convolution.default(%3, %w3, {{.*}}padding = [1, 1]
-// CHECK-NEXT:    %5 = aten.convolution.default(%3, %w2, {{.*}}stride = [2, 2]
-// CHECK-NEXT:    %6 = aten.convolution.default(%y, %w2,
+// CHECK-NEXT:    %c = aten.permute.default(%y_nhwc_1, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %3 = aten.convolution.default(%2, %w3, {{.*}}padding = [1, 1]
+// CHECK-NEXT:    %4 = aten.convolution.default(%2, %w2, stride = [2, 2]
+// CHECK-NEXT:    %5 = aten.convolution.default(%y, %w2,
+// CHECK-NEXT:    %6 = aten.add.Tensor(%c, %3)
 func.func @forward(%x: tensor<2x4x6x6xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>, %w2: tensor<8x8x1x1xf32>, %w3: tensor<8x8x3x3xf32>, %y: tensor<2x8x6x6xf32>) -> (tensor<2x8xf32>, tensor<2x8x6x6xf32>, tensor<2x8x3x3xf32>, tensor<2x8x6x6xf32>) {
   %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
   %0 = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x6x6xf32>
