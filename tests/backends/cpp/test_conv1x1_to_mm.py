@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from models import randomize_batch_norms
 from torch import nn
 
 import kiln
@@ -32,11 +33,7 @@ class _InvertedResidual(nn.Module):
         self.bn2 = nn.BatchNorm2d(24)
         self.project = nn.Conv2d(24, 8, 1)
         self.strided = nn.Conv2d(8, 4, 1, stride=2)
-        for bn in (self.bn0, self.bn1, self.bn2):
-            bn.running_mean.uniform_(-0.5, 0.5)
-            bn.running_var.uniform_(0.5, 1.5)
-            bn.weight.data.uniform_(0.5, 1.5)
-            bn.bias.data.uniform_(-0.5, 0.5)
+        randomize_batch_norms(self)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = F.relu6(self.bn0(self.stem(x)))
