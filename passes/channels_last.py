@@ -84,6 +84,7 @@ from kiln.dialects.aten.traits import (
     ViewLike,
     has_aten_trait,
 )
+from kiln.passes.conv1x1_to_mm import is_pointwise_convolution
 
 CONVOLUTION = "aten::convolution.default"
 
@@ -404,12 +405,16 @@ class ChannelsLastPass(ModulePass):
     convert_weights: bool = False
     """Copy the weights too (a kernel each per call: there is no freezing), sparing
     oneDNN / cuDNN their reorder of an NCHW weight."""
+    pointwise_as_mm: bool = True
+    """``conv1x1-to-mm`` runs after this pass (the default pipeline): a 1x1 convolution
+    it turns into a matrix product does not run in ``Slow2d``, so it does not keep the
+    function NCHW. Set it false when the pipeline leaves that pass out."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks or not _has_2d_convolution(func):
                 continue
-            if not _on_gpu(op) and _slow_cpu_convolution(func):
+            if not _on_gpu(op) and _slow_cpu_convolution(func, self.pointwise_as_mm):
                 continue
             _FunctionRewrite(
                 func.body.block, self.convert_inputs, self.convert_weights, _on_gpu(op)
@@ -421,18 +426,20 @@ def _on_gpu(module: ModuleOp) -> bool:
     return isinstance(device, StringAttr) and not device.data.startswith("cpu")
 
 
-def _slow_cpu_convolution(func: FuncOp) -> bool:
+def _slow_cpu_convolution(func: FuncOp, pointwise_as_mm: bool) -> bool:
     """Whether ATen runs one of ``func``'s convolutions on a channels-last input with its
     reference kernel (``Slow2d``: small batch-1 convolutions, oneDNN's heuristic says no).
     That kernel computes channels-last by first copying the NCHW weight channels-last,
     on every call: ResNet-18 at 64x64 took 31 ms so against 16 ms NCHW. Such a function
-    stays NCHW, as eager runs it; symbolic shapes are not asked about."""
+    stays NCHW, as eager runs it; symbolic shapes are not asked about. A convolution
+    ``prepack-weights`` marked runs in oneDNN, and (``pointwise_as_mm``) a 1x1 one that
+    ``conv1x1-to-mm`` will run as a matrix product runs in neither: they do not count."""
     for op in func.body.block.ops:
         if (
             isinstance(op, AtenOp)
             and _is_2d_convolution(op)
-            # prepack-weights ran first: a marked convolution runs in oneDNN, not Slow2d.
             and not is_prepacked(op)
+            and not (pointwise_as_mm and is_pointwise_convolution(op))
             and _cpu_backend(op) == "Slow2d"
         ):
             return True

@@ -33,6 +33,7 @@ FILECHECK = Path(__file__).parent.parent / "filecheck"
 CASES = [
     "aten/unfuse-addmm.mlir",
     "aten/channels-last.mlir",
+    "aten/conv1x1-to-mm.mlir",
     "loop/lower-aten.mlir",
     "kernel/fuse.mlir",
     "kernel/tile.mlir",

@@ -1,0 +1,233 @@
+"""``conv1x1-to-mm``: a 1x1 convolution of a channels-last activation as one matrix product (CPU).
+
+On an activation stored NHWC, a 1x1 convolution with stride 1, no padding and one group
+is exactly a matrix product: the ``[N*H*W, C]`` rows of the input times the ``[O, C]``
+weight transposed give the ``[N*H*W, O]`` rows of the NHWC result. ATen runs it instead
+as a oneDNN convolution that reorders the plain weight into its blocked layout on every
+call (kiln cannot keep a packed 1x1 weight: the packed call ran 2-4x slower than ATen's
+here, see ``prepack-weights``); as an ``mm`` it is one MKL call on the buffers as they
+are, with no copy on either side (figures: docs/benchmarks/design-notes.md). Depthwise
+separable CNNs (MobileNet, EfficientNet) run most of their FLOPs in such convolutions.
+
+It runs after ``channels-last``, whose rewrite stores the activations NHWC::
+
+    %6 = aten.permute.default(%5, dims = [0, 3, 1, 2]) : (tensor<1x6x6x4xf32>) -> tensor<1x4x6x6xf32>
+    %7 = aten.convolution.default(%6, %w, padding = [0, 0], stride = [1, 1], ..., groups = 1) : (tensor<1x4x6x6xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x6x6xf32>
+
+becomes::
+
+    %x2 = aten.view.default(%5, size = [36, 4]) : (tensor<1x6x6x4xf32>) -> tensor<36x4xf32>
+    %w2 = aten.view.default(%w, size = [8, 4]) : (tensor<8x4x1x1xf32>) -> tensor<8x4xf32>
+    %wt = aten.permute.default(%w2, dims = [1, 0]) : (tensor<8x4xf32>) -> tensor<4x8xf32>
+    %mm = aten.mm.default(%x2, %wt) : (tensor<36x4xf32>, tensor<4x8xf32>) -> tensor<36x8xf32>
+    %nhwc = aten.view.default(%mm, size = [1, 6, 6, 8]) : (tensor<36x8xf32>) -> tensor<1x6x6x8xf32>
+    %7 = aten.permute.default(%nhwc, dims = [0, 3, 1, 2]) : (tensor<1x6x6x8xf32>) -> tensor<1x8x6x6xf32>
+
+(with a bias, ``addmm(bias, x2, wt)``). Every op added is a view except the product, so
+``lower-aten`` passes MKL strided views of the NHWC buffer and the weight, and the
+consumers read the product's buffer as the NHWC tensor ``channels-last`` expects.
+
+An input counts as stored NHWC when it is ``permute(v, [0, 3, 1, 2])`` of a 4-D value (the
+NCHW view ``channels-last`` writes), a ``clone(..., memory_format = "channels_last")``,
+or the result of a convolution, pool or batch norm (``FollowsChannelsLast``) of such an
+input, as ``lower-aten`` stores them. Were it not contiguous after all, ``lower-aten``
+copies the view for the extern: slower, never wrong.
+
+Only float32 CPU programs with static shapes are rewritten (GPU programs keep cuDNN's
+convolution), and a convolution whose result the function returns is left alone (its
+layout is the function's output layout). Numbers change only by rounding (a different
+summation order in the same float32 dot products), as between ATen's own convolution
+algorithms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float32Type, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.memory_format import NCHW, NHWC
+from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.prepack import is_prepacked
+from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
+
+CONVOLUTION = "aten::convolution.default"
+_PERMUTE = "aten::permute.default"
+_CLONE = "aten::clone.default"
+
+
+def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
+    """The float32 static shape of ``value`` when it has ``rank`` dimensions, else None."""
+    ty = value.type if value is not None else None
+    if not isinstance(ty, TensorType) or not isinstance(ty.element_type, Float32Type):
+        return None
+    shape: tuple[int, ...] = tuple(ty.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+    if len(shape) != rank or any(d < 0 for d in shape):
+        return None
+    return shape
+
+
+def _arg(op: AtenOp, name: str) -> Any:
+    spec = next(a for a in op.op_schema().arguments if a.name == name)
+    return decode_value(spec, op.arg_attr(name), ())
+
+
+def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
+    """Whether ``lower-aten`` stores ``value`` (4-D, NCHW order) as an NHWC buffer."""
+    if value in known:
+        return True
+    owner = value.owner
+    if not isinstance(owner, AtenOp) or not owner.operands:
+        return False
+    if owner.overload_name == _PERMUTE:
+        source = owner.operands[0]
+        return (
+            isinstance(source.type, TensorType)
+            and len(source.type.get_shape()) == 4  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+            and list(_arg(owner, "dims")) == list(NCHW)
+        )
+    if owner.overload_name == _CLONE:
+        memory_format = owner.arg_attr("memory_format")
+        return isinstance(memory_format, StringAttr) and memory_format.data == "channels_last"
+    return False
+
+
+def is_pointwise_convolution(op: AtenOp) -> bool:
+    """A non-transposed 1x1 float32 convolution, stride 1, no padding, one group, static."""
+    if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
+        return False
+    if is_prepacked(op):
+        return False
+    tensors = op.tensor_operands()
+    x = _static_shape(tensors["input"][0], 4)
+    w = _static_shape(tensors["weight"][0], 4)
+    y = _static_shape(op.results[0], 4)
+    bias = tensors["bias"][0] if tensors.get("bias") else None
+    if x is None or w is None or y is None:
+        return False
+    if bias is not None and _static_shape(bias, 1) != (w[0],):
+        return False
+    n, c, h, width = x
+    return (
+        _arg(op, "transposed") is False
+        and _arg(op, "groups") == 1
+        and all(s == 1 for s in _arg(op, "stride"))
+        and all(p == 0 for p in _arg(op, "padding"))
+        and w == (w[0], c, 1, 1)
+        and y == (n, w[0], h, width)
+    )
+
+
+def _returned(value: SSAValue) -> bool:
+    return any(isinstance(use.operation, ReturnOp) for use in value.uses)
+
+
+def _tensor(shape: list[int]) -> TensorType[Attribute]:
+    return TensorType(Float32Type(), shape)
+
+
+class _Builder:
+    """Inserts new aten ops before one point."""
+
+    def __init__(self, point: InsertPoint, location: Any) -> None:
+        self.point = point
+        self.location = location
+
+    def __call__(
+        self, overload: str, args: dict[str, Any], shape: list[int], name: str
+    ) -> SSAValue:
+        cls = op_class(overload)
+        assert cls is not None
+        op = cls.from_args(args, [_tensor(shape)])
+        op.location = self.location
+        Rewriter.insert_op(op, self.point)
+        op.results[0].name_hint = name
+        return op.results[0]
+
+
+def _rewrite(op: AtenOp) -> SSAValue:
+    """``op`` (a pointwise convolution of an NHWC-stored input) as views around one ``mm``;
+    returns the NCHW view of the product that replaces its result."""
+    tensors = op.tensor_operands()
+    x, weight = tensors["input"][0], tensors["weight"][0]
+    assert x is not None
+    assert weight is not None
+    bias = tensors["bias"][0] if tensors.get("bias") else None
+    x_shape, w_shape = _static_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    n, c, h, w = x_shape
+    out = w_shape[0]
+    rows = n * h * w
+    build = _Builder(InsertPoint.before(op), op.location)
+    owner = x.owner
+    if isinstance(owner, AtenOp) and owner.overload_name == _PERMUTE:
+        nhwc = owner.operands[0]  # x is permute(nhwc, NCHW): read the NHWC value itself
+    else:
+        nhwc = build("permute.default", {"self": x, "dims": list(NHWC)}, [n, h, w, c], "x_nhwc")
+    x2 = build("view.default", {"self": nhwc, "size": [rows, c]}, [rows, c], "x_rows")
+    w2 = build("view.default", {"self": weight, "size": [out, c]}, [out, c], "w_2d")
+    wt = build("permute.default", {"self": w2, "dims": [1, 0]}, [c, out], "w_t")
+    if bias is None:
+        product = build("mm.default", {"self": x2, "mat2": wt}, [rows, out], "mm")
+    else:
+        product = build(
+            "addmm.default", {"self": bias, "mat1": x2, "mat2": wt}, [rows, out], "addmm"
+        )
+    y_nhwc = build(
+        "view.default", {"self": product, "size": [n, h, w, out]}, [n, h, w, out], "y_nhwc"
+    )
+    name = op.results[0].name_hint or "conv"
+    return build("permute.default", {"self": y_nhwc, "dims": list(NCHW)}, [n, out, h, w], name)
+
+
+def _rewrite_block(block: Block) -> None:
+    nhwc: set[SSAValue] = set()
+    """Values ``lower-aten`` stores NHWC because an op made them from such a value."""
+    for op in list(block.ops):
+        if not isinstance(op, AtenOp):
+            continue
+        first = op.operands[0] if op.operands else None
+        input_nhwc = first is not None and _stored_nhwc(first, nhwc)
+        if input_nhwc and is_pointwise_convolution(op) and not _returned(op.results[0]):
+            replacement = _rewrite(op)
+            op.results[0].replace_all_uses_with(replacement)
+            Rewriter.erase_op(op)
+            continue
+        if input_nhwc and has_aten_trait(op, FollowsChannelsLast):
+            nhwc.update(r for r in op.results if _static_shape(r, 4) is not None)
+
+
+def _on_gpu(module: ModuleOp) -> bool:
+    device = module.attributes.get("kiln.device")
+    return isinstance(device, StringAttr) and not device.data.startswith("cpu")
+
+
+def _rewrite_function(func: FuncOp) -> None:
+    if func.body.blocks:
+        _rewrite_block(func.body.block)
+
+
+@dataclass(frozen=True)
+class Conv1x1ToMmPass(ModulePass):
+    """1x1 convolutions of NHWC-stored activations as matrix products (see the module
+    docstring)."""
+
+    name: ClassVar[str] = "conv1x1-to-mm"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if _on_gpu(op):
+            return
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            _rewrite_function(func)
+
+
+__all__: list[str] = ["Conv1x1ToMmPass", "is_pointwise_convolution"]

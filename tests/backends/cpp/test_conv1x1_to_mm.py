@@ -1,0 +1,107 @@
+"""1x1 convolutions of channels-last activations as matrix products (issue 15, pass
+``conv1x1-to-mm``), through the C++ backend against eager on fresh random inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from models import randomize_batch_norms
+from torch import nn
+
+import kiln
+from kiln.compiler import compile_history, reset_compile_history
+
+
+class _InvertedResidual(nn.Module):
+    """MobileNet-v2's block: 3x3 stem, 1x1 expansion, depthwise 3x3, 1x1 projection
+    (with a bias here, to take the addmm path), residual add, batch norms between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(8)
+        self.expand = nn.Conv2d(8, 24, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(24)
+        self.depthwise = nn.Conv2d(24, 24, 3, padding=1, groups=24, bias=False)
+        self.bn2 = nn.BatchNorm2d(24)
+        self.project = nn.Conv2d(24, 8, 1)
+        self.strided = nn.Conv2d(8, 4, 1, stride=2)
+        randomize_batch_norms(self)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = F.relu6(self.bn0(self.stem(x)))
+        h = F.relu6(self.bn1(self.expand(y)))
+        h = F.relu6(self.bn2(self.depthwise(h)))
+        y = self.project(h) + y
+        return y.mean((2, 3)), self.strided(y).sigmoid()
+
+
+def _compile(model: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    torch._dynamo.reset()
+    reset_compile_history()
+    return kiln.compile(model, verbose=False, **options)
+
+
+def test_pointwise_convolutions_run_as_mm() -> None:
+    model = _InvertedResidual().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 7, 9)
+            got, want = compiled(x), model(x)
+            for g, w in zip(got, want, strict=True):
+                torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+                assert g.stride() == w.stride()
+    (stats,) = compile_history()
+    # expand -> mm, project -> addmm; the stem, the depthwise and the strided 1x1 stay.
+    assert stats.externs["aten::mm.default"] == 1
+    assert stats.externs["aten::addmm.default"] == 1
+    assert stats.externs["aten::convolution.default"] == 3
+
+
+def test_batch_one_runs_channels_last_with_mm() -> None:
+    """At batch 1, ATen runs these 1x1 convolutions on a channels-last input in its
+    reference kernel (``Slow2d``), which made ``channels-last`` keep the whole function
+    NCHW; run as matrix products they no longer do."""
+    stem = nn.Conv2d(3, 16, 3, padding=1)
+    expand = nn.Conv2d(16, 64, 1, bias=False)
+    depthwise = nn.Conv2d(64, 64, 3, padding=1, groups=64)
+    project = nn.Conv2d(64, 16, 1)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = F.relu6(stem(x))
+        h = F.relu6(depthwise(F.relu6(expand(y))))
+        return (project(h) + y).mean((2, 3))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(1, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), f(x), atol=1e-4, rtol=1e-4)
+    (stats,) = compile_history()
+    assert stats.externs["aten::mm.default"] == 1
+    assert stats.externs["aten::addmm.default"] == 1
+
+
+def test_returned_pointwise_convolution_keeps_eager_layout() -> None:
+    """The 1x1 convolution's result is returned: channels-last keeps it NCHW, so it stays
+    a convolution; the one before it (read by a returned pointwise op) becomes an mm."""
+    conv1 = nn.Conv2d(4, 6, 3, padding=1)
+    conv2 = nn.Conv2d(6, 6, 1, bias=False)
+    conv3 = nn.Conv2d(6, 5, 1, bias=False)
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(conv1(x))
+        g = conv2(h)
+        return g * 2, conv3(torch.relu(g))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        x = torch.randn(1, 4, 5, 5)
+        got, want = compiled(x), f(x)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+        assert g.stride() == w.stride()

@@ -1,0 +1,71 @@
+// RUN: kiln-opt %s --split-input-file --conv1x1-to-mm | filecheck %s
+
+// A 1x1 stride-1 convolution of an activation stored NHWC becomes one matrix product on
+// views: the NHWC value's [N*H*W, C] rows times the transposed [O, C] weight (addmm
+// with a bias), viewed back as NHWC and permuted to the NCHW value it replaces. The
+// input is either the NCHW permute channels-last writes (its NHWC source is read
+// directly) or a channels-last clone / convolution result (permuted to NHWC first).
+// A 3x3, a strided 1x1 and a 1x1 of an NCHW value stay convolutions.
+// CHECK-LABEL: func.func @forward
+// CHECK-NEXT:    %x_nhwc = aten.clone.default(%x, memory_format = "channels_last")
+// CHECK-NEXT:    %x_nhwc_1 = aten.permute.default(%x_nhwc, dims = [0, 2, 3, 1]) : (tensor<2x4x6x6xf32>) -> tensor<2x6x6x4xf32>
+// CHECK-NEXT:    %x_rows = aten.view.default(%x_nhwc_1, size = [72, 4]) : (tensor<2x6x6x4xf32>) -> tensor<72x4xf32>
+// CHECK-NEXT:    %w_2d = aten.view.default(%w, size = [8, 4]) : (tensor<8x4x1x1xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT:    %w_t = aten.permute.default(%w_2d, dims = [1, 0]) : (tensor<8x4xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %addmm = aten.addmm.default(%b, %x_rows, %w_t) : (tensor<8xf32>, tensor<72x4xf32>, tensor<4x8xf32>) -> tensor<72x8xf32>
+// CHECK-NEXT:    %y_nhwc = aten.view.default(%addmm, size = [2, 6, 6, 8]) : (tensor<72x8xf32>) -> tensor<2x6x6x8xf32>
+// CHECK-NEXT:    %conv = aten.permute.default(%y_nhwc, dims = [0, 3, 1, 2]) : (tensor<2x6x6x8xf32>) -> tensor<2x8x6x6xf32>
+// CHECK-NEXT:    %0 = aten.permute.default(%conv, dims = [0, 2, 3, 1])
+// CHECK-NEXT:    %1 = aten.relu.default(%0)
+// CHECK-NEXT:    %2 = aten.permute.default(%1, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %x_rows_1 = aten.view.default(%1, size = [72, 8]) : (tensor<2x6x6x8xf32>) -> tensor<72x8xf32>
+// CHECK-NEXT:    %w_2d_1 = aten.view.default(%w2, size = [8, 8])
+// CHECK-NEXT:    %w_t_1 = aten.permute.default(%w_2d_1, dims = [1, 0])
+// CHECK-NEXT:    %mm = aten.mm.default(%x_rows_1, %w_t_1) : (tensor<72x8xf32>, tensor<8x8xf32>) -> tensor<72x8xf32>
+// CHECK-NEXT:    %y_nhwc_1 = aten.view.default(%mm, size = [2, 6, 6, 8])
+// CHECK-NEXT:    %c = aten.permute.default(%y_nhwc_1, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %3 = aten.convolution.default(%2, %w3, {{.*}}padding = [1, 1]
+// CHECK-NEXT:    %4 = aten.convolution.default(%2, %w2, stride = [2, 2]
+// CHECK-NEXT:    %5 = aten.convolution.default(%y, %w2,
+// CHECK-NEXT:    %6 = aten.add.Tensor(%c, %3)
+func.func @forward(%x: tensor<2x4x6x6xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>, %w2: tensor<8x8x1x1xf32>, %w3: tensor<8x8x3x3xf32>, %y: tensor<2x8x6x6xf32>) -> (tensor<2x8xf32>, tensor<2x8x6x6xf32>, tensor<2x8x3x3xf32>, tensor<2x8x6x6xf32>) {
+  %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %0 = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x6x6xf32>
+  %1 = aten.permute.default(%0, dims = [0, 2, 3, 1]) : (tensor<2x8x6x6xf32>) -> tensor<2x6x6x8xf32>
+  %2 = aten.relu.default(%1) : (tensor<2x6x6x8xf32>) -> tensor<2x6x6x8xf32>
+  %3 = aten.permute.default(%2, dims = [0, 3, 1, 2]) : (tensor<2x6x6x8xf32>) -> tensor<2x8x6x6xf32>
+  %c = aten.convolution.default(%3, %w2, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x8x6x6xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x6x6xf32>
+  %4 = aten.convolution.default(%3, %w3, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x8x6x6xf32>, tensor<8x8x3x3xf32>) -> tensor<2x8x6x6xf32>
+  %5 = aten.convolution.default(%3, %w2, padding = [0, 0], stride = [2, 2], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x8x6x6xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x3x3xf32>
+  %6 = aten.convolution.default(%y, %w2, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x8x6x6xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x6x6xf32>
+  %7 = aten.add.Tensor(%c, %4) : (tensor<2x8x6x6xf32>, tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32>
+  %8 = aten.mean.dim(%7, dim = [2, 3]) : (tensor<2x8x6x6xf32>) -> tensor<2x8xf32>
+  func.return %8, %6, %5, %4 : tensor<2x8xf32>, tensor<2x8x6x6xf32>, tensor<2x8x3x3xf32>, tensor<2x8x6x6xf32>
+}
+
+// -----
+
+// A convolution whose result the function returns keeps it (its layout is the output's),
+// and so does a program for the GPU (cuDNN runs it).
+// CHECK-LABEL: func.func @returned
+// CHECK-NEXT:    %0 = aten.permute.default(%x, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %1 = aten.convolution.default(%0, %w,
+func.func @returned(%x: tensor<1x6x6x4xf32>, %w: tensor<8x4x1x1xf32>) -> tensor<1x8x6x6xf32> {
+  %0 = aten.permute.default(%x, dims = [0, 3, 1, 2]) : (tensor<1x6x6x4xf32>) -> tensor<1x4x6x6xf32>
+  %1 = aten.convolution.default(%0, %w, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<1x4x6x6xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x6x6xf32>
+  func.return %1 : tensor<1x8x6x6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @gpu
+// CHECK-NEXT:    %0 = aten.permute.default(%x, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %1 = aten.convolution.default(%0, %w,
+builtin.module attributes {kiln.device = "cuda"} {
+  func.func @gpu(%x: tensor<1x6x6x4xf32>, %w: tensor<8x4x1x1xf32>) -> tensor<1x8xf32> {
+    %0 = aten.permute.default(%x, dims = [0, 3, 1, 2]) : (tensor<1x6x6x4xf32>) -> tensor<1x4x6x6xf32>
+    %1 = aten.convolution.default(%0, %w, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<1x4x6x6xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x6x6xf32>
+    %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<1x8x6x6xf32>) -> tensor<1x8xf32>
+    func.return %2 : tensor<1x8xf32>
+  }
+}
