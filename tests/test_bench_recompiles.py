@@ -95,5 +95,6 @@ def test_dynamic_row_fails_on_wrong_outputs_at_other_sizes(monkeypatch: Any) -> 
     settings = dashboard_task.Settings(iters=1, no_warm=True, dynamic=True)
     row = dashboard_task.run_backend(task, "wrong", ref, settings, None)
     assert row.status == "fail"
-    assert row.reason is not None and row.reason.startswith("other sizes: ")
+    assert row.reason is not None
+    assert row.reason.startswith("other sizes: ")
     torch._dynamo.reset()

@@ -189,9 +189,7 @@ def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> Non
     with torch.no_grad():
         block.bn.running_mean.uniform_(-0.5, 0.5)
         block.bn.running_var.uniform_(0.5, 1.5)
-        run_dynamic(
-            block, [(2, 3, 12, 12), (3, 3, 10, 10)], options={"debug_dir": str(tmp_path)}
-        )
+        run_dynamic(block, [(2, 3, 12, 12), (3, 3, 10, 10)], options={"debug_dir": str(tmp_path)})
     assert not _division_lines(tmp_path)
     wrappers = [w.read_text() for w in tmp_path.glob("*/wrapper.py")]
     assert any("_reinterpret_tensor(" in w for w in wrappers)
