@@ -187,8 +187,11 @@ def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> Non
     torch.manual_seed(0)
     block = _ConvBlock().eval()
     with torch.no_grad():
-        block.bn.running_mean.uniform_(-0.5, 0.5)
-        block.bn.running_var.uniform_(0.5, 1.5)
+        mean, var = block.bn.running_mean, block.bn.running_var
+        assert mean is not None
+        assert var is not None
+        mean.uniform_(-0.5, 0.5)
+        var.uniform_(0.5, 1.5)
         run_dynamic(block, [(2, 3, 12, 12), (3, 3, 10, 10)], options={"debug_dir": str(tmp_path)})
     assert not _division_lines(tmp_path)
     wrappers = [w.read_text() for w in tmp_path.glob("*/wrapper.py")]
