@@ -141,33 +141,74 @@ class Reference:
     fp64_error: str | None = None
 
 
-def fp64_reference(task: Task, ref: Reference) -> list[torch.Tensor] | None:
+def fp64_reference(
+    task: Task, ref: Reference, inputs: Sequence[torch.Tensor] | None = None
+) -> list[torch.Tensor] | None:
+    """The step in float64, at the task's inputs or at ``inputs`` (other sizes)."""
     if ref.fp64 is None and ref.fp64_error is None:
         try:
-            model, inputs = task.instance(torch.float64)
-            ref.fp64 = clone_all(task.step(model, model, inputs))
+            model, base = task.instance(torch.float64)
+            if inputs is not None:
+                base = tuple(
+                    x.detach().double().requires_grad_(x.requires_grad)
+                    if x.is_floating_point()
+                    else x
+                    for x in inputs
+                )
+            ref.fp64 = clone_all(task.step(model, model, base))
         except Exception as e:  # a model that has no float64 path: say so in the row
             ref.fp64_error = f"float64 reference failed: {describe(e)}"
     return ref.fp64
 
 
-def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None:
-    row.err_eager = rel_error(out, ref.eager)
-    if row.err_eager <= BOUND[task.dtype]:
-        return
-    fp64 = fp64_reference(task, ref)
+@dataclass
+class Accuracy:
+    """Errors of a backend's outputs; ``reason`` says why they fail (None: they pass)."""
+
+    err_eager: float
+    err_fp64: float | None = None
+    eager_err_fp64: float | None = None
+    reason: str | None = None
+
+
+def accuracy(
+    task: Task,
+    out: list[torch.Tensor],
+    ref: Reference,
+    inputs: Sequence[torch.Tensor] | None = None,
+) -> Accuracy:
+    """The dashboard's rule: within the dtype's bound of eager, else within 3x eager's own
+    error against float64 plus a floor (``inputs``: the step's, when not the task's)."""
+    acc = Accuracy(rel_error(out, ref.eager))
+    if acc.err_eager <= BOUND[task.dtype]:
+        return acc
+    fp64 = fp64_reference(task, ref, inputs)
     if fp64 is None:
-        row.status, row.reason = "fail", f"error {row.err_eager:.1e} vs eager; {ref.fp64_error}"
-        return
-    row.err_fp64 = rel_error(out, fp64)
-    row.eager_err_fp64 = rel_error(ref.eager, fp64)
-    if row.err_fp64 <= FP64_MULTIPLIER * row.eager_err_fp64 + FP64_FLOOR[task.dtype]:
-        return
-    row.status = "fail"
-    row.reason = (
-        f"accuracy: {row.err_eager:.1e} vs eager; {row.err_fp64:.1e} vs float64 "
-        f"(eager's {row.eager_err_fp64:.1e})"
+        acc.reason = f"error {acc.err_eager:.1e} vs eager; {ref.fp64_error}"
+        return acc
+    acc.err_fp64 = rel_error(out, fp64)
+    acc.eager_err_fp64 = rel_error(ref.eager, fp64)
+    if acc.err_fp64 <= FP64_MULTIPLIER * acc.eager_err_fp64 + FP64_FLOOR[task.dtype]:
+        return acc
+    acc.reason = (
+        f"accuracy: {acc.err_eager:.1e} vs eager; {acc.err_fp64:.1e} vs float64 "
+        f"(eager's {acc.eager_err_fp64:.1e})"
     )
+    return acc
+
+
+def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None:
+    acc = accuracy(task, out, ref)
+    row.err_eager = acc.err_eager
+    if acc.err_fp64 is not None:
+        row.err_fp64, row.eager_err_fp64 = acc.err_fp64, acc.eager_err_fp64
+    if acc.reason is not None:
+        row.status, row.reason = "fail", acc.reason
+
+
+class WrongOutputs(AssertionError):
+    """``--dynamic``: the compiled step's outputs at another size differ from eager's (the
+    row fails, see benchmarks/recompiles.py's :func:`dashboard_recompiles`)."""
 
 
 def run_backend(
@@ -273,6 +314,8 @@ def run_backend(
                     row.recompiles = recompile_count(task, fn, model)
                 except TaskTimeout:
                     raise
+                except WrongOutputs as e:  # a wrong answer at another size fails the row
+                    row.status, row.reason = "fail", f"other sizes: {describe(e)}"
                 except Exception as e:
                     notes.append(f"recompiles: {describe(e)}")
             row.notes = "; ".join(notes) or None

@@ -177,8 +177,15 @@ def other_sizes(inputs: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, ...]
 def dashboard_recompiles(task: Any, fn: Callable[..., Any], model: nn.Module) -> int | None:
     """The dashboard's ``--dynamic`` hook (benchmarks/dashboard_task.py): graphs dynamo
     compiles for ``fn`` (already compiled and run once) over :func:`other_sizes` of the
-    task's inputs, each call a full step (training too). None: the model cannot take
-    other sizes (eager fails on them), so there is nothing to count."""
+    task's inputs, each call a full step (training too: outputs and gradients) compared
+    with eager's step at the same inputs by the dashboard's own rule; a mismatch raises
+    ``dashboard_task.WrongOutputs`` (the row fails). None: the model cannot take other
+    sizes (eager fails on them), so there is nothing to count."""
+    # Imported here: the dashboard imports this module (and the standalone sweep of
+    # main() needs none of it).
+    from dashboard_measure import clone_all  # pyright: ignore[reportMissingImports]
+    from dashboard_task import Reference, WrongOutputs, accuracy  # pyright: ignore[reportMissingImports]
+
     _, inputs = task.instance()
     counters = torch._dynamo.utils.counters["stats"]
     before = counters["unique_graphs"]
@@ -186,10 +193,14 @@ def dashboard_recompiles(task: Any, fn: Callable[..., Any], model: nn.Module) ->
     with torch._dynamo.config.patch(cache_size_limit=64):
         for variant in other_sizes(inputs):
             try:
-                task.step(model, model, variant)
+                want = clone_all(task.step(model, model, variant))
             except Exception:  # eager cannot run this size: not the backend's concern
                 continue
-            task.step(fn, model, variant)
+            have = clone_all(task.step(fn, model, variant))
+            verdict = accuracy(task, have, Reference(want, 0.0), variant)
+            if verdict.reason is not None:
+                shapes = ", ".join(str(list(x.shape)) for x in variant)
+                raise WrongOutputs(f"inputs {shapes}: {verdict.reason}")
             ran += 1
     return counters["unique_graphs"] - before if ran else None
 

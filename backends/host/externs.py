@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, TensorType, i1
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -37,9 +37,9 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
-from kiln.dialects.aten.attributes import OpaqueDtypeType
+from kiln.dialects.aten.attributes import OpaqueDtypeType, SymRefAttr
 from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
@@ -244,6 +244,26 @@ class _Body:
             names.append("None" if value is None else self.name(value))
         return f"{self.constant(site)}({', '.join(names)})"
 
+    def _sym_ints(self, kind: ArgKind, attr: Attribute, op: AtenOp) -> str | None:
+        """An ``int`` / ``int[]`` argument holding symbolic sizes, as Python text over the
+        wrapper's names for them (``(s0, 3, s1)``: the sizes of an ``as_strided`` under
+        dynamic shapes, a direct call rather than the interpreter's call plan); None for
+        any other kind."""
+        syms = op.sym_operands()
+        if kind is ArgKind.INT and isinstance(attr, SymRefAttr):
+            return self.name(syms[attr.data])
+        if kind is not ArgKind.INT_LIST or not isinstance(attr, ArrayAttr):
+            return None
+        items: list[str] = []
+        for item in attr.data:
+            if isinstance(item, SymRefAttr):
+                items.append(self.name(syms[item.data]))
+            elif isinstance(item, IntegerAttr) and item.type != i1:
+                items.append(repr(int(item.value.data)))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            else:
+                return None
+        return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
     def _direct_call(self, op: AtenOp, in_place: str | None = None) -> str | None:
         """A direct call for an op with one tensor result and constant arguments
         (``in_place``: call this overload instead, which takes the same arguments)."""
@@ -284,7 +304,10 @@ class _Body:
                         continue
                     text = "None"
                 elif collect_sym_refs(attr):
-                    return None
+                    symbolic = self._sym_ints(spec.kind, attr, op)
+                    if symbolic is None:
+                        return None
+                    text = symbolic
                 else:
                     text = self.constant(decode_value(spec, attr, ()))
             if spec.kwarg_only or by_keyword:

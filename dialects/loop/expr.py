@@ -98,6 +98,9 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(as_int(base) // as_int(divisor))
         if base == 0:
             return sympy.Integer(0)
+        if base == -1 and divisor.is_positive:
+            # A range's upper bound (``(s**2 - 1) // s == s - 1``): -1 // s == -1.
+            return sympy.Integer(-1)
         if isinstance(base, FloorDiv):
             inner, inner_divisor = operands(base)
             return floordiv(inner, inner_divisor * divisor)
@@ -157,9 +160,13 @@ def floordiv(base: Expr | int, divisor: Expr | int) -> Expr:
     return cast(Expr, FloorDiv(base, divisor))
 
 
+@lru_cache(maxsize=4096)
 def mod(base: Expr | int, divisor: Expr | int) -> Expr:
     """``base % divisor`` (Python's sign rule), simplified; 0 for a 0 divisor (an empty
-    dim's size: see :meth:`FloorDiv.eval`)."""
+    dim's size: see :meth:`FloorDiv.eval`). Cached: sympy's evaluation of a symbolic
+    ``Mod`` asks assumption queries (0.1-0.8 s each on the dynamic scheduler's
+    expressions), and a model's repeated layers ask for the same ones (bert, seq 64: 153
+    calls, 52 distinct; sympy's own cache had evicted them)."""
     if divisor == 0:
         return sympy.Integer(0)
     if _opaque_mod(base, divisor):
@@ -555,14 +562,15 @@ def _split_small_symbolic(
 
 
 def _join_divmod(e: sympy.Add) -> Expr:
-    """``c*b*(x // b) + c*(x % b)`` -> ``c*x`` (repeatedly)."""
+    """``c*b*(x // b) + c*(x % b)`` -> ``c*x`` (repeatedly; ``c`` may hold sizes:
+    ``32*s2*((x // s2) % s1) + 32*s1*s2*(x // (s1*s2))`` is ``32*s2*(x // s2)``)."""
     terms = list(sympy.Add.make_args(e))
     changed = True
     while changed:
         changed = False
         for t in terms:
-            coeff, core = t.as_coeff_Mul()
-            if not isinstance(core, sympy.Mod):
+            coeff, core = _mod_factor(t)
+            if core is None:
                 continue
             x, b = core.args
             partner = coeff * b * FloorDiv(x, b)
@@ -573,6 +581,22 @@ def _join_divmod(e: sympy.Add) -> Expr:
                 changed = True
                 break
     return sympy.Add(*terms)
+
+
+def _mod_factor(term: Expr) -> tuple[Expr, sympy.Mod | None]:
+    """``term`` as ``coeff * (x % b)`` (the other factors numbers and sizes), else
+    ``(term, None)``."""
+    if isinstance(term, sympy.Mod):
+        return sympy.Integer(1), term
+    if not isinstance(term, sympy.Mul):
+        return term, None
+    mods = [f for f in term.args if isinstance(f, sympy.Mod)]
+    if len(mods) != 1:
+        return term, None
+    rest = [f for f in term.args if f is not mods[0]]
+    if not all(f.is_Number or (isinstance(f, sympy.Symbol) and f.is_positive) for f in rest):
+        return term, None
+    return sympy.Mul(*rest), mods[0]
 
 
 def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, int | None]:

@@ -436,7 +436,12 @@ class LoweringContext:
             if not isinstance(result.type, MemRefType):
                 out.append(result)
             elif channels_last and _is_4d(value.type):
-                out.append(self.buffer_ref(result).permute(NCHW))
+                # The tracer's sizes (NCHW) too, permuted as the buffer is: fresh
+                # symbols would make every consumer fused with a value of the graph's
+                # own sizes divide per element.
+                traced = self.traced_sizes(op, k)
+                nhwc = None if traced is None else [traced[d] for d in NHWC]
+                out.append(self.buffer_ref(result, known=nhwc).permute(NCHW))
             else:
                 # The graph's own sizes (the tracer's), not fresh symbols read from
                 # ATen's result: views of it then stay strided views.

@@ -129,3 +129,31 @@ def test_a_symbolic_factor_split_needs_proof() -> None:
     got = simplify_with_ranges(e, ranges)
     assert got != floordiv(d0, 4)
     same_values(e, got, ranges)
+
+
+def test_divmod_pairs_with_size_coefficients_join() -> None:
+    """The flat index of an NHWC buffer over a merged ``[s0*s1*s2, 32]`` loop space:
+    ``32*s2*((d0 // s2) % s1) + 32*s1*s2*(d0 // (s1*s2)) + 32*(d0 % s2) + d1`` is
+    ``32*d0 + d1`` (the join of ``b*(x // b) + x % b`` with a coefficient of sizes);
+    it divided three times per row of ResNet's batch-norm kernels."""
+    ranges = {d0: s0 * s1 * s2, d1: sympy.Integer(32)}
+    before = (
+        32 * s2 * mod(floordiv(d0, s2), s1)
+        + 32 * s1 * s2 * floordiv(d0, s1 * s2)
+        + 32 * mod(d0, s2)
+        + d1
+    )
+    after = simplify_with_ranges(before, ranges)
+    assert after == 32 * d0 + d1
+    same_values(before, after, ranges)
+
+
+def test_remainder_of_a_quotient_below_its_divisor_drops() -> None:
+    """``(d0 // s1) % s1`` with ``d0 < s1**2`` is ``d0 // s1``: the bound
+    ``(s1**2 - 1) // s1`` is ``s1 - 1`` (``-1 // s1 == -1`` for a positive size)."""
+    ranges = {d0: s1 * s1}
+    assert floordiv(-1, s1) == -1
+    before = s1 * mod(floordiv(d0, s1), s1) + mod(d0, s1)
+    after = simplify_with_ranges(before, ranges)
+    assert after == d0
+    same_values(before, after, ranges)

@@ -162,3 +162,38 @@ def test_minus_one_views_divide_out_common_sizes(tmp_path: Path) -> None:
     ``s0 // 4`` (positive sizes cancel), not a division the kernels compute at run time."""
     run_dynamic(_regroup, [(8, 5), (12, 7), (16, 3)], options={"debug_dir": str(tmp_path)})
     assert not _division_lines(tmp_path)
+
+
+class _ConvBlock(torch.nn.Module):
+    """conv, batch norm, relu, conv, residual add: ResNet's block at inference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv1(x)))
+        return torch.relu(y + self.conv2(y))
+
+
+def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> None:
+    """The NHWC result of a channels-last convolution gets the tracer's sizes (permuted),
+    not fresh symbols read from ATen's result: the batch norm and residual kernels over
+    it index without a per-element ``//`` or ``%`` (ResNet ran 2-3x slower dynamic than
+    static), and the strided views the convolutions read are direct
+    ``_reinterpret_tensor`` calls, not the interpreter's call plan."""
+    torch.manual_seed(0)
+    block = _ConvBlock().eval()
+    with torch.no_grad():
+        mean, var = block.bn.running_mean, block.bn.running_var
+        assert mean is not None
+        assert var is not None
+        mean.uniform_(-0.5, 0.5)
+        var.uniform_(0.5, 1.5)
+        run_dynamic(block, [(2, 3, 12, 12), (3, 3, 10, 10)], options={"debug_dir": str(tmp_path)})
+    assert not _division_lines(tmp_path)
+    wrappers = [w.read_text() for w in tmp_path.glob("*/wrapper.py")]
+    assert any("_reinterpret_tensor(" in w for w in wrappers)
+    assert not any(".run((" in w for w in wrappers)
