@@ -59,8 +59,8 @@ from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import KernelText, load_kernels
 from kiln.backends.cpp.prepack import prepacked_site
 from kiln.backends.host.externs import REINTERPRET
-from kiln.dialects.aten.arg_layout import in_layout
 from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
+from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE

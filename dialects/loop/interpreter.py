@@ -36,8 +36,8 @@ from xdsl.interpreter import (
 )
 from xdsl.utils.exceptions import InterpretationError
 
-from kiln.dialects.aten.interpreter import ArgumentError, make_interpreter
 from kiln.dialects.aten.arg_layout import flat_storage, program_arg_strides
+from kiln.dialects.aten.interpreter import ArgumentError, make_interpreter
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_eval import BodyFrame, LoopBodyFunctions, torch_dtype
 from kiln.dialects.loop.body_ops import YieldOp

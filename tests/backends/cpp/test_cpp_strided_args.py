@@ -27,7 +27,8 @@ def test_cpp_reads_strided_arguments_in_place() -> None:
     module = lower_graph(capture_make_fx(_mixed, t, qkv, w).gm)
     program = build_cpp_program(module)
     source = program.python_source
-    assert "t = _in_layout(t, (1, 8))" in source and "qkv = _in_layout(qkv, " in source, source
+    assert "t = _in_layout(t, (1, 8))" in source, source
+    assert "qkv = _in_layout(qkv, " in source, source
     for args in (_inputs(), tuple(x.contiguous() for x in _inputs())):
         expected = _mixed(*args)
         # the kernel interpreter gives the buffers the recorded layout too
