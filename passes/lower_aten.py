@@ -138,8 +138,19 @@ def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_bl
         ref = ctx.buffer_ref(new, dims, by_name)
         strides = arg_strides(func.arg_attrs.data[k]) if k < len(attrs) else None  # pyright: ignore[reportOptionalMemberAccess]
         if strides is not None and len(strides) == ref.rank and old not in written:
-            # A strided input is read where it lies (dialects/aten/arg_layout.py).
-            ref = ref.strided(ref.sizes, [sympy.Integer(s) for s in strides], sympy.Integer(0))
+            # A strided input is read where it lies (dialects/aten/arg_layout.py). No
+            # buffer sizes: a view of it is never "the buffer itself" (is_plain), since
+            # the tensor handed to an extern or returned is the strided one, not its
+            # memory in row-major order (t(x) of a square x would read as x).
+            ref = TensorRef(
+                ref.buffer,
+                ref.sizes,
+                ref.dtype,
+                tuple(sympy.Integer(s) for s in strides),
+                sympy.Integer(0),
+                None,
+                None,
+            )
         elif strides is not None:
             ignored.append(k)
         ctx.values[old] = ref

@@ -36,3 +36,19 @@ def test_cpp_reads_strided_arguments_in_place() -> None:
             assert len(outputs) == len(expected)
             for actual, want in zip(outputs, expected, strict=True):
                 assert_matches(actual, want)
+
+
+def _square(s: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # s.t() of a transposed square matrix has row-major strides: still a view to make
+    return torch.mm(s.t(), w), s.t()
+
+
+def test_transposed_square_argument_is_not_its_buffer() -> None:
+    s, w = torch.randn(6, 6).t(), torch.randn(6, 3)
+    module = lower_graph(capture_make_fx(_square, s, w).gm)
+    program = build_cpp_program(module)
+    for args in ((s, w), (torch.randn(6, 6).t(), torch.randn(6, 3)), (s.contiguous(), w)):
+        expected = _square(*args)
+        for outputs in (program.run(list(args)), run_program(module, list(args))[0]):
+            for actual, want in zip(outputs, expected, strict=True):
+                assert_matches(actual, want)

@@ -27,3 +27,16 @@ func.func @written(%x: tensor<2x3xf32> {kiln.name = "x", kiln.arg_strides = [1 :
   %c = aten.generic "aten::add_.Tensor"(%x, %y) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return %c : tensor<2x3xf32>
 }
+
+// The transpose of a square strided argument has row-major strides, but is not the
+// tensor the wrapper holds (whose strides are [1, 4]): the extern gets an explicit view.
+// CHECK-LABEL: func.func @square
+// CHECK:         %mm = loop.extern (%w, %s)
+// CHECK-NEXT:    ^bb0(%0: tensor<4x3xf32>, %1: tensor<4x4xf32>):
+// CHECK-NEXT:      %2 = aten.as_strided.default(%1, size = [4, 4], stride = [4, 1])
+// CHECK-NEXT:      %mm_1 = aten.mm.default(%2, %0)
+func.func @square(%s: tensor<4x4xf32> {kiln.name = "s", kiln.arg_strides = [1 : i64, 4 : i64]}, %w: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %p = aten.permute.default(%s, dims = [1, 0]) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm = aten.mm.default(%p, %w) : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  func.return %mm : tensor<4x3xf32>
+}
