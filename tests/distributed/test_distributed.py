@@ -1,4 +1,6 @@
 """kiln under torch.distributed, gloo on CPU, 2 and 4 ranks: results equal eager's.
+``KILN_DIST_BACKEND=nccl KILN_DIST_WORLDS=N`` runs the same scenarios with NCCL, one GPU
+per rank (N = 1 on a one-GPU machine: the NCCL code paths, no communication between GPUs).
 
 Each world size starts its ranks once for the module (dist_launch.py, a hard timeout so a
 hang fails) and runs every scenario of dist_worker.py in one process group; the tests below
@@ -9,6 +11,7 @@ kiln's float32 kernels sum in other orders than ATen's, hence the small toleranc
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,12 @@ RTOL = 1e-4
 ATOL = 1e-5
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
+WORLDS = [int(n) for n in os.environ.get("KILN_DIST_WORLDS", "2,4").split(",")]
+"""Rank counts; with ``KILN_DIST_BACKEND=nccl`` one GPU per rank (``KILN_DIST_WORLDS=1``
+on a one-GPU machine)."""
+
+
+@pytest.fixture(scope="module", params=WORLDS, ids=lambda n: f"{n}ranks")
 def reports(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> list[dict[str, Any]]:
