@@ -35,9 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FunctionType,
     IndexType,
     MemRefType,
@@ -51,9 +53,11 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.dialects.aten.arg_layout import ARG_STRIDES_ATTR, arg_strides
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
+from kiln.dialects.aten.storage import STORAGE_ATTR
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
@@ -112,6 +116,8 @@ def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_bl
     attrs = [a.data for a in func.arg_attrs.data] if func.arg_attrs is not None else []
     by_name = ctx.size_names
     pairs = list(zip(old_block.args, new_block.args, strict=True))
+    written = _written_arguments(old_block)
+    ignored: list[int] = []
     for k, (old, new) in enumerate(pairs):
         new.name_hint = old.name_hint
         if isinstance(new.type, MemRefType):
@@ -129,7 +135,62 @@ def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_bl
             if isinstance(names, ArrayAttr)
             else []
         )
-        ctx.values[old] = ctx.buffer_ref(new, dims, by_name)
+        ref = ctx.buffer_ref(new, dims, by_name)
+        strides = arg_strides(func.arg_attrs.data[k]) if k < len(attrs) else None  # pyright: ignore[reportOptionalMemberAccess]
+        if strides is not None and len(strides) == ref.rank and old not in written:
+            # A strided input is read where it lies (dialects/aten/arg_layout.py). No
+            # buffer sizes: a view of it is never "the buffer itself" (is_plain), since
+            # the tensor handed to an extern or returned is the strided one, not its
+            # memory in row-major order (t(x) of a square x would read as x).
+            ref = TensorRef(
+                ref.buffer,
+                ref.sizes,
+                ref.dtype,
+                tuple(sympy.Integer(s) for s in strides),
+                sympy.Integer(0),
+                None,
+                None,
+            )
+        elif strides is not None:
+            ignored.append(k)
+        ctx.values[old] = ref
+    if ignored and func.arg_attrs is not None:
+        # The wrappers copy these to contiguous buffers, as the IR now reads them.
+        func.arg_attrs = ArrayAttr(
+            [
+                DictionaryAttr({n: v for n, v in a.data.items() if n != ARG_STRIDES_ATTR})
+                if k in ignored
+                else a
+                for k, a in enumerate(func.arg_attrs.data)
+            ]
+        )
+
+
+def _written_arguments(block: Block) -> set[SSAValue]:
+    """Arguments that an op writes or addresses by storage position, directly or through
+    a chain of views: they keep a contiguous buffer (their recorded strides are ignored)."""
+    aliases: dict[SSAValue, SSAValue] = {arg: arg for arg in block.args}
+    written: set[SSAValue] = set()
+    for op in block.ops:
+        if not isinstance(op, AtenOp):
+            continue
+        if STORAGE_ATTR in op.attributes:
+            # as_strided & co. address eager's storage: keep the contiguous copy they
+            # were lowered for.
+            written.update(aliases[v] for v in op.operands if v in aliases)
+            continue
+        tensors = op.tensor_operands()
+        for spec in op.op_schema().arguments:
+            if spec.kind.is_tensor and spec.mutable:
+                for value in tensors[spec.name]:
+                    if value is not None and value in aliases:
+                        written.add(aliases[value])
+        if has_aten_trait(op, AliasingView):
+            base = next((aliases[v] for v in op.operands if v in aliases), None)
+            if base is not None:
+                for result in op.results:
+                    aliases[result] = base
+    return written
 
 
 def _check_not_written(ctx: LoweringContext, op: Operation) -> None:

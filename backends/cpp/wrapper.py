@@ -60,6 +60,7 @@ from kiln.backends.cpp.loader import KernelText, load_kernels
 from kiln.backends.cpp.prepack import prepacked_site
 from kiln.backends.host.externs import REINTERPRET
 from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
+from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE
@@ -181,6 +182,12 @@ class _Writer(ProgramWalker):
 
     def prepare_argument(self, arg: SSAValue) -> None:
         name = self.name(arg)
+        strides = self.recorded_strides(arg)
+        if strides is not None:
+            # Read through its strides in place (a copy only if laid out otherwise).
+            self.namespace["_in_layout"] = in_layout
+            self.line(f"{name} = _in_layout({name}, {strides!r})")
+            return
         self.line(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:

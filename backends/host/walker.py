@@ -9,7 +9,7 @@ calls hooks for the rest, the way Inductor shares one wrapper codegen across dev
 
 ====================  =========================================================
 ``prologue``          after the arguments are unpacked (checks, device, stream)
-``prepare_argument``  before an argument's first use (contiguous copy, device move)
+``prepare_argument``  before an argument's first use (layout copy, device move)
 ``allocate``          the expression that allocates a fresh contiguous buffer
 ``view``              the expression that sees a reused buffer with a new shape
 ``launch``            the lines that launch one ``kernel.launch``
@@ -41,12 +41,13 @@ from typing import Any, ClassVar
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from kiln.backends.host.externs import ExternCall, inline_extern
 from kiln.backends.host.scalars import HELPERS, constant_python, scalar_python
 from kiln.backends.host.size_checks import size_check_lines
 from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.arg_layout import arg_strides
 from kiln.dialects.kernel.liveness import argument_first_uses, argument_releases
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
@@ -213,6 +214,14 @@ class ProgramWalker:
             hint = named.data if isinstance(named, StringAttr) else None
         self.names[arg] = self.fresh(hint, "arg")
         return self.names[arg]
+
+    def recorded_strides(self, arg: SSAValue) -> tuple[int, ...] | None:
+        """The strides ``lower-aten`` reads program argument ``arg`` through (None:
+        contiguous); see :mod:`kiln.dialects.aten.arg_layout`."""
+        attrs = self.program.arg_attrs
+        if not isinstance(arg, BlockArgument) or attrs is None or arg.index >= len(attrs.data):
+            return None
+        return arg_strides(attrs.data[arg.index])
 
     def release(self, values: Sequence[SSAValue]) -> None:
         names: list[str] = []

@@ -43,6 +43,7 @@ from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
+from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.kernel.attributes import ConfigAttr
 from kiln.dialects.kernel.contract_attrs import IMPLEMENTS
 from kiln.dialects.kernel.program_ops import ProgramNotFound, ProgramOp, find_program
@@ -207,6 +208,15 @@ def as_buffer(value: Any, device: torch.device | None = None) -> Any:
     return value
 
 
+def as_layout(value: Any, device: torch.device | None, strides: tuple[int, ...]) -> Any:
+    """A program argument that the kernels read through ``strides`` (recorded at
+    import, :mod:`kiln.dialects.aten.arg_layout`): itself, on ``device``, when laid out
+    so; otherwise a copy with those strides."""
+    if device is not None and value.device != device:
+        value = value.to(device)
+    return in_layout(value, strides)
+
+
 def on_device(value: Any, device: torch.device) -> Any:
     """``value`` on ``device``, strides kept (a no-op, but for the check, when it is)."""
     if isinstance(value, torch.Tensor) and value.device != device:
@@ -317,6 +327,7 @@ def compile_program(
     for name, value in generated.namespace.items():
         setattr(loaded, name, value)
     loaded.as_buffer = as_buffer  # pyright: ignore[reportAttributeAccessIssue]
+    loaded.as_layout = as_layout  # pyright: ignore[reportAttributeAccessIssue]
     loaded.on_device = on_device  # pyright: ignore[reportAttributeAccessIssue]
     loaded.reinterpret = reinterpret  # pyright: ignore[reportAttributeAccessIssue]
     loaded.get_stream = _stream_getter(interpret)  # pyright: ignore[reportAttributeAccessIssue]
@@ -361,6 +372,7 @@ __all__ = [
     "TritonProgram",
     "TritonRuntimeError",
     "as_buffer",
+    "as_layout",
     "compile_program",
     "generate_source",
     "implementations",

@@ -14,7 +14,9 @@ host scalar arithmetic, results); this module adds the Triton hooks:
 * ``kernel.reuse`` -> ``buf3 = reinterpret(buf0, shape)``;
 * an extern's result that a kernel reads -> ``on_device`` (ATen may make it on the CPU).
 
-Program arguments must be contiguous; ``as_buffer`` copies those that are not.
+Program arguments must be contiguous, but for those read through recorded strides
+(:mod:`kiln.dialects.aten.arg_layout`): ``as_buffer`` copies those that are not, and
+``as_layout`` those not laid out with the recorded strides.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class WrapperPrinter(ProgramWalker):
         "aten",
         "empty_strided",
         "as_buffer",
+        "as_layout",
         "on_device",
         "reinterpret",
         "get_stream",
@@ -70,10 +73,17 @@ class WrapperPrinter(ProgramWalker):
 
     def prepare_argument(self, arg: SSAValue) -> None:
         name = self.name(arg)
-        if all(isinstance(use.operation, ExternOp) for use in arg.uses):
-            # Only ATen reads it: it stays where the caller made it, as in eager. A CPU
-            # 0-d tensor (attention's philox seed and offset, saved for the backward)
-            # moved to the GPU is a blocking host-to-device copy on every call.
+        # Only ATen reads it: it stays where the caller made it, as in eager. A CPU
+        # 0-d tensor (attention's philox seed and offset, saved for the backward)
+        # moved to the GPU is a blocking host-to-device copy on every call.
+        extern_only = all(isinstance(use.operation, ExternOp) for use in arg.uses)
+        strides = self.recorded_strides(arg)
+        if strides is not None:
+            # Read through its strides in place (a copy only if laid out otherwise).
+            where = "None" if extern_only else "device"
+            self.line(f"{name} = as_layout({name}, {where}, {strides!r})")
+            return
+        if extern_only:
             self.line(f"{name} = as_buffer({name})")
             return
         self.line(f"{name} = as_buffer({name}, device)")
@@ -113,7 +123,7 @@ class WrapperPrinter(ProgramWalker):
 WRAPPER_HEADER = """aten = torch.ops.aten
 empty_strided = torch.empty_strided
 # When kiln.backends.triton.runtime loads this module it defines what call() uses
-# besides torch: the launchers run_<kernel>, get_stream, as_buffer, on_device,
+# besides torch: the launchers run_<kernel>, get_stream, as_buffer, as_layout, on_device,
 # reinterpret and default_device, and the objects the extern calls use (ATen
 # bindings, constant arguments, compiled extern bodies: _c0, _mm, ...)."""
 

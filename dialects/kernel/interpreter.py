@@ -43,6 +43,7 @@ from xdsl.ir import SSAValue
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import InterpretationError
 
+from kiln.dialects.aten.arg_layout import program_arg_strides
 from kiln.dialects.aten.interpreter import ArgumentError
 from kiln.dialects.aten.traits import Collective, has_aten_trait
 from kiln.dialects.kernel.kernel_ops import KernelOp, YieldOp
@@ -242,8 +243,10 @@ def run_program(
     inputs = program.function_type.inputs.data
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
+    layouts = program_arg_strides(program.arg_attrs, len(inputs))
     checked = [
-        check_buffer_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+        check_buffer_argument(i, ty, v, layouts[i])
+        for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
     ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter, functions = make_kernel_interpreter(module, device)

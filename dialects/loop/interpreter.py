@@ -36,6 +36,7 @@ from xdsl.interpreter import (
 )
 from xdsl.utils.exceptions import InterpretationError
 
+from kiln.dialects.aten.arg_layout import flat_storage, program_arg_strides
 from kiln.dialects.aten.interpreter import ArgumentError, make_interpreter
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_eval import BodyFrame, LoopBodyFunctions, torch_dtype
@@ -49,7 +50,11 @@ def as_buffer(value: torch.Tensor) -> torch.Tensor:
     bodies addresses the storage directly)."""
     if value.is_contiguous() and value.storage_offset() == 0:
         return value
-    return value.contiguous() if value.storage_offset() == 0 else value.clone()
+    if value.storage_offset() == 0:
+        return value.contiguous()
+    # clone() would keep a strided slice's dim order (dense strides, not row-major);
+    # loads index a buffer's memory (flat_storage), which must be row-major here.
+    return value.clone(memory_format=torch.contiguous_format)
 
 
 def _index_tensors(sizes: Sequence[int], device: torch.device) -> list[torch.Tensor]:
@@ -86,7 +91,7 @@ class LoopFunctions(InterpreterFunctions):
         reduction_sizes: list[int],
     ) -> torch.Tensor:
         n_in = len(op.inputs)
-        storages = [t.reshape(-1) for t in args[:n_in]]
+        storages = [flat_storage(t) for t in args[:n_in]]
         sym_values = args[n_in:]
         space = [*sizes, *reduction_sizes]
         if 0 in space:
@@ -161,7 +166,7 @@ class LoopFunctions(InterpreterFunctions):
         self._body_functions.frame = BodyFrame(dict(env))
         try:
             yielded = self._body_interpreter(interpreter).run_ssacfg_region(
-                op.body, (*index, *(t.reshape(-1) for t in args[:n_in])), op.name
+                op.body, (*index, *(flat_storage(t) for t in args[:n_in])), op.name
             )
         finally:
             self._body_functions.frame = saved
@@ -269,9 +274,13 @@ def make_loop_interpreter(module: ModuleOp, device: torch.device | None = None) 
     return interpreter
 
 
-def check_buffer_argument(position: int, ty: object, value: object) -> object:
+def check_buffer_argument(
+    position: int, ty: object, value: object, strides: tuple[int, ...] | None = None
+) -> object:
     """``value`` as the buffer for a function argument of type ``ty`` (ints pass through);
-    raises ArgumentError naming the argument when it does not fit."""
+    raises ArgumentError naming the argument when it does not fit. ``strides``: the
+    layout the IR reads the argument through (``kiln.arg_strides``), which the buffer
+    gets, in memory of its own (extern bodies' ``as_strided`` count from offset 0)."""
     if not isinstance(ty, MemRefType):
         return value
     if not isinstance(value, torch.Tensor):
@@ -287,6 +296,11 @@ def check_buffer_argument(position: int, ty: object, value: object) -> object:
             f"argument #{position} must be {ty}, got a {value.dtype} tensor of shape "
             f"{list(value.shape)}"
         )
+    if strides is not None and len(strides) == value.dim():
+        out = torch.empty_strided(
+            tuple(value.shape), strides, dtype=value.dtype, device=value.device
+        )
+        return out.copy_(value)
     return as_buffer(value)
 
 
@@ -304,8 +318,10 @@ def run_function(
     inputs = func.function_type.inputs.data
     if len(args) != len(inputs):
         raise ArgumentError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
+    layouts = program_arg_strides(func.arg_attrs, len(inputs))
     checked = [
-        check_buffer_argument(i, ty, v) for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
+        check_buffer_argument(i, ty, v, layouts[i])
+        for i, (ty, v) in enumerate(zip(inputs, args, strict=True))
     ]
     device = next((v.device for v in checked if isinstance(v, torch.Tensor)), torch.device("cpu"))
     interpreter = make_loop_interpreter(module, device)

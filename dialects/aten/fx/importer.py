@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten import GenericOp
+from kiln.dialects.aten.arg_layout import arg_strides_attrs
 from kiln.dialects.aten.encoding import ArgEncodingError
 from kiln.dialects.aten.fx.constants import constant_op, embeddable
 from kiln.dialects.aten.fx.errors import FxImportError
@@ -256,7 +257,11 @@ class GraphImporter:
             return
         val = self._meta_val(node)
         ty = self._types.value_type(val)
-        self._new_arg(node, ty, {NAME_ATTR: StringAttr(node.name), **size_symbol_attrs(val)})
+        attrs = {NAME_ATTR: StringAttr(node.name), **size_symbol_attrs(val)}
+        # A strided input (a saved activation of a training step) is read in place
+        # (dialects/aten/arg_layout.py).
+        attrs.update(arg_strides_attrs(val))
+        self._new_arg(node, ty, attrs)
 
     def _get_attr(self, node: torch.fx.Node) -> None:
         target = str(node.target)
