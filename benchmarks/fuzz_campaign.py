@@ -252,10 +252,17 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 def run_batch(
-    state: WorkerState, name: str, fuzzer: Fuzzer, examples: int, seed: int, hang: int
+    state: WorkerState,
+    name: str,
+    fuzzer: Fuzzer,
+    examples: int,
+    seed: int,
+    hang: int,
+    stop: float = float("inf"),
 ) -> None:
-    """``examples`` hypothesis examples of ``fuzzer`` (fewer after a failure)."""
-    from hypothesis import HealthCheck, Phase, given, settings
+    """``examples`` hypothesis examples of ``fuzzer`` (fewer after a failure, or past the
+    ``time.monotonic()`` time ``stop``: the batch's last examples are skipped, not run)."""
+    from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as seeded
 
     tally = state.tallies.setdefault(name, Tally())
@@ -276,6 +283,8 @@ def run_batch(
     def body(example: Any) -> None:
         nonlocal failing
         if not failing:  # the shrinker's reruns are not new examples
+            if time.monotonic() > stop:
+                reject()  # out of time: the rest of the batch costs only its draws
             tally.examples += 1
         # For the parent's watchdog (a hang in native code): what runs now, and since when.
         current.write_text(f"{name}\n{seed}\n{example!r}")
@@ -342,7 +351,7 @@ def worker_main(args: argparse.Namespace) -> None:
             count = batch[name] if left is None else min(batch[name], left)
             seed = zlib.crc32(f"{args.seed}/{args.worker}/{name}/{tally.examples}".encode())
             began = time.perf_counter()
-            run_batch(state, name, fuzzers[name], count, seed, args.hang_seconds)
+            run_batch(state, name, fuzzers[name], count, seed, args.hang_seconds, slice_end)
             if time.perf_counter() - began < args.slice / 4:
                 batch[name] = min(batch[name] * 2, 1000)
             state.save()

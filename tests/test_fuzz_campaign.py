@@ -98,3 +98,11 @@ def test_summary_table(campaign: ModuleType) -> None:
     table = campaign._table({"graph": tally}, 5.0)
     assert "graph" in table
     assert "0.500" in table
+
+
+def test_a_batch_stops_at_its_time_limit(campaign: ModuleType, tmp_path: Path) -> None:
+    state = campaign.WorkerState("0", tmp_path)
+    fuzzer = campaign.Fuzzer(st.integers(0, 1000), lambda n: None)
+    campaign.run_batch(state, "toy", fuzzer, 500, 1, 5, time.monotonic() - 1)
+    tally = state.tallies["toy"]
+    assert (tally.examples, tally.failures, tally.tracebacks) == (0, 0, 0)
