@@ -320,6 +320,7 @@ def run_batch(
 
 
 def worker_main(args: argparse.Namespace) -> None:
+    deadline = time.monotonic() + args.seconds  # the budget includes the imports below
     signal.signal(signal.SIGALRM, _on_alarm)
     warnings.simplefilter("ignore")  # fallback warnings are not failures
     _prepare_worker()
@@ -330,7 +331,6 @@ def worker_main(args: argparse.Namespace) -> None:
     fuzzers = {name: _make_fuzzer(name, scratch) for name in names}
     for name in names:
         state.tallies.setdefault(name, Tally())
-    deadline = time.monotonic() + args.seconds
     batch = dict.fromkeys(names, 2)  # grows while a batch takes under --slice / 4
     turn = 0
     state.save()
