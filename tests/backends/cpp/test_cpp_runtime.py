@@ -106,6 +106,7 @@ def test_two_processes_missing_the_same_entry_build_it_once(tmp_path: Path) -> N
         while not all(Path({str(tmp_path)!r}, f"ready{{i}}").exists() for i in range(2)):
             time.sleep(0.01)
         library, path, hit = cache.load_or_build({SOURCE!r}, build, Path({str(cache_dir)!r}))
+        assert cache.is_intact(path)
         fn = library.twice
         fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
         x, out = torch.randn(7), torch.empty(7)
