@@ -56,7 +56,7 @@ from kiln import graph_cache
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,pad-mm,prepack-weights,channels-last,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,unfuse-conv-bias,pad-mm,prepack-weights,channels-last,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 

@@ -39,6 +39,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),
+    "unfuse-conv-bias": ("kiln.passes.unfuse_conv_bias", "UnfuseConvBiasPass"),
     "pad-mm": ("kiln.passes.pad_mm", "PadMmPass"),
     "output-layout": ("kiln.passes.output_layout", "OutputLayoutPass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),

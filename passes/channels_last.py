@@ -87,6 +87,9 @@ from kiln.dialects.aten.traits import (
 
 CONVOLUTION = "aten::convolution.default"
 
+_PERMUTE = "aten::permute.default"
+_RESHAPES = frozenset({"aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default"})
+"""Views that keep a contiguous tensor contiguous (a reshape of a strided one copies)."""
 _TO_COPY = "aten::_to_copy.default"
 _CLONE = "aten::clone.default"
 _TO_COPY_LAYOUT_ARGS = ("layout", "device", "pin_memory", "memory_format")
@@ -165,8 +168,12 @@ def _permuted_type(ty: Attribute, dims: Sequence[int]) -> TensorType[Attribute]:
 class _FunctionRewrite:
     """The rewrite of one function body (see the module docstring)."""
 
-    def __init__(self, block: Block, convert_inputs: bool, convert_weights: bool) -> None:
+    def __init__(
+        self, block: Block, convert_inputs: bool, convert_weights: bool, on_gpu: bool = False
+    ) -> None:
         self.block = block
+        self.on_gpu = on_gpu
+        """Whether permutes of NHWC tensors count as channels-last (see ``run``)."""
         self.convert_inputs = convert_inputs
         self.convert_weights = convert_weights
         self.created: list[Operation] = []
@@ -257,6 +264,16 @@ class _FunctionRewrite:
                 changed |= self._convolution(op)
             elif has_aten_trait(op, FollowsChannelsLast):
                 self._follow_input(op)
+            elif self.on_gpu and self._is_nchw_view_of_nhwc(op):
+                # ``permute(y, [0, 3, 1, 2])`` of a contiguous NHWC tensor (ConvNeXt's
+                # ``x.permute(0, 3, 1, 2)`` after its LayerNorm and MLP) is an NCHW tensor
+                # stored channels-last: what reads it may stay NHWC, and a convolution
+                # reading it gets it without a copy (cuDNN's NHWC depthwise kernel on the
+                # GPU rather than ATen's NCHW one). GPU only: on this 2-core CPU, oneDNN
+                # ran timm's ConvNeXt-atto about 15 % slower that way (1 thread, A/B).
+                (result,) = op.results
+                self.channels_last.add(result)
+                self.nhwc[result] = op.operands[0]
             elif self._is_convertible_pointwise(op):
                 self._pointwise(op)
                 changed = True
@@ -291,6 +308,33 @@ class _FunctionRewrite:
             self.input_clones[x] = found
             self.channels_last.add(found)
         return found
+
+    def _is_nchw_view_of_nhwc(self, op: AtenOp) -> bool:
+        if op.overload_name != _PERMUTE or len(op.results) != 1 or _rank(op.results[0]) != 4:
+            return False
+        spec = next(a for a in op.op_schema().arguments if a.name == "dims")
+        if list(decode_value(spec, op.arg_attr("dims"), ())) != list(NCHW):
+            return False
+        return op.results[0] not in self.keep_nchw and self._stored_contiguous(op.operands[0])
+
+    def _stored_contiguous(self, value: SSAValue) -> bool:
+        """Whether ``lower-aten`` stores ``value`` as a contiguous buffer of its own shape:
+        a function argument (the wrappers make them contiguous), a value a non-view op
+        computes (a kernel's or an extern's result; not one this pass keeps NHWC), or a
+        reshaping view of such a value."""
+        if value in self.channels_last:
+            return False
+        owner = value.owner
+        while isinstance(owner, AtenOp) and owner.overload_name in _RESHAPES:
+            value = owner.operands[0]
+            if value in self.channels_last:
+                return False
+            owner = value.owner
+        if isinstance(value, BlockArgument):
+            return True
+        return isinstance(owner, AtenOp) and not (
+            has_aten_trait(owner, ViewLike) or has_aten_trait(owner, FollowsChannelsLast)
+        )
 
     def _follow_input(self, op: AtenOp) -> None:
         first = _first_tensor(op)
@@ -367,7 +411,9 @@ class ChannelsLastPass(ModulePass):
                 continue
             if not _on_gpu(op) and _slow_cpu_convolution(func):
                 continue
-            _FunctionRewrite(func.body.block, self.convert_inputs, self.convert_weights).run()
+            _FunctionRewrite(
+                func.body.block, self.convert_inputs, self.convert_weights, _on_gpu(op)
+            ).run()
 
 
 def _on_gpu(module: ModuleOp) -> bool:

@@ -6,7 +6,8 @@ host scalar arithmetic, results); this module adds the Triton hooks:
 
 * the prologue: ``device = default_device`` (the graph's device, fixed at compile time,
   see :mod:`kiln.devices`), ``stream = get_stream(device)``; each tensor argument goes
-  through ``as_buffer`` (contiguous, on that device) right before its first use;
+  through ``as_buffer`` (contiguous, on that device unless only externs read it) right
+  before its first use;
 * ``kernel.alloc`` -> ``buf0 = empty_strided((2, 5, 16), (80, 16, 1), dtype=..., device=device)``;
 * ``kernel.launch @kernel0`` -> ``run_kiln_per_fused_sum_0(stream, x, buf0)``: a runner
   the runtime provides (it picks the grid and launches the compiled kernel);
@@ -69,6 +70,12 @@ class WrapperPrinter(ProgramWalker):
 
     def prepare_argument(self, arg: SSAValue) -> None:
         name = self.name(arg)
+        if all(isinstance(use.operation, ExternOp) for use in arg.uses):
+            # Only ATen reads it: it stays where the caller made it, as in eager. A CPU
+            # 0-d tensor (attention's philox seed and offset, saved for the backward)
+            # moved to the GPU is a blocking host-to-device copy on every call.
+            self.line(f"{name} = as_buffer({name})")
+            return
         self.line(f"{name} = as_buffer({name}, device)")
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:

@@ -47,6 +47,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         indexing,
         pointwise,
         pointwise_backward,
+        pooling,
         reductions,
         scatter,
         views,
@@ -59,6 +60,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
     tables: dict[str, dict[str, Lowering]] = {
         "pointwise": {name: guarded(lowering) for name, lowering in pointwise_table.items()},
         "reductions": reductions.LOWERINGS,
+        "pooling": pooling.LOWERINGS,
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,
         "creation": creation.LOWERINGS,

@@ -119,7 +119,7 @@ def _cat_refs(ctx: LoweringContext, args: OpArgs, refs: Sequence[TensorRef], dim
             shifted = [*idx[:dim], d - lo, *idx[dim + 1 :]]
             lo_check = None if j == 0 else lo
             hi_check = None if j == len(parts) - 1 else lo + n
-            mask = _range_mask(bb, d, lo_check, hi_check)
+            mask = range_mask(bb, d, lo_check, hi_check)
             fill = False if is_bool(ref.dtype) else 0
             loaded = bb.load(ref, shifted, mask, fill) if mask else bb.load(ref, shifted)
             values.append(bb.cast(loaded, ty))
@@ -133,7 +133,7 @@ def _cat_refs(ctx: LoweringContext, args: OpArgs, refs: Sequence[TensorRef], dim
     return ctx.pointwise(sizes, out_type, body)
 
 
-def _range_mask(bb: BodyBuilder, d: Expr, lo: Expr | None, hi: Expr | None) -> Value | None:
+def range_mask(bb: BodyBuilder, d: Expr, lo: Expr | None, hi: Expr | None) -> Value | None:
     checks: list[Value] = []
     if lo is not None:
         checks.append(bb.emit(arith.CmpiOp(bb.index_value(d), bb.index_value(lo), "sge")))
@@ -195,7 +195,7 @@ def _constant_pad_nd(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         for k, (lo, hi) in enumerate(zip(lows, highs, strict=True)):
             need_lo = not (lo.is_Integer and int(lo) <= 0)
             need_hi = not (hi.is_Integer and int(hi) <= 0)
-            check = _range_mask(
+            check = range_mask(
                 bb, src[k], ZERO if need_lo else None, x.sizes[k] if need_hi else None
             )
             if check is not None:
@@ -476,7 +476,7 @@ def _slice_where(
 
     def where(bb: BodyBuilder, d: Expr) -> tuple[Value | None, Expr]:
         offset = d - first
-        mask = _range_mask(bb, d, first, first + length * step)
+        mask = range_mask(bb, d, first, first + length * step)
         if step != 1:
             on_step = bb.emit(
                 arith.CmpiOp(

@@ -32,6 +32,10 @@ import torch.distributed as dist
 from torch import nn
 
 STEPS = 3
+BACKEND = os.environ.get("KILN_DIST_BACKEND", "gloo")
+"""``gloo`` (CPU tensors) or ``nccl`` (each rank on GPU ``LOCAL_RANK``)."""
+DEVICE = torch.device("cpu")
+"""Where each rank's tensors live; set in :func:`main`."""
 
 
 def kiln_backend() -> Callable[..., Any]:
@@ -103,8 +107,8 @@ def functional(rank: int, world: int) -> dict[str, Any]:
         return y + 1
 
     generator = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(2 * world, 8, generator=generator)
-    w = torch.randn(8, 8, generator=generator)
+    x = torch.randn(2 * world, 8, generator=generator).to(DEVICE)
+    w = torch.randn(8, 8, generator=generator).to(DEVICE)
     reset_history()
     eager = [t.wait() if hasattr(t, "wait") else t for t in program(x, w)]
     got = compiled(program, fullgraph=True)(x, w)
@@ -144,7 +148,10 @@ class TwoLayers(nn.Module):
 def batches(seed: int, width: int = 16, out: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(seed)
     return [
-        (torch.randn(8, width, generator=generator), torch.randn(8, out, generator=generator))
+        (
+            torch.randn(8, width, generator=generator).to(DEVICE),
+            torch.randn(8, out, generator=generator).to(DEVICE),
+        )
         for _ in range(STEPS)
     ]
 
@@ -167,7 +174,7 @@ def ddp(rank: int, world: int) -> dict[str, Any]:
     torch.manual_seed(0)
     # 1.1 MB of parameters in 1 MB buckets (the least DDPOptimizer allows: its first
     # bucket is 1 MB): two buckets, so Dynamo splits the graph in two.
-    model = MLP(16, 512, 4)
+    model = MLP(16, 512, 4).to(DEVICE)
     reference = copy.deepcopy(model)
     data = batches(200 + rank)  # data parallel: each rank its own batch
     eager = DistributedDataParallel(reference, bucket_cap_mb=1)
@@ -185,9 +192,9 @@ def fsdp(rank: int, world: int) -> dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = init_device_mesh(DEVICE.type, (world,))
     torch.manual_seed(0)
-    model = MLP()
+    model = MLP().to(DEVICE)
     reference = copy.deepcopy(model)
     data = batches(300 + rank)
     for m in (model, reference):
@@ -212,9 +219,9 @@ def tp(rank: int, world: int) -> dict[str, Any]:
         parallelize_module,
     )
 
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = init_device_mesh(DEVICE.type, (world,))
     torch.manual_seed(0)
-    model = TwoLayers(16, 8 * world)
+    model = TwoLayers(16, 8 * world).to(DEVICE)
     reference = copy.deepcopy(model)
     plan = {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
     for m in (model, reference):
@@ -252,8 +259,12 @@ def main() -> None:
     args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
+    global DEVICE
+    if BACKEND == "nccl":
+        DEVICE = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(DEVICE)
     dist.init_process_group(
-        "gloo", init_method=args.init, rank=rank, world_size=world, timeout=timedelta(seconds=300)
+        BACKEND, init_method=args.init, rank=rank, world_size=world, timeout=timedelta(seconds=300)
     )
     results: dict[str, Any] = {}
     try:

@@ -1,13 +1,15 @@
 """kiln under torch.distributed, gloo on CPU, 2 and 4 ranks: results equal eager's.
+``KILN_DIST_BACKEND=nccl KILN_DIST_WORLDS=N`` runs the same scenarios with NCCL, one GPU
+per rank (N = 1 on a one-GPU machine: the NCCL code paths, no communication between GPUs).
 
 Each world size starts its ranks once for the module (dist_launch.py, a hard timeout so a
 hang fails) and runs its scenarios of dist_worker.py in one process group; the tests below
 check each scenario's report. Losses are compared step by step over several SGD steps;
 kiln's float32 kernels sum in other orders than ATen's, hence the small tolerances.
 
-Four ranks run the scenarios whose compiled graphs depend on the world size (the
-functional collectives' shapes, the tensor-parallel shards). DDP and FSDP2 run on two
-ranks only: the graphs kiln compiles for them are the same for any world size (DDP's
+The smallest world runs every scenario; larger ones (four ranks in CI) only those whose
+compiled graphs depend on the world size (the functional collectives' shapes, the
+tensor-parallel shards). DDP and FSDP2 run on the smallest world only: the graphs kiln compiles for them are the same for any world size (DDP's
 gradient all-reduces and FSDP2's all-gathers and reduce-scatters run in eager hooks
 outside the graphs, and FSDP2's compiled layers see unsharded parameters), so four ranks
 would compile the same graphs again, on a CI machine with two cores.
@@ -16,6 +18,7 @@ would compile the same graphs again, on a CI machine with two cores.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,19 @@ from typing import Any
 import pytest
 from dist_launch import run_ranks
 
-SCENARIOS: dict[int, list[str]] = {2: ["functional", "ddp", "fsdp", "tp"], 4: ["functional", "tp"]}
-"""Per world size, the scenarios its ranks run."""
+WORLDS = [int(n) for n in os.environ.get("KILN_DIST_WORLDS", "2,4").split(",")]
+"""Rank counts; with ``KILN_DIST_BACKEND=nccl`` one GPU per rank (``KILN_DIST_WORLDS=1``
+on a one-GPU machine)."""
+SCENARIOS = ["functional", "ddp", "fsdp", "tp"]
+WORLD_DEPENDENT = ["functional", "tp"]
+"""The scenarios whose compiled graphs change with the world size."""
+
+
+def scenarios(world: int) -> list[str]:
+    """The scenarios ``world`` ranks run (see the module docstring)."""
+    return SCENARIOS if world == min(WORLDS) else WORLD_DEPENDENT
+
+
 RTOL = 1e-4
 ATOL = 1e-5
 
@@ -39,7 +53,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Reports:
     def run(world: int) -> list[dict[str, Any]]:
         if world not in runs:
             workdir: Path = tmp_path_factory.mktemp(f"dist{world}")
-            runs[world] = run_ranks(world, SCENARIOS[world], workdir)
+            runs[world] = run_ranks(world, scenarios(world), workdir)
         return runs[world]
 
     return run
@@ -51,7 +65,7 @@ def _close(got: list[float], want: list[float]) -> bool:
     )
 
 
-@pytest.mark.parametrize("world", [2, 4], ids=lambda n: f"{n}ranks")
+@pytest.mark.parametrize("world", WORLDS, ids=lambda n: f"{n}ranks")
 def test_functional_collectives_fullgraph(reports: Reports, world: int) -> None:
     for rank, report in enumerate(reports(world)):
         result = report["functional"]
@@ -68,7 +82,7 @@ def test_functional_collectives_fullgraph(reports: Reports, world: int) -> None:
 
 @pytest.mark.parametrize(
     ("world", "scenario"),
-    [(w, s) for w, names in SCENARIOS.items() for s in names if s != "functional"],
+    [(w, s) for w in WORLDS for s in scenarios(w) if s != "functional"],
     ids=lambda v: f"{v}ranks" if isinstance(v, int) else str(v),
 )
 def test_training_matches_eager(reports: Reports, world: int, scenario: str) -> None:
@@ -80,11 +94,11 @@ def test_training_matches_eager(reports: Reports, world: int, scenario: str) -> 
 
 
 def test_ddp_graph_is_split_at_buckets(reports: Reports) -> None:
-    forward = [g for g in reports(2)[0]["ddp"]["graphs"] if g.startswith("forward")]
-    assert len(forward) > 1, reports(2)[0]["ddp"]["graphs"]
+    graphs = reports(min(WORLDS))[0]["ddp"]["graphs"]
+    assert len([g for g in graphs if g.startswith("forward")]) > 1, graphs
 
 
-@pytest.mark.parametrize("world", [2, 4], ids=lambda n: f"{n}ranks")
+@pytest.mark.parametrize("world", WORLDS, ids=lambda n: f"{n}ranks")
 def test_tensor_parallel_collectives_are_compiled(reports: Reports, world: int) -> None:
     assert "_c10d_functional::all_reduce.default" in reports(world)[0]["tp"]["collectives"]
     assert "_c10d_functional::wait_tensor.default" in reports(world)[0]["tp"]["collectives"]

@@ -100,42 +100,63 @@ def _resolve_type(node: ast.expr) -> type:
     raise OutputStructureError(f"unknown output container type {'.'.join(dotted)}")
 
 
-def _fill(node: ast.expr, values: Sequence[Any]) -> Any:
+Builder = Callable[[Sequence[Any]], Any]
+"""Builds one node of a structure from the returned values."""
+
+
+def _builder(node: ast.expr) -> Builder:
+    """A function building ``node`` from the returned values: the expression is read
+    once, here, so that a compiled graph's every call only runs the closures."""
     if isinstance(node, ast.Constant) and node.value is None:
-        return None
+        return lambda values: None
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return values[node.value]
+        index = node.value
+        return lambda values: values[index]
     if isinstance(node, ast.Tuple):
-        return tuple(_fill(e, values) for e in node.elts)
+        items = [_builder(e) for e in node.elts]
+        return lambda values: tuple(item(values) for item in items)
     if isinstance(node, ast.List):
-        return [_fill(e, values) for e in node.elts]
+        items = [_builder(e) for e in node.elts]
+        return lambda values: [item(values) for item in items]
     if isinstance(node, ast.Dict):
-        out: dict[object, Any] = {}
+        entries: list[tuple[object, Builder]] = []
         for key, value in zip(node.keys, node.values, strict=True):
             if not isinstance(key, ast.Constant):
                 raise OutputStructureError("output dict keys must be literals")
-            out[key.value] = _fill(value, values)
-        return out
+            entries.append((key.value, _builder(value)))
+        return lambda values: {key: item(values) for key, item in entries}
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "permute":
         value, dims = node.args
-        tensor = _fill(value, values)
+        tensor = _builder(value)
         if not isinstance(dims, ast.Tuple) or not all(
             isinstance(d, ast.Constant) for d in dims.elts
         ):
             raise OutputStructureError("permute takes a value and a tuple of dims")
         order = tuple(d.value for d in dims.elts if isinstance(d, ast.Constant))
-        return None if tensor is None else tensor.permute(order)
+
+        def permuted(values: Sequence[Any]) -> Any:
+            t = tensor(values)
+            return None if t is None else t.permute(order)
+
+        return permuted
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "alias":
         view, arguments, result = _alias_call(node)
-        base = _fill(node.args[1], values)
-        if base is None:
-            return None
-        return view(base, **arguments) if result is None else view(base, **arguments)[result]
+        base = _builder(node.args[1])
+
+        def aliased(values: Sequence[Any]) -> Any:
+            b = base(values)
+            if b is None:
+                return None
+            return view(b, **arguments) if result is None else view(b, **arguments)[result]
+
+        return aliased
     if isinstance(node, ast.Call) and not node.keywords:
         cls = _resolve_type(node.func)
-        items = [_fill(a, values) for a in node.args]
+        items = [_builder(a) for a in node.args]
         # namedtuples take their fields positionally, structseqs one sequence.
-        return cls(*items) if hasattr(cls, "_fields") else cls(items)
+        if hasattr(cls, "_fields"):
+            return lambda values: cls(*(item(values) for item in items))
+        return lambda values: cls([item(values) for item in items])
     raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
 
 
@@ -197,23 +218,12 @@ def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
     except SyntaxError as e:
         raise OutputStructureError(f"malformed {OUTPUTS_ATTR} {text!r}: {e}") from None
     body = tree.body
-    _fill(body, _AnyIndex())  # resolve container types and reject bad nodes now
     if isinstance(body, ast.Tuple) and all(
         isinstance(e, ast.Constant) and type(e.value) is int for e in body.elts
     ):
         order = [int(e.value) for e in body.elts if isinstance(e, ast.Constant)]  # pyright: ignore[reportArgumentType]
         return lambda values: tuple(values[i] for i in order)  # the common case: a flat tuple
-    return lambda values: _fill(body, values)
-
-
-class _AnyIndex(Sequence[Any]):
-    """Stands in for the returned values while a structure is checked."""
-
-    def __getitem__(self, index: Any) -> Any:
-        return None
-
-    def __len__(self) -> int:
-        return 0
+    return _builder(body)  # resolves container types and rejects bad nodes now
 
 
 def rebuild_structure(text: str, values: Sequence[Any]) -> Any:

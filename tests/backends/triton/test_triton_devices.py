@@ -108,6 +108,24 @@ def test_extern_scalar_read_by_a_kernel_is_moved_to_the_device() -> None:
     torch.testing.assert_close(compiled.run()[0].cpu(), compiled.expected[0])
 
 
+def test_argument_only_externs_read_stays_on_its_device() -> None:
+    # A CPU 0-d tensor that only an ATen call reads (attention's philox seed in a CUDA
+    # backward) was moved to the GPU on every call: a blocking host-to-device copy.
+    import re
+
+    from triton_checks import capture, compile_capture
+
+    compiled = compile_capture(
+        capture(lambda x, y: torch.linalg.det(x) * y, torch.randn(3, 3), torch.randn(4))
+    )
+    source = compiled.program.source
+    only_extern = re.findall(r"\n\s+(\w+) = as_buffer\(\1\)\n", source)
+    to_device = re.findall(r"\n\s+(\w+) = as_buffer\(\1, device\)\n", source)
+    assert len(only_extern) == 1, source
+    assert len(to_device) == 1, source
+    torch.testing.assert_close(compiled.run()[0].cpu(), compiled.expected[0])
+
+
 def test_extern_tensor_read_by_a_kernel_is_moved_to_the_device() -> None:
     # ``x[torch.tensor([0, 2])]``: the lifted index constant is made on the CPU; on the
     # H200 the kernel that gathers with it failed ("cannot be accessed from Triton").
