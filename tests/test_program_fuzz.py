@@ -419,7 +419,7 @@ def fuzz(examples: int) -> settings:
     return settings(
         max_examples=examples,
         deadline=None,
-        derandomize=True,
+        derandomize=not os.environ.get("KILN_FUZZ_RANDOM"),  # long runs: random programs
         database=None,
         suppress_health_check=[
             HealthCheck.too_slow,

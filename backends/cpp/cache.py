@@ -9,6 +9,11 @@
 * Atomic: a library is built into a unique temporary file in the same directory and
   renamed into place, so two processes building the same source both succeed and a
   reader never sees half a file.
+* Built once: a build holds an exclusive ``flock`` on a lock file next to the entry
+  (``.<key>.lock``), so that a second process missing the same entry at the same time
+  (the ranks of a distributed job, parallel test workers) waits for the first and loads
+  its library instead of running the compiler again. The lock only saves work: where
+  ``fcntl`` or file locks are missing, builds run concurrently and stay correct.
 * Kernel index (``kernels/``): per kernel, keyed by its C++ without its name and comment
   header (:func:`kernel_key`), the library and symbol that hold it, so that an identical
   kernel of another graph (forward and backward, another model) is loaded from there
@@ -21,11 +26,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kiln.backends.cache import (
@@ -140,23 +146,77 @@ def _remove(path: Path) -> None:
     remove_entry(path)
 
 
+@contextlib.contextmanager
+def build_lock(directory: Path, key: str) -> Iterator[None]:
+    """Hold the exclusive build lock of entry ``key`` in ``directory`` (blocking).
+
+    The lock file is removed by its holder once the entry is built, so none is left
+    behind; a waiter that then gets the lock of the removed file re-checks the entry (it
+    is there) and loads it. A third process meanwhile locking a new file can only cost a
+    duplicate build, never a wrong entry (entries are renamed into place atomically)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): concurrent builds, still correct
+        yield
+        return
+    path = directory / f".{key[:32]}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield  # cannot create it (read-only directory, odd file system): build unlocked
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # file system without locks (some NFS): build unlocked
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                os.unlink(path)  # still ours: no lock file left behind
+        os.close(fd)  # releases the lock
+
+
+def _load_intact(path: Path) -> ctypes.CDLL | None:
+    """The cached library at ``path`` if it is there, intact and loadable; a damaged
+    one is deleted (to be rebuilt)."""
+    if not path.exists():
+        return None
+    if is_intact(path):
+        try:
+            return ctypes.CDLL(str(path))
+        except OSError:
+            pass
+    _remove(path)  # corrupt or unloadable: rebuild it
+    return None
+
+
 def load_or_build(
     source: str,
     build: Callable[[str, Path, Path], None],
     directory: Path | None = None,
 ) -> tuple[ctypes.CDLL, Path, bool]:
     """The loaded library for ``source``: from the cache, else built with
-    ``build(source, source_path, output_path)`` and cached. Returns (library, path, hit)."""
+    ``build(source, source_path, output_path)`` and cached. Returns (library, path, hit).
+    A process that misses while another builds the same entry waits for that build and
+    loads its result (a hit): see :func:`build_lock`."""
     directory = directory or cache_dir()
     key = cache_key(source)
     path = directory / f"{key}.so"
-    if path.exists():
-        if is_intact(path):
-            try:
-                return ctypes.CDLL(str(path)), path, True
-            except OSError:
-                pass
-        _remove(path)  # corrupt or unloadable: rebuild it
+    library = _load_intact(path)
+    if library is not None:
+        return library, path, True
+    with build_lock(directory, key):
+        library = _load_intact(path)  # built by the process we waited for
+        if library is not None:
+            return library, path, True
+        return _build(source, build, directory, key, path), path, False
+
+
+def _build(
+    source: str, build: Callable[[str, Path, Path], None], directory: Path, key: str, path: Path
+) -> ctypes.CDLL:
     prune(directory)  # on a miss only: a hit costs no directory scan
     fd, temp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=directory)
     os.close(fd)
@@ -179,7 +239,7 @@ def load_or_build(
         _remove(source_path)
         raise
     _remove(source_path)
-    return ctypes.CDLL(str(path)), path, False
+    return ctypes.CDLL(str(path))
 
 
 def _keep_failed(source_path: Path, directory: Path, key: str) -> Path:
@@ -193,6 +253,7 @@ def _keep_failed(source_path: Path, directory: Path, key: str) -> Path:
 
 __all__ = [
     "CacheError",
+    "build_lock",
     "cache_dir",
     "cache_key",
     "is_intact",

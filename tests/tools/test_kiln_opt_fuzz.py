@@ -165,7 +165,7 @@ def _fuzz(examples: int) -> settings:
     return settings(
         max_examples=examples,
         deadline=None,
-        derandomize=True,
+        derandomize=not os.environ.get("KILN_FUZZ_RANDOM"),  # long runs: random inputs
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

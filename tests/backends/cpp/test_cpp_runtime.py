@@ -80,34 +80,58 @@ def test_corrupt_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
     torch.testing.assert_close(_call_twice(library), torch.arange(5.0) * 2)
 
 
-def test_two_processes_building_the_same_source_both_succeed(tmp_path: Path) -> None:
+def test_two_processes_missing_the_same_entry_build_it_once(tmp_path: Path) -> None:
+    """The ranks of a distributed job compile the same graphs at the same time: the second
+    waits for the first one's build (a file lock next to the entry) and loads it; both
+    succeed, and one intact library is left, with no lock or temporary file."""
+    builds = tmp_path / "builds.log"
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir(mode=0o700)
     script = textwrap.dedent(
         f"""
-        import sys
+        import ctypes, sys, time
         from pathlib import Path
+        import torch
         from kiln.backends.cpp import cache
         from kiln.backends.cpp.compiler import compile_library
-        library, path, hit = cache.load_or_build({SOURCE!r}, compile_library, Path({str(tmp_path)!r}))
+
+        def build(source, source_path, output_path):
+            with open({str(builds)!r}, "a") as log:
+                log.write("build\\n")
+            time.sleep(1.0)  # the other process misses meanwhile
+            compile_library(source, source_path, output_path)
+
+        # Both processes past their imports before either looks at the cache.
+        Path({str(tmp_path)!r}, "ready" + sys.argv[1]).touch()
+        while not all(Path({str(tmp_path)!r}, f"ready{{i}}").exists() for i in range(2)):
+            time.sleep(0.01)
+        library, path, hit = cache.load_or_build({SOURCE!r}, build, Path({str(cache_dir)!r}))
         assert cache.is_intact(path)
-        print("built" if not hit else "hit")
+        fn = library.twice
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+        x, out = torch.randn(7), torch.empty(7)
+        assert fn(x.data_ptr(), 7, out.data_ptr()) == 0
+        torch.testing.assert_close(out, 2 * x)
+        print("hit" if hit else "built")
         """
     )
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", script],
+            [sys.executable, "-c", script, str(i)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(2)
+        for i in range(2)
     ]
+    outcomes: list[str] = []
     for process in processes:
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, err
-        assert out.strip() in ("built", "hit")
-    libraries = [p for p in tmp_path.iterdir() if p.suffix == ".so"]
-    assert len(libraries) == 1
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+        outcomes.append(out.strip())
+    assert builds.read_text().splitlines() == ["build"]
+    assert sorted(outcomes) == ["built", "hit"]
+    assert [p.suffix for p in cache_dir.iterdir()] == [".so"]  # no lock or temporary file left
 
 
 def test_cache_directory_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
