@@ -100,5 +100,7 @@ def test_ddp_graph_is_split_at_buckets(reports: Reports) -> None:
 
 @pytest.mark.parametrize("world", WORLDS, ids=lambda n: f"{n}ranks")
 def test_tensor_parallel_collectives_are_compiled(reports: Reports, world: int) -> None:
+    if world == 1:
+        pytest.skip("one rank (NCCL on a one-GPU machine): DTensor needs no all-reduce")
     assert "_c10d_functional::all_reduce.default" in reports(world)[0]["tp"]["collectives"]
     assert "_c10d_functional::wait_tensor.default" in reports(world)[0]["tp"]["collectives"]

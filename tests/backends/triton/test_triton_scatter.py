@@ -56,7 +56,7 @@ def test_scatter(name: str) -> None:
 
 STORES: dict[str, tuple[Callable[..., Any], Callable[[], Sequence[torch.Tensor]]]] = {
     "scatter_value_one_per_row": (
-        lambda g, t: torch.zeros(8, 12).scatter(1, t, -1.0) * g,
+        lambda g, t: torch.zeros(8, 12, device=t.device).scatter(1, t, -1.0) * g,
         lambda: (torch.randn(8, 1), torch.randint(0, 12, (8, 1))),
     ),
     "scatter_value_duplicates_bf16": (
