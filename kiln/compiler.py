@@ -288,6 +288,7 @@ def compile_graph(
     ``inference``: an inference graph (AOTAutograd's ``inference_compiler``), whose
     weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option)."""
     start = time.perf_counter()
+    from kiln.dialects.aten.function_attrs import DEVICE_ATTR
     from kiln.dialects.aten.fx import import_graph, lifted_constants  # the first graph: imports
 
     setup = time.perf_counter() - start
@@ -311,7 +312,7 @@ def compile_graph(
     program_device = gpu_device(devices)
     if program_device is not None:
         # Passes that make tensors (decompositions) make them where the program runs.
-        module.attributes["kiln.device"] = StringAttr(str(program_device))
+        module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
     if inference and options.prepack_weights:
         from kiln.dialects.aten.prepack import INFERENCE_ATTR
 
@@ -336,7 +337,7 @@ def compile_graph(
                     # Only when asked for: the same import and pipeline as a cold compile.
                     again = import_graph(gm)
                     if program_device is not None:
-                        again.attributes["kiln.device"] = StringAttr(str(program_device))
+                        again.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
                     _run_pipeline(again, options, GraphStats(name=name), None, name)
                     return again
 

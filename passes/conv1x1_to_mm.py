@@ -54,6 +54,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.function_attrs import module_device
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import is_prepacked
@@ -207,8 +208,7 @@ def _rewrite_block(block: Block) -> None:
 
 
 def _on_gpu(module: ModuleOp) -> bool:
-    device = module.attributes.get("kiln.device")
-    return isinstance(device, StringAttr) and not device.data.startswith("cpu")
+    return not module_device(module).startswith("cpu")
 
 
 def _rewrite_function(func: FuncOp) -> None:

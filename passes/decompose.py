@@ -42,7 +42,7 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -57,6 +57,7 @@ from xdsl.rewriter import Rewriter
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.function_attrs import module_device
 from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 
 if TYPE_CHECKING:
@@ -304,8 +305,7 @@ def _module_device(module: ModuleOp) -> str:
     absent). Decompositions are traced there: one that makes a tensor (``empty_permuted``
     in bf16 ``var_mean``) bakes the tracing device into the IR, and CUDA's variants differ
     (batch norm's saved statistics)."""
-    attr = module.attributes.get("kiln.device")
-    return attr.data if isinstance(attr, StringAttr) else "cpu"
+    return module_device(module)
 
 
 def _normalise(name: str) -> str:

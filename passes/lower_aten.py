@@ -55,6 +55,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.aten.arg_layout import ARG_STRIDES_ATTR, arg_strides
 from kiln.dialects.aten.dialect import ConstantOp
+from kiln.dialects.aten.function_attrs import module_device
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.dialects.aten.storage import STORAGE_ATTR
@@ -89,10 +90,7 @@ def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | No
     old_block = func.body.block
     new_block = Block(arg_types=[buffer_type_for(t) for t in old_block.arg_types])
     ctx = LoweringContext(new_block)
-    module = func.parent_op()
-    device = module.attributes.get("kiln.device") if module is not None else None
-    if isinstance(device, StringAttr):
-        ctx.device = device.data
+    ctx.device = module_device(func.parent_op())
     _bind_arguments(ctx, func, old_block, new_block)
     for op in old_block.ops:
         last = new_block.last_op

@@ -42,7 +42,6 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     ModuleOp,
-    StringAttr,
     TensorType,
 )
 from xdsl.dialects.func import ReturnOp
@@ -57,6 +56,7 @@ from xdsl.pattern_rewriter import (
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.function_attrs import module_device
 
 _PADDED = ("aten::mm.default", "aten::bmm.default")
 
@@ -203,8 +203,7 @@ class PadMatmul(RewritePattern):
 
 
 def _on_cuda(module: ModuleOp) -> bool:
-    device = module.attributes.get("kiln.device")
-    return isinstance(device, StringAttr) and device.data.startswith("cuda")
+    return module_device(module).startswith("cuda")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -38,13 +38,13 @@ from xdsl.pattern_rewriter import (
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.function_attrs import module_device
 
 CONVOLUTION = "aten::convolution.default"
 
 
 def _on_cuda(module: ModuleOp) -> bool:
-    device = module.attributes.get("kiln.device")
-    return isinstance(device, StringAttr) and device.data.startswith("cuda")
+    return module_device(module).startswith("cuda")
 
 
 def _static(ty: Any) -> bool:

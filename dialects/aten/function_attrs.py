@@ -5,6 +5,8 @@ here, below both, rather than in the frontend. ``kiln.outputs`` is the Python st
 the graph's outputs (see :mod:`kiln.dialects.aten.fx.outputs` for its grammar);
 ``kiln.output_strides`` records the strides eager gives each returned value (``[]``: not
 a tensor, or unknown), written only when some output is not contiguous.
+``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
+the driver: passes that only pay on one device ask :func:`module_device`.
 """
 
 from __future__ import annotations
@@ -12,11 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
 from xdsl.ir import Operation
 
 OUTPUTS_ATTR = "kiln.outputs"
 OUTPUT_STRIDES_ATTR = "kiln.output_strides"
+DEVICE_ATTR = "kiln.device"
+
+
+def module_device(module: Operation | None) -> str:
+    """The device ``module``'s program runs on (``kiln.device``; ``cpu`` when absent)."""
+    attr = module.attributes.get(DEVICE_ATTR) if module is not None else None
+    return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

@@ -100,15 +100,12 @@ def _output(
     """A pointwise kernel computing ``element(bb, lead, oh, ow)`` per output element,
     NHWC-stored when ``x`` is channels-last."""
     if x.rank == 4 and x.is_channels_last():
-        n, c, oh_size, ow_size = sizes
-        nhwc = [sizes[d] for d in NHWC]
 
         def body_nhwc(bb: BodyBuilder, idx: Sequence[Expr]) -> SSAValue:
-            n_i, oh, ow, c_i = idx
-            return element(bb, [n_i, c_i], oh, ow)
+            n, oh, ow, c = idx
+            return element(bb, [n, c], oh, ow)
 
-        del n, c, oh_size, ow_size
-        return ctx.pointwise(nhwc, dtype, body_nhwc).permute(NCHW)
+        return ctx.pointwise([sizes[d] for d in NHWC], dtype, body_nhwc).permute(NCHW)
 
     def body(bb: BodyBuilder, idx: Sequence[Expr]) -> SSAValue:
         return element(bb, list(idx[:-2]), idx[-2], idx[-1])
