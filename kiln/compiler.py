@@ -54,6 +54,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 
 from kiln import graph_cache
 from kiln.devices import choose_executor, device_fixer, gpu_device, graph_devices
+from kiln.gc_pause import frozen_heap
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
 DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,unfuse-conv-bias,pad-mm,prepack-weights,channels-last,conv1x1-to-mm,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
@@ -275,6 +276,7 @@ def profiling_passes() -> bool:
     return os.environ.get("KILN_PROFILE_PASSES", "0") not in ("", "0")
 
 
+@frozen_heap()  # full collections skip the heap that predates the compile (~40 % of its CPU)
 def compile_graph(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],

@@ -1,0 +1,98 @@
+"""The garbage collector during a compile (issue 19, ``kiln/gc_pause.py``): the heap that
+predates the compile is frozen and full collections held back while kiln works, and the
+collector's state is given back exactly afterwards, also when the compile fails."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import kiln
+import kiln.compiler
+from kiln.gc_pause import frozen_heap
+
+
+@pytest.fixture(autouse=True)
+def _collector_state() -> Iterator[None]:
+    """Each test starts from, and leaves, the collector as the suite runs it."""
+    threshold = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+    gc.enable()
+
+
+def _state() -> tuple[bool, int, tuple[int, ...]]:
+    return gc.isenabled(), gc.get_freeze_count(), gc.get_threshold()
+
+
+def test_frozen_inside_and_restored_after() -> None:
+    before = _state()
+    with frozen_heap():
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[:2] == before[2][:2]  # young collections as usual
+        assert gc.get_threshold()[2] > before[2][2]
+        garbage: list[object] = []
+        garbage.append(garbage)  # a cycle made inside is still collectable
+        del garbage
+        assert gc.collect() >= 1
+    assert _state() == before
+
+
+def test_restored_when_the_block_raises() -> None:
+    before = _state()
+    with pytest.raises(RuntimeError, match="boom"), frozen_heap():
+        raise RuntimeError("boom")
+    assert _state() == before
+
+
+def test_nested_blocks_unfreeze_once_at_the_outermost() -> None:
+    before = _state()
+    with frozen_heap():
+        frozen = gc.get_freeze_count()
+        with frozen_heap():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen  # the inner exit left it frozen
+    assert _state() == before
+
+
+def test_leaves_a_disabled_or_already_frozen_collector_alone() -> None:
+    gc.disable()
+    with frozen_heap():
+        assert gc.get_freeze_count() == 0 and not gc.isenabled()
+    assert not gc.isenabled()
+    gc.enable()
+    gc.freeze()  # the application's own freeze (a pre-fork server): not ours to undo
+    frozen = gc.get_freeze_count()
+    threshold = gc.get_threshold()
+    with frozen_heap():
+        assert gc.get_threshold() == threshold
+    assert gc.get_freeze_count() == frozen
+
+
+def test_compile_graph_runs_its_passes_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    run_pipeline = kiln.compiler._run_pipeline  # pyright: ignore[reportPrivateUsage]
+
+    def spy(*args: object, **kwargs: object) -> None:
+        seen.append(gc.get_freeze_count())
+        run_pipeline(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+
+    monkeypatch.setattr(kiln.compiler, "_run_pipeline", spy)
+    before = _state()
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(kiln.compile(torch.tanh, verbose=False)(x), torch.tanh(x))
+    assert seen and seen[0] > 0
+    assert _state() == before
+
+
+def test_compile_graph_restores_the_collector_when_it_fails() -> None:
+    before = _state()
+    fn = kiln.compile(lambda x: x + 2, pipeline="decompose,no-such-pass", verbose=False)
+    with pytest.raises(Exception, match="bad pipeline"):
+        fn(torch.randn(4))
+    assert _state() == before
