@@ -63,7 +63,8 @@ def test_nested_blocks_unfreeze_once_at_the_outermost() -> None:
 def test_leaves_a_disabled_or_already_frozen_collector_alone() -> None:
     gc.disable()
     with frozen_heap():
-        assert gc.get_freeze_count() == 0 and not gc.isenabled()
+        assert gc.get_freeze_count() == 0
+        assert not gc.isenabled()
     assert not gc.isenabled()
     gc.enable()
     gc.freeze()  # the application's own freeze (a pre-fork server): not ours to undo
@@ -86,7 +87,8 @@ def test_compile_graph_runs_its_passes_frozen(monkeypatch: pytest.MonkeyPatch) -
     before = _state()
     x = torch.randn(4, 8)
     torch.testing.assert_close(kiln.compile(torch.tanh, verbose=False)(x), torch.tanh(x))
-    assert seen and seen[0] > 0
+    assert seen
+    assert seen[0] > 0
     assert _state() == before
 
 
