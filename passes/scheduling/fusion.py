@@ -111,6 +111,14 @@ class Scheduler:
         self.pos: dict[int, int] = {node.index: node.index for node in graph.nodes}
         self.decisions: list[Decision] = []
         self._reported: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+        # Pairs refused once, by their node lists. A refusal stays true while both groups
+        # keep their nodes (a group's nodes only grow, so equal lists mean the same, unmerged
+        # group): every reason but the cycle reads only the two groups, and a merge of other
+        # groups never removes a path, so a cycle stays one. Re-planning them each round was
+        # 60 % of the plans (issue 19); they were never reported twice anyway (``_record``).
+        self._refused: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+        self.skipped_plans = 0
+        """Plans not made again for a pair refused before (see ``_refused``)."""
 
     @staticmethod
     def _singleton(node: Node) -> Group:
@@ -407,8 +415,13 @@ class Scheduler:
                 b = self.groups[self.group_of[first_b]]
                 if a.id == b.id:
                     continue
+                pair = (tuple(a.nodes), tuple(b.nodes))
+                if pair in self._refused:
+                    self.skipped_plans += 1
+                    continue
                 plan = self.plan(a, b)
                 if isinstance(plan, str):
+                    self._refused.add(pair)
                     self._record(round_no, a, b, False, plan, -neg_score)
                     continue
                 self._record(round_no, a, b, True, plan.how, -neg_score)

@@ -70,3 +70,25 @@ def test_cycle_checks_agree_with_networkx_and_decisions_are_unchanged() -> None:
     assert [d.line() for d in result.decisions] == [d.line() for d in reference.decisions]
     assert [g.nodes for g in result.groups] == [g.nodes for g in reference.groups]
     assert any("would create a cycle" in d.reason for d in result.decisions)
+
+
+class _Forgetful(set[tuple[tuple[int, ...], tuple[int, ...]]]):
+    """A refusal memory that keeps nothing: every pair is planned again each round."""
+
+    def add(self, element: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+        pass
+
+
+def test_refused_pairs_are_not_planned_again_and_decisions_are_unchanged() -> None:
+    remembering = Scheduler(_graph(2), 64)
+    result = remembering.run()
+    forgetting = Scheduler(_graph(2), 64)
+    forgetting._refused = _Forgetful()  # pyright: ignore[reportPrivateUsage]
+    reference = forgetting.run()
+    assert remembering.skipped_plans > 0
+    assert forgetting.skipped_plans == 0
+    assert [d.line() for d in result.decisions] == [d.line() for d in reference.decisions]
+    assert [g.nodes for g in result.groups] == [g.nodes for g in reference.groups]
+    assert [(g.numel, g.rnumel, g.levels) for g in result.groups] == [
+        (g.numel, g.rnumel, g.levels) for g in reference.groups
+    ]
