@@ -30,6 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.parser.generic_parser import ParserState
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -38,6 +39,7 @@ from xdsl.utils.exceptions import (
     ParseError,
 )
 from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer
 
 Severity = Literal["error", "warning", "note"]
 
@@ -142,13 +144,28 @@ class SourceMap:
         return self.at(offset, len(op.name))
 
 
+class LinearMLIRLexer(MLIRLexer):
+    """xDSL 0.74's lexer with a string-literal pattern that cannot backtrack.
+
+    xDSL's ``"(?:[^"\\...]+|\\...)*"`` nests two quantifiers over the same characters: on
+    an unterminated string the regex engine tries every split of the rest of the line,
+    exponentially (a stray ``"`` kept kiln-opt busy for minutes; found by the kiln-opt
+    fuzzer). One character per repetition matches the same strings in linear time.
+    """
+
+    _unescaped_characters_regex = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+
 class LocatingParser(Parser):
-    """xDSL's parser, also recording where each op starts (in :attr:`source_map`)."""
+    """xDSL's parser, also recording where each op starts (in :attr:`source_map`), and
+    lexing with :class:`LinearMLIRLexer`."""
 
     def __init__(
         self, ctx: Context, input: str | bytes, name: str = "<unknown>", line_offset: int = 0
     ) -> None:
-        super().__init__(ctx, input, name)
+        super().__init__(ctx, "", name)  # never lex the text with xDSL's own lexer
+        text = input.decode("utf-8") if isinstance(input, bytes) else input
+        self._parser_state = ParserState(LinearMLIRLexer(Input(text, name)))
         self.source_map = SourceMap(self.lexer.input, line_offset)
 
     def parse_operation(self) -> Operation:

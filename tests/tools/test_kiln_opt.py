@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -170,6 +171,35 @@ def test_malformed_ir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     err = error_of(capsys, path)
     assert err.startswith(f"{path}:2:")
     assert "error: Expected ')'" in err
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_a_stray_quote_is_a_located_error_not_a_hang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, generic: bool
+) -> None:
+    """xDSL's string-literal regex backtracked exponentially in the rest of the line after
+    an unterminated ``"`` (two kiln-opt fuzzer inputs ran for minutes); kiln lexes with
+    a linear pattern. The alarm turns a regression into a failure, not a stuck run."""
+    long_line = (
+        '    %stray"' + "x" * 60 + " = aten.neg.default(%x) : (tensor<2xf32>) -> tensor<2xf32>\n"
+    )
+    text = (
+        ('"builtin.module' + "y" * 60 + "\n") if generic else IR.replace("\n", "\n" + long_line, 1)
+    )
+    path = write(tmp_path, text)
+    signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(30)
+    try:
+        err = error_of(capsys, path)
+    finally:
+        signal.alarm(0)
+    line = 1 if generic else 2
+    assert err.startswith(f"{path}:{line}:")
+    assert "closing string literal" in err
+
+
+def _hang(signum: int, frame: object) -> None:
+    raise TimeoutError("parsing a stray quote took more than 30 s")
 
 
 def test_unknown_op(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
