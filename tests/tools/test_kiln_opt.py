@@ -198,6 +198,30 @@ def test_a_stray_quote_is_a_located_error_not_a_hang(
     assert "closing string literal" in err
 
 
+def test_non_ascii_strings_print_and_parse_back(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """xDSL prints non-ASCII characters as UTF-8 escapes and lexed them back as bytes: a
+    string attribute came back as a ``BytesAttr``, which kiln's verifiers reject (found by
+    the kiln-opt fuzzer in a kernel's ``provenance``)."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from kiln.diagnostics import LocatingParser
+    from kiln.registry import make_context
+
+    header = "func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {"
+    text = IR.replace(header, header[:-1] + 'attributes {note = "caf\u00e9 \u0080"} {', 1)
+    first = tmp_path / "first.mlir"
+    first.write_text(text)
+    code, printed, err = run(capsys, first)
+    assert code == 0, err
+    assert "\\C3\\A9" in printed  # escaped as MLIR does
+    (func,) = LocatingParser(make_context(), printed).parse_module().ops
+    note = func.attributes["note"]
+    assert isinstance(note, StringAttr)
+    assert note.data == "caf\u00e9 \u0080"
+
+
 def _hang(signum: int, frame: object) -> None:
     raise TimeoutError("parsing a stray quote took more than 30 s")
 
