@@ -15,6 +15,10 @@ Fuzzers (the strategies and checks of the test modules, run through every execut
                       symbolic sizes 1 (tests/test_graph_batch_fuzz.py). Counts graphs.
 ``program``           tests/test_program_fuzz.py programs via kiln.compile: aten, loop and
                       kernel interpreters, C++, Triton
+``program-batch``     the same programs, 16 through one kiln.compile (one Dynamo trace),
+                      each compared on its own, aliasing over the batch; each batch on one
+                      executor: C++ 3, kernel, loop and aten interpreters and Triton 1 each
+                      (tests/test_program_batch_fuzz.py). Counts programs.
 ``program-backward``  the same, float programs, gradients (C++)
 ``dynamic``           tests/test_dynamic_fuzz.py: torch.compile(dynamic=True), C++ and the
                       kernel interpreter, two sizes per program
@@ -66,6 +70,7 @@ FUZZERS = (
     "graph",
     "graph-batch",
     "program",
+    "program-batch",
     "program-backward",
     "dynamic",
     "kiln-opt-ir",
@@ -173,7 +178,7 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
 
         modes = list(batched.MODES)
         try:
-            import triton  # noqa: F401
+            import triton
             from triton_checks import DEVICE as triton_device
         except ImportError:  # no Triton: its share goes to the other executors
             modes.remove("triton")
@@ -186,6 +191,23 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
         return Fuzzer(
             st.tuples(batched.batches(), st.sampled_from(modes)),
             check_batch,
+            lambda example: len(example[0].programs),
+        )
+    if name == "program-batch":
+        import test_program_batch_fuzz as program_batch
+
+        modes_ = list(program_batch.MODES)
+        try:
+            import triton
+        except ImportError:
+            modes_.remove("triton")
+
+        def check_program_batch(example: tuple[Any, str]) -> None:
+            program_batch.check_batch(*example)
+
+        return Fuzzer(
+            st.tuples(program_batch.batches(), st.sampled_from(modes_)),
+            check_program_batch,
             lambda example: len(example[0].programs),
         )
     if name in ("program", "program-backward"):
@@ -555,7 +577,9 @@ def parent_main(args: argparse.Namespace) -> int:
 
 
 def _table(totals: dict[str, Tally], wall: float) -> str:
-    rows = [("fuzzer", *COUNTS, "seconds", "s/example", "cpu s", "cpu s/graph")]
+    rows: list[tuple[str, ...]] = [
+        ("fuzzer", *COUNTS, "seconds", "s/example", "cpu s", "cpu s/graph")
+    ]
     for name, t in totals.items():
         per = f"{t.seconds / t.examples:.3f}" if t.examples else "-"
         per_graph = f"{t.cpu / t.graphs:.3f}" if t.graphs else "-"

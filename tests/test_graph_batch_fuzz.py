@@ -101,7 +101,10 @@ def _check_together(batch: Batch, executor: str, dynamic: bool, device: torch.de
         n = len(program.outputs)
         try:
             assert_outputs_match(
-                program, inputs[at_input : at_input + count], got[at_output : at_output + n], dynamic
+                program,
+                inputs[at_input : at_input + count],
+                got[at_output : at_output + n],
+                dynamic,
             )
         except AssertionError as error:
             error.add_note(f"program {k} of a batch of {len(batch.programs)}: {program!r}")

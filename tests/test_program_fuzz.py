@@ -497,3 +497,19 @@ def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> 
     steps = (Step("unary", "exp", (1,)), Step("flatten", "flatten", (2,)))
     program = Program((torch.uint8, torch.uint8), ((3,), (3, 1)), False, steps, (3, 2, 0), None)
     check(program, "loop")
+
+
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_an_expanded_intermediate_is_returned_with_eager_strides(executor: str) -> None:
+    """Found by the batched program fuzzer: ``x.clone().mul_(2).unsqueeze(0).expand(3, 1)``
+    came back as a contiguous copy (strides (1, 1)) where eager returns a view of the
+    intermediate with stride 0: output-layout now replays such a view on its base."""
+    steps = (
+        Step("reduce", "sum", (2,), (0, 1)),
+        Step("inplace", "mul_", (0, 3)),
+        Step("expand", "expand", (4,), (3,)),
+    )
+    dtypes = (torch.int8, torch.float16, torch.int8)
+    check(Program(dtypes, ((1,), (1,), (1,)), True, steps, (5, 3, 0), None), executor)
+    wide = (Step("unary", "abs", (0,)), Step("expand", "expand", (1,), (3,)))
+    check(Program((torch.float32,), ((4,),), False, wide, (2,), None), executor)

@@ -135,7 +135,11 @@ class SeedCachingMain(KilnOptMain):
                 self.source_map = SourceMap(
                     source_map.input,
                     source_map.line_offset,
-                    {b: positions[a] for a, b in zip(module.walk(), copy.walk()) if a in positions},
+                    {
+                        b: positions[a]
+                        for a, b in zip(module.walk(), copy.walk(), strict=True)
+                        if a in positions
+                    },
                 )
             self._fresh = copy
             return copy
