@@ -121,6 +121,10 @@ class Fuzzer:
     # first tenth of a run's max_examples (up to 50) on small examples (one-program
     # batches, one-op programs), which would be all a slow fuzzer ever ran.
     per_run: int = 9
+    # The check for the shrinker's reruns, if cheaper than ``check`` (a batch fuzzer's:
+    # programs alone, those already passed skipped); reset at each hypothesis run.
+    shrink_check: Callable[[Any], None] | None = None
+    reset: Callable[[], None] | None = None
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -184,14 +188,22 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
             modes.remove("triton")
             triton_device = batched.CPU
 
+        passed: set[str] = set()
+
         def check_batch(example: tuple[Any, str]) -> None:
             batch, mode = example
             batched.check_mode(batch, mode, triton_device)
+
+        def shrink_batch(example: tuple[Any, str]) -> None:
+            batch, mode = example
+            batched.check_mode(batch, mode, triton_device, passed)
 
         return Fuzzer(
             st.tuples(batched.batches(), st.sampled_from(modes)),
             check_batch,
             lambda example: len(example[0].programs),
+            shrink_check=shrink_batch,
+            reset=passed.clear,
         )
     if name == "program-batch":
         import test_program_batch_fuzz as program_batch
@@ -202,13 +214,20 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
         except ImportError:
             modes_.remove("triton")
 
+        passed_: set[str] = set()
+
         def check_program_batch(example: tuple[Any, str]) -> None:
             program_batch.check_batch(*example)
+
+        def shrink_program_batch(example: tuple[Any, str]) -> None:
+            program_batch.check_alone_first(*example, passed_)
 
         return Fuzzer(
             st.tuples(program_batch.batches(), st.sampled_from(modes_)),
             check_program_batch,
             lambda example: len(example[0].programs),
+            shrink_check=shrink_program_batch,
+            reset=passed_.clear,
         )
     if name in ("program", "program-backward"):
         import test_program_fuzz as prog
@@ -331,6 +350,8 @@ def run_batch(
     from hypothesis import seed as seeded
 
     tally = state.tallies.setdefault(name, Tally())
+    if fuzzer.reset is not None:
+        fuzzer.reset()
     current = state.out / f"current-{state.worker}.txt"
     failing = False
 
@@ -358,7 +379,10 @@ def run_batch(
         current.write_text(f"{name}\n{seed}\n{example!r}")
         signal.alarm(hang)
         try:
-            fuzzer.check(example)
+            if failing and fuzzer.shrink_check is not None:
+                fuzzer.shrink_check(example)
+            else:
+                fuzzer.check(example)
         except BaseException:
             failing = True
             raise

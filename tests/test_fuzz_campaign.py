@@ -136,3 +136,33 @@ def test_a_batch_fuzzer_counts_its_graphs(campaign: ModuleType, tmp_path: Path) 
     assert (tally.examples, tally.graphs) == (20, 60)
     assert tally.cpu >= 0
     assert "cpu s/graph" in campaign._table({"toy": tally}, 1.0)
+
+
+def test_the_shrinker_reruns_a_batch_fuzzers_cheaper_check(
+    campaign: ModuleType, tmp_path: Path
+) -> None:
+    calls = {"check": 0, "shrink": 0, "reset": 0}
+
+    def compare(n: int) -> None:  # one place fails: hypothesis sees one bug
+        assert n < 100, "mismatch"
+
+    def check(n: int) -> None:
+        calls["check"] += 1
+        compare(n)
+
+    def shrink(n: int) -> None:
+        calls["shrink"] += 1
+        compare(n)
+
+    def reset() -> None:
+        calls["reset"] += 1
+
+    state = campaign.WorkerState("0", tmp_path)
+    fuzzer = campaign.Fuzzer(
+        st.integers(0, 1000), check, shrink_check=shrink, reset=reset, per_run=200
+    )
+    campaign.run_batch(state, "toy", fuzzer, 200, 1234, 5)
+    assert state.tallies["toy"].failures == 1
+    assert calls["shrink"] > 0
+    assert calls["reset"] == 1
+    assert "example=100" in next((tmp_path / "failures").iterdir()).read_text()

@@ -135,11 +135,42 @@ def check_batch(
         raise
 
 
-def check_mode(batch: Batch, mode: str, device: torch.device = CPU) -> None:
+def check_alone_first(
+    batch: Batch,
+    executor: str,
+    dynamic: bool = False,
+    device: torch.device = CPU,
+    passed: set[str] | None = None,
+) -> None:
+    """:func:`check_batch` for the shrinker's reruns, where most programs of a batch are
+    the ones it has just seen: each program alone, skipping those in ``passed`` (which it
+    then records), and the batch together only if none fails alone (a failure that needs
+    the batch). Each rerun costs the compiles of the programs the shrinker changed."""
+    passed = set() if passed is None else passed
+    for k, program in enumerate(batch.programs):
+        key = repr((program, executor, dynamic))
+        if key in passed:
+            continue
+        try:
+            check_program(program, executor, dynamic, device)
+        except Exception as alone:
+            alone.add_note(f"program {k} of the batch, alone, {executor=}, {dynamic=}: {program!r}")
+            raise
+        passed.add(key)
+    _check_together(batch, executor, dynamic, device)
+
+
+def check_mode(
+    batch: Batch, mode: str, device: torch.device = CPU, passed: set[str] | None = None
+) -> None:
     """One of :data:`MODES`: ``cpp``, ``interpret``, ``triton`` (on ``device``) or
-    ``cpp-dynamic``."""
+    ``cpp-dynamic``. With ``passed`` (the shrinker's reruns): :func:`check_alone_first`."""
     executor, _, dynamic = mode.partition("-")
-    check_batch(batch, executor, dynamic == "dynamic", device if executor == "triton" else CPU)
+    device = device if executor == "triton" else CPU
+    if passed is None:
+        check_batch(batch, executor, dynamic == "dynamic", device)
+    else:
+        check_alone_first(batch, executor, dynamic == "dynamic", device, passed)
 
 
 EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40"))

@@ -116,6 +116,22 @@ def check_batch(batch: Batch, executor: str) -> None:
         raise
 
 
+def check_alone_first(batch: Batch, executor: str, passed: set[str]) -> None:
+    """For the shrinker's reruns (see test_graph_batch_fuzz.check_alone_first): each
+    program alone unless in ``passed``, then the batch together."""
+    for k, program in enumerate(batch.programs):
+        key = repr((program, executor))
+        if key in passed:
+            continue
+        try:
+            check(program, executor)
+        except Exception as alone:
+            alone.add_note(f"program {k} of the batch, alone, {executor=}: {program!r}")
+            raise
+        passed.add(key)
+    _check_together(batch, executor)
+
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
 
 
