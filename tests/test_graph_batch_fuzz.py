@@ -120,19 +120,20 @@ def check_batch(
     module docstring for what happens on a failure)."""
     try:
         _check_together(batch, executor, dynamic, device)
-    except Exception as batched:
-        for k, program in enumerate(batch.programs):
-            try:
-                check_program(program, executor, dynamic, device)
-            except Exception as alone:
-                alone.add_note(
-                    f"program {k} of the batch, alone, {executor=}, {dynamic=}: {program!r}"
-                )
-                raise
-        batched.add_note(
-            f"fails only when the {len(batch.programs)} programs are compiled together"
-        )
-        raise
+        return
+    except Exception as error:
+        batched = error
+    # Outside the except block: a program's own error must not carry the batch's as its
+    # context (hypothesis would take the two for different bugs, the shrinker's reruns
+    # raising it without).
+    for k, program in enumerate(batch.programs):
+        try:
+            check_program(program, executor, dynamic, device)
+        except Exception as alone:
+            alone.add_note(f"program {k} of the batch, alone, {executor=}, {dynamic=}: {program!r}")
+            raise
+    batched.add_note(f"fails only when the {len(batch.programs)} programs are compiled together")
+    raise batched
 
 
 def check_alone_first(

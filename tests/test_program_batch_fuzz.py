@@ -103,17 +103,20 @@ def check_batch(batch: Batch, executor: str) -> None:
     failure, the first program that fails alone raises its own error."""
     try:
         _check_together(batch, executor)
-    except Exception as batched:
-        for k, program in enumerate(batch.programs):
-            try:
-                check(program, executor)
-            except Exception as alone:
-                alone.add_note(f"program {k} of the batch, alone, {executor=}: {program!r}")
-                raise
-        batched.add_note(
-            f"fails only when the {len(batch.programs)} programs are compiled together"
-        )
-        raise
+        return
+    except Exception as error:
+        batched = error
+    # Outside the except block: a program's own error must not carry the batch's as its
+    # context (hypothesis would take the two for different bugs, the shrinker's reruns
+    # raising it without).
+    for k, program in enumerate(batch.programs):
+        try:
+            check(program, executor)
+        except Exception as alone:
+            alone.add_note(f"program {k} of the batch, alone, {executor=}: {program!r}")
+            raise
+    batched.add_note(f"fails only when the {len(batch.programs)} programs are compiled together")
+    raise batched
 
 
 def check_alone_first(batch: Batch, executor: str, passed: set[str]) -> None:
