@@ -513,3 +513,11 @@ def test_an_expanded_intermediate_is_returned_with_eager_strides(executor: str) 
     check(Program(dtypes, ((1,), (1,), (1,)), True, steps, (5, 3, 0), None), executor)
     wide = (Step("unary", "abs", (0,)), Step("expand", "expand", (1,), (3,)))
     check(Program((torch.float32,), ((4,),), False, wide, (2,), None), executor)
+
+
+@pytest.mark.parametrize("name", ["floor", "nan_to_num"])
+def test_a_zero_dim_copy_in_the_loop_interpreter_is_a_new_tensor(name: str) -> None:
+    """Found by the batched program fuzzer: ``floor`` of a 0-d int32 input (a copy at loop
+    level) returned the input tensor itself through the loop interpreter."""
+    program = Program((torch.int32,), ((),), True, (Step("unary", name, (0,)),), (1,), None)
+    check(program, "loop")
