@@ -9,8 +9,16 @@ Fuzzers (the strategies and checks of the test modules, run through every execut
 
 ``graph``             tests/test_graph_fuzz.py programs: kernel interpreter, C++, C++ with
                       symbolic sizes, Triton (interpreter on CPU, or KILN_TRITON_DEVICE=cuda)
+``graph-batch``       the same programs, 32 compiled as one graph (one capture, one pipeline
+                      run, one C++ build), each compared with eager on its own; each batch
+                      on one executor: C++ 4, kernel interpreter 2, Triton 1, C++ with
+                      symbolic sizes 1 (tests/test_graph_batch_fuzz.py). Counts graphs.
 ``program``           tests/test_program_fuzz.py programs via kiln.compile: aten, loop and
                       kernel interpreters, C++, Triton
+``program-batch``     the same programs, 16 through one kiln.compile (one Dynamo trace),
+                      each compared on its own, aliasing over the batch; each batch on one
+                      executor: C++ 3, kernel, loop and aten interpreters and Triton 1 each
+                      (tests/test_program_batch_fuzz.py). Counts programs.
 ``program-backward``  the same, float programs, gradients (C++)
 ``dynamic``           tests/test_dynamic_fuzz.py: torch.compile(dynamic=True), C++ and the
                       kernel interpreter, two sizes per program
@@ -23,7 +31,8 @@ share of its time, in turns. Workers share one kiln cache under the output direc
 (C++ builds are locked per entry, so two workers never build the same library twice).
 
 What counts: ``examples`` are the examples a fuzzer's check ran to the end or to its first
-failure (shrinking runs are not counted); ``failures`` are wrong answers (an
+failure (shrinking runs are not counted); ``graphs`` the random programs (or kiln-opt
+inputs) in them: one per example, except ``graph-batch`` (the programs of each batch); ``failures`` are wrong answers (an
 ``AssertionError`` of the check: a mismatch with eager, a bad diagnostic); ``tracebacks``
 are exceptions escaping kiln (a crash, or a kiln-opt diagnostic with a Python traceback
 or an internal error); ``hangs`` are examples past ``--hang-seconds`` (an alarm in the
@@ -59,25 +68,30 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 FUZZERS = (
     "graph",
+    "graph-batch",
     "program",
+    "program-batch",
     "program-backward",
     "dynamic",
     "kiln-opt-ir",
     "kiln-opt-pipeline",
 )
-COUNTS = ("examples", "failures", "tracebacks", "hangs")
+COUNTS = ("examples", "graphs", "failures", "tracebacks", "hangs")
 
 
 @dataclass
 class Tally:
     examples: int = 0
+    graphs: int = 0  # random programs checked: examples, or a batch fuzzer's programs
     failures: int = 0
     tracebacks: int = 0
     hangs: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0  # CPU seconds of the worker and its children (g++), where wall time
+    # is noisy on a loaded machine
 
     def add(self, other: Tally) -> None:
-        for name in (*COUNTS, "seconds"):
+        for name in (*COUNTS, "seconds", "cpu"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -89,10 +103,28 @@ class Hang(BaseException):
     as an ordinary failure (hypothesis lets it through at once, without shrinking)."""
 
 
+def _one(example: Any) -> int:
+    return 1
+
+
+class OutOfTime(BaseException):
+    """Raised before an example when the turn is over: a BaseException, which hypothesis
+    lets through at once (no shrinking, no more draws)."""
+
+
 @dataclass
 class Fuzzer:
     strategy: Any
     check: Callable[[Any], None]
+    graphs: Callable[[Any], int] = _one  # how many graphs an example holds
+    # Examples per hypothesis run. Under 10 for the slow fuzzers: hypothesis spends the
+    # first tenth of a run's max_examples (up to 50) on small examples (one-program
+    # batches, one-op programs), which would be all a slow fuzzer ever ran.
+    per_run: int = 9
+    # The check for the shrinker's reruns, if cheaper than ``check`` (a batch fuzzer's:
+    # programs alone, those already passed skipped); reset at each hypothesis run.
+    shrink_check: Callable[[Any], None] | None = None
+    reset: Callable[[], None] | None = None
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -145,6 +177,58 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
                 run(program)
 
         return Fuzzer(graph.programs(), check_graph)
+    if name == "graph-batch":
+        import test_graph_batch_fuzz as batched
+
+        modes = list(batched.MODES)
+        try:
+            import triton
+            from triton_checks import DEVICE as triton_device
+        except ImportError:  # no Triton: its share goes to the other executors
+            modes.remove("triton")
+            triton_device = batched.CPU
+
+        passed: set[str] = set()
+
+        def check_batch(example: tuple[Any, str]) -> None:
+            batch, mode = example
+            batched.check_mode(batch, mode, triton_device)
+
+        def shrink_batch(example: tuple[Any, str]) -> None:
+            batch, mode = example
+            batched.check_mode(batch, mode, triton_device, passed)
+
+        return Fuzzer(
+            st.tuples(batched.batches(), st.sampled_from(modes)),
+            check_batch,
+            lambda example: len(example[0].programs),
+            shrink_check=shrink_batch,
+            reset=passed.clear,
+        )
+    if name == "program-batch":
+        import test_program_batch_fuzz as program_batch
+
+        modes_ = list(program_batch.MODES)
+        try:
+            import triton
+        except ImportError:
+            modes_.remove("triton")
+
+        passed_: set[str] = set()
+
+        def check_program_batch(example: tuple[Any, str]) -> None:
+            program_batch.check_batch(*example)
+
+        def shrink_program_batch(example: tuple[Any, str]) -> None:
+            program_batch.check_alone_first(*example, passed_)
+
+        return Fuzzer(
+            st.tuples(program_batch.batches(), st.sampled_from(modes_)),
+            check_program_batch,
+            lambda example: len(example[0].programs),
+            shrink_check=shrink_program_batch,
+            reset=passed_.clear,
+        )
     if name in ("program", "program-backward"):
         import test_program_fuzz as prog
 
@@ -180,7 +264,7 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
             path.write_bytes(data)
             opt.check(opt.run_main(path, *args), emitted=False)
 
-        return Fuzzer(st.tuples(opt.mutated(), options), check_ir)
+        return Fuzzer(st.tuples(opt.mutated(), options), check_ir, per_run=1000)
     if name == "kiln-opt-pipeline":
         pipelines = st.tuples(
             st.sampled_from(opt.LEVELS),
@@ -194,7 +278,7 @@ def _make_fuzzer(name: str, scratch: Path) -> Fuzzer:
             args = ["-p", ",".join(passes)] + (["-t", target] if target else [])
             opt.check(opt.run_main(path, *args), emitted=target is not None)
 
-        return Fuzzer(pipelines, check_pipeline)
+        return Fuzzer(pipelines, check_pipeline, per_run=1000)
     raise SystemExit(f"fuzz_campaign: unknown fuzzer {name!r} (known: {', '.join(FUZZERS)})")
 
 
@@ -262,10 +346,12 @@ def run_batch(
 ) -> None:
     """``examples`` hypothesis examples of ``fuzzer`` (fewer after a failure, or past the
     ``time.monotonic()`` time ``stop``: the batch's last examples are skipped, not run)."""
-    from hypothesis import HealthCheck, Phase, given, reject, settings
+    from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as seeded
 
     tally = state.tallies.setdefault(name, Tally())
+    if fuzzer.reset is not None:
+        fuzzer.reset()
     current = state.out / f"current-{state.worker}.txt"
     failing = False
 
@@ -284,24 +370,32 @@ def run_batch(
         nonlocal failing
         if not failing:  # the shrinker's reruns are not new examples
             if time.monotonic() > stop:
-                reject()  # out of time: the rest of the batch costs only its draws
+                # Out of time: end the batch now (rejecting the rest instead made hypothesis
+                # draw up to ten times the batch's examples, minutes for a graph batch).
+                raise OutOfTime
             tally.examples += 1
+            tally.graphs += fuzzer.graphs(example)
         # For the parent's watchdog (a hang in native code): what runs now, and since when.
         current.write_text(f"{name}\n{seed}\n{example!r}")
         signal.alarm(hang)
         try:
-            fuzzer.check(example)
+            if failing and fuzzer.shrink_check is not None:
+                fuzzer.shrink_check(example)
+            else:
+                fuzzer.check(example)
         except BaseException:
             failing = True
             raise
         finally:
             signal.alarm(0)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     try:
         body()
     except KeyboardInterrupt:
         raise
+    except OutOfTime:
+        pass
     except BaseException as error:  # hypothesis re-raises the shrunk failure
         for leaf in _leaves(error):
             kind = _kind(leaf)
@@ -317,6 +411,13 @@ def run_batch(
             state.report(name, kind, seed, text)
     finally:
         tally.seconds += time.perf_counter() - start
+        tally.cpu += _cpu_seconds() - cpu
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time and its waited-for children's (the C++ compiler)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def worker_main(args: argparse.Namespace) -> None:
@@ -331,7 +432,6 @@ def worker_main(args: argparse.Namespace) -> None:
     fuzzers = {name: _make_fuzzer(name, scratch) for name in names}
     for name in names:
         state.tallies.setdefault(name, Tally())
-    batch = dict.fromkeys(names, 2)  # grows while a batch takes under --slice / 4
     turn = 0
     state.save()
     while True:
@@ -342,18 +442,18 @@ def worker_main(args: argparse.Namespace) -> None:
             break
         name = live[turn % len(live)]
         turn += 1
-        slice_end = min(deadline, time.monotonic() + args.slice)
+        # One fuzzer left: no turns (a turn's end ends a hypothesis run, and a run starts
+        # with hypothesis's simplest example).
+        slice_end = deadline if len(live) == 1 else min(deadline, time.monotonic() + args.slice)
         while time.monotonic() < slice_end:
             tally = state.tallies[name]
             left = None if args.examples is None else args.examples - tally.examples
             if left is not None and left <= 0:
                 break
-            count = batch[name] if left is None else min(batch[name], left)
+            per_run = fuzzers[name].per_run
+            count = per_run if left is None else min(per_run, left)
             seed = zlib.crc32(f"{args.seed}/{args.worker}/{name}/{tally.examples}".encode())
-            began = time.perf_counter()
             run_batch(state, name, fuzzers[name], count, seed, args.hang_seconds, slice_end)
-            if time.perf_counter() - began < args.slice / 4:
-                batch[name] = min(batch[name] * 2, 1000)
             state.save()
     state.save()
 
@@ -501,10 +601,22 @@ def parent_main(args: argparse.Namespace) -> int:
 
 
 def _table(totals: dict[str, Tally], wall: float) -> str:
-    rows = [("fuzzer", *COUNTS, "seconds", "s/example")]
+    rows: list[tuple[str, ...]] = [
+        ("fuzzer", *COUNTS, "seconds", "s/example", "cpu s", "cpu s/graph")
+    ]
     for name, t in totals.items():
         per = f"{t.seconds / t.examples:.3f}" if t.examples else "-"
-        rows.append((name, *(str(getattr(t, c)) for c in COUNTS), f"{t.seconds:.0f}", per))
+        per_graph = f"{t.cpu / t.graphs:.3f}" if t.graphs else "-"
+        rows.append(
+            (
+                name,
+                *(str(getattr(t, c)) for c in COUNTS),
+                f"{t.seconds:.0f}",
+                per,
+                f"{t.cpu:.0f}",
+                per_graph,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(

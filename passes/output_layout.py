@@ -174,10 +174,13 @@ class _Substitute(ast.NodeTransformer):
         return node
 
 
-def _aliases(values: list[SSAValue]) -> dict[int, ast.expr]:
+def _aliases(values: list[SSAValue], strided: set[int]) -> dict[int, ast.expr]:
     """Outputs that are views of a tensor another output is, or is a view of, as
     ``alias(...)`` expressions over that tensor's index. A base no output returns as is
-    is appended to ``values`` (returned, but reached only through the aliases)."""
+    is appended to ``values`` (returned, but reached only through the aliases). The
+    outputs in ``strided`` (eager's strides neither contiguous nor a dense permutation:
+    an ``expand``, a stepped slice) are such views even when they are their base's only
+    one: the view replayed on the base has eager's strides, a copy would be contiguous."""
     returned: dict[SSAValue, int] = {}
     for k, value in enumerate(values):
         returned.setdefault(value, k)
@@ -191,7 +194,7 @@ def _aliases(values: list[SSAValue]) -> dict[int, ast.expr]:
     for root, views in groups.items():
         base = returned.get(root)
         if base is None:
-            if len(views) < 2:
+            if len(views) < 2 and views[0][0] not in strided:
                 continue  # the only view of its base: nothing to share storage with
             base = len(values)
             values.append(root)
@@ -211,7 +214,15 @@ def _apply(func: FuncOp) -> None:
     views: dict[int, tuple[int, ...]] = {}
     values = list(ret.arguments)
     n_outputs = len(values)
-    aliases = _aliases(values)
+    strided = {
+        k
+        for k, (value, recorded) in enumerate(zip(values, strides or [], strict=False))
+        if recorded is not None
+        and isinstance(value.type, TensorType)
+        and all(d >= 0 for d in value.type.get_shape())  # symbolic: contiguous, as before
+        and stride_order(list(value.type.get_shape()), recorded) is None
+    }
+    aliases = _aliases(values, strided)
     recorded_strides = [*(strides or [None] * n_outputs), *[None] * (len(values) - n_outputs)]
     for k, (value, recorded) in enumerate(zip(values, recorded_strides, strict=True)):
         ty = value.type

@@ -106,3 +106,63 @@ def test_a_batch_stops_at_its_time_limit(campaign: ModuleType, tmp_path: Path) -
     campaign.run_batch(state, "toy", fuzzer, 500, 1, 5, time.monotonic() - 1)
     tally = state.tallies["toy"]
     assert (tally.examples, tally.failures, tally.tracebacks) == (0, 0, 0)
+
+
+def test_a_batch_past_its_time_limit_draws_no_more_examples(
+    campaign: ModuleType, tmp_path: Path
+) -> None:
+    """Rejecting the examples past the limit made hypothesis draw up to ten times the
+    batch's count: minutes for a graph batch, whose draw runs 32 programs eagerly (the
+    parent then killed the worker as hung)."""
+    draws: list[int] = []
+
+    def drawn(n: int) -> int:
+        draws.append(n)
+        return n
+
+    state = campaign.WorkerState("0", tmp_path)
+    fuzzer = campaign.Fuzzer(st.integers(0, 1000).map(drawn), lambda n: None)
+    campaign.run_batch(state, "toy", fuzzer, 500, 1, 5, time.monotonic() - 1)
+    assert len(draws) <= 1
+    assert state.tallies["toy"].examples == 0
+    assert not (tmp_path / "failures").exists()
+
+
+def test_a_batch_fuzzer_counts_its_graphs(campaign: ModuleType, tmp_path: Path) -> None:
+    state = campaign.WorkerState("0", tmp_path)
+    fuzzer = campaign.Fuzzer(st.lists(st.integers(), min_size=3, max_size=3), lambda n: None, len)
+    campaign.run_batch(state, "toy", fuzzer, 20, 1, 5)
+    tally = state.tallies["toy"]
+    assert (tally.examples, tally.graphs) == (20, 60)
+    assert tally.cpu >= 0
+    assert "cpu s/graph" in campaign._table({"toy": tally}, 1.0)
+
+
+def test_the_shrinker_reruns_a_batch_fuzzers_cheaper_check(
+    campaign: ModuleType, tmp_path: Path
+) -> None:
+    calls = {"check": 0, "shrink": 0, "reset": 0}
+
+    def compare(n: int) -> None:  # one place fails: hypothesis sees one bug
+        assert n < 100, "mismatch"
+
+    def check(n: int) -> None:
+        calls["check"] += 1
+        compare(n)
+
+    def shrink(n: int) -> None:
+        calls["shrink"] += 1
+        compare(n)
+
+    def reset() -> None:
+        calls["reset"] += 1
+
+    state = campaign.WorkerState("0", tmp_path)
+    fuzzer = campaign.Fuzzer(
+        st.integers(0, 1000), check, shrink_check=shrink, reset=reset, per_run=200
+    )
+    campaign.run_batch(state, "toy", fuzzer, 200, 1234, 5)
+    assert state.tallies["toy"].failures == 1
+    assert calls["shrink"] > 0
+    assert calls["reset"] == 1
+    assert "example=100" in next((tmp_path / "failures").iterdir()).read_text()

@@ -215,8 +215,16 @@ def check_program(
     options = CompileOptions(executor=executor, verbose=False)  # pyright: ignore[reportArgumentType]
     compiled = compile_graph(capture.gm, capture.example_inputs, options)
     assert compiled.stats.executor == executor
-    expected = program.run(*inputs)
     got: Any = compiled(*capture.example_inputs)
+    assert_outputs_match(program, inputs, got, dynamic)
+
+
+def assert_outputs_match(
+    program: Program, inputs: list[torch.Tensor], got: Any, dynamic: bool
+) -> None:
+    """``got`` (what kiln returned for ``inputs``) against eager: dtypes, shapes,
+    values (half precision judged against a float64 run), and strides if static."""
+    expected = program.run(*inputs)
     assert len(got) == len(expected)
     exact = program.run(*(t.double() for t in inputs))
     for have, want, reference in zip(got, expected, exact, strict=True):

@@ -44,7 +44,12 @@ DTYPES = (*FLOATS, *INTS, torch.bool)
 # interpreter of that level runs the graph.
 EXECUTORS: dict[str, dict[str, Any]] = {
     "aten": {"executor": "interpret", "pipeline": "decompose,canonicalize,cse,dce"},
-    "loop": {"executor": "interpret", "pipeline": "decompose,canonicalize,cse,dce,lower-aten"},
+    # output-layout: outputs that are views of other outputs share their storage only
+    # through it (without it, kiln returns them as copies: see docs/fuzzing.md).
+    "loop": {
+        "executor": "interpret",
+        "pipeline": "decompose,canonicalize,cse,dce,output-layout,lower-aten",
+    },
     "kernel": {"executor": "interpret"},
     "cpp": {"executor": "cpp"},
     "triton": {"executor": "triton"},
@@ -483,3 +488,36 @@ def test_an_op_lowered_as_an_alias_of_another_output_returns_a_new_tensor(execut
     buffer (eager: two tensors)."""
     steps = (Step("binary", "logical_or", (0, 0)), Step("unary", "nan_to_num", (1,)))
     check(Program((torch.int32,), ((2, 4),), False, steps, (2, 1), None), executor)
+
+
+def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> None:
+    """Found by the batched program fuzzer: ``e = exp(y); return e.flatten(), e`` through
+    the loop interpreter returned the view as a copy (the "loop" executor's pipeline
+    lacked output-layout, which is what makes such outputs views)."""
+    steps = (Step("unary", "exp", (1,)), Step("flatten", "flatten", (2,)))
+    program = Program((torch.uint8, torch.uint8), ((3,), (3, 1)), False, steps, (3, 2, 0), None)
+    check(program, "loop")
+
+
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_an_expanded_intermediate_is_returned_with_eager_strides(executor: str) -> None:
+    """Found by the batched program fuzzer: ``x.clone().mul_(2).unsqueeze(0).expand(3, 1)``
+    came back as a contiguous copy (strides (1, 1)) where eager returns a view of the
+    intermediate with stride 0: output-layout now replays such a view on its base."""
+    steps = (
+        Step("reduce", "sum", (2,), (0, 1)),
+        Step("inplace", "mul_", (0, 3)),
+        Step("expand", "expand", (4,), (3,)),
+    )
+    dtypes = (torch.int8, torch.float16, torch.int8)
+    check(Program(dtypes, ((1,), (1,), (1,)), True, steps, (5, 3, 0), None), executor)
+    wide = (Step("unary", "abs", (0,)), Step("expand", "expand", (1,), (3,)))
+    check(Program((torch.float32,), ((4,),), False, wide, (2,), None), executor)
+
+
+@pytest.mark.parametrize("name", ["floor", "nan_to_num"])
+def test_a_zero_dim_copy_in_the_loop_interpreter_is_a_new_tensor(name: str) -> None:
+    """Found by the batched program fuzzer: ``floor`` of a 0-d int32 input (a copy at loop
+    level) returned the input tensor itself through the loop interpreter."""
+    program = Program((torch.int32,), ((),), True, (Step("unary", name, (0,)),), (1,), None)
+    check(program, "loop")

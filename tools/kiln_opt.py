@@ -307,8 +307,9 @@ def build_registry(plugin_specs: Sequence[str]) -> Registry:
     return registry
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kiln-opt`` console script; returns the exit code."""
+def main(argv: Sequence[str] | None = None, tool: type[KilnOptMain] = KilnOptMain) -> int:
+    """Entry point of the ``kiln-opt`` console script; returns the exit code. ``tool``:
+    a subclass to run instead (the kiln-opt fuzzer's caches its seed IR's parse)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     # xDSL's --disable-verify patches Attribute.__post_init__ for good; undo it on return
@@ -316,12 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     post_init = Attribute.__post_init__
     try:
         specs = _plugin_specs(args)
-        tool = KilnOptMain(build_registry(specs), args=args)
-        if tool.args.load_plugin != specs:
+        opt = tool(build_registry(specs), args=args)
+        if opt.args.load_plugin != specs:
             raise PluginError(
-                " ".join(tool.args.load_plugin), "write the option in full as --load-plugin"
+                " ".join(opt.args.load_plugin), "write the option in full as --load-plugin"
             )
-        tool.run()
+        opt.run()
     except SystemExit as e:  # argparse (--help, usage errors) and --shrink
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BrokenPipeError:

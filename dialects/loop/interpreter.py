@@ -130,7 +130,17 @@ class LoopFunctions(InterpreterFunctions):
         value = self._run_body(interpreter, op, args, sizes, [])
         ty = op.result.type
         assert isinstance(ty, MemRefType)
-        return (value.to(torch_dtype(ty.element_type)).contiguous(),)
+        out = value.to(torch_dtype(ty.element_type)).contiguous()
+        # A loop op computes a buffer of its own; a body that yields a load as it is (a
+        # copy) over a 0-d space gives back the input tensor itself, which would make
+        # the output an alias of an input (an in-place update of one changing the other).
+        ptr = out.untyped_storage().data_ptr()
+        if any(
+            isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr
+            for a in args[: len(op.inputs)]
+        ):
+            out = out.clone()
+        return (out,)
 
     @impl(ReductionOp)
     def run_reduction(

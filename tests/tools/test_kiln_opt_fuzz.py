@@ -12,30 +12,45 @@ hang (an alarm stops a run past :data:`HANG_SECONDS`), and never an internal err
 
 ``main`` runs in-process (a subprocess per input would cost more than the run). CI runs
 a small derandomized budget; ``KILN_OPT_FUZZ_EXAMPLES=10000`` is the long mode.
+
+What an input costs is mostly parsing and verifying, so the fuzzers do each only once
+where the answer cannot change: the seed IR (the random pipelines' input) is parsed once
+per process and each run gets a clone (:class:`SeedCachingMain`, kiln-opt's own parser
+and verifier otherwise, every pass still verified after); an output already parsed and
+verified once is not parsed again (:data:`_VERIFIED`); and the installed plugins
+(entry points, xDSL's multiverse) are looked up once per process, not at each ``main``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+from xdsl.universe import Universe
 
+import kiln.plugins
+from kiln.diagnostics import SourceMap
 from kiln.frontends.capture import capture_make_fx
 from kiln.frontends.fx import import_graph
 from kiln.registry import default_registry, make_context
-from kiln.tools.kiln_opt import main
+from kiln.tools.kiln_opt import KilnOptMain, main
 
 EXAMPLES = int(os.environ.get("KILN_OPT_FUZZ_EXAMPLES", "12"))
 HANG_SECONDS = 60
@@ -82,13 +97,81 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise Hang(f"kiln-opt ran for more than {HANG_SECONDS} s")
 
 
+_PARSED: dict[tuple[bytes, str, int], tuple[ModuleOp, SourceMap | None]] = {}
+_SEED_TEXTS: set[bytes] = set()  # filled by seeds()
+
+
+class SeedCachingMain(KilnOptMain):
+    """kiln-opt, parsing and verifying each seed text once per process: a run on a seed
+    gets a clone of the module parsed the first time (and its source map, moved over to
+    the clone), which is not verified again before the first pass (every pass's result
+    still is). Other texts (mutated IR) go through the parser every time."""
+
+    _fresh: ModuleOp | None = None  # the seed clone just handed out
+
+    def _verify(self, module: ModuleOp, previous: ModulePass | None) -> None:
+        if previous is None and module is self._fresh:
+            return  # the seed verified when it was first parsed
+        super()._verify(module, previous)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        parse = self.available_frontends["mlir"]
+
+        def parse_or_clone(stream: IO[bytes]) -> ModuleOp:
+            raw = stream.read()
+            raw = raw if isinstance(raw, bytes) else raw.encode()
+            key = (raw, self.get_input_name(), self._line_offset)
+            if key not in _PARSED:
+                module = parse(io.BytesIO(raw))
+                if raw not in _SEED_TEXTS:
+                    return module
+                module.verify()
+                _PARSED[key] = (module, self.source_map)
+            module, source_map = _PARSED[key]
+            copy = module.clone()
+            if source_map is not None:
+                positions = source_map.positions
+                self.source_map = SourceMap(
+                    source_map.input,
+                    source_map.line_offset,
+                    {
+                        b: positions[a]
+                        for a, b in zip(module.walk(), copy.walk(), strict=True)
+                        if a in positions
+                    },
+                )
+            self._fresh = copy
+            return copy
+
+        self.available_frontends["mlir"] = parse_or_clone
+
+
+@contextlib.contextmanager
+def _discovery_once() -> Iterator[None]:
+    """The installed plugins do not change while the fuzzers run: look them up once."""
+    multiverse = Universe.get_multiverse
+    lookup = kiln.plugins.entry_points
+    Universe.get_multiverse = staticmethod(cache(multiverse))  # pyright: ignore[reportAttributeAccessIssue]
+    kiln.plugins.entry_points = cache(lookup)  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        yield
+    finally:
+        Universe.get_multiverse = staticmethod(multiverse)  # pyright: ignore[reportAttributeAccessIssue]
+        kiln.plugins.entry_points = lookup
+
+
 def run_main(path: Path, *args: str) -> Outcome:
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(HANG_SECONDS)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([str(path), *args])
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            _discovery_once(),
+        ):
+            code = main([str(path), *args], tool=SeedCachingMain)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -112,14 +195,22 @@ def seeds() -> dict[str, str]:
                 texts[level] = result.out
     finally:
         tmp.unlink()
+    _SEED_TEXTS.update(text.encode() for text in texts.values())
     return texts
+
+
+_VERIFIED: set[bytes] = set()
+"""Digests of the outputs that parsed and verified (parsing is deterministic)."""
 
 
 def check(outcome: Outcome, emitted: bool) -> None:
     """Verified IR or one clean diagnostic (see the module docstring)."""
     if outcome.code == 0:
         if not emitted and outcome.out.strip():
-            Parser(make_context(), outcome.out).parse_module().verify()
+            digest = hashlib.sha256(outcome.out.encode()).digest()
+            if digest not in _VERIFIED:
+                Parser(make_context(), outcome.out).parse_module().verify()
+                _VERIFIED.add(digest)
         return
     assert outcome.code == 1, outcome
     first = outcome.err.splitlines()[0] if outcome.err else ""
