@@ -594,9 +594,18 @@ def _mod_factor(term: Expr) -> tuple[Expr, sympy.Mod | None]:
     if len(mods) != 1:
         return term, None
     rest = [f for f in term.args if f is not mods[0]]
-    if not all(f.is_Number or (isinstance(f, sympy.Symbol) and f.is_positive) for f in rest):
+    if not all(f.is_Number or _positive_power(f) for f in rest):
         return term, None
     return sympy.Mul(*rest), mods[0]
+
+
+def _positive_power(f: Expr) -> bool:
+    """A positive symbol or a positive integer power of one: ``s1``, ``s1**2`` (the
+    ``s1*s1`` row stride of attention scores, ``[4*s0*s1, s1]`` rows of ``[s0, 4, s1, s1]``)."""
+    if isinstance(f, sympy.Pow):
+        base, exp = f.args
+        return isinstance(base, sympy.Symbol) and bool(base.is_positive) and exp.is_Integer and exp > 0
+    return isinstance(f, sympy.Symbol) and bool(f.is_positive)
 
 
 def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, int | None]:
