@@ -169,6 +169,14 @@ def mod(base: Expr | int, divisor: Expr | int) -> Expr:
     calls, 52 distinct; sympy's own cache had evicted them)."""
     if divisor == 0:
         return sympy.Integer(0)
+    terms = sympy.Add.make_args(base) if isinstance(base, sympy.Add) else ()
+    kept = [t for t in terms if _term_quotient(cast(Expr, t), sympy.sympify(divisor)) is None]
+    if len(kept) < len(terms):
+        # Multiples of the divisor leave the remainder (``(384*d1 + d2) % 384 ==
+        # d2 % 384``), as sympy's evaluation drops them first too, but without its
+        # assumption queries over the whole sum (0.03-0.09 s each on the dynamic
+        # scheduler's flat indices): the same expression, sooner.
+        return mod(sympy.Add(*kept), divisor)
     if _opaque_mod(base, divisor):
         # What sympy's evaluation returns too, without its assumption queries (0.1 s
         # each on FloorDiv(d0, 128*s1) % s0, the dynamic scheduler's common case).
