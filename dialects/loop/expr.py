@@ -612,7 +612,9 @@ def _positive_power(f: Expr) -> bool:
     ``s1*s1`` row stride of attention scores, ``[4*s0*s1, s1]`` rows of ``[s0, 4, s1, s1]``)."""
     if isinstance(f, sympy.Pow):
         base, exp = f.args
-        return isinstance(base, sympy.Symbol) and bool(base.is_positive) and exp.is_Integer and exp > 0
+        return (
+            isinstance(base, sympy.Symbol) and bool(base.is_positive) and exp.is_Integer and exp > 0
+        )
     return isinstance(f, sympy.Symbol) and bool(f.is_positive)
 
 
@@ -746,7 +748,7 @@ def _divides(coeff: Expr, divisor: Expr) -> Expr | None:
 
 
 def _integer_coefficients(e: Expr) -> bool:
-    return all(c.is_Integer for c in sympy.expand(e).as_coefficients_dict().values())
+    return all(cast(Expr, c).is_Integer for c in sympy.expand(e).as_coefficients_dict().values())
 
 
 def _has_negative_power(e: Expr) -> bool:

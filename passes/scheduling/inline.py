@@ -318,7 +318,9 @@ def mask_ranges(
         if not (isinstance(lhs, IndexOp) and isinstance(rhs, IndexOp)):
             continue
         v, bound = lhs.expr.data, rhs.expr.data + offset
-        if v not in narrowed or any(var_kind(s)[0] != "s" for s in bound.free_symbols):  # pyright: ignore[reportArgumentType]
+        if not isinstance(v, sympy.Symbol) or v not in narrowed:
+            continue
+        if any(var_kind(s)[0] != "s" for s in bound.free_symbols):  # pyright: ignore[reportArgumentType]
             continue
         # Only a bound provably tighter (sizes are positive): never a loose one.
         if bound.is_positive and (narrowed[v] - bound).is_nonnegative:

@@ -223,6 +223,8 @@ class _RotaryTable(torch.nn.Module):
     """``x * table[:t]``: a static table sliced by the symbolic sequence length, and a
     float attribute that dynamo passes as a 0-d float64 tensor under ``dynamic=True``."""
 
+    table: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("table", torch.randn(64, 8), persistent=False)
