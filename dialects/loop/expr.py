@@ -169,6 +169,14 @@ def mod(base: Expr | int, divisor: Expr | int) -> Expr:
     calls, 52 distinct; sympy's own cache had evicted them)."""
     if divisor == 0:
         return sympy.Integer(0)
+    terms = sympy.Add.make_args(base) if isinstance(base, sympy.Add) else ()
+    kept = [t for t in terms if _term_quotient(cast(Expr, t), sympy.sympify(divisor)) is None]
+    if len(kept) < len(terms):
+        # Multiples of the divisor leave the remainder (``(384*d1 + d2) % 384 ==
+        # d2 % 384``), as sympy's evaluation drops them first too, but without its
+        # assumption queries over the whole sum (0.03-0.09 s each on the dynamic
+        # scheduler's flat indices): the same expression, sooner.
+        return mod(sympy.Add(*kept), divisor)
     if _opaque_mod(base, divisor):
         # What sympy's evaluation returns too, without its assumption queries (0.1 s
         # each on FloorDiv(d0, 128*s1) % s0, the dynamic scheduler's common case).
@@ -605,9 +613,20 @@ def _mod_factor(term: Expr) -> tuple[Expr, sympy.Mod | None]:
     if len(mods) != 1:
         return term, None
     rest = [f for f in term.args if f is not mods[0]]
-    if not all(f.is_Number or (isinstance(f, sympy.Symbol) and f.is_positive) for f in rest):
+    if not all(f.is_Number or _positive_power(f) for f in rest):
         return term, None
     return sympy.Mul(*rest), mods[0]
+
+
+def _positive_power(f: Expr) -> bool:
+    """A positive symbol or a positive integer power of one: ``s1``, ``s1**2`` (the
+    ``s1*s1`` row stride of attention scores, ``[4*s0*s1, s1]`` rows of ``[s0, 4, s1, s1]``)."""
+    if isinstance(f, sympy.Pow):
+        base, exp = f.args
+        return (
+            isinstance(base, sympy.Symbol) and bool(base.is_positive) and exp.is_Integer and exp > 0
+        )
+    return isinstance(f, sympy.Symbol) and bool(f.is_positive)
 
 
 def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, int | None]:
@@ -740,7 +759,7 @@ def _divides(coeff: Expr, divisor: Expr) -> Expr | None:
 
 
 def _integer_coefficients(e: Expr) -> bool:
-    return all(c.is_Integer for c in sympy.expand(e).as_coefficients_dict().values())
+    return all(cast(Expr, c).is_Integer for c in sympy.expand(e).as_coefficients_dict().values())
 
 
 def _has_negative_power(e: Expr) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import sympy
 from xdsl.dialects.builtin import StringAttr
@@ -28,6 +28,8 @@ from kiln.dialects.loop.expr import (
     floordiv,
     index_var,
     mod,
+    operands,
+    simplify_with_ranges,
 )
 from kiln.passes.aten_to_loop.context import (
     Lowered,
@@ -79,13 +81,28 @@ def index_nodes(ref: TensorRef) -> int:
     return expr_nodes(ref.storage_index([index_var(k) for k in range(ref.rank)]))
 
 
+def _divides_by_size(ref: TensorRef) -> bool:
+    """Whether ``ref``'s index, simplified with its sizes as ranges, still divides (``//``
+    or ``%``) by an expression of size symbols."""
+    idx = [index_var(k) for k in range(ref.rank)]
+    e = simplify_with_ranges(ref.storage_index(idx), dict(zip(idx, ref.sizes, strict=True)))
+    return any(
+        isinstance(n, FloorDiv | sympy.Mod) and bool(operands(n)[1].free_symbols)
+        for n in sympy.preorder_traversal(e)
+    )
+
+
 def bounded_reshape(ctx: LoweringContext, ref: TensorRef, sizes: Sequence[Expr]) -> TensorRef:
     """``ref.reshape(sizes)``, through a contiguous copy of ``ref`` when the reshaped
     index expression would exceed :data:`~kiln.dialects.loop.expr.MAX_INDEX_NODES`
     (a reshape of a layout torch cannot view nests ``//`` and ``%``; chained, they grow
     without bound under symbolic sizes)."""
     out = ref.reshape(sizes)
-    if out.strides is None and index_nodes(out) > MAX_INDEX_NODES:
+    if out.strides is None and (index_nodes(out) > MAX_INDEX_NODES or _divides_by_size(out)):
+        # Also where the reshaped index divides by a size symbol: the copy in ``ref``'s
+        # own space is a strided loop nest (the ``[s0, s1, 4, 32]`` attention output
+        # before its ``[s0*s1, 128]`` view divided per row by ``s1``, a real division
+        # where a static size is a shift); the reshape of the copy is then a view.
         copy = ctx.pointwise(ref.sizes, ref.dtype, lambda bb, idx: bb.load(ref, idx))
         out = copy.reshape(sizes)
     return out
@@ -222,9 +239,36 @@ def _slice(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     step = args.value("step")
     if not isinstance(step, int):
         raise NoLowering("symbolic slice step")
-    start, length = clamp_slice(ref.sizes[dim], args.value("start"), args.value("end"), step)
+    start, end = args.value("start"), args.value("end")
+    try:
+        start_e, length = clamp_slice(ref.sizes[dim], start, end, step)
+    except NoLowering:
+        traced = _unclamped_traced_slice(ctx, args, start, end, step, dim)
+        if traced is None:
+            raise
+        start_e, length = traced
     length = args.result_sizes(0, [*ref.sizes[:dim], length, *ref.sizes[dim + 1 :]])[dim]
-    return [ref.slice(dim, start, length, sympy.Integer(step))]
+    return [ref.slice(dim, start_e, length, sympy.Integer(step))]
+
+
+def _unclamped_traced_slice(
+    ctx: LoweringContext, args: OpArgs, start: Any, end: Any, step: int, dim: int
+) -> tuple[Expr, Expr] | None:
+    """(start, length) of a slice with symbolic bounds on a static dim (``cos[:t]`` of a
+    rotary table) where the tracer's result size is exactly the unclamped
+    ``ceil((end - start) / step)``: dynamo guarded that the bounds neither wrap nor clamp
+    (``0 <= start``, ``end <= size``) for every size this graph runs at. None otherwise
+    (the slice then runs as an ATen call)."""
+    start_e = expr(0 if start is None else start)
+    if end is None or not start_e.is_nonnegative:
+        return None
+    traced = ctx.traced_sizes(args.op, 0)
+    if traced is None or len(traced) <= dim or traced[dim] is None:
+        return None
+    length = floordiv(expr(end) - start_e + step - 1, step)
+    if sympy.expand(cast(Expr, traced[dim]) - length) != 0:
+        return None
+    return start_e, length
 
 
 def _select(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:

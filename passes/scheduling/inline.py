@@ -219,7 +219,14 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
     p_block = producer.body.block
     p_vars = p_block.args[: producer.num_loop_vars]
     p_inputs = producer.input_args()
+    outer_ranges = ranges
     for load in loads:
+        # Where the load is masked off, the producer's position does not matter (its
+        # loads are masked too and the fill replaces the value): the mask's bounds on
+        # the loop variables hold wherever the inlined body counts, e.g. ``d3 < 16``
+        # for the first half of a ``cat`` (RoPE's ``cat([-x2, x1])``), which drops the
+        # per-element ``//`` and ``%`` of the producer's unflattened position.
+        ranges = mask_ranges(load, outer_ranges)
         coordinates = unflatten(load.index.data, producer_sizes)
         substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
         mapping: dict[SSAValue, SSAValue] = {
@@ -274,6 +281,51 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
         else:
             block.erase_arg(arg)
     return _rebuild(consumer, keep_inputs, syms)
+
+
+_UPPER = {"slt": 0, "ult": 0, "sle": 1, "ule": 1}
+"""``d < c`` (or ``d <= c``) predicates of ``arith.cmpi``, as the bound's offset."""
+_LOWER_SWAPPED = {"sgt": 0, "ugt": 0, "sge": 1, "uge": 1}
+"""``c > d`` (or ``c >= d``): the same bounds with the operands swapped."""
+
+
+def mask_ranges(
+    load: LoadOp, ranges: dict[sympy.Symbol, sympy.Expr]
+) -> dict[sympy.Symbol, sympy.Expr]:
+    """``ranges`` narrowed by the upper bounds on loop variables that ``load``'s mask
+    implies (a conjunction of ``loop.index`` comparisons), valid wherever the masked
+    load reads; the same dict when the mask says nothing."""
+    if load.mask is None:
+        return ranges
+    narrowed = dict(ranges)
+    pending = [load.mask]
+    while pending:
+        owner = pending.pop().owner
+        if isinstance(owner, arith.AndIOp):
+            pending += [owner.lhs, owner.rhs]
+            continue
+        if not isinstance(owner, arith.CmpiOp):
+            continue
+        predicate = arith.CMPI_COMPARISON_OPERATIONS[owner.predicate.value.data]
+        lhs, rhs = owner.lhs.owner, owner.rhs.owner
+        if predicate in _LOWER_SWAPPED:
+            lhs, rhs = rhs, lhs
+            offset = _LOWER_SWAPPED[predicate]
+        elif predicate in _UPPER:
+            offset = _UPPER[predicate]
+        else:
+            continue
+        if not (isinstance(lhs, IndexOp) and isinstance(rhs, IndexOp)):
+            continue
+        v, bound = lhs.expr.data, rhs.expr.data + offset
+        if not isinstance(v, sympy.Symbol) or v not in narrowed:
+            continue
+        if any(var_kind(s)[0] != "s" for s in bound.free_symbols):  # pyright: ignore[reportArgumentType]
+            continue
+        # Only a bound provably tighter (sizes are positive): never a loose one.
+        if bound.is_positive and (narrowed[v] - bound).is_nonnegative:
+            narrowed[v] = bound
+    return narrowed
 
 
 def _retarget(load: LoadOp, consumer_load: LoadOp, block: Block) -> SSAValue:

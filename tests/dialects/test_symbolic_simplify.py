@@ -157,3 +157,17 @@ def test_remainder_of_a_quotient_below_its_divisor_drops() -> None:
     after = simplify_with_ranges(before, ranges)
     assert after == d0
     same_values(before, after, ranges)
+
+
+def test_divmod_pairs_with_squared_size_coefficients_join() -> None:
+    """The row offset of ``[s0, 4, s1, s1]`` attention scores over ``[4*s0*s1]`` rows:
+    ``s1*(d0 % s1) + s1**2*((d0 // s1) % 4) + 4*s1**2*(d0 // (4*s1))`` is ``s1*d0``
+    (a coefficient ``s1**2`` joins like ``s1``); it divided four times per row of BERT's
+    softmax."""
+    ranges = {d0: 4 * s0 * s1}
+    before = (
+        s1 * mod(d0, s1) + s1 * s1 * mod(floordiv(d0, s1), 4) + 4 * s1 * s1 * floordiv(d0, 4 * s1)
+    )
+    after = simplify_with_ranges(before, ranges)
+    assert after == s1 * d0
+    same_values(before, after, ranges)

@@ -15,6 +15,17 @@ def _to_dtype(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(x.sizes, ty, lambda bb, idx: bb.load(x, idx))]
 
 
+def _convert_element_type(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """``prims.convert_element_type(a, dtype)``: dynamo's ``dynamic=True`` passes a float
+    attribute (RMSNorm's ``eps``) as a 0-d float64 tensor and casts it twice; as ATen
+    calls those were four Python round trips per LLaMA block call."""
+    x = args.tensor("a")
+    ty = args.result_dtype()
+    if ty == x.dtype:
+        return [x]
+    return [ctx.pointwise(x.sizes, ty, lambda bb, idx: bb.load(x, idx))]
+
+
 def _copy(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     x, src = args.tensor("self"), args.tensor("src")
     sizes = args.result_sizes(0, list(x.sizes))
@@ -28,6 +39,7 @@ LOWERINGS: dict[str, Lowering] = {
     "to.dtype": _to_dtype,
     "type_as": _to_dtype,
     "copy": _copy,
+    "prims::convert_element_type": _convert_element_type,
 }
 
 __all__ = ["LOWERINGS"]

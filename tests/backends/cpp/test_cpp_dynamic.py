@@ -197,3 +197,71 @@ def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> Non
     wrappers = [w.read_text() for w in tmp_path.glob("*/wrapper.py")]
     assert any("_reinterpret_tensor(" in w for w in wrappers)
     assert not any(".run((" in w for w in wrappers)
+
+
+def _rotate_heads(x: torch.Tensor) -> torch.Tensor:
+    b, t, _ = x.shape
+    q = x.view(b, t, 4, 8).transpose(1, 2)  # [s0, 4, s1, 8]
+    q1, q2 = q.chunk(2, dim=-1)
+    return q * 2 + torch.cat([-q2, q1], dim=-1)
+
+
+def test_rotary_cat_of_a_head_view_does_not_divide(tmp_path: Path) -> None:
+    """RoPE's ``cat([-x2, x1])`` of a transposed head view: the inlined ``-x2`` is read
+    under the cat's mask (``d3 < 4``), which bounds its unflattened position; without
+    that bound every element divided by ``s1`` (LLaMA ran 2x slower dynamic than static)."""
+    run_dynamic(
+        _rotate_heads,
+        [(2, 5, 32), (3, 7, 32)],
+        options={"debug_dir": str(tmp_path)},
+        check_strides=False,  # eager keeps the transposed layout (not what this checks)
+    )
+    assert not _division_lines(tmp_path)
+
+
+class _RotaryTable(torch.nn.Module):
+    """``x * table[:t]``: a static table sliced by the symbolic sequence length, and a
+    float attribute that dynamo passes as a 0-d float64 tensor under ``dynamic=True``."""
+
+    table: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(64, 8), persistent=False)
+        self.eps = 1e-6
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = x.shape[1]
+        norm = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x * norm * self.table[:t]
+
+
+def test_a_static_table_sliced_by_a_symbolic_length_is_a_view(tmp_path: Path) -> None:
+    """``table[:t]`` (the tracer's result size is the unclamped ``t``: dynamo guarded
+    ``t <= 64``) is a view read by the kernel, not an ATen ``slice`` call per step; the
+    float attribute's ``convert_element_type`` casts are kernels, not ATen calls."""
+    torch.manual_seed(0)
+    module = _RotaryTable()
+    run_dynamic(module, [(2, 5, 8), (3, 7, 8), (2, 64, 8)], options={"debug_dir": str(tmp_path)})
+    wrappers = "\n".join(w.read_text() for w in tmp_path.glob("*/wrapper.py"))
+    assert "kernel.extern" not in wrappers
+
+
+def _attention_out(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    b, t, c = x.shape
+    q = x.view(b, t, 4, 8).transpose(1, 2)  # [s0, 4, s1, 8]
+    y = torch.softmax(q @ q.transpose(-2, -1), -1) @ q
+    return y.transpose(1, 2).reshape(b, t, c) @ w
+
+
+def test_attention_output_copy_and_softmax_rows_do_not_divide(tmp_path: Path) -> None:
+    """The ``[s0*s1, 32]`` copy of the transposed attention output is made in its own
+    ``[s0, s1, 4, 8]`` space (it divided by ``s1`` per row), and the softmax over
+    ``[4*s0*s1]`` rows of ``[s0, 4, s1, s1]`` scores indexes rows by ``s1*x0`` (the
+    ``s1**2`` stride's divisions joined)."""
+    run_dynamic(
+        _attention_out,
+        [[(2, 5, 32), (32, 16)], [(3, 7, 32), (32, 16)]],
+        options={"debug_dir": str(tmp_path)},
+    )
+    assert not _division_lines(tmp_path)

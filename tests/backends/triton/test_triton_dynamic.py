@@ -35,3 +35,30 @@ def test_host_arithmetic_on_sizes(name: str) -> None:
 def test_random_dynamic_view_chains(program: Program) -> None:
     """The fuzzer of ``tests/test_dynamic_fuzz.py`` through the Triton executor."""
     check(program, "triton", DEVICE)
+
+
+class _RotaryHeads(torch.nn.Module):
+    """LLaMA's rotary embedding on a head view: ``cat([-x2, x1])`` under the cat's mask,
+    a static table sliced by the symbolic length, a float attribute (a 0-d float64
+    input under ``dynamic=True``) and the ``[s0*s1, c]`` copy of the transposed heads."""
+
+    table: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(64, 8), persistent=False)
+        self.eps = 1e-6
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        q = x.view(b, t, 4, 8).transpose(1, 2)
+        q1, q2 = q.chunk(2, dim=-1)
+        q = q * self.table[:t] + torch.cat([-q2, q1], dim=-1)
+        return q.transpose(1, 2).reshape(b * t, c) * 2
+
+
+def test_rotary_heads_with_symbolic_sizes() -> None:
+    torch.manual_seed(0)
+    module = _RotaryHeads().to(DEVICE)
+    run_dynamic(module, [(2, 5, 32), (3, 7, 32)], executor="triton", device=DEVICE)
