@@ -38,8 +38,9 @@ import os
 import pickle
 import sys
 import tempfile
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from kiln.compiler import CompileOptions
 
 ENV = "KILN_GRAPH_CACHE"
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 MAGIC = b"KILN-GRAPH-v1\x00\x00\x00"
 DIGEST_SIZE = 32
 
@@ -67,6 +68,9 @@ class GraphEntry:
     kernels: int
     launches: int
     externs: dict[str, int] = field(default_factory=dict[str, int])
+    lifted: tuple[str, ...] = ()
+    """The ``get_attr`` targets of the traced constants passed after the placeholders, in
+    argument order (a hit fetches them from the graph without importing it)."""
     format: int = ENTRY_FORMAT
 
 
@@ -103,26 +107,32 @@ def kiln_source_hash() -> str:
     return digest.hexdigest()
 
 
-@cache
-def _environment() -> str:
-    import sympy
-    import torch
-    import xdsl
-
-    from kiln.backends.cpp.compiler import compiler_identity
-
+def _version(distribution: str) -> str:
+    """A distribution's version from its metadata (importing sympy only to read its
+    version cost a second in a process that had not imported it); a package that is not
+    installed as a distribution is told by its path."""
     try:
         from importlib.metadata import version
 
-        xdsl_version = version("xdsl")
-    except Exception:  # not installed as a distribution: its path still tells
-        xdsl_version = str(Path(xdsl.__file__).parent)
+        return version(distribution)
+    except Exception:
+        import importlib
+
+        return str(Path(importlib.import_module(distribution).__file__ or distribution).parent)
+
+
+@cache
+def _environment() -> str:
+    import torch
+
+    from kiln.backends.cpp.compiler import compiler_identity
+
     return "\n".join(
         [
             f"kiln {kiln_source_hash()}",
             f"torch {torch.__version__} {torch.version.git_version}",
-            f"xdsl {xdsl_version}",
-            f"sympy {sympy.__version__}",
+            f"xdsl {_version('xdsl')}",
+            f"sympy {_version('sympy')}",
             f"python {sys.version}",
             f"compiler {compiler_identity()}",
         ]
@@ -136,9 +146,14 @@ def _threads() -> str:
     return f"threads {affinity} of {os.cpu_count()}"
 
 
-def graph_key(module_text: str, options: CompileOptions, executor: str) -> str | None:
+def graph_key(
+    module_text: str, options: CompileOptions, executor: str, context: Sequence[str] = ()
+) -> str | None:
     """The graph's key, or None when there is no C++ compiler to identify (the graph
-    then runs in the interpreter, uncached)."""
+    then runs in the interpreter, uncached). ``module_text``: the imported aten IR's
+    text, or the FX graph's description (:func:`kiln.fx_key.describe_graph`), with
+    ``context`` then saying what the driver adds to the imported module (its device,
+    inference graph or not)."""
     import torch
 
     from kiln.backends.cpp.compiler import CompilerNotFound
@@ -160,6 +175,7 @@ def graph_key(module_text: str, options: CompileOptions, executor: str) -> str |
         f"pipeline {options.pipeline}",
         f"executor {executor} (option {options.executor})",
         f"autotune {options.autotune} cuda_graphs {options.cuda_graphs}",
+        *context,
         module_text,
     ):
         digest.update(part.encode())
@@ -179,11 +195,18 @@ def _warn(path: Path, why: str) -> None:
     )
 
 
-def load(key: str) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] | None:
+def load(
+    key: str, stages: dict[str, float] | None = None
+) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] | None:
     """The entry for ``key`` and its program's wrapper, or None on a miss. A bad entry
-    (corrupt, unloadable) is deleted with a warning and is a miss."""
+    (corrupt, unloadable) is deleted with a warning and is a miss. ``stages`` receives
+    the seconds spent reading the entry (``graph-cache``) and loading its program
+    (``load``: kernel libraries, the wrapper; :attr:`kiln.compiler.GraphStats.stage_seconds`)."""
     from kiln.backends.cache import remove_entry
     from kiln.backends.cpp.saved import load_program
+
+    stages = stages if stages is not None else {}
+    start = time.perf_counter()
 
     try:
         path = _path(key)
@@ -205,7 +228,10 @@ def load(key: str) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] 
             raise ValueError("entry of another key")
         if entry.format != ENTRY_FORMAT:
             raise ValueError(f"entry format {entry.format}")
+        loading = time.perf_counter()
+        stages["graph-cache"] = stages.get("graph-cache", 0.0) + loading - start
         run = load_program(entry.program)
+        stages["load"] = time.perf_counter() - loading
     except Exception as e:
         remove_entry(path)
         _warn(path, f"{type(e).__name__}: {e}")
