@@ -148,7 +148,8 @@ start instead, wrong for an argument that is a slice of a larger tensor)."""
 
 def overload_by_name(overload: str) -> Callable[..., Any]:
     """``torch.ops.aten.add.Tensor`` for ``aten::add.Tensor``; LookupError when torch has
-    no such operator."""
+    no such operator. (The dialects' own, :func:`kiln.dialects.aten.call_plan.torch_overload`,
+    raises the interpreter's error and cannot live here: dialects import no backend.)"""
     namespace, _, rest = overload.partition("::")
     name, _, overload_name = rest.partition(".")
     try:

@@ -34,12 +34,12 @@ from kiln.dialects.aten.schema import ArgKind, ArgSpec, OpSchema
 @cache
 def torch_overload(overload: str) -> Callable[..., Any]:
     """``torch.ops.aten.add.Tensor`` for ``aten::add.Tensor`` (a pure lookup, cached)."""
-    from kiln.backends.host.runtime import overload_by_name
-
+    namespace, _, rest = overload.partition("::")
+    name, _, overload_name = rest.partition(".")
     try:
-        return overload_by_name(overload)
-    except LookupError as e:
-        raise InterpretationError(str(e)) from None
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload_name or "default")
+    except (AttributeError, RuntimeError):
+        raise InterpretationError(f"torch has no operator {overload}") from None
 
 
 # --- per-op call plans -----------------------------------------------------------
