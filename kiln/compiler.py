@@ -155,9 +155,10 @@ class GraphStats:
     ``setup`` (loading kiln's modules and the passes: mostly the first graph of a process),
     ``passes`` (:attr:`pass_seconds` summed), then the backend's: ``lower-to-cpp``,
     ``emit``, ``build`` (compiler or cache, loading), ``wrapper`` (C++), or
-    ``lower-to-triton+build`` (Triton); ``graph-cache`` (looking the graph up in the
-    graph cache and, on a hit, loading the program; storing it after a miss);
-    ``other`` is the rest (executor choice, statistics)."""
+    ``lower-to-triton+build`` (Triton); ``graph-key`` (the graph cache's key: describing
+    the FX graph, or printing the imported IR), ``graph-cache`` (reading the entry, or
+    storing it after a miss), ``load`` (a hit: loading its kernels' libraries and
+    wrapper); ``other`` is the rest (executor choice, statistics)."""
     graph_cache: str = ""
     """``hit``, ``stored``, ``not stored: <why>``, or empty when the graph cache was not
     used (:mod:`kiln.graph_cache`)."""

@@ -1,21 +1,28 @@
 """The graph cache: a second process compiling the same graph skips the pipeline (warm start).
 
-Like Inductor's FX graph cache. :func:`kiln.compiler.compile_graph` imports the FX graph
-as usual, then looks the graph up here before running any pass:
+Like Inductor's FX graph cache. :func:`kiln.compiler.compile_graph` looks the graph up
+here before importing it or running any pass:
 
-* **Key**: SHA-256 of the imported aten IR's text (ops, types with shapes and dtypes,
-  symbolic sizes and their ranges, argument attributes: everything the passes read),
-  the options that change the program (pipeline, executor), and the environment that
-  does: kiln's own source (a hash of every module of the ``kiln`` package, so an edited
-  checkout never reuses an old entry), the torch, xDSL, sympy and Python versions, the
-  C++ compiler's identity (version, flags, CPU), the thread count the loops are
-  lowered for, torch's default dtype, and the ``KILN_*`` settings that reach the
-  compiler. Any difference is a miss.
+* **Key**: SHA-256 of the FX graph's description (:func:`kiln.fx_key.describe_graph`:
+  every node's target and arguments, the traced tensors' shapes, strides, dtypes and
+  storage sharing, the data of traced constants: everything the import reads) with what
+  the driver adds to the imported module (its device, whether it is an inference graph
+  that ``prepack-weights`` may prepack); a graph that cannot be described exactly
+  (symbolic sizes, unknown objects) is imported first and keyed on its aten IR's text
+  (ops, types with shapes and dtypes, symbolic sizes and their ranges, argument
+  attributes). Then the options that change the program (pipeline, executor), and the
+  environment that does: kiln's own source (a hash of every module of the ``kiln``
+  package, so an edited checkout never reuses an old entry), the torch, xDSL, sympy and
+  Python versions, the C++ compiler's identity (version, flags, CPU), the thread count
+  the loops are lowered for, torch's default dtype, and the ``KILN_*`` settings that
+  reach the compiler. Any difference is a miss.
 * **Value**: the compiled program as data (:mod:`kiln.backends.cpp.saved`: the wrapper's
   source, its namespace, the kernels' C++ per translation unit) plus what the driver
-  adds around it (how outputs are rebuilt, the statistics). A hit executes the wrapper
-  and loads the kernels' libraries from the C++ cache (a missing library is rebuilt
-  from the saved source).
+  adds around it (how outputs are rebuilt, which traced constants to pass, the
+  statistics). A hit executes the wrapper and loads the kernels' libraries from the C++
+  cache (a missing library is rebuilt from the saved source); it imports none of kiln's
+  IR modules (the wrapper's helpers live in :mod:`kiln.backends.host.runtime` and
+  :mod:`kiln.backends.cpp.runtime`).
 * **Scope**: the C++ executor. A graph whose program cannot be rebuilt from data
   (kernels left to the interpreter, externs run by the aten interpreter or through call
   plans) is not stored and compiles every time. Graphs compiled with plugins or a debug

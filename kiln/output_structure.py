@@ -18,8 +18,10 @@ OUTPUTS_ATTR = "kiln.outputs"
 """The function attribute holding the structure (also
 :data:`kiln.dialects.aten.function_attrs.OUTPUTS_ATTR`)."""
 
+
 class OutputStructureError(ValueError):
     """A structure that cannot be written, or a malformed ``kiln.outputs`` string."""
+
 
 def _resolve_type(node: ast.expr) -> type:
     parts: list[str] = []

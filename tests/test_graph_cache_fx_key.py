@@ -4,7 +4,7 @@ graph is never served another graph's program."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,10 @@ from kiln.fx_key import describe_graph
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(graph_cache.ENV, "1")
-    yield tmp_path / "cache"
+    return tmp_path / "cache"
 
 
 def first(out: Any) -> torch.Tensor:
@@ -59,7 +59,8 @@ def test_strides_and_aliasing_change_the_description() -> None:
     # (as_strided) are imported differently.
     view = described(lambda t: t.view(24).as_strided((3,), (2,)) + 1, x)
     copy = described(lambda t: t.clone().view(24).as_strided((3,), (2,)) + 1, x)
-    assert "s0]" in view and view != copy
+    assert "s0]" in view
+    assert view != copy
 
 
 def test_traced_constants_are_keyed_by_their_data() -> None:
@@ -67,7 +68,8 @@ def test_traced_constants_are_keyed_by_their_data() -> None:
     x = torch.randn(3)
     one = described(lambda t: t + torch.tensor([1.0, 2.0, 3.0]), x)
     other = described(lambda t: t + torch.tensor([1.0, 2.0, 4.0]), x)
-    assert "sha256" in one and one != other
+    assert "sha256" in one
+    assert one != other
 
 
 def test_symbolic_shapes_fall_back_to_the_ir_key() -> None:

@@ -24,7 +24,6 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from kiln.backends.cpp.c_types import float_literal, int_literal, storage_type, value_type
 from kiln.backends.cpp.index_exprs import c_index, is_nonnegative
 from kiln.backends.cpp.prelude import HEADER as HEADER
-from kiln.backends.cpp.prelude import prelude
 from kiln.backends.cpp.prelude import unit_source as unit_source
 from kiln.backends.cpp.scalar_ops import UnsupportedOp, constant_text, scalar_expression
 from kiln.dialects.cpp.attributes import LoopKind

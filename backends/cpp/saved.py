@@ -71,7 +71,7 @@ def _named_objects() -> dict[str, Any]:
             "wrapper.kernel_failed": cpp_runtime.kernel_failed,
             "wrapper.bad_argument": cpp_runtime.bad_argument,
             "externs.reinterpret": runtime.REINTERPRET,
-            "externs.reinterpret_fallback": runtime._reinterpret_fallback,  # pyright: ignore[reportPrivateUsage]
+            "externs.reinterpret_fallback": runtime.reinterpret_fallback,
             "externs.as_buffer": runtime.as_buffer,
             "torch.empty": torch.empty,
             "torch.Tensor": torch.Tensor,

@@ -42,6 +42,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from kiln.backends.host.runtime import FAST_CALLS as FAST_CALLS
 from kiln.backends.host.runtime import REINTERPRET as REINTERPRET
 from kiln.backends.host.runtime import as_buffer as as_buffer
+from kiln.backends.host.runtime import reinterpret_fallback
 from kiln.dialects.aten.attributes import OpaqueDtypeType, SymRefAttr
 from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
 from kiln.dialects.aten.dialect import ConstantOp
@@ -275,7 +276,7 @@ class _Body:
             opaque = isinstance(source, TensorType) and isinstance(
                 source.element_type, OpaqueDtypeType
             )
-            reinterpret = self.constant(_reinterpret_fallback if opaque else REINTERPRET)
+            reinterpret = self.constant(reinterpret_fallback if opaque else REINTERPRET)
             return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
         function = adapted_overload(overload) or function

@@ -129,7 +129,7 @@ def as_buffer(
     return value.clone(memory_format=torch.contiguous_format)
 
 
-def _reinterpret_fallback(
+def reinterpret_fallback(
     tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int
 ) -> torch.Tensor:
     return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
@@ -138,7 +138,7 @@ def _reinterpret_fallback(
 REINTERPRET: Callable[[torch.Tensor, Sequence[int], Sequence[int], int], torch.Tensor] = getattr(
     torch._C._dynamo.guards,  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
     "_reinterpret_tensor",
-    _reinterpret_fallback,
+    reinterpret_fallback,
 )
 """``REINTERPRET(t, size, stride, offset)``: a view of ``t``'s memory, ``offset`` elements
 past ``t``'s own start (what Inductor's ``reinterpret_tensor`` calls: a third of the
@@ -166,4 +166,5 @@ __all__ = [
     "SizeMismatch",
     "as_buffer",
     "overload_by_name",
+    "reinterpret_fallback",
 ]

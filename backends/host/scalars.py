@@ -21,7 +21,6 @@ from xdsl.ir import Operation
 
 from kiln.backends.host.runtime import SCALAR_HELPERS
 
-
 HELPERS: dict[str, Callable[..., Any]] = SCALAR_HELPERS
 """Names :func:`scalar_python` uses, for the wrapper's namespace (defined in
 :mod:`kiln.backends.host.runtime`, which a graph from the graph cache runs with)."""

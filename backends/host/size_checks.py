@@ -25,7 +25,6 @@ from kiln.backends.host.runtime import SIZE_CHECK_HELPERS
 from kiln.backends.host.runtime import SizeMismatch as SizeMismatch
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 
-
 HELPERS: dict[str, Callable[..., Any]] = SIZE_CHECK_HELPERS
 
 

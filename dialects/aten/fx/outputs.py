@@ -27,10 +27,7 @@ returned values back into what the GraphModule returns; it reads the expression 
 
 from __future__ import annotations
 
-import ast
-import sys
-from collections.abc import Callable, Sequence
-from functools import cache
+from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import StringAttr
