@@ -16,10 +16,11 @@ from typing import Any
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch.fx.immutable_collections import immutable_list
 
 _PLAIN = (type(None), bool, int, float, str, torch.fx.Node, torch.dtype)
 """Leaves that hold no device (most FX arguments)."""
-_SEQUENCES = (list, tuple, torch.fx.immutable_collections.immutable_list)
+_SEQUENCES = (list, tuple, immutable_list)
 """Containers pytree flattens into their items (exact types, as pytree matches them)."""
 
 
