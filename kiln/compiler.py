@@ -343,7 +343,7 @@ def compile_graph(
     if cached and not described:
         key_start = time.perf_counter()
         cache_key = graph_cache.graph_key(str(module), options, "cpp")
-        stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
+        stats.stage_seconds["graph-key"] += time.perf_counter() - key_start
         if cache_key is not None:
             stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
             hit = _from_graph_cache(cache_key, gm, options, stats, start, program_device, prepack)

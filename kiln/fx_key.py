@@ -154,6 +154,8 @@ def describe_graph(gm: torch.fx.GraphModule) -> str | None:
         return _Describer(gm).graph()
     except _Opaque:
         return None
+    except Exception:  # an object that does not answer as expected: the IR key is safe
+        return None
 
 
 def fetch_constants(gm: torch.fx.GraphModule, targets: Sequence[str]) -> list[torch.Tensor]:
