@@ -13,7 +13,10 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                      ``cpp``, ``triton``, or ``interpret`` (kiln's reference interpreters:
                      slow, for debugging)
 ``autotune``         benchmark candidate kernel configs on first call (Triton)
-``cuda_graphs``      replay launches through CUDA graphs (Triton)
+``cuda_graphs``      replay launches through CUDA graphs (Triton): ``"auto"`` (default: for
+                     calls whose arguments are all CUDA tensors; outputs a caller still
+                     holds are never overwritten, see :mod:`kiln.backends.triton.cudagraphs`),
+                     ``True`` (also calls with Python numbers: a graph per value) or ``False``
 ``debug_dir``        write, per graph, the FX graph, the IR after every pass, the generated
                      code and the fusion report (also ``KILN_DEBUG=dir``)
 ``partitioner``      training under ``torch.compile``: how AOTAutograd splits the joint graph,
@@ -71,7 +74,7 @@ class CompileOptions:
     plugins: tuple[str, ...] = ()
     executor: Executor = "auto"
     autotune: bool = False
-    cuda_graphs: bool = False
+    cuda_graphs: bool | Literal["auto"] = "auto"
     partitioner: str = "min-cut"
     debug_dir: str | None = None
     verbose: bool = True
@@ -102,7 +105,7 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "pipeline": (str,),
     "executor": (str,),
     "autotune": (bool,),
-    "cuda_graphs": (bool,),
+    "cuda_graphs": (bool, str),
     "partitioner": (str,),
     "debug_dir": (str, type(None)),
     "verbose": (bool,),
@@ -125,6 +128,8 @@ def _check_option(name: str, value: Any) -> None:
         raise CompileError(f"kiln option {name}={value!r}: expected {names}")
     if name == "executor" and value not in _EXECUTORS:
         raise CompileError(f"kiln option executor={value!r}: expected one of {list(_EXECUTORS)}")
+    if name == "cuda_graphs" and isinstance(value, str) and value != "auto":
+        raise CompileError(f"kiln option cuda_graphs={value!r}: expected True, False or 'auto'")
     if name == "partitioner" and value not in PARTITIONERS:
         raise CompileError(
             f"kiln option partitioner={value!r}: expected one of {list(PARTITIONERS)}"

@@ -30,6 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.parser.generic_parser import ParserState
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -37,7 +38,8 @@ from xdsl.utils.exceptions import (
     MultipleSpansParseError,
     ParseError,
 )
-from xdsl.utils.lexer import Input, Span
+from xdsl.utils.lexer import Input, Position, Span, Token
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
 
 Severity = Literal["error", "warning", "note"]
 
@@ -142,13 +144,42 @@ class SourceMap:
         return self.at(offset, len(op.name))
 
 
+class LinearMLIRLexer(MLIRLexer):
+    """xDSL 0.74's lexer with a string-literal pattern that cannot backtrack.
+
+    xDSL's ``"(?:[^"\\...]+|\\...)*"`` nests two quantifiers over the same characters: on
+    an unterminated string the regex engine tries every split of the rest of the line,
+    exponentially (a stray ``"`` kept kiln-opt busy for minutes; found by the kiln-opt
+    fuzzer). One character per repetition matches the same strings in linear time.
+    """
+
+    _unescaped_characters_regex = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+    def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
+        # xDSL prints a non-ASCII character of a string as ``\XX`` UTF-8 escapes but
+        # lexes escaped non-ASCII bytes as a bytes literal, so its own output did not
+        # parse back (``"\C2\80..."`` then failed ``StringAttr``'s verifier; found by
+        # the kiln-opt fuzzer). Escapes that decode as UTF-8 are a string, as MLIR's are.
+        token = super()._lex_string_literal(start_pos)
+        if token.kind is MLIRTokenKind.BYTES_LIT:
+            try:
+                StringLiteral.from_span(token.span).bytes_contents.decode("utf-8")
+            except UnicodeDecodeError:
+                return token
+            return Token(MLIRTokenKind.STRING_LIT, token.span)
+        return token
+
+
 class LocatingParser(Parser):
-    """xDSL's parser, also recording where each op starts (in :attr:`source_map`)."""
+    """xDSL's parser, also recording where each op starts (in :attr:`source_map`), and
+    lexing with :class:`LinearMLIRLexer`."""
 
     def __init__(
         self, ctx: Context, input: str | bytes, name: str = "<unknown>", line_offset: int = 0
     ) -> None:
-        super().__init__(ctx, input, name)
+        super().__init__(ctx, "", name)  # never lex the text with xDSL's own lexer
+        text = input.decode("utf-8") if isinstance(input, bytes) else input
+        self._parser_state = ParserState(LinearMLIRLexer(Input(text, name)))
         self.source_map = SourceMap(self.lexer.input, line_offset)
 
     def parse_operation(self) -> Operation:

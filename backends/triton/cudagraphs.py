@@ -1,21 +1,39 @@
 """CUDA-graphs mode: replay a program's whole launch sequence as one CUDA graph.
 
-The first call with a given input signature (shapes, strides, dtypes, device) runs the
-program normally (compiling and autotuning), then captures a second run into a
-``torch.cuda.CUDAGraph`` reading from static copies of the inputs; later calls copy the
-inputs into those copies (skipping an input that is the very tensor seen last time,
-unmodified, such as a parameter) and replay the graph: one launch instead of one per
-kernel, and no Python per kernel.
+The first call with a given input signature (shapes, strides, dtypes, devices) runs the
+program normally (compiling and autotuning), then records a second run into a CUDA graph
+(an *instance*) that reads from static copies of the inputs; later calls copy the inputs
+into those copies (skipping an input that is the very tensor seen last time, unmodified,
+such as a parameter) and replay the graph: one launch instead of one per kernel, and no
+Python per kernel.
 
-As with Inductor's CUDA graphs, the returned tensors live in the graph's memory pool
-and are overwritten by the next replay of the same graph; clone them to keep them
-(``clone_outputs=True`` does it for every call).
+**Safe by default.** A graph writes its outputs into the same memory at every replay.
+Unlike Inductor's ``reduce-overhead`` (which overwrites outputs the caller still holds and
+reports it when they are read), a replay here never overwrites a tensor the caller can
+still see: the caller gets fresh tensor objects aliasing the graph's outputs, and before
+replaying an instance the runner checks, by the use counts of those outputs' storages,
+that nothing outside the runner holds them any more (views and ``.grad`` fields count).
+If every instance of the signature is still held, the runner records another one (up to
+``max_instances``, each in its own memory pool, so that replaying one never writes into
+another's live outputs), and past that it runs the program without a graph, into fresh
+memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the previous
+result before the next call (``y = f(x)`` keeps one previous result alive: two instances
+alternate) replays graphs at every step.
+
+A call with a CPU tensor among its arguments or outputs runs without a graph (a graph
+would freeze what the host read or wrote at recording). ``auto`` mode (the default of
+``kiln.compile`` and ``torch.compile`` on CUDA) also leaves out calls with Python numbers
+among the arguments (symbolic sizes arrive as numbers: a graph per size would pile up
+pools), and falls back to the plain program for good when a recording fails (an
+operation that synchronises with the host); ``cuda_graphs=True`` records a graph per
+number and raises such failures. ``clone_outputs=True`` returns copies (the pre-safety
+behaviour's remedy, kept for callers that want outputs detached from any pool).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,14 +46,53 @@ class Program(Protocol):
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]: ...
 
 
+Replay = Callable[[], None]
+Recorder = Callable[[Callable[[], tuple[Any, ...]]], tuple[Replay, tuple[Any, ...]]]
+"""Records ``run`` into a graph; returns the replay and the outputs of the recording
+(the tensors every replay writes into)."""
+
+
+def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple[Any, ...]]:
+    """A CUDA graph of ``run`` in a memory pool of its own, after a warm-up on a side
+    stream (as ``torch.cuda.graphs`` requires)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
+        outputs = run()
+    return graph.replay, tuple(outputs)
+
+
+def _use_count(t: torch.Tensor) -> int:
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+
+
 @dataclass
-class _Graph:
-    graph: torch.cuda.CUDAGraph
+class _Instance:
+    replay: Replay
     inputs: list[Any]
-    """Static copies of the tensor inputs (other values as they were at capture)."""
+    """Static copies of the tensor inputs (other values as they were at recording)."""
     outputs: tuple[Any, ...]
     last: list[tuple[weakref.ref[torch.Tensor], int] | None]
     """Per input: the tensor last copied in and its version counter then."""
+    storages: list[tuple[torch.Tensor, int]] = field(default_factory=list[tuple[torch.Tensor, int]])
+    """One output tensor per distinct storage, and that storage's use count while only
+    the runner holds it."""
+
+    def idle(self) -> bool:
+        """Whether nothing outside the runner holds an output (or a view of one)."""
+        return all(_use_count(t) <= count for t, count in self.storages)
+
+    def settle(self) -> None:
+        """Record the idle use counts (call when only the runner holds the outputs)."""
+        seen: dict[int, torch.Tensor] = {}
+        for o in self.outputs:
+            if isinstance(o, torch.Tensor):
+                seen.setdefault(o.untyped_storage().data_ptr(), o)
+        self.storages = [(t, _use_count(t)) for t in seen.values()]
 
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
@@ -45,41 +102,85 @@ def _signature(args: Sequence[Any]) -> tuple[object, ...]:
     )
 
 
+def _recordable(values: Sequence[Any], numbers: bool, device_type: str) -> bool:
+    """Whether a graph can hold ``values`` (arguments or outputs): tensors on the graph's
+    device, and Python numbers when ``numbers`` (each value is then part of the
+    signature: a graph per value)."""
+    return all(
+        v.device.type == device_type if isinstance(v, torch.Tensor) else numbers or v is None
+        for v in values
+    )
+
+
 @dataclass
 class CudaGraphRunner:
     """Wraps a compiled program (see the module docstring)."""
 
     program: Program
     clone_outputs: bool = False
-    graphs: dict[tuple[object, ...], _Graph] = field(
-        default_factory=dict[tuple[object, ...], _Graph]
+    auto: bool = False
+    """Use graphs only where they are known safe (all-CUDA tensor arguments and outputs)."""
+    max_instances: int = 2
+    record: Recorder = record_cuda_graph
+    device_type: str = "cuda"
+    """The device whose tensors a graph holds (tests record CPU stand-ins)."""
+    graphs: dict[tuple[object, ...], list[_Instance]] = field(
+        default_factory=dict[tuple[object, ...], list[_Instance]]
     )
-    pool: Any = None
+    plain: set[tuple[object, ...]] = field(default_factory=set[tuple[object, ...]])
+    """Signatures that run without graphs (auto mode's exclusions, failed recordings)."""
+    plain_calls: int = 0
+    """Calls that ran the program without a graph (first calls, exclusions, every
+    instance held)."""
 
     @property
     def source(self) -> str:
         return self.program.source
 
+    def __getattr__(self, name: str) -> Any:
+        # The wrapped program's attributes (``runners``, ``path``, ...), for tools and tests.
+        if name == "program":
+            raise AttributeError(name)
+        return getattr(self.program, name)
+
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         key = _signature(args)
-        entry = self.graphs.get(key)
-        if entry is None:
-            outputs = self.program(args)  # compiles, autotunes, and warms up allocations
-            self.graphs[key] = self._capture(args)
+        if key in self.plain:
+            return self._plain(args)
+        instances = self.graphs.get(key)
+        if instances is None:
+            if not _recordable(args, not self.auto, self.device_type):
+                self.plain.add(key)
+                return self._plain(args)
+            outputs = self._plain(args)  # compiles, autotunes, and warms up allocations
+            if not _recordable(outputs, True, self.device_type):
+                self.plain.add(key)
+                return outputs
+            instance = self._record(key, args)
+            if instance is not None:
+                self.graphs[key] = [instance]
             return outputs
+        entry = next((i for i in instances if i.idle()), None)
+        if entry is None:
+            if len(instances) >= self.max_instances:
+                return self._plain(args)
+            entry = self._record(key, args)
+            if entry is None:
+                return self._plain(args)
+            instances.append(entry)
         for k, value in enumerate(args):
-            static = entry.inputs[k]
             if not isinstance(value, torch.Tensor):
                 continue
             seen = entry.last[k]
             if seen is not None and seen[0]() is value and seen[1] == value._version:
                 continue
-            static.copy_(value)
+            entry.inputs[k].copy_(value)
             entry.last[k] = (weakref.ref(value), value._version)
-        entry.graph.replay()
+        entry.replay()
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
-        return entry.outputs
+        # Fresh aliases: the caller's references raise the storages' use counts.
+        return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
 
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
         """AOTAutograd's boxed convention: the list is emptied (replays read the static
@@ -88,23 +189,29 @@ class CudaGraphRunner:
         args.clear()
         return outputs
 
-    def _capture(self, args: Sequence[Any]) -> _Graph:
+    def _plain(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        self.plain_calls += 1
+        return self.program(list(args))
+
+    def _record(self, key: tuple[object, ...], args: Sequence[Any]) -> _Instance | None:
         static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self.program(static)  # warm-up on a side stream, as torch.cuda.graphs requires
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        if self.pool is None:
-            self.pool = torch.cuda.graph_pool_handle()
-        with torch.cuda.graph(graph, pool=self.pool):
-            outputs = self.program(static)
+        try:
+            replay, outputs = self.record(lambda: self.program(list(static)))
+        except Exception:
+            if not self.auto:
+                raise
+            # An operation that cannot be recorded (a host synchronisation): no graphs
+            # for this signature; the program itself is unaffected.
+            self.plain.add(key)
+            self.graphs.pop(key, None)
+            return None
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
-        # The static copies already hold the capture-time arguments.
-        return _Graph(graph, static, tuple(outputs), last)
+        # The static copies already hold the recording-time arguments.
+        instance = _Instance(replay, static, outputs, last)
+        instance.settle()
+        return instance
 
 
-__all__ = ["CudaGraphRunner"]
+__all__ = ["CudaGraphRunner", "record_cuda_graph"]

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 import torch
@@ -58,7 +58,9 @@ class TritonRuntimeError(RuntimeError):
 @dataclass(frozen=True)
 class TritonOptions:
     autotune: bool = False
-    cuda_graphs: bool = False
+    cuda_graphs: bool | Literal["auto"] = False
+    """Replay through CUDA graphs (:mod:`~kiln.backends.triton.cudagraphs`); ``"auto"``:
+    where they are safe and useful (all-CUDA tensor arguments)."""
     cache_dir: str | None = None
     """Default: ``$KILN_CACHE_DIR``, ``$XDG_CACHE_HOME/kiln`` or ``~/.cache/kiln``."""
     compile_threads: int = 0
@@ -336,7 +338,7 @@ def compile_program(
         precompile(generated.kernels, runners, options.compile_threads)
     program = TritonProgram(generated.text, path, loaded, runners, interpret, tuner)
     if options.cuda_graphs and not interpret:
-        return CudaGraphRunner(program)
+        return CudaGraphRunner(program, auto=options.cuda_graphs == "auto")
     return program
 
 

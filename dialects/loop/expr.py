@@ -316,6 +316,11 @@ _NAME = re.compile(r"[drsi](0|[1-9][0-9]*)")
 _TOKEN = re.compile(r"(?P<int>[0-9]+)|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>\*\*|//|[-+*%()])")
 
 
+MAX_EXPONENT = 64
+"""The largest exponent the text syntax accepts (index expressions are polynomials of
+low degree; a huge power would make sympy compute for minutes)."""
+
+
 def parse_expr(text: str) -> Expr:
     """Parse the text syntax; raises :class:`ExprSyntaxError` with a position."""
     return _Parser(text).parse()
@@ -400,7 +405,11 @@ class _Parser:
                     "expected a positive integer exponent", tok[2] if tok else len(self.text)
                 )
             self.k += 1
-            return base ** int(tok[1])
+            exponent = int(tok[1])
+            if exponent > MAX_EXPONENT:
+                # A size to the power of a million is a typo, and would hang sympy.
+                raise ExprSyntaxError(f"exponent {exponent} is above {MAX_EXPONENT}", tok[2])
+            return base**exponent
         return base
 
     def atom(self) -> Expr:
@@ -410,6 +419,8 @@ class _Parser:
         kind, text, pos = tok
         self.k += 1
         if kind == "int":
+            if len(text) > 19 or int(text) >= 2**63:
+                raise ExprSyntaxError(f"integer {text[:24]} does not fit in 64 bits", pos)
             return sympy.Integer(int(text))
         if kind == "name":
             if not _NAME.fullmatch(text):

@@ -89,6 +89,11 @@ def test_mod_of_a_floor_division_by_sizes_is_sympys_without_its_queries() -> Non
         ("d0 ** -1", "positive integer exponent", 6),
         ("", "empty", 0),
         ("d0 $ 1", "unexpected character '$'", 3),
+        # A digit inserted into an exponent or a constant (as the kiln-opt fuzzer mutates
+        # IR) made sympy compute a number of millions of digits (a hang, a traceback).
+        ("6 ** 99999999 + d0", "exponent 99999999 is above 64", 5),
+        ("(6*d0 + d1)**999", "exponent 999 is above 64", 13),
+        ("d0 + 99999999999999999999", "does not fit in 64 bits", 5),
     ],
 )
 def test_parse_errors(text: str, message: str, pos: int) -> None:

@@ -47,6 +47,8 @@ def test_explain_is_callable_after_first_use() -> None:
         ({"executor": "gpu"}, "executor='gpu'"),
         ({"autotune": 1}, "autotune=1: expected bool"),
         ({"partitioner": "greedy"}, "partitioner='greedy'"),
+        ({"cuda_graphs": "always"}, "cuda_graphs='always': expected True, False or 'auto'"),
+        ({"cuda_graphs": 1}, "cuda_graphs=1: expected bool or str"),
         ({"plugins": [3]}, "plugins"),
         ({"mode": "fastest"}, "unknown mode 'fastest'"),
         ({"no_such_option": True}, "unknown kiln option"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -170,6 +171,59 @@ def test_malformed_ir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     err = error_of(capsys, path)
     assert err.startswith(f"{path}:2:")
     assert "error: Expected ')'" in err
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_a_stray_quote_is_a_located_error_not_a_hang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, generic: bool
+) -> None:
+    """xDSL's string-literal regex backtracked exponentially in the rest of the line after
+    an unterminated ``"`` (two kiln-opt fuzzer inputs ran for minutes); kiln lexes with
+    a linear pattern. The alarm turns a regression into a failure, not a stuck run."""
+    long_line = (
+        '    %stray"' + "x" * 60 + " = aten.neg.default(%x) : (tensor<2xf32>) -> tensor<2xf32>\n"
+    )
+    text = (
+        ('"builtin.module' + "y" * 60 + "\n") if generic else IR.replace("\n", "\n" + long_line, 1)
+    )
+    path = write(tmp_path, text)
+    signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(30)
+    try:
+        err = error_of(capsys, path)
+    finally:
+        signal.alarm(0)
+    line = 1 if generic else 2
+    assert err.startswith(f"{path}:{line}:")
+    assert "closing string literal" in err
+
+
+def test_non_ascii_strings_print_and_parse_back(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """xDSL prints non-ASCII characters as UTF-8 escapes and lexed them back as bytes: a
+    string attribute came back as a ``BytesAttr``, which kiln's verifiers reject (found by
+    the kiln-opt fuzzer in a kernel's ``provenance``)."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from kiln.diagnostics import LocatingParser
+    from kiln.registry import make_context
+
+    header = "func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {"
+    text = IR.replace(header, header[:-1] + 'attributes {note = "caf\u00e9 \u0080"} {', 1)
+    first = tmp_path / "first.mlir"
+    first.write_text(text)
+    code, printed, err = run(capsys, first)
+    assert code == 0, err
+    assert "\\C3\\A9" in printed  # escaped as MLIR does
+    (func,) = LocatingParser(make_context(), printed).parse_module().ops
+    note = func.attributes["note"]
+    assert isinstance(note, StringAttr)
+    assert note.data == "caf\u00e9 \u0080"
+
+
+def _hang(signum: int, frame: object) -> None:
+    raise TimeoutError("parsing a stray quote took more than 30 s")
 
 
 def test_unknown_op(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

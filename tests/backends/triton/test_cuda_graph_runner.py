@@ -1,0 +1,145 @@
+"""The CUDA-graph runner's bookkeeping, on the CPU: a stand-in recorder whose "graph"
+writes every replay into the same output tensors, as a CUDA graph does. Checks that a
+replay never overwrites outputs the caller still holds (tensors, views, ``.grad``), that
+idle instances are replayed, and which calls run without a graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from kiln.backends.triton.cudagraphs import CudaGraphRunner
+
+
+class FakeProgram:
+    source = ""
+
+    def __init__(self, fn: Callable[..., tuple[Any, ...]]) -> None:
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        self.calls += 1
+        return self.fn(*args)
+
+
+def fixed_memory_recorder(
+    run: Callable[[], tuple[Any, ...]],
+) -> tuple[Callable[[], None], tuple[Any, ...]]:
+    outputs = run()
+
+    def replay() -> None:
+        for old, new in zip(outputs, run(), strict=True):
+            old.copy_(new)
+
+    return replay, outputs
+
+
+def runner(fn: Callable[..., tuple[Any, ...]], **kw: Any) -> CudaGraphRunner:
+    return CudaGraphRunner(FakeProgram(fn), record=fixed_memory_recorder, device_type="cpu", **kw)
+
+
+def affine(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (x * w + 1,)
+
+
+def test_held_outputs_are_never_overwritten() -> None:
+    f = runner(affine, auto=True)
+    w = torch.randn(8)
+    xs = [torch.randn(8) for _ in range(5)]
+    kept = [f([x, w])[0] for x in xs]  # the caller keeps every result
+    for x, y in zip(xs, kept, strict=True):
+        torch.testing.assert_close(y, x * w + 1)
+    (instances,) = f.graphs.values()
+    assert len(instances) == 2  # then every instance is held: calls run without a graph
+    assert f.plain_calls == 1 + 2
+
+
+def test_a_loop_that_drops_results_replays_two_instances() -> None:
+    f = runner(affine, auto=True)
+    w = torch.randn(8)
+    y = None
+    for _ in range(6):
+        x = torch.randn(8)
+        y = f([x, w])[0]  # the previous y is alive during the call
+        torch.testing.assert_close(y, x * w + 1)
+    (instances,) = f.graphs.values()
+    assert len(instances) == 2
+    assert f.plain_calls == 1  # only the first call ran without a graph
+    del y
+
+
+def test_views_and_grad_fields_keep_outputs_alive() -> None:
+    f = runner(affine, auto=True)
+    w = torch.randn(8)
+    f([torch.randn(8), w])  # the first call runs without a graph and records one
+    x1 = torch.randn(8)
+    view = f([x1, w])[0][2:5]  # only a view of the replayed result survives
+    p = torch.nn.Parameter(torch.randn(8))
+    p.grad = f([torch.randn(8), w])[0]
+    x2 = p.grad.clone()
+    for _ in range(3):
+        f([torch.randn(8), w])
+    torch.testing.assert_close(view, (x1 * w + 1)[2:5])
+    torch.testing.assert_close(p.grad, x2)
+
+
+def test_unchanged_inputs_are_not_copied_again_and_changed_ones_are() -> None:
+    f = runner(affine, auto=True)
+    w = torch.randn(8)
+    x = torch.randn(8)
+    for _ in range(3):
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    w.mul_(2)  # in place: the version counter moves
+    torch.testing.assert_close(f([x, w])[0], x * w + 1)
+
+
+def test_auto_mode_leaves_out_numbers_and_other_devices() -> None:
+    def scale(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+        return (x * n,)
+
+    f = runner(scale, auto=True)
+    for n in (2, 3, 2):
+        x = torch.randn(4)
+        torch.testing.assert_close(f([x, n])[0], x * n)
+    assert not f.graphs
+    assert f.plain_calls == 3
+    g = runner(scale)  # cuda_graphs=True: a graph per number
+    for n in (2, 3, 2, 3):
+        x = torch.randn(4)
+        torch.testing.assert_close(g([x, n])[0], x * n)
+    assert len(g.graphs) == 2
+
+
+def test_auto_mode_falls_back_when_recording_fails() -> None:
+    def failing(
+        run: Callable[[], tuple[Any, ...]],
+    ) -> tuple[Callable[[], None], tuple[Any, ...]]:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    f = CudaGraphRunner(FakeProgram(affine), record=failing, device_type="cpu", auto=True)
+    w = torch.randn(8)
+    for _ in range(3):
+        x = torch.randn(8)
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert f.plain_calls == 3
+    assert not f.graphs
+    g = CudaGraphRunner(FakeProgram(affine), record=failing, device_type="cpu")
+    with pytest.raises(RuntimeError, match="capturing"):
+        g([torch.randn(8), w])
+
+
+def test_outputs_that_alias_each_other_stay_aliased() -> None:
+    def two_views(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = x + 1
+        return y, y.view(2, 4)
+
+    f = runner(two_views, auto=True)
+    for _ in range(4):
+        x = torch.randn(8)
+        a, b = f([x])
+        a.add_(10)
+        torch.testing.assert_close(b.reshape(-1), x + 11)
