@@ -270,7 +270,12 @@ def scaling_lines(points: Rows) -> list[str]:
     errors = [
         f"- {p['backend']} at {p['layers']} layers: {p['error']}" for p in points if "error" in p
     ]
-    return lines + (["", *errors] if errors else []) + scaling_stage_lines(points)
+    return (
+        lines
+        + (["", *errors] if errors else [])
+        + scaling_stage_lines(points)
+        + warm_stage_lines(points)
+    )
 
 
 STAGES = ("aot", "setup", "import", "passes", "lower-to-cpp", "emit", "build", "wrapper")
@@ -305,6 +310,38 @@ def scaling_stage_lines(points: Rows) -> list[str]:
             + f" | {p.get('kernels', '-')} / {p.get('launches', '-')}"
             + f" | {fmt(p.get('warm_compile_s'), '.1f')} / {fmt(p.get('warm_cpu_s'), '.1f')}"
             + f" / {fmt(p.get('warm_kiln_s'), '.2f')} |"
+        )
+    return lines
+
+
+WARM_STAGES = ("graph-key", "graph-cache", "load", "setup", "import", "other")
+"""A warm recompile's stages: keying the FX graph (kiln.fx_key), reading the entry,
+loading its program (libraries, wrapper); ``setup``/``import`` only where the graph was
+keyed on its imported IR (dynamic shapes) or missed."""
+
+
+def warm_stage_lines(points: Rows) -> list[str]:
+    """Where a warm recompile's kiln seconds go (the second process, graph cache hits)."""
+    warm = sorted(
+        (p for p in points if "warm_stages" in p), key=lambda p: (p["backend"], p["layers"])
+    )
+    if not warm:
+        return []
+    lines = [
+        "",
+        "Warm recompile (a second fresh process on the cold one's caches) by stage, kiln's "
+        "seconds summed over the graphs (`aot`: AOTAutograd's tracing, outside them):",
+        "",
+        "| backend | layers | wall | cpu | kiln | hits | aot | " + " | ".join(WARM_STAGES) + " |",
+        "|---|---|" + "---|" * (len(WARM_STAGES) + 5),
+    ]
+    for p in warm:
+        stages = p["warm_stages"]
+        cells = [fmt(stages.get(s), ".2f") for s in ("aot", *WARM_STAGES)]
+        lines.append(
+            f"| {p['backend']} | {p['layers']} | {fmt(p.get('warm_compile_s'), '.1f')} | "
+            f"{fmt(p.get('warm_cpu_s'), '.1f')} | {fmt(p.get('warm_kiln_s'), '.2f')} | "
+            f"{p.get('warm_graph_cache_hits', '-')} | " + " | ".join(cells) + " |"
         )
     return lines
 

@@ -1,7 +1,9 @@
 """Compile-time scaling: cold compile time of GPT-2 (width 128) at 1, 4, 16, 48 layers for
 kiln and Inductor, each point in a fresh process (``dashboard.py --scaling``); for kiln,
 also the warm recompile: a second fresh process on the cold one's caches (the graph
-cache, ``kiln.graph_cache``), as ``warm_s`` / ``warm_cpu_s`` / ``warm_kiln_s``."""
+cache, ``kiln.graph_cache``), as ``warm_compile_s`` / ``warm_cpu_s`` / ``warm_kiln_s`` and
+where its kiln seconds went (``warm_stages``: ``graph-key``, ``graph-cache``, ``load``,
+... as :attr:`kiln.compiler.GraphStats.stage_seconds`)."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def run_scaling(
             if cache_dir is not None:
                 print(f"  warm recompile: {backend}, {n} layers ...", file=sys.stderr, flush=True)
                 warm = _child(backend, n, device, timeout, cache_dir)
-                for key in ("compile_s", "cpu_s", "kiln_s", "graph_cache_hits", "error"):
+                for key in ("compile_s", "cpu_s", "kiln_s", "graph_cache_hits", "stages", "error"):
                     if key in warm:
                         result[f"warm_{key}"] = warm[key]
             result["device"] = device

@@ -161,9 +161,10 @@ class GraphStats:
     ``setup`` (loading kiln's modules and the passes: mostly the first graph of a process),
     ``passes`` (:attr:`pass_seconds` summed), then the backend's: ``lower-to-cpp``,
     ``emit``, ``build`` (compiler or cache, loading), ``wrapper`` (C++), or
-    ``lower-to-triton+build`` (Triton); ``graph-cache`` (looking the graph up in the
-    graph cache and, on a hit, loading the program; storing it after a miss);
-    ``other`` is the rest (executor choice, statistics)."""
+    ``lower-to-triton+build`` (Triton); ``graph-key`` (the graph cache's key: describing
+    the FX graph, or printing the imported IR), ``graph-cache`` (reading the entry, or
+    storing it after a miss), ``load`` (a hit: loading its kernels' libraries and
+    wrapper); ``other`` is the rest (executor choice, statistics)."""
     graph_cache: str = ""
     """``hit``, ``stored``, ``not stored: <why>``, or empty when the graph cache was not
     used (:mod:`kiln.graph_cache`)."""
@@ -295,66 +296,66 @@ def compile_graph(
     ``inference``: an inference graph (AOTAutograd's ``inference_compiler``), whose
     weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option)."""
     start = time.perf_counter()
-    from kiln.dialects.aten.function_attrs import DEVICE_ATTR
-    from kiln.dialects.aten.fx import import_graph, lifted_constants  # the first graph: imports
-
-    setup = time.perf_counter() - start
     name = name or f"graph_{next(_GRAPH_IDS)}"
     stats = GraphStats(name=name)
     if aot_seconds is not None:
         stats.stage_seconds["aot"] = aot_seconds
     stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
     debug = _debug_dir(options.debug_dir, name)
-    _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
+    if debug is not None:  # printing the graph costs 0.3 s at 48 GPT-2 layers: only when asked
+        _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
+    devices = graph_devices(gm, example_inputs)
+    program_device = gpu_device(devices)
+    prepack = inference and options.prepack_weights
 
+    # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
+    # imports nothing (kiln.fx_key). A graph it cannot describe (dynamic shapes, ...) is
+    # keyed on its imported IR below, as before.
+    cache_key: str | None = None
+    cached = graph_cache.enabled(options) and (
+        choose_executor(options.executor, devices, _available_executors()) == "cpp"
+    )
+    described = False
+    if cached:
+        from kiln.fx_key import describe_graph
+
+        key_start = time.perf_counter()
+        description = describe_graph(gm)
+        described = description is not None
+        if description is not None:
+            context = (f"device {program_device}", f"inference prepack {prepack}")
+            cache_key = graph_cache.graph_key(description, options, "cpp", context)
+        stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
+        if cache_key is not None:
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, program_device, prepack)
+            if hit is not None:
+                return hit
+
+    setup_start = time.perf_counter()
+    from kiln.dialects.aten.fx import import_graph, lifted_constants  # the first graph: imports
+    from kiln.dialects.aten.fx.importer import lifted_targets
+
+    setup = time.perf_counter() - setup_start
     import_start = time.perf_counter()
     module = import_graph(gm)
     # Traced constants kiln does not embed are arguments after the placeholders.
     constants = lifted_constants(module, gm)
+    lifted = lifted_targets(module)
     stats.stage_seconds["import"] = time.perf_counter() - import_start
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
-    devices = graph_devices(gm, example_inputs)
-    program_device = gpu_device(devices)
-    if program_device is not None:
-        # Passes that make tensors (decompositions) make them where the program runs.
-        module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
-    if inference and options.prepack_weights:
-        from kiln.dialects.aten.prepack import INFERENCE_ATTR
+    _mark(module, program_device, prepack)
 
-        module.attributes[INFERENCE_ATTR] = UnitAttr()
-
-    cache_key: str | None = None
-    if graph_cache.enabled(options):
-        cache_start = time.perf_counter()
-        if choose_executor(options.executor, devices, _available_executors()) == "cpp":
-            cache_key = graph_cache.graph_key(str(module), options, "cpp")
-            found = graph_cache.load(cache_key) if cache_key is not None else None
-            stats.stage_seconds["graph-cache"] = time.perf_counter() - cache_start
-            if found is not None:
-                entry, run = found
-                stats.graph_cache = "hit"
-                stats.stage_seconds["setup"] = setup
-                stats.executor = "cpp"
-                stats.kernels, stats.launches = entry.kernels, entry.launches
-                stats.externs = Counter(entry.externs)
-
-                def rebuild() -> ModuleOp:
-                    # Only when asked for: the same import and pipeline as a cold compile.
-                    again = import_graph(gm)
-                    if program_device is not None:
-                        again.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
-                    _run_pipeline(again, options, GraphStats(name=name), None, name)
-                    return again
-
-                _record(stats, start, options)
-                output = (
-                    StringAttr(entry.output_structure)
-                    if entry.output_structure is not None
-                    else None
-                )
-                return _finish(run, stats, rebuild, output, constants, None)
+    if cached and not described:
+        key_start = time.perf_counter()
+        cache_key = graph_cache.graph_key(str(module), options, "cpp")
+        stats.stage_seconds["graph-key"] += time.perf_counter() - key_start
+        if cache_key is not None:
+            stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, program_device, prepack)
+            if hit is not None:
+                return hit
 
     setup_start = time.perf_counter()
     _run_pipeline(module, options, stats, debug, name, setup, setup_start)
@@ -379,10 +380,65 @@ def compile_graph(
     # Only the C++ wrapper honours kiln.prepack (Triton programs run plain convolutions).
     stats.prepacked = prepacked_ops(module) if stats.executor == "cpp" else 0
     if cache_key is not None and program is not None:
-        _store(cache_key, program, output_structure, stats)
+        _store(cache_key, program, output_structure, stats, lifted)
     _record(stats, start, options)
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
-    return _finish(run, stats, module, output_structure, constants, fix)
+    structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
+    return _finish(run, stats, module, structure, constants, fix)
+
+
+def _mark(module: ModuleOp, program_device: torch.device | None, prepack: bool) -> None:
+    """What the driver adds to an imported module before the pipeline (and to the graph
+    cache's key with it)."""
+    from kiln.dialects.aten.function_attrs import DEVICE_ATTR
+
+    if program_device is not None:
+        # Passes that make tensors (decompositions) make them where the program runs.
+        module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
+    if prepack:
+        from kiln.dialects.aten.prepack import INFERENCE_ATTR
+
+        module.attributes[INFERENCE_ATTR] = UnitAttr()
+
+
+def _from_graph_cache(
+    key: str,
+    gm: torch.fx.GraphModule,
+    options: CompileOptions,
+    stats: GraphStats,
+    start: float,
+    program_device: torch.device | None,
+    prepack: bool,
+) -> CompiledGraph | None:
+    """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
+    imports no IR module: the entry names the traced constants to pass (``lifted``) and
+    the output structure; the module is rebuilt only when asked for."""
+    lookup_start = time.perf_counter()
+    found = graph_cache.load(key, stats.stage_seconds)
+    if found is None:
+        stats.stage_seconds["graph-cache"] = time.perf_counter() - lookup_start
+        return None
+    entry, run = found
+    stats.graph_cache = "hit"
+    stats.executor = "cpp"
+    stats.kernels, stats.launches = entry.kernels, entry.launches
+    stats.externs = Counter(entry.externs)
+    from kiln.fx_key import fetch_constants
+
+    constants = fetch_constants(gm, entry.lifted)
+    name = stats.name
+
+    def rebuild() -> ModuleOp:
+        # Only when asked for: the same import and pipeline as a cold compile.
+        from kiln.dialects.aten.fx import import_graph
+
+        again = import_graph(gm)
+        _mark(again, program_device, prepack)
+        _run_pipeline(again, options, GraphStats(name=name), None, name)
+        return again
+
+    _record(stats, start, options)
+    return _finish(run, stats, rebuild, entry.output_structure, constants, None)
 
 
 def _run_pipeline(
@@ -422,7 +478,9 @@ def _run_pipeline(
     stats.stage_seconds["passes"] = time.perf_counter() - passes_start
 
 
-def _store(key: str, program: Any, output_structure: Any, stats: GraphStats) -> None:
+def _store(
+    key: str, program: Any, output_structure: Any, stats: GraphStats, lifted: Sequence[str]
+) -> None:
     """Save a C++ program in the graph cache (``stats.graph_cache`` says what happened)."""
     from kiln.backends.cpp.saved import NotSaveable
 
@@ -438,6 +496,7 @@ def _store(key: str, program: Any, output_structure: Any, stats: GraphStats) -> 
             stats.kernels,
             stats.launches,
             dict(stats.externs),
+            tuple(lifted),
         )
         stored = graph_cache.store(key, entry)
         stats.graph_cache = "stored" if stored is not None else "not stored: cache not writable"
@@ -464,7 +523,7 @@ def _finish(
     run: Runner,
     stats: GraphStats,
     module: ModuleOp | Callable[[], ModuleOp],
-    output_structure: Any,
+    output_structure: str | None,
     constants: list[torch.Tensor],
     fix: Callable[[Any], Any] | None,
 ) -> CompiledGraph:
@@ -474,13 +533,9 @@ def _finish(
         run = _with_constants(run, constants)
     if output_structure is None and fix is None:
         return CompiledGraph(lambda args: run(_owned(args)), stats, module)
-    from kiln.dialects.aten.fx.outputs import structure_builder
+    from kiln.output_structure import structure_builder  # imports no IR (graph cache hits)
 
-    build = (
-        structure_builder(str(output_structure.data))  # pyright: ignore
-        if output_structure is not None
-        else tuple
-    )
+    build = structure_builder(output_structure) if output_structure is not None else tuple
     if fix is None:
 
         def call(args: Sequence[Any]) -> Any:

@@ -1,21 +1,28 @@
 """The graph cache: a second process compiling the same graph skips the pipeline (warm start).
 
-Like Inductor's FX graph cache. :func:`kiln.compiler.compile_graph` imports the FX graph
-as usual, then looks the graph up here before running any pass:
+Like Inductor's FX graph cache. :func:`kiln.compiler.compile_graph` looks the graph up
+here before importing it or running any pass:
 
-* **Key**: SHA-256 of the imported aten IR's text (ops, types with shapes and dtypes,
-  symbolic sizes and their ranges, argument attributes: everything the passes read),
-  the options that change the program (pipeline, executor), and the environment that
-  does: kiln's own source (a hash of every module of the ``kiln`` package, so an edited
-  checkout never reuses an old entry), the torch, xDSL, sympy and Python versions, the
-  C++ compiler's identity (version, flags, CPU), the thread count the loops are
-  lowered for, torch's default dtype, and the ``KILN_*`` settings that reach the
-  compiler. Any difference is a miss.
+* **Key**: SHA-256 of the FX graph's description (:func:`kiln.fx_key.describe_graph`:
+  every node's target and arguments, the traced tensors' shapes, strides, dtypes and
+  storage sharing, the data of traced constants: everything the import reads) with what
+  the driver adds to the imported module (its device, whether it is an inference graph
+  that ``prepack-weights`` may prepack); a graph that cannot be described exactly
+  (symbolic sizes, unknown objects) is imported first and keyed on its aten IR's text
+  (ops, types with shapes and dtypes, symbolic sizes and their ranges, argument
+  attributes). Then the options that change the program (pipeline, executor), and the
+  environment that does: kiln's own source (a hash of every module of the ``kiln``
+  package, so an edited checkout never reuses an old entry), the torch, xDSL, sympy and
+  Python versions, the C++ compiler's identity (version, flags, CPU), the thread count
+  the loops are lowered for, torch's default dtype, and the ``KILN_*`` settings that
+  reach the compiler. Any difference is a miss.
 * **Value**: the compiled program as data (:mod:`kiln.backends.cpp.saved`: the wrapper's
   source, its namespace, the kernels' C++ per translation unit) plus what the driver
-  adds around it (how outputs are rebuilt, the statistics). A hit executes the wrapper
-  and loads the kernels' libraries from the C++ cache (a missing library is rebuilt
-  from the saved source).
+  adds around it (how outputs are rebuilt, which traced constants to pass, the
+  statistics). A hit executes the wrapper and loads the kernels' libraries from the C++
+  cache (a missing library is rebuilt from the saved source); it imports none of kiln's
+  IR modules (the wrapper's helpers live in :mod:`kiln.backends.host.runtime` and
+  :mod:`kiln.backends.cpp.runtime`).
 * **Scope**: the C++ executor. A graph whose program cannot be rebuilt from data
   (kernels left to the interpreter, externs run by the aten interpreter or through call
   plans) is not stored and compiles every time. Graphs compiled with plugins or a debug
@@ -38,8 +45,9 @@ import os
 import pickle
 import sys
 import tempfile
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -50,7 +58,7 @@ if TYPE_CHECKING:
     from kiln.compiler import CompileOptions
 
 ENV = "KILN_GRAPH_CACHE"
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 MAGIC = b"KILN-GRAPH-v1\x00\x00\x00"
 DIGEST_SIZE = 32
 
@@ -67,6 +75,9 @@ class GraphEntry:
     kernels: int
     launches: int
     externs: dict[str, int] = field(default_factory=dict[str, int])
+    lifted: tuple[str, ...] = ()
+    """The ``get_attr`` targets of the traced constants passed after the placeholders, in
+    argument order (a hit fetches them from the graph without importing it)."""
     format: int = ENTRY_FORMAT
 
 
@@ -103,26 +114,32 @@ def kiln_source_hash() -> str:
     return digest.hexdigest()
 
 
-@cache
-def _environment() -> str:
-    import sympy
-    import torch
-    import xdsl
-
-    from kiln.backends.cpp.compiler import compiler_identity
-
+def _version(distribution: str) -> str:
+    """A distribution's version from its metadata (importing sympy only to read its
+    version cost a second in a process that had not imported it); a package that is not
+    installed as a distribution is told by its path."""
     try:
         from importlib.metadata import version
 
-        xdsl_version = version("xdsl")
-    except Exception:  # not installed as a distribution: its path still tells
-        xdsl_version = str(Path(xdsl.__file__).parent)
+        return version(distribution)
+    except Exception:
+        import importlib
+
+        return str(Path(importlib.import_module(distribution).__file__ or distribution).parent)
+
+
+@cache
+def _environment() -> str:
+    import torch
+
+    from kiln.backends.cpp.compiler import compiler_identity
+
     return "\n".join(
         [
             f"kiln {kiln_source_hash()}",
             f"torch {torch.__version__} {torch.version.git_version}",
-            f"xdsl {xdsl_version}",
-            f"sympy {sympy.__version__}",
+            f"xdsl {_version('xdsl')}",
+            f"sympy {_version('sympy')}",
             f"python {sys.version}",
             f"compiler {compiler_identity()}",
         ]
@@ -136,9 +153,14 @@ def _threads() -> str:
     return f"threads {affinity} of {os.cpu_count()}"
 
 
-def graph_key(module_text: str, options: CompileOptions, executor: str) -> str | None:
+def graph_key(
+    module_text: str, options: CompileOptions, executor: str, context: Sequence[str] = ()
+) -> str | None:
     """The graph's key, or None when there is no C++ compiler to identify (the graph
-    then runs in the interpreter, uncached)."""
+    then runs in the interpreter, uncached). ``module_text``: the imported aten IR's
+    text, or the FX graph's description (:func:`kiln.fx_key.describe_graph`), with
+    ``context`` then saying what the driver adds to the imported module (its device,
+    inference graph or not)."""
     import torch
 
     from kiln.backends.cpp.compiler import CompilerNotFound
@@ -160,6 +182,7 @@ def graph_key(module_text: str, options: CompileOptions, executor: str) -> str |
         f"pipeline {options.pipeline}",
         f"executor {executor} (option {options.executor})",
         f"autotune {options.autotune} cuda_graphs {options.cuda_graphs}",
+        *context,
         module_text,
     ):
         digest.update(part.encode())
@@ -179,11 +202,18 @@ def _warn(path: Path, why: str) -> None:
     )
 
 
-def load(key: str) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] | None:
+def load(
+    key: str, stages: dict[str, float] | None = None
+) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] | None:
     """The entry for ``key`` and its program's wrapper, or None on a miss. A bad entry
-    (corrupt, unloadable) is deleted with a warning and is a miss."""
+    (corrupt, unloadable) is deleted with a warning and is a miss. ``stages`` receives
+    the seconds spent reading the entry (``graph-cache``) and loading its program
+    (``load``: kernel libraries, the wrapper; :attr:`kiln.compiler.GraphStats.stage_seconds`)."""
     from kiln.backends.cache import remove_entry
     from kiln.backends.cpp.saved import load_program
+
+    stages = stages if stages is not None else {}
+    start = time.perf_counter()
 
     try:
         path = _path(key)
@@ -205,7 +235,10 @@ def load(key: str) -> tuple[GraphEntry, Callable[[list[Any]], tuple[Any, ...]]] 
             raise ValueError("entry of another key")
         if entry.format != ENTRY_FORMAT:
             raise ValueError(f"entry format {entry.format}")
+        loading = time.perf_counter()
+        stages["graph-cache"] = stages.get("graph-cache", 0.0) + loading - start
         run = load_program(entry.program)
+        stages["load"] = time.perf_counter() - loading
     except Exception as e:
         remove_entry(path)
         _warn(path, f"{type(e).__name__}: {e}")

@@ -122,6 +122,26 @@ def test_render_geomeans_worst_and_failures(tmp_path: Path) -> None:
     assert (tmp_path / "d" / "scaling.png").exists()
 
 
+def test_scaling_rows_show_where_a_warm_recompile_spends_its_time() -> None:
+    from dashboard_render import scaling_lines
+
+    point = {
+        "backend": "kiln",
+        "layers": 4,
+        "compile_s": 9.0,
+        "stages": {"aot": 1.0, "passes": 3.0},
+        "warm_compile_s": 5.1,
+        "warm_cpu_s": 5.0,
+        "warm_kiln_s": 0.31,
+        "warm_graph_cache_hits": 1,
+        "warm_stages": {"aot": 0.9, "graph-key": 0.12, "graph-cache": 0.01, "load": 0.07},
+    }
+    lines = scaling_lines([point])
+    header = next(line for line in lines if "graph-key" in line)
+    assert header.startswith("| backend | layers | wall | cpu | kiln | hits | aot | graph-key")
+    assert "| kiln | 4 | 5.1 | 5.0 | 0.31 | 1 | 0.90 | 0.12 | 0.01 | 0.07 | - | - | - |" in lines
+
+
 def test_ratios_use_the_eager_steps_timed_alternately(tmp_path: Path) -> None:
     """A row's speedup is against the eager steps timed in bursts alternating with it
     (``eager_paired_ms``): equal ms measured while the machine was twice as slow for

@@ -72,7 +72,7 @@ KERNEL_INDEX = "kernels"
 def _unit_identity() -> str:
     """What every unit's kernels depend on besides their own text: the compiler and the
     prelude (a fixed helper must not be reused from an old library)."""
-    from kiln.backends.cpp.emit import unit_source
+    from kiln.backends.cpp.prelude import unit_source
 
     return compiler_identity() + "\x00" + unit_source([])
 

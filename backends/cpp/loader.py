@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from xdsl.dialects.builtin import IndexType
+from typing import TYPE_CHECKING, Any
 
 from kiln.backends.cpp.cache import (
     cache_dir,
@@ -31,8 +29,10 @@ from kiln.backends.cpp.cache import (
     record_kernel,
 )
 from kiln.backends.cpp.compiler import compile_library
-from kiln.backends.cpp.emit import emit_function, unit_source
-from kiln.dialects.cpp.func_ops import FuncOp
+from kiln.backends.cpp.prelude import unit_source
+
+if TYPE_CHECKING:
+    from kiln.dialects.cpp.func_ops import FuncOp
 
 LINES_PER_UNIT = 800
 """Kernel source lines a unit should hold at least before another unit pays off."""
@@ -69,6 +69,8 @@ def translation_units(
 ) -> list[list[FuncOp]]:
     """The kernels grouped into units of similar size in lines (kernels keep their
     order); ``emitted``: their C++ where already emitted."""
+    from kiln.backends.cpp.emit import emit_function
+
     texts = emitted if emitted is not None else {f: emit_function(f) for f in functions}
     sizes = [texts[f].count("\n") for f in functions]
     return [[functions[i] for i in u] for u in _grouped(sizes, workers or worker_count())]
@@ -76,6 +78,8 @@ def translation_units(
 
 def argument_kinds(func: FuncOp) -> str:
     """Per argument of ``func``: ``i`` (an index, ``int64_t``) or ``p`` (a pointer)."""
+    from xdsl.dialects.builtin import IndexType
+
     return "".join(
         "i" if isinstance(arg.type, IndexType) else "p"
         for arg in (*func.input_args(), *func.output_args())
@@ -165,6 +169,8 @@ def load_kernels(
 ) -> LoadedKernels:
     """Compile (or find in the cache) and load every kernel (``emitted``: the C++ of
     those already emitted, :func:`~kiln.backends.cpp.emit.emit_function`)."""
+    from kiln.backends.cpp.emit import emit_function  # the IR side: not for saved programs
+
     start = time.perf_counter()
     kernels = [
         KernelText(f.sym_name.data, (emitted or {}).get(f) or emit_function(f), argument_kinds(f))

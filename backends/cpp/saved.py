@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
+from kiln.backends.cpp import runtime as cpp_runtime
 from kiln.backends.cpp.loader import KernelText, load_kernel_texts
-from kiln.backends.host import externs, scalars
-from kiln.dialects.aten.call_plan import torch_overload
+from kiln.backends.host import runtime
 
 _C_FUNCTION: type = getattr(ctypes, "_CFuncPtr")  # noqa: B009 - private in the stubs
 """The type of a loaded C function (ctypes' base class of them)."""
@@ -62,23 +62,22 @@ class SavedProgram:
 
 def _named_objects() -> dict[str, Any]:
     """kiln's own wrapper helpers by a stable name (their pickled form would be their
-    module path, which is fine too, but some are builtins of torch's C extension)."""
-    from kiln.backends.cpp import wrapper
-
-    named: dict[str, Any] = {f"scalars.{k}": v for k, v in scalars.HELPERS.items()}
+    module path, which is fine too, but some are builtins of torch's C extension). They
+    live in the run-time modules, which import no IR: loading a program is light."""
+    named: dict[str, Any] = {f"scalars.{k}": v for k, v in runtime.SCALAR_HELPERS.items()}
     named.update(
         {
-            "wrapper.empty_strided": wrapper.EMPTY_STRIDED_CPU,
-            "wrapper.kernel_failed": wrapper._kernel_failed,  # pyright: ignore[reportPrivateUsage]
-            "wrapper.bad_argument": wrapper._bad_argument,  # pyright: ignore[reportPrivateUsage]
-            "externs.reinterpret": externs.REINTERPRET,
-            "externs.reinterpret_fallback": externs._reinterpret_fallback,  # pyright: ignore[reportPrivateUsage]
-            "externs.as_buffer": externs.as_buffer,
+            "wrapper.empty_strided": cpp_runtime.EMPTY_STRIDED_CPU,
+            "wrapper.kernel_failed": cpp_runtime.kernel_failed,
+            "wrapper.bad_argument": cpp_runtime.bad_argument,
+            "externs.reinterpret": runtime.REINTERPRET,
+            "externs.reinterpret_fallback": runtime.reinterpret_fallback,
+            "externs.as_buffer": runtime.as_buffer,
             "torch.empty": torch.empty,
             "torch.Tensor": torch.Tensor,
         }
     )
-    named.update({f"fast.{k}": v for k, v in externs.FAST_CALLS.items()})
+    named.update({f"fast.{k}": v for k, v in runtime.FAST_CALLS.items()})
     return named
 
 
@@ -133,7 +132,7 @@ class _Unpickler(pickle.Unpickler):
         if kind == "named":
             return _named()[name]
         if kind == "overload":
-            return torch_overload(name)
+            return runtime.overload_by_name(name)
         if kind == "module":
             return importlib.import_module(name)
         raise pickle.UnpicklingError(f"unknown reference kind {kind!r}")

@@ -58,6 +58,13 @@ from kiln.backends.cpp.emit import cpp_functions
 from kiln.backends.cpp.fallback import InterpretedLaunch
 from kiln.backends.cpp.loader import KernelText, load_kernels
 from kiln.backends.cpp.prepack import prepacked_site
+
+# Without IR imports, in a module of their own: a graph from the graph cache runs with them.
+from kiln.backends.cpp.runtime import EMPTY_STRIDED_CPU as EMPTY_STRIDED_CPU
+from kiln.backends.cpp.runtime import ERROR_DIV_ZERO as ERROR_DIV_ZERO
+from kiln.backends.cpp.runtime import ERROR_INDEX as ERROR_INDEX
+from kiln.backends.cpp.runtime import bad_argument as _bad_argument
+from kiln.backends.cpp.runtime import kernel_failed as _kernel_failed
 from kiln.backends.host.externs import REINTERPRET
 from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
 from kiln.dialects.aten.arg_layout import in_layout
@@ -67,51 +74,9 @@ from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import LaunchOp, ProgramNotFound, find_program
 from kiln.dialects.loop.body_eval import torch_dtype
-from kiln.dialects.loop.body_ops import IndexOutOfBounds
 
 if TYPE_CHECKING:
     from kiln.backends.cpp.saved import SavedProgram
-
-ERROR_INDEX = 1
-ERROR_DIV_ZERO = 2
-
-
-def _kernel_failed(kernel: str, code: int) -> None:
-    if code & ERROR_INDEX:
-        # IndexError and RuntimeError both: eager raises either, depending on the op.
-        raise IndexOutOfBounds(
-            f"kiln: {kernel}: index out of bounds (an indirect index is outside the "
-            "dimension it indexes)"
-        )
-    if code & ERROR_DIV_ZERO:
-        raise ZeroDivisionError(f"kiln: {kernel}: integer division by zero")
-    raise RuntimeError(f"kiln: {kernel} failed with error flags {code}")
-
-
-def _bad_argument(position: int, expected: str, value: Any) -> None:
-    got = (
-        f"a {value.dtype} tensor of shape {list(value.shape)} on {value.device}"
-        if isinstance(value, torch.Tensor)
-        else f"{type(value).__name__} {value!r}"
-    )
-    raise TypeError(f"kiln: argument #{position} must be {expected}, got {got}")
-
-
-def _empty_strided_fallback(
-    size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype
-) -> torch.Tensor:
-    return torch.empty_strided(size, stride, dtype=dtype)
-
-
-EMPTY_STRIDED_CPU: Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], torch.Tensor] = (
-    getattr(
-        torch._C._dynamo.guards,  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
-        "_empty_strided_cpu",
-        _empty_strided_fallback,
-    )
-)
-"""A CPU allocation without ``torch.empty``'s argument parsing (what Inductor's CPU
-wrappers call; a third of the cost)."""
 
 
 @dataclass

@@ -39,6 +39,10 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
+from kiln.backends.host.runtime import FAST_CALLS as FAST_CALLS
+from kiln.backends.host.runtime import REINTERPRET as REINTERPRET
+from kiln.backends.host.runtime import as_buffer as as_buffer
+from kiln.backends.host.runtime import reinterpret_fallback
 from kiln.dialects.aten.attributes import OpaqueDtypeType, SymRefAttr
 from kiln.dialects.aten.call_plan import build_plan, dense_to_tensor, torch_overload
 from kiln.dialects.aten.dialect import ConstantOp
@@ -53,20 +57,6 @@ from kiln.dialects.kernel.program_ops import ExternOp
 PrepackedSite = Callable[[AtenOp], Callable[..., Any] | None]
 """A backend's call site for a ``kiln.prepack`` convolution (called as
 ``site(input, weight, bias)``), or None to run it as a plain convolution."""
-
-FAST_CALLS: dict[str, Callable[..., Any]] = {
-    "aten::mm.default": torch.mm,
-    "aten::bmm.default": torch.bmm,
-    "aten::addmm.default": torch.addmm,
-    "aten::baddbmm.default": torch.baddbmm,
-    "aten::convolution.default": torch.convolution,
-    "aten::permute.default": torch.permute,
-    # An extern result reshaped for its consumer (copy elision, in place through reshapes):
-    # the binding is about 4 microseconds cheaper per call than the OpOverload here.
-    "aten::reshape.default": torch.reshape,
-    "aten::view.default": torch.Tensor.view,
-}
-"""Overloads whose Python binding takes exactly the schema's arguments."""
 
 
 FRESH_RESULTS = frozenset(
@@ -112,44 +102,6 @@ def _made_fresh(value: SSAValue, overloads: frozenset[str]) -> bool:
     if owner.overload_name in RESHAPES and owner.operands:
         return _made_fresh(owner.operands[0], overloads - {"aten::convolution.default"})
     return owner.overload_name in overloads
-
-
-def as_buffer(
-    value: torch.Tensor | None, inputs: Sequence[Any], fresh: bool = False
-) -> torch.Tensor | None:
-    """``value`` as a buffer a kernel may read and later overwrite (``fresh``: it cannot
-    alias an input, so only its layout is checked). ``None`` stays ``None``: an optional
-    output ATen left undefined (cuDNN attention's ``cum_seq_q``) although the FakeTensor
-    the graph was traced with is a tensor."""
-    if value is None:
-        return None
-    if value.is_contiguous() and value.storage_offset() == 0:
-        if fresh:
-            return value
-        storage = value.untyped_storage().data_ptr()
-        if not any(
-            isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == storage
-            for x in inputs
-        ):
-            return value
-    return value.clone(memory_format=torch.contiguous_format)
-
-
-def _reinterpret_fallback(
-    tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int
-) -> torch.Tensor:
-    return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
-
-
-REINTERPRET: Callable[[torch.Tensor, Sequence[int], Sequence[int], int], torch.Tensor] = getattr(
-    torch._C._dynamo.guards,  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
-    "_reinterpret_tensor",
-    _reinterpret_fallback,
-)
-"""``REINTERPRET(t, size, stride, offset)``: a view of ``t``'s memory, ``offset`` elements
-past ``t``'s own start (what Inductor's ``reinterpret_tensor`` calls: a third of the
-cost of ``Tensor.as_strided``, whose explicit offset would count from the storage's
-start instead, wrong for an argument that is a slice of a larger tensor)."""
 
 
 class _Body:
@@ -324,7 +276,7 @@ class _Body:
             opaque = isinstance(source, TensorType) and isinstance(
                 source.element_type, OpaqueDtypeType
             )
-            reinterpret = self.constant(_reinterpret_fallback if opaque else REINTERPRET)
+            reinterpret = self.constant(reinterpret_fallback if opaque else REINTERPRET)
             return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
         function = adapted_overload(overload) or function

@@ -19,57 +19,11 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Operation
 
-from kiln.backends.host.size_checks import HELPERS as SIZE_CHECK_HELPERS
+from kiln.backends.host.runtime import SCALAR_HELPERS
 
-
-def _divsi(a: int, b: int) -> int:
-    """C's truncating integer division (``arith.divsi``)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _remsi(a: int, b: int) -> int:
-    return a - b * _divsi(a, b)
-
-
-def _divf(a: float, b: float) -> float:
-    """IEEE division (Python raises on a zero divisor)."""
-    if b == 0.0:
-        if a == 0.0 or math.isnan(a):
-            return math.nan
-        return math.copysign(math.inf, a) * math.copysign(1.0, b)
-    return a / b
-
-
-def _powf(a: float, b: float) -> float:
-    try:
-        return math.pow(a, b)
-    except (ValueError, OverflowError):
-        return math.nan if a < 0 else math.inf
-
-
-def _maximumf(a: float, b: float) -> float:
-    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
-
-
-def _minimumf(a: float, b: float) -> float:
-    return math.nan if math.isnan(a) or math.isnan(b) else min(a, b)
-
-
-HELPERS: dict[str, Callable[..., Any]] = {
-    "_host_divsi": _divsi,
-    "_host_remsi": _remsi,
-    "_host_divf": _divf,
-    "_host_powf": _powf,
-    "_host_maximumf": _maximumf,
-    "_host_minimumf": _minimumf,
-    "_host_floor": math.floor,
-    "_host_ceil": math.ceil,
-    "_host_trunc": math.trunc,
-    "_host_sqrt": math.sqrt,
-    **SIZE_CHECK_HELPERS,
-}
-"""Names :func:`scalar_python` uses, for the wrapper's namespace."""
+HELPERS: dict[str, Callable[..., Any]] = SCALAR_HELPERS
+"""Names :func:`scalar_python` uses, for the wrapper's namespace (defined in
+:mod:`kiln.backends.host.runtime`, which a graph from the graph cache runs with)."""
 
 _BINARY: dict[type[Operation], str] = {
     arith.AddiOp: "({0} + {1})",

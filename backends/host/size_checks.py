@@ -21,23 +21,11 @@ from typing import Any
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, StringAttr
 from xdsl.ir import Attribute, SSAValue
 
+from kiln.backends.host.runtime import SIZE_CHECK_HELPERS
+from kiln.backends.host.runtime import SizeMismatch as SizeMismatch
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 
-
-class SizeMismatch(ValueError):
-    """Arguments that the compiled graph was traced with equal sizes differ at the call."""
-
-
-def _size_mismatch(symbol: str, places: tuple[str, ...], values: tuple[int, ...]) -> None:
-    got = ", ".join(f"{p} = {v}" for p, v in zip(places, values, strict=True))
-    raise SizeMismatch(
-        f"kiln: the graph was compiled with these sizes equal (the symbol {symbol}), "
-        f"but the call has {got}; recompile for these shapes (torch.compile does, "
-        "through its guards)"
-    )
-
-
-HELPERS: dict[str, Callable[..., Any]] = {"_host_size_mismatch": _size_mismatch}
+HELPERS: dict[str, Callable[..., Any]] = SIZE_CHECK_HELPERS
 
 
 def size_places(

@@ -635,6 +635,19 @@ def import_graph(
         return GraphImporter(gm, params, constants or {}).run(func_name)
 
 
+def lifted_targets(module: ModuleOp) -> list[str]:
+    """The ``get_attr`` targets of the arguments that stand for traced constants
+    (``kiln.get_attr``), in argument order."""
+    function = module.body.block.first_op
+    assert isinstance(function, func.FuncOp)
+    targets: list[str] = []
+    for attrs in function.arg_attrs.data if function.arg_attrs is not None else ():
+        target = attrs.data.get(GET_ATTR_ATTR)
+        if isinstance(target, StringAttr):
+            targets.append(target.data)
+    return targets
+
+
 def lifted_constants(module: ModuleOp, gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     """The tensors to pass after the placeholders: one per argument that stands for a
     ``get_attr`` (``kiln.get_attr``), in argument order, fetched from ``gm``.
@@ -645,17 +658,12 @@ def lifted_constants(module: ModuleOp, gm: torch.fx.GraphModule) -> list[torch.T
     """
     from torch._subclasses.fake_tensor import FakeTensor
 
-    function = module.body.block.first_op
-    assert isinstance(function, func.FuncOp)
     tensors: list[torch.Tensor] = []
-    for attrs in function.arg_attrs.data if function.arg_attrs is not None else ():
-        target = attrs.data.get(GET_ATTR_ATTR)
-        if not isinstance(target, StringAttr):
-            continue
-        value = _fetch_attr(gm, target.data)
+    for target in lifted_targets(module):
+        value = _fetch_attr(gm, target)
         if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
             raise FxImportError(
-                f"get_attr '{target.data}'", "has no real tensor data to pass at run time"
+                f"get_attr '{target}'", "has no real tensor data to pass at run time"
             )
         tensors.append(value.detach())
     return tensors

@@ -1,0 +1,178 @@
+"""Reading a graph's ``kiln.outputs`` structure back into Python values.
+
+The string is written at import (:mod:`kiln.dialects.aten.fx.outputs`, which documents
+the format and re-exports this); a compiled graph rebuilds its outputs with
+:func:`structure_builder` on every call. This module imports no dialect, so that a graph
+from the graph cache (:mod:`kiln.graph_cache`) runs without loading kiln's IR modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
+
+OUTPUTS_ATTR = "kiln.outputs"
+"""The function attribute holding the structure (also
+:data:`kiln.dialects.aten.function_attrs.OUTPUTS_ATTR`)."""
+
+
+class OutputStructureError(ValueError):
+    """A structure that cannot be written, or a malformed ``kiln.outputs`` string."""
+
+
+def _resolve_type(node: ast.expr) -> type:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise OutputStructureError("a container type must be a dotted name")
+    parts.append(node.id)
+    dotted = list(reversed(parts))
+    for split in range(len(dotted) - 1, 0, -1):
+        module = sys.modules.get(".".join(dotted[:split]))
+        if module is None:
+            continue
+        value: object = module
+        for attr in dotted[split:]:
+            value = getattr(value, attr, None)
+        if isinstance(value, type) and issubclass(value, tuple):
+            return value
+    raise OutputStructureError(f"unknown output container type {'.'.join(dotted)}")
+
+
+Builder = Callable[[Sequence[Any]], Any]
+"""Builds one node of a structure from the returned values."""
+
+
+def _builder(node: ast.expr) -> Builder:
+    """A function building ``node`` from the returned values: the expression is read
+    once, here, so that a compiled graph's every call only runs the closures."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return lambda values: None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        index = node.value
+        return lambda values: values[index]
+    if isinstance(node, ast.Tuple):
+        items = [_builder(e) for e in node.elts]
+        return lambda values: tuple(item(values) for item in items)
+    if isinstance(node, ast.List):
+        items = [_builder(e) for e in node.elts]
+        return lambda values: [item(values) for item in items]
+    if isinstance(node, ast.Dict):
+        entries: list[tuple[object, Builder]] = []
+        for key, value in zip(node.keys, node.values, strict=True):
+            if not isinstance(key, ast.Constant):
+                raise OutputStructureError("output dict keys must be literals")
+            entries.append((key.value, _builder(value)))
+        return lambda values: {key: item(values) for key, item in entries}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "permute":
+        value, dims = node.args
+        tensor = _builder(value)
+        if not isinstance(dims, ast.Tuple) or not all(
+            isinstance(d, ast.Constant) for d in dims.elts
+        ):
+            raise OutputStructureError("permute takes a value and a tuple of dims")
+        order = tuple(d.value for d in dims.elts if isinstance(d, ast.Constant))
+
+        def permuted(values: Sequence[Any]) -> Any:
+            t = tensor(values)
+            return None if t is None else t.permute(order)
+
+        return permuted
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "alias":
+        view, arguments, result = _alias_call(node)
+        base = _builder(node.args[1])
+
+        def aliased(values: Sequence[Any]) -> Any:
+            b = base(values)
+            if b is None:
+                return None
+            return view(b, **arguments) if result is None else view(b, **arguments)[result]
+
+        return aliased
+    if isinstance(node, ast.Call) and not node.keywords:
+        cls = _resolve_type(node.func)
+        items = [_builder(a) for a in node.args]
+        # namedtuples take their fields positionally, structseqs one sequence.
+        if hasattr(cls, "_fields"):
+            return lambda values: cls(*(item(values) for item in items))
+        return lambda values: cls([item(values) for item in items])
+    raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
+
+
+def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any], int | None]:
+    """The view op, keyword arguments and result index of an ``alias(overload, value,
+    args[, result])`` node (``result``: which view of a list-returning op, e.g. split)."""
+    if len(node.args) not in (3, 4) or node.keywords:
+        raise OutputStructureError(
+            "alias takes an overload, a value, its arguments and an optional result index"
+        )
+    overload, _, arguments = node.args[:3]
+    result: int | None = None
+    if len(node.args) == 4:
+        index = node.args[3]
+        if not (isinstance(index, ast.Constant) and type(index.value) is int):
+            raise OutputStructureError("alias's result index must be an integer literal")
+        result = index.value
+    if not (isinstance(overload, ast.Constant) and isinstance(overload.value, str)) or not (
+        isinstance(arguments, ast.Constant) and isinstance(arguments.value, str)
+    ):
+        raise OutputStructureError("alias names its overload and arguments as strings")
+    return _view_op(overload.value), _literal_arguments(arguments.value), result
+
+
+@cache
+def _view_op(overload: str) -> Callable[..., Any]:
+    from kiln.dialects.aten.call_plan import torch_overload
+
+    try:
+        op = torch_overload(overload)
+    except Exception as e:  # torch has no such operator
+        raise OutputStructureError(f"alias of unknown operator {overload}: {e}") from None
+    if not getattr(op, "is_view", False):
+        raise OutputStructureError(f"alias of {overload}, which is not a view op")
+    return op
+
+
+@cache
+def _literal_dict(text: str) -> tuple[tuple[str, Any], ...]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as e:
+        raise OutputStructureError(f"malformed alias arguments {text!r}: {e}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):  # pyright: ignore[reportUnknownVariableType]
+        raise OutputStructureError(f"alias arguments {text!r} are not a dict of names")
+    return tuple(value.items())  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+
+
+def _literal_arguments(text: str) -> dict[str, Any]:
+    return dict(_literal_dict(text))
+
+
+def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
+    """``build(values)``: the Python value a ``kiln.outputs`` string describes, filled
+    with ``values``. The string is parsed here, once (a compiled graph rebuilds its
+    outputs on every call)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        raise OutputStructureError(f"malformed {OUTPUTS_ATTR} {text!r}: {e}") from None
+    body = tree.body
+    if isinstance(body, ast.Tuple) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in body.elts
+    ):
+        order = [int(e.value) for e in body.elts if isinstance(e, ast.Constant)]  # pyright: ignore[reportArgumentType]
+        return lambda values: tuple(values[i] for i in order)  # the common case: a flat tuple
+    return _builder(body)  # resolves container types and rejects bad nodes now
+
+
+def rebuild_structure(text: str, values: Sequence[Any]) -> Any:
+    """The Python value a ``kiln.outputs`` string describes, filled with ``values``."""
+    return structure_builder(text)(values)
+
+
+__all__ = ["OutputStructureError", "rebuild_structure", "structure_builder"]
