@@ -41,7 +41,24 @@ def _pieces_of_a_split(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return a.t(), b.t(), c.view(-1)
 
 
-CASES = [_view_of_output, _views_of_intermediate, _chain_and_select, _pieces_of_a_split]
+def _equal_outputs_of_two_nodes(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # cse merges the two sums; eager returns two tensors (found by program-batch).
+    return x.sum(0, keepdim=True), x.sum(0, keepdim=True)
+
+
+def _one_node_returned_twice(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x + 1
+    return y, y
+
+
+CASES = [
+    _view_of_output,
+    _views_of_intermediate,
+    _chain_and_select,
+    _pieces_of_a_split,
+    _equal_outputs_of_two_nodes,
+    _one_node_returned_twice,
+]
 
 
 def storage_groups(outputs: tuple[torch.Tensor, ...]) -> list[int]:

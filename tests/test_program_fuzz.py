@@ -500,6 +500,26 @@ def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> 
 
 
 @pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_equal_outputs_of_two_nodes_are_two_tensors(executor: str) -> None:
+    """Found by the batched program fuzzer: two equal computations returned came back as
+    one tensor twice (``cse`` merged them), so an in-place update of one changed the
+    other; eager returns two tensors. ``cse`` now returns a copy for the later one."""
+    sums = (
+        Step("slice", "slice", (2,), (0, 1, 1)),
+        Step("reduce", "sum", (3,), (0, 1)),
+        Step("reduce", "sum", (3,), (0, 1)),
+    )
+    dtypes = (torch.uint8, torch.int16, torch.float64)
+    check(Program(dtypes, ((4,), (1,), (1,)), False, sums, (4, 5, 3), None), executor)
+    squares = (
+        Step("unary", "square", (0,)),
+        Step("inplace", "mul_", (1, 0)),
+        Step("unary", "square", (0,)),
+    )
+    check(Program((torch.float16,), ((3, 1, 1, 1),), True, squares, (3, 1, 2), 0), executor)
+
+
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
 def test_an_expanded_intermediate_is_returned_with_eager_strides(executor: str) -> None:
     """Found by the batched program fuzzer: ``x.clone().mul_(2).unsqueeze(0).expand(3, 1)``
     came back as a contiguous copy (strides (1, 1)) where eager returns a view of the

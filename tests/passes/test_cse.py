@@ -20,6 +20,27 @@ def test_registered_under_kiln() -> None:
     assert default_registry().get_pass("cse") is CSEPass
 
 
+def test_outputs_that_were_distinct_stay_distinct() -> None:
+    # The two sums merge; the second output becomes a copy, not the same tensor twice.
+    assert_pass_output(
+        CSEPass(),
+        """
+        func.func @f(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+          %0 = aten.exp.default(%x) : (tensor<3xf32>) -> tensor<3xf32>
+          %1 = aten.exp.default(%x) : (tensor<3xf32>) -> tensor<3xf32>
+          func.return %0, %1, %0 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+        }
+        """,
+        """
+        func.func @f(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+          %0 = aten.exp.default(%x) : (tensor<3xf32>) -> tensor<3xf32>
+          %1 = aten.clone.default(%0) : (tensor<3xf32>) -> tensor<3xf32>
+          func.return %0, %1, %0 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+        }
+        """,
+    )
+
+
 def test_merges_identical_pure_ops() -> None:
     assert_pass_output(
         CSEPass(),
