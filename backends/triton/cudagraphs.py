@@ -45,6 +45,8 @@ class Program(Protocol):
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]: ...
 
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]: ...
+
 
 Replay = Callable[[], None]
 Recorder = Callable[[Callable[[], tuple[Any, ...]]], tuple[Replay, tuple[Any, ...]]]
@@ -144,7 +146,9 @@ class CudaGraphRunner:
         return getattr(self.program, name)
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
-        key = _signature(args)
+        return self._run(args, _signature(args))
+
+    def _run(self, args: Sequence[Any], key: tuple[object, ...]) -> tuple[Any, ...]:
         if key in self.plain:
             return self._plain(args)
         instances = self.graphs.get(key)
@@ -184,8 +188,14 @@ class CudaGraphRunner:
 
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
         """AOTAutograd's boxed convention: the list is emptied (replays read the static
-        copies, so nothing else is held)."""
-        outputs = self(args)
+        copies, so nothing else is held). A signature that runs without graphs hands the
+        list to the program, which frees each input after its last use (a backward's
+        saved activations), as without this runner."""
+        key = _signature(args)
+        if key in self.plain:
+            self.plain_calls += 1
+            return self.program.boxed_call(args)
+        outputs = self._run(args, key)
         args.clear()
         return outputs
 

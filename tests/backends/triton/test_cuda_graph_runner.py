@@ -25,6 +25,12 @@ class FakeProgram:
         self.calls += 1
         return self.fn(*args)
 
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
+        self.boxed = len(args)
+        values = list(args)
+        args.clear()
+        return self(values)
+
 
 def fixed_memory_recorder(
     run: Callable[[], tuple[Any, ...]],
@@ -143,3 +149,20 @@ def test_outputs_that_alias_each_other_stay_aliased() -> None:
         a, b = f([x])
         a.add_(10)
         torch.testing.assert_close(b.reshape(-1), x + 11)
+
+
+def test_boxed_calls_without_graphs_hand_the_argument_list_over() -> None:
+    # A backward that runs without graphs frees each saved activation after its last use:
+    # the program gets the caller's list itself, not a copy.
+    def scale(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+        return (x * n,)
+
+    program = FakeProgram(scale)
+    f = CudaGraphRunner(program, record=fixed_memory_recorder, device_type="cpu", auto=True)
+    f([torch.randn(4), 2])  # the first call finds the signature excluded (a number)
+    x = torch.randn(4)
+    args: list[Any] = [x, 2]
+    (y,) = f.boxed_call(args)
+    assert args == []
+    assert program.boxed == 2
+    torch.testing.assert_close(y, x * 2)
