@@ -596,7 +596,7 @@ def _join_divmod(e: sympy.Add) -> Expr:
             if partner in terms:
                 partners = [partner]
             elif b.has(sympy.Add):
-                partners = _spread_partner(terms, coeff * b, FloorDiv(x, b))
+                partners = _spread_partner(terms, coeff * b, floordiv(*operands(core)))
                 if partners is None:
                     continue
             else:

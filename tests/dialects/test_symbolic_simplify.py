@@ -189,7 +189,7 @@ def test_divmod_pairs_over_a_compound_size_join() -> None:
     assert after == 64 * d0 + sympy.expand(64 * d1 * h**2)
     same_values(before, after, ranges)
     ranges2 = {d2: s0 * h * h}
-    merged = after.xreplace({d1: floordiv(d2, h**2), d0: mod(d2, h**2)})
+    merged = cast(sympy.Expr, after.xreplace({d1: floordiv(d2, h**2), d0: mod(d2, h**2)}))
     assert simplify_with_ranges(merged, ranges2) == 64 * d2
     same_values(merged, simplify_with_ranges(merged, ranges2), ranges2)
 

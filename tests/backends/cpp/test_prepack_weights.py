@@ -122,7 +122,7 @@ def test_symbolic_site_keeps_a_bounded_number_of_sizes() -> None:
     from kiln.backends.cpp.prepack import SIZES_KEPT
 
     conv = nn.Conv2d(4, 6, 3, padding=1).eval()
-    site = PackedConvolution(conv.stride, conv.padding, conv.dilation, 1, None)
+    site = PackedConvolution([1, 1], [1, 1], [1, 1], 1, None)
     with torch.no_grad():
         for batch in range(1, SIZES_KEPT + 3):
             x = torch.randn(batch, 4, 5, 5).contiguous(memory_format=torch.channels_last)
