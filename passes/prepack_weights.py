@@ -35,9 +35,10 @@ a weight that requires grad. A convolution is marked only when
   AOTAutograd's inference graphs when the ``prepack_weights`` option is on; ``force=true``
   marks without it, for ``kiln-opt`` and tests), on the CPU (no ``kiln.device``: the
   Triton wrapper would ignore the mark anyway);
-* it is a 2-D, non-transposed float32 convolution with static shapes (the packed layout
-  depends on the input size), or a float32 ``x @ w.T`` (``mm``; ``addmm`` with a 1-D bias
-  and unit ``alpha``/``beta``) with static shapes;
+* it is a 2-D, non-transposed float32 convolution with a static weight (the input's
+  size may be symbolic: the packed layout depends on it, so such a site keeps a packed
+  copy per input size, :mod:`kiln.backends.cpp.prepack`), or a float32 ``x @ w.T``
+  (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static shapes;
 * its weight is a function argument (a parameter, or a weight the caller passes in:
   anything computed inside the graph is new at every call, so caching it would buy
   nothing).
@@ -62,14 +63,17 @@ from kiln.passes.unfuse_addmm import is_one
 CONVOLUTION = "aten::convolution.default"
 
 
-def _static_f32(value: SSAValue | None, rank: int) -> bool:
+def _f32(value: SSAValue | None, rank: int) -> bool:
     ty = value.type if value is not None else None
     return (
         isinstance(ty, TensorType)
         and isinstance(ty.element_type, Float32Type)
-        and len(shape := tuple(ty.get_shape())) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
-        and all(d >= 0 for d in shape)  # pyright: ignore[reportUnknownVariableType]
+        and len(ty.get_shape()) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
     )
+
+
+def _static_f32(value: SSAValue | None, rank: int) -> bool:
+    return _f32(value, rank) and all(d >= 0 for d in value.type.get_shape())  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue, reportUnknownVariableType, reportUnknownMemberType]
 
 
 def _spatial(value: SSAValue | None) -> int:
@@ -94,10 +98,11 @@ def packable(op: AtenOp, func: FuncOp) -> bool:
         # 1x1: ATen's own path ran these 2-4x faster than the packed oneDNN call here
         # (docs/benchmarks/cpu-profile.md).
         return False
+    # The input's and result's sizes may be symbolic: the site packs per input size.
     return (
-        _static_f32(x, 4)
+        _f32(x, 4)
         and (bias is None or _static_f32(bias, 1))
-        and _static_f32(op.results[0], 4)
+        and _f32(op.results[0], 4)
         and isinstance(weight, BlockArgument)
         and weight.owner is func.body.block
     )

@@ -10,6 +10,12 @@ packed copy; otherwise it repacks (``mkldnn._reorder_convolution_weight``, what 
 ``mkldnn_convolution`` does on every call) first. What Inductor does under
 ``freezing``, without freezing: the parameters stay graph inputs.
 
+oneDNN picks the packed layout for the input size it is given, and a copy packed for
+another size is slow (up to 50x on a 512-channel 3x3 layer at 2x2 against a pack for
+64x64, measured here). A site whose input size is symbolic (``dynamic=True``) therefore
+keeps one packed copy per input size it has seen, at most :data:`SIZES_KEPT` (the oldest
+goes first): a new size costs one reorder, what the plain call pays every time.
+
 Falls back to ``torch.convolution`` (what the site ran before) when this torch has no
 oneDNN, or when grad mode is on and the weight requires grad (a packed copy would cut
 the autograd graph; AOTAutograd's inference graphs never see that, a direct caller
@@ -27,6 +33,10 @@ import torch
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 
+SIZES_KEPT = 4
+"""Input sizes a site with a symbolic input size keeps packed copies for (memory: that
+many copies of the weight)."""
+
 
 def available() -> bool:
     """Whether this torch runs oneDNN convolutions on prepacked weights."""
@@ -38,10 +48,12 @@ def available() -> bool:
 
 
 class PackedConvolution:
-    """``site(x, weight, bias)``: one convolution call site with its packed weight."""
+    """``site(x, weight, bias)``: one convolution call site with its packed weight.
+    ``input_size`` None: the input's size is symbolic, packed copies are kept per size."""
 
     __slots__ = (
         "__weakref__",
+        "by_size",
         "dilation",
         "groups",
         "input_size",
@@ -62,17 +74,20 @@ class PackedConvolution:
         padding: Sequence[int],
         dilation: Sequence[int],
         groups: int,
-        input_size: Sequence[int],
+        input_size: Sequence[int] | None,
     ) -> None:
         self.stride = list(stride)
         self.padding = list(padding)
         self.dilation = list(dilation)
         self.groups = groups
-        self.input_size = list(input_size)
+        self.input_size = None if input_size is None else tuple(input_size)
         self.weight: weakref.ref[torch.Tensor] | None = None
         self.version = -1
         self.pointer = 0
         self.packed: torch.Tensor | None = None
+        """The copy for ``input_size`` (a static site)."""
+        self.by_size: dict[tuple[int, ...], torch.Tensor] = {}
+        """The copies by input size (a symbolic site), oldest first."""
         self.repacks = 0
         """How often the weight was (re)packed: tests and benchmarks read it."""
         # The bound C++ entry points (skip OpOverload.__call__'s Python frame).
@@ -95,7 +110,7 @@ class PackedConvolution:
             value("padding"),
             value("dilation"),
             value("groups"),
-            shape,  # pyright: ignore[reportUnknownArgumentType]
+            None if any(d < 0 for d in shape) else shape,  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
         )
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
@@ -111,10 +126,16 @@ class PackedConvolution:
                     x, weight, bias, self.stride, self.padding, self.dilation, False, [0, 0],
                     self.groups,
                 )  # fmt: skip
-            self.pack(weight)
+            self.adopt(weight)
+        packed = self.packed
+        if packed is None:  # a symbolic input size: the copy for this one
+            size = tuple(x.shape)
+            packed = self.by_size.get(size)
+            if packed is None:
+                packed = self.pack(weight, size)
         return self.pointwise(
             x,
-            self.packed,
+            packed,
             bias,
             self.padding,
             self.stride,
@@ -125,15 +146,29 @@ class PackedConvolution:
             "",
         )
 
-    def pack(self, weight: torch.Tensor) -> None:
-        with torch.no_grad():
-            self.packed = self.reorder(
-                weight, self.padding, self.stride, self.dilation, self.groups, self.input_size
-            )
+    def adopt(self, weight: torch.Tensor) -> None:
+        """Drop the copies of the previous weight (or of its previous values); pack
+        ``weight`` now when the input size is static."""
         self.weight = weakref.ref(weight)
         self.version = weight._version
         self.pointer = weight.data_ptr()
+        self.by_size.clear()
+        self.packed = None
+        if self.input_size is not None:
+            self.packed = self.pack(weight, self.input_size)
+
+    def pack(self, weight: torch.Tensor, input_size: tuple[int, ...]) -> torch.Tensor:
+        """``weight`` packed for ``input_size`` (kept in ``by_size`` for a symbolic site)."""
+        with torch.no_grad():
+            packed = self.reorder(
+                weight, self.padding, self.stride, self.dilation, self.groups, list(input_size)
+            )
+        if self.input_size is None:
+            if len(self.by_size) >= SIZES_KEPT:
+                del self.by_size[next(iter(self.by_size))]
+            self.by_size[input_size] = packed
         self.repacks += 1
+        return packed
 
 
 class PackedLinear:
@@ -206,4 +241,4 @@ def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     return PackedLinear(rows)  # pyright: ignore[reportUnknownArgumentType]
 
 
-__all__ = ["PackedConvolution", "PackedLinear", "available", "prepacked_site"]
+__all__ = ["SIZES_KEPT", "PackedConvolution", "PackedLinear", "available", "prepacked_site"]

@@ -594,12 +594,34 @@ def _join_divmod(e: sympy.Add) -> Expr:
             x, b = core.args
             partner = coeff * b * FloorDiv(x, b)
             if partner in terms:
-                terms.remove(t)
-                terms.remove(partner)
-                terms.append(coeff * x)
-                changed = True
-                break
+                partners = [partner]
+            elif b.has(sympy.Add):
+                partners = _spread_partner(terms, coeff * b, floordiv(*operands(core)))
+                if partners is None:
+                    continue
+            else:
+                continue
+            terms.remove(t)
+            for p in partners:
+                terms.remove(p)
+            terms.append(coeff * x)
+            changed = True
+            break
     return sympy.Add(*terms)
+
+
+def _spread_partner(terms: list[Expr], coefficient: Expr, quotient: Expr) -> list[Expr] | None:
+    """The terms ``k_i * quotient`` whose coefficients add up to ``coefficient``, else
+    None: a divisor that is a sum of sizes (a convolution's output size
+    ``(s1 - 1) // 2 + 1``) is spread over several terms once multiplied out
+    (``64*f*(x // (f + 1)) + 64*(x // (f + 1))``)."""
+    found = [u for u in terms if quotient in sympy.Mul.make_args(u)]
+    if not found:
+        return None
+    total = sympy.Add(*[u / quotient for u in found])
+    if total.has(quotient) or sympy.expand(total - coefficient) != 0:
+        return None
+    return found
 
 
 def _mod_factor(term: Expr) -> tuple[Expr, sympy.Mod | None]:

@@ -86,13 +86,22 @@ class KernelLowering:
     first_write: dict[int, int] = field(init=False, default_factory=dict[int, int])
     """Output index -> the first phase that writes it."""
     _composed: dict[tuple[LoopNestOp, sympy.Expr], sympy.Expr] = field(init=False)
+    _base: LoopSpace = field(init=False)
+    """The space ``space`` was merged from (``space`` itself when not merged)."""
+    _base_vars: dict[LoopNestOp, list[sympy.Expr]] = field(init=False)
     stashes: dict[LoopNestOp, Stash] = field(init=False)
 
     def __post_init__(self) -> None:
         self.analysis = analyze(self.kernel)
         self._composed = {}
         self.space = choose_space(self.analysis, self._all_exprs)
-        self.vars = self._node_vars(self.space)
+        # Index expressions are composed over the space the merges started from, then
+        # carried through the merges (LoopSpace.replay).
+        self._base = self.space.base or self.space
+        self._base_vars = self._node_vars(self._base)
+        self.vars = {
+            node: [self.space.replay(v) for v in vars_] for node, vars_ in self._base_vars.items()
+        }
         self._composed = {}
         self.stashes = {}
         if self.options.stash:
@@ -123,13 +132,14 @@ class KernelLowering:
         """A node-level index expression over the loop variables and kernel sizes."""
         key = (node, expr)
         if key not in self._composed:
-            self._composed[key] = self._compose_with(node, expr, self.vars[node], self.space)
+            composed = self._compose_with(node, expr, self._base_vars[node], self._base)
+            self._composed[key] = self.space.replay(composed)
         return self._composed[key]
 
     def store_index(self, node: LoopNestOp) -> sympy.Expr:
         sizes, _ = node_sizes_in_kernel(node, self.kernel)
-        index_vars = self.vars[node][: len(sizes)]
-        return simplify(flat_index(index_vars, sizes), self.space.ranges())
+        index_vars = self._base_vars[node][: len(sizes)]
+        return self.space.replay(simplify(flat_index(index_vars, sizes), self._base.ranges()))
 
     def _all_exprs(self, space: LoopSpace) -> list[sympy.Expr]:
         vars_ = self._node_vars(space)

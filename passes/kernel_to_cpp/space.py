@@ -58,6 +58,20 @@ def loop_symbol(prefix: str, k: int) -> sympy.Symbol:
     return sympy.Symbol(f"_{prefix}{k}", integer=True, nonnegative=True)
 
 
+@dataclass(frozen=True)
+class Merge:
+    """One merge of two adjacent loop dims: their variables become ``subs`` of the merged
+    one (simplified over ``ranges``, the merged space's), then the merged space's
+    variables are renamed to the canonical ``_x<k>``/``_r<k>`` (``rename``)."""
+
+    subs: dict[sympy.Symbol, sympy.Expr]
+    ranges: dict[sympy.Symbol, sympy.Expr]
+    rename: dict[sympy.Symbol, sympy.Expr]
+
+    def apply(self, expr: sympy.Expr) -> sympy.Expr:
+        return substitute(simplify(substitute(expr, self.subs), self.ranges), self.rename)
+
+
 @dataclass
 class LoopSpace:
     """``x = flat(x_syms over x_sizes)`` and ``r = flat(r_syms over r_sizes)``."""
@@ -66,6 +80,20 @@ class LoopSpace:
     r_sizes: list[sympy.Expr]
     x_syms: list[sympy.Symbol]
     r_syms: list[sympy.Symbol]
+    base: LoopSpace | None = None
+    """The space this one was merged from (None: not merged)."""
+    merges: tuple[Merge, ...] = ()
+    """The merges from ``base`` to this space, in order."""
+
+    def replay(self, expr: sympy.Expr) -> sympy.Expr:
+        """An expression over ``base``'s variables, over this space's: the merges one by
+        one, as :func:`merge_dims` judged them. Composing with this space's flat index
+        in one step instead divides by the product of several sizes at once, which
+        simplifies back only for static sizes (``(64*x0 + x1) // (64*h**2)`` with ``h`` a
+        convolution's symbolic output size ``(s1 - 1) // 2 + 1`` stays)."""
+        for merge in self.merges:
+            expr = merge.apply(expr)
+        return expr
 
     @staticmethod
     def of(x_sizes: Sequence[sympy.Expr], r_sizes: Sequence[sympy.Expr]) -> LoopSpace:
@@ -229,6 +257,8 @@ def _try_merge(
     rename: dict[sympy.Symbol, sympy.Expr] = dict(
         zip([*candidate.x_syms, *candidate.r_syms], [*final.x_syms, *final.r_syms], strict=True)
     )
+    final.base = space.base or space
+    final.merges = (*space.merges, Merge(subs, ranges, rename))
     return final, [substitute(e, rename) for e in new_exprs]
 
 
@@ -248,6 +278,7 @@ def choose_space(
 
 __all__ = [
     "LoopSpace",
+    "Merge",
     "choose_space",
     "loop_symbol",
     "merge_dims",

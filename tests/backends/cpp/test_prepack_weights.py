@@ -44,9 +44,11 @@ def packs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     count = [0]
     pack = PackedConvolution.pack
 
-    def counting(self: PackedConvolution, weight: torch.Tensor) -> None:
+    def counting(
+        self: PackedConvolution, weight: torch.Tensor, input_size: tuple[int, ...]
+    ) -> torch.Tensor:
         count[0] += 1
-        pack(self, weight)
+        return pack(self, weight, input_size)
 
     monkeypatch.setattr(PackedConvolution, "pack", counting)
     return count
@@ -92,6 +94,41 @@ def test_weight_updated_in_place_is_repacked(packs: list[int]) -> None:
         model.load_state_dict(other.state_dict())
         _check(compiled, model, torch.randn(1, 3, 9, 9))
         assert packs[0] == 6
+
+
+def test_symbolic_input_size_packs_per_size(packs: list[int]) -> None:
+    """``dynamic=True``: the batch and image sizes are symbolic, the convolutions still
+    run on packed weights (issue 21: ResNet's dynamic convolutions were 1.7x slower than
+    the static ones, all of it oneDNN's reorder of the weight at every call), one packed
+    copy per input size (oneDNN's packed layout depends on it), kept for the next call
+    at that size and dropped when the weight changes."""
+    model = _Net().eval()
+    compiled = _compile(model, dynamic=True)
+    # Sizes apart from each other and from the 3 channels (dynamo would specialise
+    # equal ones as one symbol).
+    sizes = [(2, 10, 12), (4, 10, 12), (2, 7, 9), (4, 10, 12), (2, 10, 12)]
+    with torch.no_grad():
+        for batch, height, width in sizes:
+            _check(compiled, model, torch.randn(batch, 3, height, width))
+        assert [s.prepacked for s in compile_history()] == [2]  # one graph
+        assert packs[0] == 2 * 3  # two sites, three distinct input sizes
+        model.conv1.weight.mul_(-1.5)  # in place: every size of conv1 is stale
+        _check(compiled, model, torch.randn(4, 3, 10, 12))
+        _check(compiled, model, torch.randn(4, 3, 10, 12))
+        assert packs[0] == 2 * 3 + 1
+
+
+def test_symbolic_site_keeps_a_bounded_number_of_sizes() -> None:
+    from kiln.backends.cpp.prepack import SIZES_KEPT
+
+    conv = nn.Conv2d(4, 6, 3, padding=1).eval()
+    site = PackedConvolution([1, 1], [1, 1], [1, 1], 1, None)
+    with torch.no_grad():
+        for batch in range(1, SIZES_KEPT + 3):
+            x = torch.randn(batch, 4, 5, 5).contiguous(memory_format=torch.channels_last)
+            torch.testing.assert_close(site(x, conv.weight, conv.bias), conv(x))
+    assert len(site.by_size) == SIZES_KEPT
+    assert site.repacks == SIZES_KEPT + 2
 
 
 class _Mlp(nn.Module):

@@ -51,3 +51,16 @@ builtin.module attributes {kiln.inference} {
     func.return %0, %1, %2 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// Symbolic batch and image sizes (dynamic=True): still marked, with a static weight; the
+// wrapper's site keeps one packed copy per input size it meets.
+// CHECK-LABEL: func.func @symbolic
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) {kiln.prepack} : (tensor<?x3x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<?x4x?x?xf32>
+builtin.module attributes {kiln.inference} {
+  func.func @symbolic(%x: tensor<?x3x?x?xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<?x4x?x?xf32> {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<?x3x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<?x4x?x?xf32>
+    func.return %0 : tensor<?x4x?x?xf32>
+  }
+}
