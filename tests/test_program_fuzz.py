@@ -541,3 +541,31 @@ def test_a_zero_dim_copy_in_the_loop_interpreter_is_a_new_tensor(name: str) -> N
     level) returned the input tensor itself through the loop interpreter."""
     program = Program((torch.int32,), ((),), True, (Step("unary", name, (0,)),), (1,), None)
     check(program, "loop")
+
+
+def test_an_integer_cast_to_bfloat16_in_triton() -> None:
+    """Found by the batched program fuzzer: ``int64 -> bfloat16`` of small integers came
+    back as tiny denormals and NaNs through Triton's interpreter (it cast the integers to
+    bfloat16's raw bits); kiln's Triton kernels now cast through float32, as eager does
+    (tests/backends/triton/test_triton_casts.py checks the rounding on a GPU too)."""
+    steps = (
+        Step("cast", "to", (1,), (6,)),
+        Step("as_strided", "as_strided", (0,), (4, 0, 0, 1, 4)),
+        Step("cast", "to", (0,), (3,)),
+    )
+    shapes = ((1, 5, 2, 1), (1, 1, 2, 1))
+    check(Program((torch.int64, torch.float16), shapes, False, steps, (2, 3, 4), None), "triton")
+
+
+def test_a_bfloat16_input_updated_from_integers_in_triton() -> None:
+    """Found by the batched program fuzzer (same cause): a bfloat16 input updated in place
+    with an int32 value (``x.add_(abs(i).to(x.dtype))``) differed from eager after the call
+    through Triton's interpreter."""
+    steps = (
+        Step("as_strided", "as_strided", (1,), (0, 0, 0, 0, 0)),
+        Step("flatten", "flatten", (0,)),
+        Step("unary", "abs", (2,)),
+    )
+    dtypes = (torch.bfloat16, torch.bfloat16, torch.int32, torch.bfloat16)
+    shapes = ((2, 0, 0), (2, 1, 1), (2, 1, 1), (0, 1))
+    check(Program(dtypes, shapes, True, steps, (4, 5), 1), "triton")
