@@ -569,3 +569,13 @@ def test_a_bfloat16_input_updated_from_integers_in_triton() -> None:
     dtypes = (torch.bfloat16, torch.bfloat16, torch.int32, torch.bfloat16)
     shapes = ((2, 0, 0), (2, 1, 1), (2, 1, 1), (0, 1))
     check(Program(dtypes, shapes, True, steps, (4, 5), 1), "triton")
+
+
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_softmax_of_an_empty_integer_tensor(executor: str) -> None:
+    """Found by the batched program fuzzer: ``softmax`` of an empty int32 tensor raised
+    "value cannot be converted to type int without overflow" (the decomposition's ``-inf``
+    padding); eager returns an empty int32 tensor."""
+    steps = (Step("flatten", "flatten", (0,)), Step("reduce", "softmax", (2,), (0, 1)))
+    program = Program((torch.int32, torch.int32), ((0, 1, 1), (1, 2)), False, steps, (2, 3), None)
+    check(program, executor)
