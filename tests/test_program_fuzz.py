@@ -579,3 +579,15 @@ def test_softmax_of_an_empty_integer_tensor(executor: str) -> None:
     steps = (Step("flatten", "flatten", (0,)), Step("reduce", "softmax", (2,), (0, 1)))
     program = Program((torch.int32, torch.int32), ((0, 1, 1), (1, 2)), False, steps, (2, 3), None)
     check(program, executor)
+
+
+def test_a_cast_of_infinity_to_int32_in_cpp() -> None:
+    """Found by the batched program fuzzer: ``x - x.to(torch.int32)`` of a 0-d ``-inf``
+    was NaN through C++ (the undefined cast let g++ fold ``(double)(int)x`` to ``x``);
+    eager: ``-inf - INT32_MIN = -inf``. The C++ cast now converts as x86 does."""
+    steps = (
+        Step("cast", "to", (0,), (5,)),
+        Step("binary", "sub", (0, 1)),
+        Step("as_strided", "as_strided", (2,), (1, 0, 3, 0, 0)),
+    )
+    check(Program((torch.float64,), ((),), True, steps, (1, 2, 3), None), "cpp")
