@@ -591,3 +591,21 @@ def test_a_cast_of_infinity_to_int32_in_cpp() -> None:
         Step("as_strided", "as_strided", (2,), (1, 0, 3, 0, 0)),
     )
     check(Program((torch.float64,), ((),), True, steps, (1, 2, 3), None), "cpp")
+
+
+def test_a_channels_last_view_and_its_contiguous_copy_share_storage() -> None:
+    """Found by the batched program fuzzer: ``v = y.unsqueeze(2)`` of shape (3, 1, 1, 4)
+    is channels-last contiguous, so eager's ``v.contiguous(memory_format=channels_last)``
+    is ``v`` itself; kiln returned the two outputs as two copies."""
+    steps = (
+        Step("binary", "where", (0, 0)),
+        Step("unsqueeze", "unsqueeze", (2,), (2,)),
+        Step("slice", "slice", (0,), (0, 2, 2)),
+        Step("unary", "sigmoid", (2,)),
+        Step("contiguous", "contiguous", (0,)),
+        Step("channels_last", "channels_last", (3,)),
+    )
+    dtypes = (torch.bfloat16, torch.bfloat16)
+    program = Program(dtypes, ((3, 1, 4), (4, 1)), True, steps, (7, 3, 5), None)
+    for executor in ("kernel", "cpp"):
+        check(program, executor)
