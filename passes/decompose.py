@@ -165,6 +165,25 @@ def _running_stats_in_float(decomposition: Callable[..., Any]) -> Callable[..., 
     return decompose
 
 
+def _empty_softmax_is_empty(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """A (log-)softmax decomposition that returns an empty tensor for an empty input.
+
+    PyTorch's pads an empty reduced dim with a ``-inf`` (``new_full``) before ``amax``;
+    an integer tensor cannot hold it (``value cannot be converted to type int without
+    overflow``), while eager returns an empty tensor of the input's dtype (float32 with
+    ``half_to_float``)."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    def decompose(x: torch.Tensor, dim: int, half_to_float: bool) -> Any:
+        if statically_known_true(x.numel() == 0):
+            dtype = torch.float32 if half_to_float else x.dtype
+            return x.new_empty(x.shape, dtype=dtype)
+        return decomposition(x, dim, half_to_float)
+
+    return decompose
+
+
 @cache
 def base_table(name: str) -> dict[Any, Callable[..., Any]]:
     """The named decomposition table (see module docstring)."""
@@ -203,6 +222,8 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
             torch.ops.aten.native_batch_norm.default,
         ):
             table[overload] = _when_not_training(get_decompositions([overload])[overload])
+        for overload in (torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default):
+            table[overload] = _empty_softmax_is_empty(table[overload])
         return table
     raise ValueError(f"unknown decomposition table {name!r} (kiln, core, inductor)")
 

@@ -186,7 +186,9 @@ def _aliases(values: list[SSAValue], strided: set[int]) -> dict[int, ast.expr]:
         returned.setdefault(value, k)
     groups: dict[SSAValue, list[tuple[int, list[ViewCall]]]] = {}
     for k, value in enumerate(values):
-        if isinstance(value.type, TensorType) and returned[value] == k:
+        # A view returned twice (``v = y.unsqueeze(2); return v, v.contiguous(...)``,
+        # where eager's contiguous returns ``v``): two views of one base, every place.
+        if isinstance(value.type, TensorType):
             root, calls = _view_chain(value)
             if calls and not isinstance(root, BlockArgument):  # inputs: AOTAutograd's job
                 groups.setdefault(root, []).append((k, calls))

@@ -51,6 +51,19 @@ def _one_node_returned_twice(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return y, y
 
 
+def _channels_last_of_a_channels_last_view(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # (3, 1, 1, 4) with strides (4, 4, 4, 1) is channels-last contiguous already: eager's
+    # contiguous returns it (found by program-batch: kiln returned a copy).
+    y = (x * 2).unsqueeze(1).unsqueeze(1)
+    return y.contiguous(memory_format=torch.channels_last), y
+
+
+def _two_equal_views_and_their_base(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # cse makes the two views one value returned twice.
+    b = x * 2
+    return b.unsqueeze(1), b.unsqueeze(1), b
+
+
 CASES = [
     _view_of_output,
     _views_of_intermediate,
@@ -58,6 +71,8 @@ CASES = [
     _pieces_of_a_split,
     _equal_outputs_of_two_nodes,
     _one_node_returned_twice,
+    _channels_last_of_a_channels_last_view,
+    _two_equal_views_and_their_base,
 ]
 
 

@@ -541,3 +541,85 @@ def test_a_zero_dim_copy_in_the_loop_interpreter_is_a_new_tensor(name: str) -> N
     level) returned the input tensor itself through the loop interpreter."""
     program = Program((torch.int32,), ((),), True, (Step("unary", name, (0,)),), (1,), None)
     check(program, "loop")
+
+
+def test_an_integer_cast_to_bfloat16_in_triton() -> None:
+    """Found by the batched program fuzzer: ``int64 -> bfloat16`` of small integers came
+    back as tiny denormals and NaNs through Triton's interpreter (it cast the integers to
+    bfloat16's raw bits); kiln's Triton kernels now cast through float32, as eager does
+    (tests/backends/triton/test_triton_casts.py checks the rounding on a GPU too)."""
+    steps = (
+        Step("cast", "to", (1,), (6,)),
+        Step("as_strided", "as_strided", (0,), (4, 0, 0, 1, 4)),
+        Step("cast", "to", (0,), (3,)),
+    )
+    shapes = ((1, 5, 2, 1), (1, 1, 2, 1))
+    check(Program((torch.int64, torch.float16), shapes, False, steps, (2, 3, 4), None), "triton")
+
+
+def test_a_bfloat16_input_updated_from_integers_in_triton() -> None:
+    """Found by the batched program fuzzer (same cause): a bfloat16 input updated in place
+    with an int32 value (``x.add_(abs(i).to(x.dtype))``) differed from eager after the call
+    through Triton's interpreter."""
+    steps = (
+        Step("as_strided", "as_strided", (1,), (0, 0, 0, 0, 0)),
+        Step("flatten", "flatten", (0,)),
+        Step("unary", "abs", (2,)),
+    )
+    dtypes = (torch.bfloat16, torch.bfloat16, torch.int32, torch.bfloat16)
+    shapes = ((2, 0, 0), (2, 1, 1), (2, 1, 1), (0, 1))
+    check(Program(dtypes, shapes, True, steps, (4, 5), 1), "triton")
+
+
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_softmax_of_an_empty_integer_tensor(executor: str) -> None:
+    """Found by the batched program fuzzer: ``softmax`` of an empty int32 tensor raised
+    "value cannot be converted to type int without overflow" (the decomposition's ``-inf``
+    padding); eager returns an empty int32 tensor."""
+    steps = (Step("flatten", "flatten", (0,)), Step("reduce", "softmax", (2,), (0, 1)))
+    program = Program((torch.int32, torch.int32), ((0, 1, 1), (1, 2)), False, steps, (2, 3), None)
+    check(program, executor)
+
+
+def test_a_cast_of_infinity_to_int32_in_cpp() -> None:
+    """Found by the batched program fuzzer: ``x - x.to(torch.int32)`` of a 0-d ``-inf``
+    was NaN through C++ (the undefined cast let g++ fold ``(double)(int)x`` to ``x``);
+    eager: ``-inf - INT32_MIN = -inf``. The C++ cast now converts as x86 does."""
+    steps = (
+        Step("cast", "to", (0,), (5,)),
+        Step("binary", "sub", (0, 1)),
+        Step("as_strided", "as_strided", (2,), (1, 0, 3, 0, 0)),
+    )
+    check(Program((torch.float64,), ((),), True, steps, (1, 2, 3), None), "cpp")
+
+
+def test_a_channels_last_view_and_its_contiguous_copy_share_storage() -> None:
+    """Found by the batched program fuzzer: ``v = y.unsqueeze(2)`` of shape (3, 1, 1, 4)
+    is channels-last contiguous, so eager's ``v.contiguous(memory_format=channels_last)``
+    is ``v`` itself; kiln returned the two outputs as two copies."""
+    steps = (
+        Step("binary", "where", (0, 0)),
+        Step("unsqueeze", "unsqueeze", (2,), (2,)),
+        Step("slice", "slice", (0,), (0, 2, 2)),
+        Step("unary", "sigmoid", (2,)),
+        Step("contiguous", "contiguous", (0,)),
+        Step("channels_last", "channels_last", (3,)),
+    )
+    dtypes = (torch.bfloat16, torch.bfloat16)
+    program = Program(dtypes, ((3, 1, 4), (4, 1)), True, steps, (7, 3, 5), None)
+    for executor in ("kernel", "cpp"):
+        check(program, executor)
+
+
+@pytest.mark.xfail(strict=True, reason="open: docs/fuzzing.md, session 10 campaign")
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_a_stepped_slice_of_a_channels_last_copy_keeps_eager_strides(executor: str) -> None:
+    """Found by the batched program fuzzer (session 10, open): the only output is
+    ``x.contiguous(memory_format=torch.channels_last)[..., ::2]``; eager strides
+    (125, 1, 25, 10), kiln (125, 25, 5, 2): output-layout replays the slice on its base,
+    but returns that base (no output, so no recorded strides) contiguous."""
+    steps = (
+        Step("channels_last", "channels_last", (0,)),
+        Step("slice", "slice", (1,), (3, 0, 2)),
+    )
+    check(Program((torch.float16,), ((1, 5, 5, 5),), False, steps, (2,), None), executor)

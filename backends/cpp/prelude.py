@@ -101,6 +101,16 @@ KILN_INLINE kiln_bf16 kiln_float_to_bf16(float f) {
 }
 KILN_INLINE float kiln_round_bf16(float x) { return kiln_bf16_to_float(kiln_float_to_bf16(x)); }
 
+// Float to integer as x86's truncating conversions (cvttsd2si: what eager runs), where
+// C++ leaves NaN and out-of-range values undefined: those give INT64_MIN / INT32_MIN,
+// and a narrower integer is the low bits of the int32 (eager: float64 3e9 -> int16 0).
+KILN_INLINE int64_t kiln_fptosi64(double x) {
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN;
+}
+KILN_INLINE int32_t kiln_fptosi32(double x) {
+  return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN;
+}
+
 // a if a is NaN, else b if b is NaN (a > b and a < b are false), else the larger:
 // two compares and a blend per vector (a reduction's accumulator chain is one of them).
 template <typename T> KILN_INLINE T kiln_maximumf(T a, T b) { return (a > b || a != a) ? a : b; }

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
 )
 from xdsl.ir import Attribute, Operation
 
@@ -231,7 +232,11 @@ def _cast(op: Operation, args: Sequence[str]) -> str:
         text = a if is_bool(source) else f"({unsigned_type(source)}){a}"
         return round_result(f"({c})({text})", target)
     if isinstance(op, arith.FPToSIOp | arith.FPToUIOp):
-        return f"({c})({a})"
+        if is_bool(target):
+            return f"({c})({a})"
+        # Defined for NaN and out-of-range values, as eager on x86 (see the prelude).
+        wide = isinstance(target, IntegerType) and target.width.data == 64
+        return f"({c})kiln_fptosi{64 if wide else 32}({a})"
     signed_source = not is_unsigned(source) and not isinstance(op, arith.ExtUIOp)
     if is_bool(target):
         return f"(bool)(({a}) & 1)"

@@ -17,11 +17,15 @@ from typing import Protocol
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
     Signedness,
+    f32,
     i1,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -242,10 +246,22 @@ def _constant(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue
 
 
 def _cast(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
-    b = ctx.builder
     (x,) = xs
     src = element_of(x.type)
     dst = ctx.element(op.results[0].type)
+    halves = Float16Type | BFloat16Type
+    if isinstance(dst, halves) and not isinstance(src, Float32Type | halves):
+        # PyTorch converts to a half type through float32 (c10::Half and c10::BFloat16
+        # are built from a float), so an integer or a float64 is rounded twice (int64
+        # 2**24 + 2**16 + 1 -> bfloat16 2**24), on CPU and CUDA alike; Triton's direct
+        # cast rounds once, and its CPU interpreter casts integers and float64 to
+        # bfloat16's raw bits.
+        return ctx.builder.cast(_cast_to(ctx.builder, op, x, f32), dst)
+    return _cast_to(ctx.builder, op, x, dst)
+
+
+def _cast_to(b: TritonBuilder, op: Operation, x: SSAValue, dst: Attribute) -> SSAValue:
+    src = element_of(x.type)
     signed_from_bool = _is_bool(src) and isinstance(
         op, arith.SIToFPOp | arith.ExtSIOp | arith.IndexCastOp
     )

@@ -337,3 +337,29 @@ def test_decompositions_are_traced_on_the_program_device() -> None:
     module.attributes["kiln.device"] = StringAttr("cuda:0")
     DecomposePass().apply(make_context(), module)
     assert 'device = "cpu"' not in str(module)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "overload", "half_to_float"),
+    [
+        (torch.int32, torch.ops.aten._softmax.default, False),
+        (torch.int16, torch.ops.aten._log_softmax.default, False),
+        (torch.float32, torch.ops.aten._softmax.default, False),
+    ],
+    ids=["softmax-int32", "log_softmax-int16", "softmax-float32"],
+)
+def test_softmax_of_an_empty_tensor_is_an_empty_tensor(
+    dtype: torch.dtype, overload: Any, half_to_float: bool
+) -> None:
+    """PyTorch's decomposition pads the empty dim with ``-inf``, which an integer tensor
+    cannot hold (``aten.full`` raised "value cannot be converted to type int"); eager
+    returns an empty tensor of the input's dtype (found by the batched program fuzzer)."""
+    x = torch.zeros(0, 3, dtype=dtype)
+    module = _import(lambda t: overload(t, 0, half_to_float), x)
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    assert overload.name() not in _overloads(module)
+    (out,) = run_function(module, [x])
+    assert isinstance(out, torch.Tensor)
+    want = overload(x, 0, half_to_float)
+    assert (out.dtype, out.shape, out.stride()) == (want.dtype, want.shape, want.stride())

@@ -116,3 +116,31 @@ def test_views_of_an_unreturned_intermediate_share_it() -> None:
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
     got[0].mul_(0)
     assert not got[1].any()
+
+
+# One view returned twice (eager's ``v.contiguous(memory_format=torch.channels_last)``
+# is ``v`` itself when ``v`` already is channels-last contiguous, size-1 dims included).
+VIEW_RETURNED_TWICE = """
+func.func @f(%x: tensor<2x3xf32>) -> (tensor<2x1x3xf32>, tensor<2x1x3xf32>) attributes {kiln.outputs = "(0, 1)"} {
+  %y = aten.add.Scalar(%x, other = 1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %u = aten.unsqueeze.default(%y, dim = 1) : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
+  func.return %u, %u : tensor<2x1x3xf32>, tensor<2x1x3xf32>
+}
+"""
+
+
+def test_a_view_returned_twice_is_one_storage() -> None:
+    """Found by the program fuzzer: each place got its own copy of the view (lowering
+    materialises a returned view; eager: one tensor, so an in-place update through one
+    output shows through the other). Both places are now the view replayed on its base."""
+    _, after = run_pass(OutputLayoutPass(), VIEW_RETURNED_TWICE)
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    unsqueeze = "alias('aten::unsqueeze.default', 2, \"{'dim': 1}\")"
+    assert structure == f"({unsqueeze}, {unsqueeze})"
+    want, got = _run(VIEW_RETURNED_TWICE, torch.randn(2, 3))
+    assert len(got) == 2
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w)
+    assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+    got[0].mul_(0)
+    assert not got[1].any()
