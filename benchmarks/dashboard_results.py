@@ -55,6 +55,10 @@ class Row:
     """Compiled with ``torch.compile(dynamic=True)`` (``--dynamic``)."""
     recompiles: int | None = None
     """``--dynamic``: recompilations counted by the recompile hook (None: not measured)."""
+    jobs: int = 1
+    """Worker processes that ran at once (``--jobs``). Timed measurements never overlap
+    (one lock), but above 1 the compile times were measured beside other workers' compiles
+    (see benchmarks/dashboard.py's docstring)."""
 
     def key(self) -> tuple[Any, ...]:
         return row_key(self.__dict__)
