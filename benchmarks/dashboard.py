@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import tempfile
 import threading
@@ -250,12 +251,13 @@ def run_isolated(
 ) -> list[TaskKey]:
     """Every task in worker processes (dashboard_isolate.py), ``jobs`` of them at once; the
     tasks left after the deadline."""
-    from dashboard_isolate import jobs_for, run_job, worker_cpus
+    from dashboard_isolate import Interrupted, jobs_for, run_job, worker_cpus
 
     zoo = registry()
     queue = deque(jobs_for(tasks, backends, per))
     stopped: list[TaskKey] = []
     guard = threading.Lock()
+    stop = threading.Event()
 
     def on_row(row: Row) -> None:
         report.row(row)
@@ -274,7 +276,12 @@ def run_isolated(
                     stopped.extend(key for key, _ in job.tasks)
                     continue
             report.begin(*job.tasks[0][0])
-            outcome = run_job(job, settings, str(device), deadline, zoo, on_row, lock, cpus)
+            try:
+                outcome = run_job(
+                    job, settings, str(device), deadline, zoo, on_row, lock, cpus, stop
+                )
+            except Interrupted:
+                return
             with guard:
                 stopped.extend(outcome.stopped)
 
@@ -286,8 +293,14 @@ def run_isolated(
         threads = [threading.Thread(target=work, args=(k, lock)) for k in range(jobs)]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:  # Ctrl-C, SIGTERM: every thread kills its worker
+            stop.set()
+            for thread in threads:
+                thread.join()
+            raise
     return stopped
 
 
@@ -395,9 +408,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isolate == "off":
         stopped = run_inline(tasks, backends, settings, device, deadline, report)
     else:
-        stopped = run_isolated(
-            tasks, backends, settings, device, deadline, report, isolate, args.jobs
-        )
+        # ``timeout``'s SIGTERM as Ctrl-C: the workers are killed, not left running.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            stopped = run_isolated(
+                tasks, backends, settings, device, deadline, report, isolate, args.jobs
+            )
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     report.progress.close()
     if args.scaling:
         from dashboard_scaling import run_scaling
@@ -421,6 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _fmt(value: float | None, spec: str) -> str:

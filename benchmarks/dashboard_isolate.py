@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -62,6 +63,11 @@ H200 check in docs/benchmarks/dashboard.md test the isolation with it)."""
 
 TaskKey = tuple[str, str, str, str]
 """(model, size, mode, dtype)."""
+
+
+class Interrupted(Exception):
+    """The dashboard was interrupted (Ctrl-C, ``timeout``'s SIGTERM): the worker was killed
+    with its process group, rather than left running on the machine."""
 
 
 @dataclass
@@ -219,10 +225,13 @@ def run_job(
     on_row: Callable[[Row], None],
     lock: str | None = None,
     cpus: Sequence[int] | None = None,
+    stop: threading.Event | None = None,
 ) -> Outcome:
     """Run the job's tasks in worker processes until every (task, backend) has a row (or
     the deadline stopped the rest); a worker that dies or hangs is replaced. ``lock``: the
-    timing lock's file (``--jobs``); ``cpus``: the cores the workers are pinned to."""
+    timing lock's file (``--jobs``); ``cpus``: the cores the workers are pinned to;
+    ``stop``: when set (the dashboard was interrupted), kill the worker and raise
+    :class:`Interrupted`. An exception here (Ctrl-C) kills the worker too."""
     outcome = Outcome()
     pending = [(key, list(backends)) for key, backends in job.tasks]
     root = str(DASHBOARD.parent.parent)
@@ -260,34 +269,40 @@ def run_job(
             running: str | None = None
             stopped = waiting = False
             done: set[tuple[TaskKey, str]] = set()
-            while True:
-                returncode = proc.poll()
-                new, offset = _read_events(events, offset)
-                for event in new:
-                    last_event, seen = time.monotonic(), True
-                    waiting = event.get("lock") == "wait"
-                    if "task" in event:
-                        current_task, running = tuple(event["task"]), None  # pyright: ignore[reportAssignmentType]
-                    elif "start" in event:
-                        current_task, running = tuple(event["start"][:4]), event["start"][4]  # pyright: ignore[reportAssignmentType]
-                    elif "row" in event:
-                        row = Row(**event["row"])
-                        key = (row.model, row.size, row.mode, row.dtype)
-                        done.add((key, row.backend))
-                        running = None
-                        outcome.rows.append(row)
-                        on_row(row)
-                    elif event.get("stopped"):
-                        stopped = True
-                if returncode is not None:
-                    break
-                allowed = settings.timeout + GRACE + (0 if seen else STARTUP)
-                # Waiting for the timing lock is not a hang: the holder has its own watchdog.
-                if settings.timeout and not waiting and time.monotonic() - last_event > allowed:
-                    _kill(proc)  # then one more round reads what it reported last
-                    hung = True
-                    continue
-                time.sleep(0.2)
+            try:
+                while True:
+                    returncode = proc.poll()
+                    new, offset = _read_events(events, offset)
+                    for event in new:
+                        last_event, seen = time.monotonic(), True
+                        waiting = event.get("lock") == "wait"
+                        if "task" in event:
+                            current_task, running = tuple(event["task"]), None  # pyright: ignore[reportAssignmentType]
+                        elif "start" in event:
+                            current_task, running = tuple(event["start"][:4]), event["start"][4]  # pyright: ignore[reportAssignmentType]
+                        elif "row" in event:
+                            row = Row(**event["row"])
+                            key = (row.model, row.size, row.mode, row.dtype)
+                            done.add((key, row.backend))
+                            running = None
+                            outcome.rows.append(row)
+                            on_row(row)
+                        elif event.get("stopped"):
+                            stopped = True
+                    if returncode is not None:
+                        break
+                    allowed = settings.timeout + GRACE + (0 if seen else STARTUP)
+                    # Waiting for the timing lock is not a hang: the holder has its own watchdog.
+                    if settings.timeout and not waiting and time.monotonic() - last_event > allowed:
+                        _kill(proc)  # then one more round reads what it reported last
+                        hung = True
+                        continue
+                    if stop is not None and stop.is_set():
+                        raise Interrupted("the dashboard was interrupted")
+                    time.sleep(0.2)
+            except BaseException:
+                _kill(proc)  # never leave a worker (and its GPU work) behind
+                raise
             reason = (
                 f"timed out after {allowed} s without progress (worker killed)"
                 if hung
@@ -336,13 +351,15 @@ def thread_env(cores: int) -> dict[str, str]:
 
 
 def worker_cpus(slot: int, jobs: int, cores: Sequence[int] | None = None) -> list[int]:
-    """The cores of worker ``slot`` of ``jobs``: ``len(cores) // jobs`` of them, disjoint
-    from the other slots' (wrapping round when there are more workers than cores)."""
+    """The cores of worker ``slot`` of ``jobs``: an equal share (``len(cores) // jobs`` or
+    one more), disjoint from the other slots' (one core each, shared round, when there are
+    more workers than cores)."""
     if cores is None:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         cores = cores or list(range(os.cpu_count() or 1))
-    per = max(1, len(cores) // jobs)
-    return [cores[(slot * per + k) % len(cores)] for k in range(per)]
+    if jobs >= len(cores):
+        return [cores[slot % len(cores)]]
+    return list(cores[slot * len(cores) // jobs : (slot + 1) * len(cores) // jobs])
 
 
 def jobs_for(tasks: Sequence[TaskKey], backends: Sequence[str], per: str) -> list[Job]:

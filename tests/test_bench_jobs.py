@@ -61,9 +61,15 @@ def _overlaps(intervals: list[tuple[int, float, float]]) -> int:
     return sum(b[1] < a[2] for a, b in itertools.pairwise(intervals))
 
 
-def test_two_workers_give_the_rows_of_one(tmp_path: Path) -> None:
+def test_two_workers_give_the_rows_of_one_and_never_time_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     serial = {(r["model"], r["backend"]): r for r in _run(tmp_path, 1, "--check-only")}
-    parallel = {(r["model"], r["backend"]): r for r in _run(tmp_path, 2, "--check-only")}
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(TRACE, str(trace))
+    parallel = {
+        (r["model"], r["backend"]): r for r in _run(tmp_path, 2, "--iters", "2", "--no-warm")
+    }
     assert (
         set(serial)
         == set(parallel)
@@ -75,10 +81,18 @@ def test_two_workers_give_the_rows_of_one(tmp_path: Path) -> None:
             (row["status"], row["reason"]) == (other["status"], other["reason"]) == ("pass", None)
         )
         assert (row["jobs"], other["jobs"]) == (1, 2)
+        assert other["ms"] is not None
         if key[1] == "kiln":  # the same computation; only thread counts differ
             assert row["err_eager"] < 1e-5
             assert other["err_eager"] < 1e-5
             assert row["launches"] == other["launches"]
+    intervals = _intervals(trace)
+    assert len(intervals) == 4  # one hold per row: timing, peak memory (and CUDA profile)
+    assert len({pid for pid, _, _ in intervals}) == 2  # one worker per model
+    assert _overlaps(intervals) == 0
+    page = tmp_path / "d.md"
+    render(json.loads((tmp_path / "jobs2.json").read_text()), page, plots=False)
+    assert "4 of 4 rows were measured with 2 workers at once" in page.read_text()
 
 
 def _hold(lock_path: str | None, trace: str, rounds: int) -> None:
@@ -141,23 +155,6 @@ def test_waiting_for_the_lock_does_not_count_against_the_timeout(tmp_path: Path)
     assert waited > 2.0
 
 
-def test_parallel_timed_measurements_never_overlap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    trace = tmp_path / "trace"
-    monkeypatch.setenv(TRACE, str(trace))
-    rows = _run(tmp_path, 2, "--iters", "2", "--no-warm")
-    assert {(r["backend"], r["status"]) for r in rows} == {("eager", "pass"), ("kiln", "pass")}
-    assert all(r["ms"] is not None and r["jobs"] == 2 for r in rows)
-    intervals = _intervals(trace)
-    assert len(intervals) == 4  # one hold per row: timing, peak memory (and CUDA profile)
-    assert len({pid for pid, _, _ in intervals}) == 2  # one worker per model
-    assert _overlaps(intervals) == 0
-    page = tmp_path / "d.md"
-    render(json.loads((tmp_path / "jobs2.json").read_text()), page, plots=False)
-    assert "4 of 4 rows were measured with 2 workers at once" in page.read_text()
-
-
 def test_a_crashed_worker_in_a_parallel_run_is_a_failure_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +174,9 @@ def test_worker_cores_are_disjoint_shares() -> None:
     shares = [dashboard_isolate.worker_cpus(k, 8, cores) for k in range(8)]
     assert all(len(s) == 2 for s in shares)
     assert sorted(c for s in shares for c in s) == cores
-    assert dashboard_isolate.worker_cpus(11, 12, cores) == [11]  # 16 // 12: one core each
+    twelve = [dashboard_isolate.worker_cpus(k, 12, cores) for k in range(12)]
+    assert sorted(c for s in twelve for c in s) == cores  # 4 workers get 2 cores, 8 get 1
+    assert sorted(len(s) for s in twelve) == [1] * 8 + [2] * 4
     assert dashboard_isolate.worker_cpus(5, 8, [0, 1]) == [1]  # more workers than cores
     assert dashboard_isolate.thread_env(2)["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
 
@@ -185,3 +184,49 @@ def test_worker_cores_are_disjoint_shares() -> None:
 def test_jobs_need_isolation() -> None:
     with pytest.raises(SystemExit, match="--jobs"):
         dashboard.main(["--models", "softmax", "--jobs", "2", "--isolate", "off"])
+
+
+def _workers_under(marker: str) -> list[int]:
+    """Processes whose command line names ``marker`` (the workers' temporary folder)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and "--worker" in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
+def test_a_terminated_parallel_run_kills_its_workers(tmp_path: Path) -> None:
+    """``timeout`` ends a dashboard call with SIGTERM: its workers (in sessions of their own)
+    must not go on compiling and using the GPU into the next call."""
+    import os
+    import subprocess
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    results = tmp_path / "r.json"
+    env = {**os.environ, "TMPDIR": str(temp), dashboard_isolate.FAULT: "kiln:hang"}
+    argv = ["--models", MODELS, "--modes", "infer", "--dtypes", "float32", "--check-only"]
+    argv += ["--backends", "eager,kiln", "--isolate", "model", "--jobs", "2"]
+    command = [sys.executable, str(BENCHMARKS / "dashboard.py"), *argv, "--json", str(results)]
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # both workers hang in kiln after eager's row
+            if results.exists() and len(json.loads(results.read_text())["rows"]) == 2:
+                break
+            time.sleep(0.5)
+        assert len(_workers_under(str(temp))) == 2
+        run.terminate()
+        run.wait(60)
+        time.sleep(0.5)
+        assert _workers_under(str(temp)) == []
+    finally:
+        run.kill()
+        for pid in _workers_under(str(temp)):
+            os.killpg(pid, signal.SIGKILL)
