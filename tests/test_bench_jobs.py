@@ -230,3 +230,54 @@ def test_a_terminated_parallel_run_kills_its_workers(tmp_path: Path) -> None:
         run.kill()
         for pid in _workers_under(str(temp)):
             os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_worker_waiting_for_the_timing_lock_is_not_taken_for_hung(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held elsewhere beyond ``--timeout`` + GRACE after both workers began to wait, the lock
+    delays the rows, but neither the worker's own timer nor the parent's watchdog fails
+    them."""
+    import fcntl
+    import tempfile
+    import threading
+
+    timeout = 20  # beyond the longest silence of a worker on a loaded 2-core machine
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(dashboard_isolate, "GRACE", 0)
+    waits = threading.Semaphore(0)
+    read_events = dashboard_isolate._read_events
+
+    def spy(path: Path, offset: int) -> tuple[list[dict], int]:
+        events, offset = read_events(path, offset)
+        for event in events:
+            if event.get("lock") == "wait":
+                waits.release()
+        return events, offset
+
+    monkeypatch.setattr(dashboard_isolate, "_read_events", spy)
+    held: list[float] = []
+
+    def hold() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            runs = list(tmp_path.glob("kiln-dashboard-run-*"))
+            if runs:
+                with (runs[0] / "timing.lock").open("a") as f:
+                    fcntl.flock(f, fcntl.LOCK_EX)
+                    if waits.acquire(timeout=300) and waits.acquire(timeout=300):
+                        start = time.monotonic()
+                        time.sleep(timeout + 3)
+                        held.append(time.monotonic() - start)
+                return
+            time.sleep(0.05)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        rows = _run(tmp_path, 2, "--backends", "eager", "--iters", "2", "--timeout", str(timeout))
+    finally:
+        holder.join()
+    assert held
+    assert held[0] > timeout
+    assert [(r["status"], r["reason"]) for r in rows] == [("pass", None)] * 2
