@@ -60,7 +60,9 @@ untimed GPU work (their first calls, accuracy checks, autotuning) can still over
 run; it is brief, and the paired timing's ratio against eager absorbs part of it. Peak
 memory is per process (``torch.cuda.max_memory_allocated`` after
 ``reset_peak_memory_stats``, both this process's caching allocator only), so other workers'
-allocations never enter it; the GPU's memory itself is shared by the N workers.
+allocations never enter it; the GPU's memory itself is shared by the N workers. On the CPU
+the timed runs, too, get only the worker's share of the cores (its threads are sized to
+it), so there ``--jobs`` suits correctness sweeps (``--check-only``), not timings.
 
 Results are merged into ``--json`` after every task (``--resume`` skips tasks already
 there), so a long run can be split over several invocations and rendered once.
@@ -260,6 +262,7 @@ def run_isolated(
     stop = threading.Event()
 
     def on_row(row: Row) -> None:
+        row.jobs = jobs  # failure rows written here for a dead worker too
         report.row(row)
         if row.backend == backends[-1]:
             report.task_done()

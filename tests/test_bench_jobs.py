@@ -167,6 +167,7 @@ def test_a_crashed_worker_in_a_parallel_run_is_a_failure_row(
         status, reason = got[(model, "kiln")]
         assert status == "fail"
         assert reason.startswith("worker killed by SIGABRT")
+    assert {r["jobs"] for r in rows} == {2}
 
 
 def test_worker_cores_are_disjoint_shares() -> None:
