@@ -21,7 +21,7 @@ checks that the context still works; when it does not, it exits, and the next ba
 starts in a fresh process.
 
 With ``--jobs N`` the parent runs N such workers at once (one thread each, waiting on its
-worker), each pinned to its own ``cores // N`` cores (:func:`worker_cpus`) with its
+worker), each pinned to its own share of the cores (:func:`worker_cpus`) with its
 thread pools sized to them, and every timed measurement under one exclusive lock. A worker
 waiting for that lock is not hung: the watchdog's clock restarts when it gets it.
 """
