@@ -69,6 +69,8 @@ class TimingLock:
         on_held: Callable[[], None] | None = None,
     ) -> None:
         self.path, self.on_wait, self.on_held = path, on_wait, on_held
+        self.waited_s: float | None = None
+        """Seconds the last hold waited for the lock (None: no lock)."""
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
@@ -79,7 +81,9 @@ class TimingLock:
             remaining = signal.alarm(0) if hasattr(signal, "SIGALRM") else 0
             if self.on_wait is not None:
                 self.on_wait()
+            start = time.perf_counter()
             fcntl.flock(lock_file, fcntl.LOCK_EX)
+            self.waited_s = time.perf_counter() - start
             if remaining:
                 signal.alarm(remaining)
             if self.on_held is not None:

@@ -56,6 +56,8 @@ class Row:
     recompiles: int | None = None
     """``--dynamic``: recompilations counted by the recompile hook (None: not measured)."""
     jobs: int = 1
+    lock_wait_s: float | None = None
+    """``--jobs``: seconds this row waited for the timing lock (how busy the lock was)."""
     """Worker processes that ran at once (``--jobs``). Timed measurements never overlap
     (one lock), but above 1 the compile times were measured beside other workers' compiles
     (see benchmarks/dashboard.py's docstring)."""

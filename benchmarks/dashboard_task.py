@@ -290,7 +290,9 @@ def run_backend(
                 return task.step(fn, model, inputs, before)
 
             notes = []
-            with (timed or TimingLock())():
+            timed = timed or TimingLock()
+            with timed():
+                row.lock_wait_s = timed.waited_s
                 if eager_run is not None and backend != "eager":
                     row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
                 else:

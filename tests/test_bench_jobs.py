@@ -85,6 +85,8 @@ def test_two_workers_give_the_rows_of_one_and_never_time_at_once(
         )
         assert (row["jobs"], other["jobs"]) == (1, 2)
         assert other["ms"] is not None
+        assert other["lock_wait_s"] >= 0
+        assert row["lock_wait_s"] is None  # one worker: no lock
         if key[1] == "kiln":  # the same computation; only thread counts differ
             assert row["err_eager"] < 1e-5
             assert other["err_eager"] < 1e-5
