@@ -26,8 +26,9 @@ step is timed separately, in eager, on the eager row). Dtypes: float32, bfloat16
 Per row (see docs/benchmarks/README of the rendered dashboard for the definitions):
 status and reason; the error against eager (max abs difference over outputs and gradients,
 relative to each reference tensor's largest magnitude) and, where that exceeds the dtype's
-bound, against a float64 run of the same model (passing when the backend's float64 error is
-at most 3x eager's own plus a floor); median step ms over ``--iters`` (each compiled
+bound, against a float64 run of the same model (passing when, tensor by tensor, the backend's
+float64 error is at most 3x eager's own on that tensor plus a floor; the row shows the
+float64 errors of the tensor nearest its limit); median step ms over ``--iters`` (each compiled
 backend timed in bursts alternating with eager's steps, ``eager_paired_ms``: the baseline of
 its speedup and of kiln/Inductor); cold compile time
 (first call, with fresh kiln/Inductor/Triton cache directories, minus one eager step) and warm

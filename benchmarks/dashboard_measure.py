@@ -168,26 +168,34 @@ attention key bias's: softmax ignores a constant added to every score) is roundi
 and relative to itself any two computations of it differ by 100%."""
 
 
-def rel_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
-    """Worst over tensors of max |out - ref| / max |ref| (floored, see :data:`SCALE_FLOOR`;
-    inf on NaN or a shape mismatch)."""
+def rel_errors(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> list[float]:
+    """Per tensor: max |out - ref| / max |ref| (floored, see :data:`SCALE_FLOOR`; inf on NaN
+    or a shape mismatch); ``[inf]`` when the counts differ."""
     if len(outs) != len(refs):
-        return math.inf
-    pairs = []
+        return [math.inf]
+    pairs: list[tuple[float, float] | None] = []
     for o, r in zip(outs, refs, strict=True):
         if o.shape != r.shape:
-            return math.inf
-        if r.numel():
+            pairs.append(None)
+        elif r.numel():
             o64, r64 = o.detach().double(), r.detach().double()
             pairs.append(((o64 - r64).abs().max().item(), r64.abs().max().item()))
-    floor = SCALE_FLOOR * max((scale for _, scale in pairs), default=0.0)
-    worst = 0.0
-    for diff, scale in pairs:
-        if math.isnan(diff):
-            return math.inf
-        scale = max(scale, floor)
-        worst = max(worst, diff / scale if scale > 0 else (0.0 if diff < 1e-6 else math.inf))
-    return worst
+        else:
+            pairs.append((0.0, 0.0))
+    floor = SCALE_FLOOR * max((p[1] for p in pairs if p is not None), default=0.0)
+    errors = []
+    for pair in pairs:
+        if pair is None or math.isnan(pair[0]):
+            errors.append(math.inf)
+            continue
+        diff, scale = pair[0], max(pair[1], floor)
+        errors.append(diff / scale if scale > 0 else (0.0 if diff < 1e-6 else math.inf))
+    return errors
+
+
+def rel_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
+    """The worst of :func:`rel_errors`."""
+    return max(rel_errors(outs, refs), default=0.0)
 
 
 def clone_all(xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:

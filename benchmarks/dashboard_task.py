@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from dashboard_measure import (
     paired_ms,
     peak_mb,
     profile_kernels,
-    rel_error,
+    rel_errors,
     sync,
     time_limit,
 )
@@ -180,22 +181,44 @@ def accuracy(
     ref: Reference,
     inputs: Sequence[torch.Tensor] | None = None,
 ) -> Accuracy:
-    """The dashboard's rule: within the dtype's bound of eager, else within 3x eager's own
-    error against float64 plus a floor (``inputs``: the step's, when not the task's)."""
-    acc = Accuracy(rel_error(out, ref.eager))
+    """The dashboard's rule, tensor by tensor (outputs, then gradients): within the dtype's
+    bound of eager, else within 3x eager's own error against float64 plus a floor, both
+    errors of that same tensor (``inputs``: the step's, when not the task's).
+
+    Tensor by tensor, because the worst errors of different tensors say nothing about each
+    other: a gradient that is rounding noise in exact arithmetic (an attention key bias's)
+    has a huge relative error in eager too, and compared worst against worst it excused any
+    error of any other tensor (hf_bert's train rows read 1e0 / 5.8e8 / 6.7e8 and passed).
+    The row shows the errors of the tensor nearest to (or furthest past) its limit."""
+    errors = rel_errors(out, ref.eager)
+    acc = Accuracy(max(errors, default=0.0))
     if acc.err_eager <= BOUND[task.dtype]:
+        return acc
+    if len(out) != len(ref.eager):
+        acc.reason = f"{len(out)} outputs and gradients, eager has {len(ref.eager)}"
         return acc
     fp64 = fp64_reference(task, ref, inputs)
     if fp64 is None:
         acc.reason = f"error {acc.err_eager:.1e} vs eager; {ref.fp64_error}"
         return acc
-    acc.err_fp64 = rel_error(out, fp64)
-    acc.eager_err_fp64 = rel_error(ref.eager, fp64)
-    if acc.err_fp64 <= FP64_MULTIPLIER * acc.eager_err_fp64 + FP64_FLOOR[task.dtype]:
+    errors_fp64, eager_errors_fp64 = rel_errors(out, fp64), rel_errors(ref.eager, fp64)
+    if len(errors_fp64) != len(errors) or len(eager_errors_fp64) != len(errors):
+        acc.reason = f"error {acc.err_eager:.1e} vs eager; float64 has {len(fp64)} tensors"
+        return acc
+    worst, worst_ratio = -1, -1.0
+    for k, err in enumerate(errors):
+        if err <= BOUND[task.dtype]:
+            continue
+        limit = FP64_MULTIPLIER * eager_errors_fp64[k] + FP64_FLOOR[task.dtype]
+        ratio = errors_fp64[k] / limit if math.isfinite(errors_fp64[k]) else math.inf
+        if ratio > worst_ratio:
+            worst, worst_ratio = k, ratio
+    acc.err_fp64, acc.eager_err_fp64 = errors_fp64[worst], eager_errors_fp64[worst]
+    if worst_ratio <= 1.0:
         return acc
     acc.reason = (
-        f"accuracy: {acc.err_eager:.1e} vs eager; {acc.err_fp64:.1e} vs float64 "
-        f"(eager's {acc.eager_err_fp64:.1e})"
+        f"accuracy: {acc.err_eager:.1e} vs eager; tensor {worst} of {len(out)}: "
+        f"{acc.err_fp64:.1e} vs float64 (eager's {acc.eager_err_fp64:.1e})"
     )
     return acc
 

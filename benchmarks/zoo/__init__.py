@@ -8,7 +8,7 @@ sequences, small images: latency-bound, cheap enough for a CPU run of the whole 
 
 Sources: ``torchvision``, ``timm``, ``transformers`` (the ``bench`` extra) and ``kiln``
 (benchmarks/suite_models.py). Dropout is disabled everywhere so that training steps compare
-exactly with eager.
+exactly with eager; so is stochastic depth (:data:`RANDOM_DEPTH`).
 """
 
 from __future__ import annotations
@@ -34,13 +34,24 @@ class ModelSpec:
     build: Callable[[str], Built]
 
 
+RANDOM_DEPTH = {"StochasticDepth": "p", "DropPath": "drop_prob"}
+"""Modules that drop whole residual branches at random in train mode, by class name
+(torchvision's and timm's) and the attribute holding their probability: EfficientNet and
+Swin have them on by default, so that every training step (eager's, the backend's, the
+float64 reference's) drew different branches and their comparison was meaningless."""
+
+
 def seeded(build: Callable[[], nn.Module], seed: int = 0) -> nn.Module:
-    """``build()`` under a fixed seed (module init draws from the global RNG), dropout off."""
+    """``build()`` under a fixed seed (module init draws from the global RNG), dropout and
+    stochastic depth off."""
     torch.manual_seed(seed)
     model = build()
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0
+        probability = RANDOM_DEPTH.get(type(module).__name__)
+        if probability is not None:
+            setattr(module, probability, 0.0)
     return model.eval()
 
 
