@@ -43,6 +43,28 @@ dashboard_task.py (one task: eager's reference, then each backend's row),
 dashboard_results.py (rows, results files), dashboard_isolate.py (worker processes),
 dashboard_scaling.py (compile-time scaling), dashboard_render.py (markdown and plots).
 
+``--jobs N`` (with ``--isolate``) runs N workers at once, each on its own tasks, so that the
+cold compiles (CPU work, nearly all of a row's time) of N models overlap. Every timed
+measurement (the paired and eager timing bursts, the peak-memory step, the profiled steps,
+the AdamW step) runs under one exclusive machine-wide lock (``fcntl.flock`` on a file in
+the run's temporary folder; waiting for it counts against no timeout), so no two workers
+ever time at once. Compiles, warm recompiles and accuracy checks are not locked: a lock
+around them (or a cheaper "one compile at a time" lock) would serialize the work ``--jobs``
+exists to overlap. Instead each worker is pinned to its own ``cores // N`` cores with its
+thread pools (torch/OpenMP threads, Inductor's ``TORCHINDUCTOR_COMPILE_THREADS``, kiln's
+compile pools, which size themselves from the process's cores) sized to them, so compiles
+do not compete for cores; they still share caches, memory bandwidth, clocks and the disk,
+and each compiles on N times fewer cores than a serial run. So compile times of a
+``--jobs`` run compare with each other (kiln and Inductor got the same cores), not with a
+serial run's: every row records ``jobs`` and the rendered page says so. Other workers'
+untimed GPU work (their first calls, accuracy checks, autotuning) can still overlap a timed
+run; it is brief, and the paired timing's ratio against eager absorbs part of it. Peak
+memory is per process (``torch.cuda.max_memory_allocated`` after
+``reset_peak_memory_stats``, both this process's caching allocator only), so other workers'
+allocations never enter it; the GPU's memory itself is shared by the N workers. On the CPU
+the timed runs, too, get only the worker's share of the cores (its threads are sized to
+it), so there ``--jobs`` suits correctness sweeps (``--check-only``), not timings.
+
 Results are merged into ``--json`` after every task (``--resume`` skips tasks already
 there), so a long run can be split over several invocations and rendered once.
 """
@@ -51,8 +73,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -133,6 +159,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="run each task (or each model's tasks) in a worker process; default: model on "
         "CUDA, off on the CPU",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="isolated workers at once, each on its own cores; timed measurements never "
+        "overlap (one lock); compile times are measured beside the other workers' compiles",
     )
     p.add_argument(
         "--dynamic", action="store_true", help="compile with torch.compile(dynamic=True)"
@@ -217,26 +250,61 @@ def run_isolated(
     deadline: float,
     report: Any,
     per: str,
+    jobs: int = 1,
 ) -> list[TaskKey]:
-    """Every task in worker processes (dashboard_isolate.py); the tasks left after the
-    deadline."""
-    from dashboard_isolate import jobs_for, run_job
+    """Every task in worker processes (dashboard_isolate.py), ``jobs`` of them at once; the
+    tasks left after the deadline."""
+    from dashboard_isolate import Interrupted, jobs_for, run_job, worker_cpus
 
     zoo = registry()
+    queue = deque(jobs_for(tasks, backends, per))
     stopped: list[TaskKey] = []
-    for job in jobs_for(tasks, backends, per):
-        if deadline and time.time() > deadline:
-            stopped += [key for key, _ in job.tasks]
-            continue
-        report.begin(*job.tasks[0][0])
+    guard = threading.Lock()
+    stop = threading.Event()
 
-        def on_row(row: Row) -> None:
-            report.row(row)
-            if row.backend == backends[-1]:
-                report.task_done()
+    def on_row(row: Row) -> None:
+        row.jobs = jobs  # failure rows written here for a dead worker too
+        report.row(row)
+        if row.backend == backends[-1]:
+            report.task_done()
 
-        outcome = run_job(job, settings, str(device), deadline, zoo, on_row)
-        stopped += outcome.stopped
+    def work(slot: int, lock: str | None) -> None:
+        """One worker slot: the next job from the queue until there is none."""
+        cpus = worker_cpus(slot, jobs) if jobs > 1 else None
+        while True:
+            with guard:
+                if not queue:
+                    return
+                job = queue.popleft()
+                if deadline and time.time() > deadline:
+                    stopped.extend(key for key, _ in job.tasks)
+                    continue
+            report.begin(*job.tasks[0][0])
+            try:
+                outcome = run_job(
+                    job, settings, str(device), deadline, zoo, on_row, lock, cpus, stop
+                )
+            except Interrupted:
+                return
+            with guard:
+                stopped.extend(outcome.stopped)
+
+    if jobs <= 1:
+        work(0, None)
+        return stopped
+    with tempfile.TemporaryDirectory(prefix="kiln-dashboard-run-") as tmp:
+        lock = str(Path(tmp, "timing.lock"))
+        threads = [threading.Thread(target=work, args=(k, lock)) for k in range(jobs)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:  # Ctrl-C, SIGTERM: every thread kills its worker
+            stop.set()
+            for thread in threads:
+                thread.join()
+            raise
     return stopped
 
 
@@ -248,20 +316,24 @@ class Report:
         self.by_key = {row_key(r): r for r in data["rows"]}
         self.progress = _progress(total)
         self.failures = 0
+        self.guard = threading.Lock()  # ``--jobs``: rows come from several threads
 
     def begin(self, *key: str) -> None:
-        self.progress.set_description(" ".join(key))
+        with self.guard:
+            self.progress.set_description(" ".join(key))
 
     def row(self, row: Row) -> None:
-        self.by_key[row.key()] = finite(asdict(row))
-        self.data["rows"] = list(self.by_key.values())
-        if self.json_path:
-            save_results(self.json_path, self.data)
-        self.failures += row.status == "fail"
-        self.progress.write(_line(row))
+        with self.guard:
+            self.by_key[row.key()] = finite(asdict(row))
+            self.data["rows"] = list(self.by_key.values())
+            if self.json_path:
+                save_results(self.json_path, self.data)
+            self.failures += row.status == "fail"
+            self.progress.write(_line(row))
 
     def task_done(self) -> None:
-        self.progress.update(1)
+        with self.guard:
+            self.progress.update(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,8 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     specs = select(args)
     modes, sizes, dtypes, backends = choices(args, cuda)
-    settings = Settings(args.iters, args.timeout, args.check_only, args.no_warm, args.dynamic)
     isolate = args.isolate or ("model" if cuda else "off")
+    if args.jobs < 1 or (args.jobs > 1 and isolate == "off"):
+        raise SystemExit("--jobs N needs N >= 1, and above 1 --isolate model or task")
+    settings = Settings(
+        args.iters, args.timeout, args.check_only, args.no_warm, args.dynamic, args.jobs
+    )
 
     paths = [*([args.json] if args.json and args.json.exists() else []), *args.merge]
     data = load_results(paths) if paths else {"runs": [], "rows": [], "scaling": []}
@@ -312,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check_only": args.check_only,
         "iters": args.iters,
         "isolate": isolate,
+        "jobs": args.jobs,
         "dynamic": args.dynamic,
         "versions": versions(),
     }
@@ -335,7 +412,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isolate == "off":
         stopped = run_inline(tasks, backends, settings, device, deadline, report)
     else:
-        stopped = run_isolated(tasks, backends, settings, device, deadline, report, isolate)
+        # ``timeout``'s SIGTERM as Ctrl-C: the workers are killed, not left running.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            stopped = run_isolated(
+                tasks, backends, settings, device, deadline, report, isolate, args.jobs
+            )
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     report.progress.close()
     if args.scaling:
         from dashboard_scaling import run_scaling
@@ -359,6 +443,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _fmt(value: float | None, spec: str) -> str:

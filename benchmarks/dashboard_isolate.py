@@ -8,7 +8,9 @@ which reports what it does as JSON lines in an events file:
 * ``{"task": [model, size, mode, dtype]}`` before it builds the model and runs eager;
 * ``{"start": [model, size, mode, dtype, backend]}`` before each backend;
 * ``{"row": {...}}`` after each (a :class:`~dashboard_results.Row`);
-* ``{"stopped": true}`` when it reached the ``--deadline`` and started nothing more.
+* ``{"stopped": true}`` when it reached the ``--deadline`` and started nothing more;
+* ``{"lock": "wait"}`` and ``{"lock": "held"}`` around waiting for the timing lock
+  (``--jobs``: see :func:`worker_cpus` and :class:`~dashboard_measure.TimingLock`).
 
 When the worker dies (a signal, a non-zero exit) or makes no progress for the task
 timeout plus :data:`GRACE` seconds (a hang in a kernel or a compiler: it is killed, with
@@ -17,6 +19,11 @@ a failure row saying so (or every backend of the task, when it died building the
 running eager), and a new worker takes the rest. After a backend fails on CUDA the worker
 checks that the context still works; when it does not, it exits, and the next backend
 starts in a fresh process.
+
+With ``--jobs N`` the parent runs N such workers at once (one thread each, waiting on its
+worker), each pinned to its own share of the cores (:func:`worker_cpus`) with its
+thread pools sized to them, and every timed measurement under one exclusive lock. A worker
+waiting for that lock is not hung: the watchdog's clock restarts when it gets it.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from dashboard_measure import describe, time_limit
+from dashboard_measure import TimingLock, describe, time_limit
 from dashboard_results import Row, failed_rows
 from dashboard_task import Settings, Task, run_task
 
@@ -55,6 +63,11 @@ H200 check in docs/benchmarks/dashboard.md test the isolation with it)."""
 
 TaskKey = tuple[str, str, str, str]
 """(model, size, mode, dtype)."""
+
+
+class Interrupted(Exception):
+    """The dashboard was interrupted (Ctrl-C, ``timeout``'s SIGTERM): the worker was killed
+    with its process group, rather than left running on the machine."""
 
 
 @dataclass
@@ -108,6 +121,7 @@ def serve(request_path: Path, events_path: Path) -> int:
     settings = Settings(**request["settings"])
     device = torch.device(request["device"])
     deadline = request["deadline"]
+    lock_path = request.get("lock")
     zoo = registry()
     built: dict[tuple[str, str], Any] = {}
     with events_path.open("a", buffering=1) as events:
@@ -123,6 +137,12 @@ def serve(request_path: Path, events_path: Path) -> int:
         def on_row(row: Row) -> bool:
             emit({"row": asdict(row)})
             return row.status == "pass" or _context_usable(device)
+
+        timed = TimingLock(
+            lock_path,
+            on_wait=lambda: emit({"lock": "wait"}),
+            on_held=lambda: emit({"lock": "held"}),
+        )
 
         for (name, size, mode, dtype), backends in request["tasks"]:
             if deadline and time.time() > deadline:
@@ -148,6 +168,7 @@ def serve(request_path: Path, events_path: Path) -> int:
                 settings,
                 on_start=lambda b, key=(name, size, mode, dtype): on_start(key, b),
                 on_row=on_row,
+                timed=timed,
             )
             if len(rows) < len(backends):  # on_row said the context is poisoned
                 return POISONED
@@ -202,14 +223,22 @@ def run_job(
     deadline: float,
     specs: dict[str, Any],
     on_row: Callable[[Row], None],
+    lock: str | None = None,
+    cpus: Sequence[int] | None = None,
+    stop: threading.Event | None = None,
 ) -> Outcome:
     """Run the job's tasks in worker processes until every (task, backend) has a row (or
-    the deadline stopped the rest); a worker that dies or hangs is replaced."""
+    the deadline stopped the rest); a worker that dies or hangs is replaced. ``lock``: the
+    timing lock's file (``--jobs``); ``cpus``: the cores the workers are pinned to;
+    ``stop``: when set (the dashboard was interrupted), kill the worker and raise
+    :class:`Interrupted`. An exception here (Ctrl-C) kills the worker too."""
     outcome = Outcome()
     pending = [(key, list(backends)) for key, backends in job.tasks]
     root = str(DASHBOARD.parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    if cpus:
+        env.update(thread_env(len(cpus)))
     while pending:
         with tempfile.TemporaryDirectory(prefix="kiln-dashboard-worker-") as tmp:
             request, events, log = Path(tmp, "request.json"), Path(tmp, "events"), Path(tmp, "log")
@@ -219,6 +248,7 @@ def run_job(
                         "settings": asdict(settings),
                         "device": device,
                         "deadline": deadline,
+                        "lock": lock,
                         "tasks": pending,
                     }
                 )
@@ -229,38 +259,50 @@ def run_job(
                 proc = subprocess.Popen(
                     command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
+            if cpus and hasattr(os, "sched_setaffinity"):
+                # Just exec'd, single-threaded: every thread it starts inherits the cores.
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(proc.pid, cpus)
             offset, last_event, hung, seen = 0, time.monotonic(), False, False
             allowed = settings.timeout + GRACE + STARTUP
             current_task: TaskKey | None = None
             running: str | None = None
-            stopped = False
+            stopped = waiting = False
             done: set[tuple[TaskKey, str]] = set()
-            while True:
-                returncode = proc.poll()
-                new, offset = _read_events(events, offset)
-                for event in new:
-                    last_event, seen = time.monotonic(), True
-                    if "task" in event:
-                        current_task, running = tuple(event["task"]), None  # pyright: ignore[reportAssignmentType]
-                    elif "start" in event:
-                        current_task, running = tuple(event["start"][:4]), event["start"][4]  # pyright: ignore[reportAssignmentType]
-                    elif "row" in event:
-                        row = Row(**event["row"])
-                        key = (row.model, row.size, row.mode, row.dtype)
-                        done.add((key, row.backend))
-                        running = None
-                        outcome.rows.append(row)
-                        on_row(row)
-                    elif event.get("stopped"):
-                        stopped = True
-                if returncode is not None:
-                    break
-                allowed = settings.timeout + GRACE + (0 if seen else STARTUP)
-                if settings.timeout and time.monotonic() - last_event > allowed:
-                    _kill(proc)  # then one more round reads what it reported last
-                    hung = True
-                    continue
-                time.sleep(0.2)
+            try:
+                while True:
+                    returncode = proc.poll()
+                    new, offset = _read_events(events, offset)
+                    for event in new:
+                        last_event, seen = time.monotonic(), True
+                        waiting = event.get("lock") == "wait"
+                        if "task" in event:
+                            current_task, running = tuple(event["task"]), None  # pyright: ignore[reportAssignmentType]
+                        elif "start" in event:
+                            current_task, running = tuple(event["start"][:4]), event["start"][4]  # pyright: ignore[reportAssignmentType]
+                        elif "row" in event:
+                            row = Row(**event["row"])
+                            key = (row.model, row.size, row.mode, row.dtype)
+                            done.add((key, row.backend))
+                            running = None
+                            outcome.rows.append(row)
+                            on_row(row)
+                        elif event.get("stopped"):
+                            stopped = True
+                    if returncode is not None:
+                        break
+                    allowed = settings.timeout + GRACE + (0 if seen else STARTUP)
+                    # Waiting for the timing lock is not a hang: the holder has its own watchdog.
+                    if settings.timeout and not waiting and time.monotonic() - last_event > allowed:
+                        _kill(proc)  # then one more round reads what it reported last
+                        hung = True
+                        continue
+                    if stop is not None and stop.is_set():
+                        raise Interrupted("the dashboard was interrupted")
+                    time.sleep(0.2)
+            except BaseException:
+                _kill(proc)  # never leave a worker (and its GPU work) behind
+                raise
             reason = (
                 f"timed out after {allowed} s without progress (worker killed)"
                 if hung
@@ -298,6 +340,26 @@ def run_job(
                     next_pending.append((key, rest))
             pending = next_pending
     return outcome
+
+
+def thread_env(cores: int) -> dict[str, str]:
+    """A worker's thread pools sized to its ``cores`` (``--jobs``): torch's intra-op threads
+    and OpenMP, and Inductor's parallel compile (kiln's compile pools size themselves from
+    the process's cores)."""
+    n = str(max(1, cores))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "TORCHINDUCTOR_COMPILE_THREADS": n}
+
+
+def worker_cpus(slot: int, jobs: int, cores: Sequence[int] | None = None) -> list[int]:
+    """The cores of worker ``slot`` of ``jobs``: an equal share (``len(cores) // jobs`` or
+    one more), disjoint from the other slots' (one core each, shared round, when there are
+    more workers than cores)."""
+    if cores is None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        cores = cores or list(range(os.cpu_count() or 1))
+    if jobs >= len(cores):
+        return [cores[slot % len(cores)]]
+    return list(cores[slot * len(cores) // jobs : (slot + 1) * len(cores) // jobs])
 
 
 def jobs_for(tasks: Sequence[TaskKey], backends: Sequence[str], per: str) -> list[Job]:

@@ -5,6 +5,7 @@ and how an exception is summarised in a row."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import signal
@@ -46,6 +47,55 @@ def time_limit(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+TRACE = "KILN_DASHBOARD_LOCK_TRACE"
+"""A file each :class:`TimingLock` appends ``pid enter exit`` to (epoch seconds) after each
+of its holds: tests/test_bench_jobs.py checks with it that no two workers ever time at
+once."""
+
+
+class TimingLock:
+    """``--jobs``: the machine-wide exclusive lock every timed measurement runs under
+    (``fcntl.flock`` on a file in the run's temporary folder), so that no two workers time at
+    once; without a path (one worker) it does nothing. Waiting for it does not count against
+    the backend's ``--timeout`` (the alarm is paused), and ``on_wait``/``on_held`` tell the
+    parent, whose watchdog then does not take a waiting worker for a hung one."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        on_wait: Callable[[], None] | None = None,
+        on_held: Callable[[], None] | None = None,
+    ) -> None:
+        self.path, self.on_wait, self.on_held = path, on_wait, on_held
+        self.waited_s: float | None = None
+        """Seconds the last hold waited for the lock (None: no lock)."""
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.path is None:
+            yield
+            return
+        with open(self.path, "a") as lock_file:
+            remaining = signal.alarm(0) if hasattr(signal, "SIGALRM") else 0
+            if self.on_wait is not None:
+                self.on_wait()
+            start = time.perf_counter()
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            self.waited_s = time.perf_counter() - start
+            if remaining:
+                signal.alarm(remaining)
+            if self.on_held is not None:
+                self.on_held()
+            enter = time.time()
+            try:
+                yield
+            finally:
+                if os.environ.get(TRACE):
+                    with open(os.environ[TRACE], "a") as trace:
+                        trace.write(f"{os.getpid()} {enter!r} {time.time()!r}\n")
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
 _CACHE_ROOT = Path(tempfile.mkdtemp(prefix="kiln-dashboard-"))

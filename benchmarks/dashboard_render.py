@@ -440,6 +440,23 @@ def plot_scaling(points: Rows, path: Path) -> bool:
 # -- the page ------------------------------------------------------------------------------
 
 
+def jobs_note(rows: Rows) -> list[str]:
+    """What ``--jobs`` above 1 means for the rows it measured (none: nothing to say)."""
+    jobs = sorted({int(r.get("jobs") or 1) for r in rows} - {1})
+    if not jobs:
+        return []
+    n = sum(int(r.get("jobs") or 1) > 1 for r in rows)
+    return [
+        "",
+        f"{n} of {len(rows)} rows were measured with {' or '.join(map(str, jobs))} workers at "
+        "once (`--jobs`, the row's `jobs`): their timed runs, peak memory and kernel profiles "
+        "ran under one exclusive lock (no two workers timed at once), but their compile times "
+        "were measured while the other workers compiled, each worker on its own share of the "
+        "cores (cores / jobs): read them against rows of the same `jobs`, not against serial "
+        "ones.",
+    ]
+
+
 def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
     rows: Rows = data.get("rows", [])
     runs = data.get("runs", [])
@@ -466,16 +483,17 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
         "",
         "## Runs",
         "",
-        "| commit | started | machine | versions | check only | iters | command |",
-        "|---|---|---|---|---|---|---|",
+        "| commit | started | machine | versions | check only | iters | jobs | command |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         versions = ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items())
         out.append(
             f"| {run.get('commit', '?')} | {run.get('started', '?')} | {run.get('machine', '?')} | "
             f"{versions} | {run.get('check_only', False)} | {run.get('iters', '?')} | "
-            f"`{run.get('command', '?')}` |"
+            f"{run.get('jobs', 1)} | `{run.get('command', '?')}` |"
         )
+    out += jobs_note(rows)
     out += ["", "## Summary (geomeans over the models where both sides passed)", "", *summary(rows)]
     out += ["", "## Worst five (kiln/Inductor)", "", *worst(rows)]
     n_failed = sum(r["status"] != "pass" for r in rows)

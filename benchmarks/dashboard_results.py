@@ -55,6 +55,12 @@ class Row:
     """Compiled with ``torch.compile(dynamic=True)`` (``--dynamic``)."""
     recompiles: int | None = None
     """``--dynamic``: recompilations counted by the recompile hook (None: not measured)."""
+    jobs: int = 1
+    lock_wait_s: float | None = None
+    """``--jobs``: seconds this row waited for the timing lock (how busy the lock was)."""
+    """Worker processes that ran at once (``--jobs``). Timed measurements never overlap
+    (one lock), but above 1 the compile times were measured beside other workers' compiles
+    (see benchmarks/dashboard.py's docstring)."""
 
     def key(self) -> tuple[Any, ...]:
         return row_key(self.__dict__)

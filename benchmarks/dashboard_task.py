@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from dashboard_measure import (
     TaskTimeout,
+    TimingLock,
     clone_all,
     compile_with,
     describe,
@@ -53,6 +54,8 @@ class Settings:
     check_only: bool = False
     no_warm: bool = False
     dynamic: bool = False
+    jobs: int = 1
+    """Workers running at once (``--jobs``; recorded in every row)."""
 
 
 @dataclass
@@ -241,9 +244,11 @@ def run_backend(
     settings: Settings,
     eager_ms: float | None,
     eager_run: Callable[[], Any] | None = None,
+    timed: TimingLock | None = None,
 ) -> Row:
     """One backend's row. ``eager_run`` (one eager step) is timed alternately with the
-    backend's steps (``paired_ms``) when given."""
+    backend's steps (``paired_ms``) when given; every timed measurement runs under
+    ``timed`` (``--jobs``: no other worker times meanwhile)."""
     spec = task.spec
     row = Row(
         spec.name,
@@ -255,6 +260,7 @@ def run_backend(
         backend,
         str(task.device),
         dynamic=settings.dynamic and backend != "eager",
+        jobs=settings.jobs,
     )
     device = task.device
     model, inputs = task.instance()
@@ -306,32 +312,35 @@ def run_backend(
             def run() -> Any:
                 return task.step(fn, model, inputs, before)
 
-            if eager_run is not None and backend != "eager":
-                row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
-            else:
-                row.ms = median_ms(run, device, settings.iters)
-            # Secondary measurements: a failure there is a note, the row still passes.
             notes = []
-            try:
-                row.peak_mb = peak_mb(run, device)
-            except TaskTimeout:
-                raise
-            except Exception as e:
-                notes.append(f"peak memory: {describe(e)}")
-            if device.type == "cuda":
+            timed = timed or TimingLock()
+            with timed():
+                row.lock_wait_s = timed.waited_s
+                if eager_run is not None and backend != "eager":
+                    row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
+                else:
+                    row.ms = median_ms(run, device, settings.iters)
+                # Secondary measurements: a failure there is a note, the row still passes.
                 try:
-                    row.kernel_ms, row.launches = profile_kernels(run)
+                    row.peak_mb = peak_mb(run, device)
                 except TaskTimeout:
                     raise
                 except Exception as e:
-                    notes.append(f"profiler: {describe(e)}")
-            if backend == "eager" and task.mode == "train":
-                try:
-                    row.opt_ms = optimizer_ms(task, settings.iters)
-                except TaskTimeout:
-                    raise
-                except Exception as e:
-                    notes.append(f"optimizer: {describe(e)}")
+                    notes.append(f"peak memory: {describe(e)}")
+                if device.type == "cuda":
+                    try:
+                        row.kernel_ms, row.launches = profile_kernels(run)
+                    except TaskTimeout:
+                        raise
+                    except Exception as e:
+                        notes.append(f"profiler: {describe(e)}")
+                if backend == "eager" and task.mode == "train":
+                    try:
+                        row.opt_ms = optimizer_ms(task, settings.iters)
+                    except TaskTimeout:
+                        raise
+                    except Exception as e:
+                        notes.append(f"optimizer: {describe(e)}")
             if row.dynamic:
                 try:
                     row.recompiles = recompile_count(task, fn, model)
@@ -366,10 +375,12 @@ def run_task(
     settings: Settings,
     on_start: Callable[[str], None] | None = None,
     on_row: Callable[[Row], bool] | None = None,
+    timed: TimingLock | None = None,
 ) -> list[Row]:
     """Eager first (the reference and the baseline), then every other backend.
     ``on_start(backend)`` is called before each backend runs, ``on_row(row)`` after; when it
-    returns False, the task stops there (the isolation worker: a poisoned CUDA context)."""
+    returns False, the task stops there (the isolation worker: a poisoned CUDA context).
+    ``timed``: the lock the timed measurements run under (``--jobs``)."""
     rows: list[Row] = []
     try:
         with time_limit(settings.timeout):
@@ -404,7 +415,7 @@ def run_task(
     for backend in backends:
         if on_start is not None:
             on_start(backend)
-        row = run_backend(task, backend, ref, settings, eager_ms, eager_run)
+        row = run_backend(task, backend, ref, settings, eager_ms, eager_run, timed)
         gc.collect()  # the backend's model copy and compiled code, before the next one
         if task.device.type == "cuda":
             with contextlib.suppress(RuntimeError):  # a poisoned context raises here too
