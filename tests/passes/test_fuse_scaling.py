@@ -12,8 +12,9 @@ import networkx as nx
 import torch
 from fuse_checks import schedule
 from torch import nn
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import SSAValue
 
 from kiln.examples import GPTBlock
 from kiln.frontends.capture import capture_make_fx
@@ -52,7 +53,18 @@ class _Checked(Scheduler):
         assert all(self.order[self.pos[g]] == g for g in self.groups)
         for u, v in self.dag.edges:
             assert self.pos[u] < self.pos[v], (u, v)
+        for group in self.groups.values():
+            assert self._buffers(group) == _fresh_buffers(self, group), group.nodes
         return kept
+
+
+def _fresh_buffers(scheduler: Scheduler, group: Group) -> set[SSAValue]:
+    """A group's buffers computed from its nodes (what the cached ones must equal)."""
+    out: set[SSAValue] = set()
+    for i in group.nodes:
+        op = scheduler.graph.nodes[i].op
+        out.update(v for v in (*op.operands, *op.results) if isinstance(v.type, MemRefType))
+    return out
 
 
 class _Unpruned(Scheduler):
