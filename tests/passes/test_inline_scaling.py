@@ -12,7 +12,7 @@ import pytest
 import torch
 from fuse_checks import assert_results_close, random_inputs, schedule
 from torch import nn
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, UnknownLoc
 from xdsl.dialects.func import FuncOp
 
 import kiln.passes.scheduling.inline as inline
@@ -66,8 +66,11 @@ def test_inlining_rewrites_the_consumer_in_place() -> None:
     )
     assert isinstance(consumer, LoopNestOp)
     before = len(block.ops)
+    location = consumer.location  # the FX node and source line, printed in kernels.cpp
+    assert not isinstance(location, UnknownLoc)
     inline.inline_into(producer, consumer)
     assert consumer.parent_block() is block
     assert len(block.ops) == before
     assert producer.result not in consumer.inputs
     consumer.verify()
+    assert consumer.location == location  # a rebuilt consumer lost it
