@@ -3,7 +3,7 @@ them, and with Inductor's ``mode="reduce-overhead"``, on zoo models at the small
 float32, inference and a training step (forward + backward); for kiln's default, whether
 each compiled graph replays CUDA graphs (``CudaGraphRunner`` counters).
 
-    HF_HUB_OFFLINE=1 KILN_TRITON_DEVICE=cuda PYTHONPATH=. python benchmarks/cuda_graph_steps.py hf_gpt2,hf_llama
+    HF_HUB_OFFLINE=1 KILN_TRITON_DEVICE=cuda PYTHONPATH=. python benchmarks/cuda_graph_steps.py hf_gpt2,hf_llama [infer,train]
 
 Needs a GPU and the ``bench`` extra. Steps are timed back to back (30 after 5 warm-ups),
 synchronised at both ends: wall time, as a user's loop sees it.
@@ -38,9 +38,9 @@ def _runner_counts() -> str:
     )
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], modes: list[str]) -> None:
     for name in names:
-        for mode in ("infer", "train"):
+        for mode in modes:
             model, inputs = registry()[name].build("small")
             model = model.to("cuda").train(mode == "train")
             inputs = tuple(i.to("cuda") for i in inputs)
@@ -77,4 +77,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(",") if len(sys.argv) > 1 else ["hf_gpt2", "hf_llama"])
+    main(
+        sys.argv[1].split(",") if len(sys.argv) > 1 else ["hf_gpt2", "hf_llama"],
+        sys.argv[2].split(",") if len(sys.argv) > 2 else ["infer", "train"],
+    )

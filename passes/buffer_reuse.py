@@ -4,7 +4,8 @@ Works on each program after ``fuse`` (and ``tile``), from the liveness of its bu
 (:mod:`kiln.dialects.kernel.liveness`):
 
 1. **in place**: a kernel output whose buffer would be freshly allocated is written into
-   an input buffer that dies at that launch instead, when the types match and the
+   an input buffer that dies at that launch instead, when the types match (dynamic
+   shapes: when the sizes provably match, see :func:`same_sizes`) and the
    kernel's access pattern allows it (:mod:`kiln.passes.scheduling.inplace`); an extern
    result of another shape is first reshaped inside the extern to match
    (:mod:`kiln.passes.scheduling.reshape_in_place`);
@@ -114,6 +115,7 @@ def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
                     or args.count(arg) > 1
                     or arg in launch.outs
                     or arg.type != out.type
+                    or not same_sizes(arg, out)
                     or not info.dies_at(arg, here)
                     or not can_update_in_place(kernel, i, j)
                 ):
@@ -130,6 +132,45 @@ def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
     for alloc in dead_allocs:
         block.erase_op(alloc)
     return count
+
+
+def _same_index_value(a: SSAValue, b: SSAValue) -> bool:
+    """Whether two host index values are the same computation (the very value, or equal
+    ops, such as two ``arith.muli`` of the same sizes, on pairwise equal operands)."""
+    if a is b:
+        return True
+    x, y = a.owner, b.owner
+    return (
+        isinstance(x, Operation)
+        and isinstance(y, Operation)
+        and x.name == y.name
+        and not x.regions
+        and not y.regions
+        and x.attributes == y.attributes
+        and x.properties == y.properties
+        and len(x.results) == len(y.results) == 1
+        and len(x.operands) == len(y.operands)
+        and all(_same_index_value(p, q) for p, q in zip(x.operands, y.operands, strict=True))
+    )
+
+
+def same_sizes(a: SSAValue, b: SSAValue) -> bool:
+    """Whether two buffers of one type provably have the same sizes at run time. Static
+    types: always. Dynamic ones (``memref<?x?xf32>`` twice may be 8x6 and 4x12): only two
+    allocations with equal size operands; anything else (an ATen result, an argument) has
+    sizes the program does not spell out."""
+    ty = a.type
+    if isinstance(ty, MemRefType) and ty.has_static_shape():
+        return True
+    x, y = a.owner, b.owner
+    return (
+        isinstance(x, AllocOp)
+        and isinstance(y, AllocOp)
+        and len(x.dynamic_sizes) == len(y.dynamic_sizes)
+        and all(
+            _same_index_value(p, q) for p, q in zip(x.dynamic_sizes, y.dynamic_sizes, strict=True)
+        )
+    )
 
 
 def insert_frees(program: ProgramOp) -> None:

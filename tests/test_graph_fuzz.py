@@ -267,3 +267,40 @@ def test_random_graphs_with_symbolic_sizes(program: Program) -> None:
     """Every dim of every input symbolic (``make_fx`` with dynamic shapes): decompositions
     traced with size symbols, kernels taking sizes as arguments, on the C++ backend."""
     check_program(program, "cpp", dynamic=True)
+
+
+# Found by the session-10 graph-batch campaign (64,577 graphs on 16 cores): `buffer-reuse`
+# wrote a reshape-copy of a matmul's result in place into that result, and the output
+# kept the matmul's sizes (8x6 for 4x12): both buffers were `memref<?x?xf32>`.
+SYMBOLIC_REGRESSIONS = [
+    Program(
+        dtype=torch.float32,
+        shapes=((4, 2, 7),),
+        steps=(
+            Step("softmax", "softmax", (0,), (2,)),
+            Step("matmul", "matmul", (0,), (0,)),
+            Step("flatten", "flatten", (2,), (1,)),
+            Step("binary", "add", (3, 3), ()),
+        ),
+        outputs=(3, 1),
+        weight_shapes=((7, 6),),
+    ),
+    Program(
+        dtype=torch.bfloat16,
+        shapes=((8, 5, 4),),
+        steps=(
+            Step("matmul", "matmul", (0,), (0,)),
+            Step("softmax", "softmax", (0,), (1,)),
+            Step("unary", "neg", (1,), ()),
+            Step("transpose", "transpose", (3,), (1, 0)),
+            Step("flatten", "flatten", (1,), (1,)),
+        ),
+        outputs=(5,),
+        weight_shapes=((4, 8),),
+    ),
+]
+
+
+@pytest.mark.parametrize("program", SYMBOLIC_REGRESSIONS)
+def test_symbolic_regressions(program: Program) -> None:
+    check_program(program, "cpp", dynamic=True)

@@ -20,8 +20,12 @@ memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the pr
 result before the next call (``y = f(x)`` keeps one previous result alive: two instances
 alternate) replays graphs at every step.
 
-A call with a CPU tensor among its arguments or outputs runs without a graph (a graph
-would freeze what the host read or wrote at recording). ``auto`` mode (the default of
+A call with a CPU tensor among its arguments runs without a graph (a graph would freeze
+what the host read at recording), and so does one whose outputs include CPU tensors while
+it is being recorded (what the host wrote). A call whose plain run returns CPU tensors
+but whose recording returns device tensors only is replayed: SDPA's dropout seed and
+offset are CPU tensors outside a capture and device tensors inside one, so a training
+step's forward and (from the second step, fed by replays) its backward replay graphs. ``auto`` mode (the default of
 ``kiln.compile`` and ``torch.compile`` on CUDA) also leaves out calls with Python numbers
 among the arguments (symbolic sizes arrive as numbers: a graph per size would pile up
 pools), and falls back to the plain program for good when a recording fails (an
@@ -157,12 +161,19 @@ class CudaGraphRunner:
                 self.plain.add(key)
                 return self._plain(args)
             outputs = self._plain(args)  # compiles, autotunes, and warms up allocations
-            if not _recordable(outputs, True, self.device_type):
-                self.plain.add(key)
+            # Host tensors among the outputs: recorded anyway, and kept only if the
+            # recording's outputs are all on the device. SDPA's dropout seed and offset
+            # are CPU tensors outside a capture and device tensors inside one (torch
+            # reads them on the device at each replay), so a training step's forward
+            # records, and so does its backward once it receives them from a replay.
+            on_host = not _recordable(outputs, True, self.device_type)
+            instance = self._record(key, args, may_fail=self.auto or on_host)
+            if instance is None:
                 return outputs
-            instance = self._record(key, args)
-            if instance is not None:
-                self.graphs[key] = [instance]
+            if not _recordable(instance.outputs, True, self.device_type):
+                self.plain.add(key)  # host outputs even in the graph: it would freeze them
+                return outputs
+            self.graphs[key] = [instance]
             return outputs
         entry = next((i for i in instances if i.idle()), None)
         if entry is None:
@@ -203,12 +214,14 @@ class CudaGraphRunner:
         self.plain_calls += 1
         return self.program(list(args))
 
-    def _record(self, key: tuple[object, ...], args: Sequence[Any]) -> _Instance | None:
+    def _record(
+        self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool | None = None
+    ) -> _Instance | None:
         static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         try:
             replay, outputs = self.record(lambda: self.program(list(static)))
         except Exception:
-            if not self.auto:
+            if not (self.auto if may_fail is None else may_fail):
                 raise
             # An operation that cannot be recorded (a host synchronisation): no graphs
             # for this signature; the program itself is unaffected.

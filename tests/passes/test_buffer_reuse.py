@@ -215,3 +215,48 @@ def test_reuse_does_not_hold_memory_while_arguments_are_live() -> None:
     kernels = {k.sym_name.data: k for k in module.ops if hasattr(k, "nodes")}  # pyright: ignore[reportAttributeAccessIssue]
     plan_program(program(module), kernels, in_place=False)  # pyright: ignore[reportArgumentType]
     assert ops(module, ReuseOp), program(module)
+
+
+DYNAMIC_RESHAPE_COPY = """
+builtin.module {
+  kernel.kernel @copy pointwise ["s0*s1*s2"] x [1] (%mm: memref<?x?xf32>, %s0: index, %s1: index, %s2: index) -> (memref<?x?xf32>) {
+    %v = loop.pointwise ["s0", "s1*s2"] (%mm) syms(%s0, %s1, %s2) {kernel.vars = [#loop.expr<"d0 // (s1*s2)">, #loop.expr<"d0 % (s1*s2)">]} : (memref<?x?xf32>, index, index, index) -> memref<?x?xf32> {
+    ^bb0(%d0: index, %d1: index, %in0: memref<?x?xf32>):
+      %0 = loop.load %in0["d0*s1*s2 + d1"] : memref<?x?xf32>
+      loop.yield %0 : f32
+    }
+    kernel.yield %v : memref<?x?xf32>
+  }
+  kernel.program @forward(%x: memref<?x?xf32>, %w: memref<?x?xf32>, %s0: index, %s1: index) -> (memref<?x?xf32>) {
+    %c1 = arith.constant 1 : index
+    %s2 = memref.dim %w, %c1 : memref<?x?xf32>
+    %rows = arith.muli %s0, %s1 : index
+    %mm = kernel.extern (%x, %w) : (memref<?x?xf32>, memref<?x?xf32>) -> memref<?x?xf32> {
+    ^bb0(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>):
+      %p = aten.mm.default(%a, %b) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+      kernel.yield %p : tensor<?x?xf32>
+    }
+    %cols = arith.muli %s1, %s2 : index
+    %out = kernel.alloc(%s0, %cols) : memref<?x?xf32>
+    %cols2 = arith.muli %s1, %s2 : index
+    %out2 = kernel.alloc(%s0, %cols2) : memref<?x?xf32>
+    kernel.launch @copy(%mm, %s0, %s1, %s2) outs(%out) : (memref<?x?xf32>, index, index, index) -> (memref<?x?xf32>)
+    kernel.launch @copy(%out, %s0, %s1, %s2) outs(%out2) : (memref<?x?xf32>, index, index, index) -> (memref<?x?xf32>)
+    kernel.return %out2 : memref<?x?xf32>
+  }
+}
+"""
+
+
+def test_dynamic_sizes_must_match_for_an_in_place_update() -> None:
+    """A matmul's ``(s0*s1) x s2`` result copied into an ``s0 x (s1*s2)`` buffer: the same
+    type, other sizes; writing the copy in place returned the matmul's sizes (a symbolic-
+    size graph-batch finding). The second copy's sizes are equal computations of the
+    first's: that one may go in place."""
+    module = schedule(parse(DYNAMIC_RESHAPE_COPY), "buffer-reuse")
+    launches = ops(module, LaunchOp)
+    assert isinstance(launches[0], LaunchOp)
+    assert isinstance(launches[1], LaunchOp)
+    first_out = launches[0].outs[0]
+    assert first_out is not launches[0].args[0]  # not over the matmul's result
+    assert launches[1].outs[0] is launches[1].args[0]  # same sizes: in place

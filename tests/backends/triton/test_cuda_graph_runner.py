@@ -166,3 +166,67 @@ def test_boxed_calls_without_graphs_hand_the_argument_list_over() -> None:
     assert args == []
     assert program.boxed == 2
     torch.testing.assert_close(y, x * 2)
+
+
+def capturing_recorder(
+    flag: list[bool],
+) -> Callable[[Callable[[], tuple[Any, ...]]], tuple[Callable[[], None], tuple[Any, ...]]]:
+    """``fixed_memory_recorder`` with ``flag[0]`` set while the "graph" runs, as
+    ``torch.cuda.is_current_stream_capturing()`` is during a capture."""
+
+    def record(run: Callable[[], tuple[Any, ...]]) -> tuple[Callable[[], None], tuple[Any, ...]]:
+        def captured() -> tuple[Any, ...]:
+            flag[0] = True
+            try:
+                return run()
+            finally:
+                flag[0] = False
+
+        return fixed_memory_recorder(captured)
+
+    return record
+
+
+def test_outputs_on_the_host_only_outside_a_recording_are_replayed() -> None:
+    # SDPA's dropout seed and offset: host tensors outside a capture, device tensors in
+    # one. Here the "device" is the CPU and the "host" is the meta device.
+    capturing = [False]
+
+    def attention_like(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seed = torch.zeros((), dtype=torch.int64, device="cpu" if capturing[0] else "meta")
+        return x * 2, seed
+
+    program = FakeProgram(attention_like)
+    f = CudaGraphRunner(program, record=capturing_recorder(capturing), device_type="cpu", auto=True)
+    first = f([torch.randn(4)])
+    assert first[1].device.type == "meta"  # the plain first call
+    for _ in range(3):
+        x = torch.randn(4)
+        y, seed = f([x])
+        torch.testing.assert_close(y, x * 2)
+        assert seed.device.type == "cpu"  # from the graph
+    assert len(f.graphs) == 1
+    assert f.plain_calls == 1
+
+
+def test_outputs_on_the_host_in_the_recording_run_without_a_graph() -> None:
+    def to_host(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x * 2, torch.zeros((), device="meta")
+
+    for auto in (True, False):  # cuda_graphs=True too: host outputs are no error
+        f = runner(to_host, auto=auto)
+        for _ in range(3):
+            x = torch.randn(4)
+            torch.testing.assert_close(f([x])[0], x * 2)
+        assert not f.graphs
+        assert f.plain_calls == 3
+
+    def failing(
+        run: Callable[[], tuple[Any, ...]],
+    ) -> tuple[Callable[[], None], tuple[Any, ...]]:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    g = CudaGraphRunner(FakeProgram(to_host), record=failing, device_type="cpu")
+    x = torch.randn(4)
+    torch.testing.assert_close(g([x])[0], x * 2)  # a failed recording: plain, no error
+    assert not g.graphs

@@ -193,3 +193,41 @@ def test_default_cuda_graphs_keep_held_outputs_and_train_like_eager() -> None:
     # type(), not isinstance(): gc also lists dead weak proxies, which isinstance trips on.
     runners = [o for o in gc.get_objects() if type(o) is CudaGraphRunner and o.graphs]
     assert runners  # graphs were recorded and replayed
+
+
+@pytest.mark.skipif(
+    DEVICE.type != "cuda", reason="CUDA graphs need a GPU (KILN_TRITON_DEVICE=cuda)"
+)
+def test_default_cuda_graphs_replay_training_steps_through_attention() -> None:
+    """SDPA's forward returns its dropout seed and offset as CPU tensors outside a capture
+    (device tensors inside one): a training step's forward and backward still replay
+    graphs in ``auto`` mode, with eager's gradients."""
+    from kiln.backends.triton.cudagraphs import CudaGraphRunner
+    from kiln.frontends.dynamo import kiln_backend
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = torch.nn.Linear(64, 3 * 64)
+            self.out = torch.nn.Linear(64, 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, _ = x.shape
+            q, k, v = self.qkv(x).view(b, t, 3, 4, 16).permute(2, 0, 3, 1, 4)
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(y.transpose(1, 2).reshape(b, t, 64))
+
+    torch.manual_seed(0)
+    model = Attention().to(DEVICE)
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend=kiln_backend)
+    for _ in range(4):
+        x = torch.randn(2, 16, 64, device=DEVICE)
+        for m, f in ((model, compiled), (reference, reference)):
+            m.zero_grad()
+            f(x).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            assert p.grad is not None
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+    runners = [o for o in gc.get_objects() if type(o) is CudaGraphRunner and o.graphs]
+    assert len(runners) >= 2  # the forward and the backward both replay graphs
