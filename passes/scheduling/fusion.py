@@ -119,6 +119,9 @@ class Scheduler:
         self._refused: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
         self.skipped_plans = 0
         """Plans not made again for a pair refused before (see ``_refused``)."""
+        # Group id -> (its node count when computed, its buffers): a group's nodes only
+        # grow, so an equal count means the same group (see ``_buffers``).
+        self._group_buffers: dict[int, tuple[int, frozenset[SSAValue]]] = {}
 
     @staticmethod
     def _singleton(node: Node) -> Group:
@@ -154,13 +157,20 @@ class Scheduler:
 
     # -- scoring -----------------------------------------------------------------------
 
-    def _buffers(self, group: Group) -> set[SSAValue]:
+    def _buffers(self, group: Group) -> frozenset[SSAValue]:
+        """The buffers ``group`` reads or writes, kept per group until it merges: every
+        round scores and lists candidates of mostly unchanged groups (issue 19)."""
+        known = self._group_buffers.get(group.id)
+        if known is not None and known[0] == len(group.nodes):
+            return known[1]
         out: set[SSAValue] = set()
         for i in group.nodes:
             op = self.graph.nodes[i].op
             out.update(v for v in op.operands if isinstance(v.type, MemRefType))
             out.update(v for v in op.results if isinstance(v.type, MemRefType))
-        return out
+        buffers = frozenset(out)
+        self._group_buffers[group.id] = (len(group.nodes), buffers)
+        return buffers
 
     def score(self, a: Group, b: Group) -> int:
         members = set(a.nodes) | set(b.nodes)
@@ -336,7 +346,9 @@ class Scheduler:
             return False
         seen = {src}
         stack = [src]
-        succ = self.dag.succ
+        # networkx's adjacency dict of dicts itself (DiGraph._succ, what its views wrap):
+        # the views cost more than the search at 48 layers.
+        succ = self.dag._succ  # pyright: ignore[reportAttributeAccessIssue]
         pos = self.pos
         while stack:
             for nxt in succ[stack.pop()]:

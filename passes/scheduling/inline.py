@@ -36,7 +36,7 @@ from kiln.dialects.loop.expr import (
     size_var,
     var_kind,
 )
-from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, segment_sizes
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
@@ -175,28 +175,17 @@ def _loads_of(consumer: LoopNestOp, buffer: SSAValue) -> list[LoadOp]:
     return loads
 
 
-def _rebuild(
+def _set_operands(
     consumer: LoopNestOp, inputs: Sequence[SSAValue], syms: Sequence[SSAValue]
-) -> LoopNestOp:
-    """The consumer with new operand lists (its body moved over; block args already fixed)."""
-    properties = {k: v for k, v in consumer.properties.items() if k != "operandSegmentSizes"}
-    new = type(consumer).build(
-        operands=[list(inputs), list(syms)],
-        result_types=[list(consumer.result_types)]
-        if isinstance(consumer, ReductionOp)
-        else list(consumer.result_types),
-        properties=properties,
-        attributes=dict(consumer.attributes),
-        regions=[consumer.detach_region(consumer.body)],
-    )
-    for old, fresh in zip(consumer.results, new.results, strict=True):
-        fresh.name_hint = old.name_hint
-        old.replace_all_uses_with(fresh)
-    return new
+) -> None:
+    """Give the consumer new operand lists in place (its block arguments already fit them):
+    building a new op and moving the body over cost ~5 % of ``fuse`` at 48 layers."""
+    consumer.operands = [*inputs, *syms]
+    consumer.properties["operandSegmentSizes"] = segment_sizes(len(inputs), len(syms))
 
 
-def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
-    """``consumer`` with every load of ``producer``'s buffer replaced by its body."""
+def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
+    """Replace every load of ``producer``'s buffer in ``consumer`` by its body (in place)."""
     block: Block = consumer.body.block
     loads = _loads_of(consumer, producer.result)
     inputs = list(consumer.inputs)
@@ -280,7 +269,7 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> LoopNestOp:
             keep_inputs.append(outer)
         else:
             block.erase_arg(arg)
-    return _rebuild(consumer, keep_inputs, syms)
+    _set_operands(consumer, keep_inputs, syms)
 
 
 _UPPER = {"slt": 0, "ult": 0, "sle": 1, "ule": 1}
@@ -381,25 +370,35 @@ def inline_cheap_producers(func: FuncOp, max_rounds: int = 8) -> int:
     block = func.body.block
     returned = set(block.last_op.operands) if block.last_op is not None else set()
     inlined = 0
+    # How often each op was changed (inlined into): a producer refused with the same
+    # consumers, none of them changed since, is refused again without weighing it (a
+    # fifth of the calls at 48 layers).
+    changes: dict[Operation, int] = {}
+    refused: set[tuple[tuple[Operation, int], ...]] = set()
     for _ in range(max_rounds):
-        changed = False
+        changed: set[Operation] = set()
         for producer in [op for op in block.ops if isinstance(op, PointwiseOp)]:
             result = producer.result
-            if result in returned or not result.uses:
+            # An op changed this round waits for the next (as a rebuilt op did, which
+            # was not in this round's list).
+            if producer in changed or result in returned or not result.uses:
                 continue
             consumers = list(dict.fromkeys(use.operation for use in result.uses))
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
+            key = tuple((op, changes.get(op, 0)) for op in (producer, *loops))
+            if key in refused:
+                continue
             if not worth_inlining(producer, loops):
+                refused.add(key)
                 continue
             for consumer in loops:
-                new = inline_into(producer, consumer)
-                block.insert_op_before(new, consumer)
-                block.erase_op(consumer)
+                inline_into(producer, consumer)
+                changes[consumer] = changes.get(consumer, 0) + 1
+                changed.add(consumer)
             block.erase_op(producer)
             inlined += 1
-            changed = True
         if not changed:
             break
     return inlined

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import networkx as nx
 import torch
-from fuse_checks import schedule
+from fuse_checks import assert_schedule_preserves, schedule
 from torch import nn
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import SSAValue
 
+from kiln.dialects.kernel import KernelOp
+from kiln.dialects.loop.ops import LoopNestOp
 from kiln.examples import GPTBlock
 from kiln.frontends.capture import capture_make_fx
 from kiln.frontends.fx import import_graph
@@ -52,7 +55,18 @@ class _Checked(Scheduler):
         assert all(self.order[self.pos[g]] == g for g in self.groups)
         for u, v in self.dag.edges:
             assert self.pos[u] < self.pos[v], (u, v)
+        for group in self.groups.values():
+            assert self._buffers(group) == _fresh_buffers(self, group), group.nodes
         return kept
+
+
+def _fresh_buffers(scheduler: Scheduler, group: Group) -> set[SSAValue]:
+    """A group's buffers computed from its nodes (what the cached ones must equal)."""
+    out: set[SSAValue] = set()
+    for i in group.nodes:
+        op = scheduler.graph.nodes[i].op
+        out.update(v for v in (*op.operands, *op.results) if isinstance(v.type, MemRefType))
+    return out
 
 
 class _Unpruned(Scheduler):
@@ -92,3 +106,22 @@ def test_refused_pairs_are_not_planned_again_and_decisions_are_unchanged() -> No
     assert [(g.numel, g.rnumel, g.levels) for g in result.groups] == [
         (g.numel, g.rnumel, g.levels) for g in reference.groups
     ]
+
+
+def test_kernels_take_the_loop_nests_themselves() -> None:
+    """``ProgramBuilder`` moves each loop nest into its kernel (the function is dropped
+    afterwards) instead of cloning it: the kernels hold the very ops ``inline-producers``
+    left, and the program computes what the loop function did."""
+    model = nn.Sequential(GPTBlock(dim=16, heads=2, seed=0)).eval()
+    module: ModuleOp = import_graph(capture_make_fx(model, torch.randn(1, 4, 16)).gm)
+    schedule(module, "decompose,lower-aten,inline-producers")
+    assert_schedule_preserves(module, "fuse")
+    func = next(op for op in module.ops if isinstance(op, FuncOp))
+    loops = [op for op in func.body.block.ops if isinstance(op, LoopNestOp)]
+    schedule(module, "fuse")
+    in_kernels = [
+        op for kernel in module.ops if isinstance(kernel, KernelOp) for op in kernel.body.block.ops
+    ]
+    moved = [op for op in in_kernels if isinstance(op, LoopNestOp)]
+    assert moved
+    assert all(any(op is loop for loop in loops) for op in moved)
