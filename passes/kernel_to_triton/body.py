@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    Float64Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -44,6 +45,8 @@ class KernelContext(Protocol):
     """What body lowering needs from the kernel being lowered."""
 
     builder: TritonBuilder
+    cpu_half_casts: bool
+    """Casts to half types round as PyTorch's CPU kernels (see ``lower-to-triton``)."""
 
     def element(self, ty: Attribute) -> Attribute:
         """The Triton element type of a body type (``index`` is the kernel's index type)."""
@@ -250,11 +253,15 @@ def _cast(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
     src = element_of(x.type)
     dst = ctx.element(op.results[0].type)
     halves = Float16Type | BFloat16Type
-    if isinstance(dst, halves) and not isinstance(src, Float32Type | halves):
-        # PyTorch converts to a half type through float32 (c10::Half and c10::BFloat16
-        # are built from a float), so an integer or a float64 is rounded twice (int64
-        # 2**24 + 2**16 + 1 -> bfloat16 2**24), on CPU and CUDA alike; Triton's direct
-        # cast rounds once, and its CPU interpreter casts integers and float64 to
+    if isinstance(dst, halves) and (
+        isinstance(src, Float64Type)
+        or (ctx.cpu_half_casts and not isinstance(src, Float32Type | halves))
+    ):
+        # PyTorch converts a float64 to a half type through float32 (c10::Half and
+        # c10::BFloat16 are built from a float: two roundings) on CPU and CUDA; an
+        # integer too on the CPU (int64 2**24 + 2**16 + 1 -> bfloat16 2**24), while its
+        # CUDA kernels round an integer once, as Triton's direct cast does on a GPU
+        # (checked on the H200). Triton's CPU interpreter casts integers and float64 to
         # bfloat16's raw bits.
         return ctx.builder.cast(_cast_to(ctx.builder, op, x, f32), dst)
     return _cast_to(ctx.builder, op, x, dst)
