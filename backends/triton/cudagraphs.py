@@ -179,7 +179,7 @@ class CudaGraphRunner:
         if entry is None:
             if len(instances) >= self.max_instances:
                 return self._plain(args)
-            entry = self._record(key, args)
+            entry = self._record(key, args, may_fail=self.auto)
             if entry is None:
                 return self._plain(args)
             instances.append(entry)
@@ -215,13 +215,13 @@ class CudaGraphRunner:
         return self.program(list(args))
 
     def _record(
-        self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool | None = None
+        self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool
     ) -> _Instance | None:
         static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         try:
             replay, outputs = self.record(lambda: self.program(list(static)))
         except Exception:
-            if not (self.auto if may_fail is None else may_fail):
+            if not may_fail:
                 raise
             # An operation that cannot be recorded (a host synchronisation): no graphs
             # for this signature; the program itself is unaffected.

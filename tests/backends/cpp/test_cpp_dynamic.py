@@ -178,6 +178,14 @@ class _ConvBlock(torch.nn.Module):
         return torch.relu(y + self.conv2(y))
 
 
+def _randomize_running_stats(bn: torch.nn.BatchNorm2d) -> None:
+    mean, var = bn.running_mean, bn.running_var
+    assert mean is not None
+    assert var is not None
+    mean.uniform_(-0.5, 0.5)
+    var.uniform_(0.5, 1.5)
+
+
 def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> None:
     """The NHWC result of a channels-last convolution gets the tracer's sizes (permuted),
     not fresh symbols read from ATen's result: the batch norm and residual kernels over
@@ -187,11 +195,7 @@ def test_channels_last_convolutions_keep_the_traced_sizes(tmp_path: Path) -> Non
     torch.manual_seed(0)
     block = _ConvBlock().eval()
     with torch.no_grad():
-        mean, var = block.bn.running_mean, block.bn.running_var
-        assert mean is not None
-        assert var is not None
-        mean.uniform_(-0.5, 0.5)
-        var.uniform_(0.5, 1.5)
+        _randomize_running_stats(block.bn)
         run_dynamic(block, [(2, 3, 12, 12), (3, 3, 10, 10)], options={"debug_dir": str(tmp_path)})
     assert not _division_lines(tmp_path)
     wrappers = [w.read_text() for w in tmp_path.glob("*/wrapper.py")]
@@ -223,11 +227,7 @@ def test_strided_convolution_outputs_merge_rows_without_dividing(tmp_path: Path)
     torch.manual_seed(0)
     block = _StridedConvBlock().eval()
     with torch.no_grad():
-        mean, var = block.bn.running_mean, block.bn.running_var
-        assert mean is not None
-        assert var is not None
-        mean.uniform_(-0.5, 0.5)
-        var.uniform_(0.5, 1.5)
+        _randomize_running_stats(block.bn)
         run_dynamic(block, [(2, 3, 12, 12), (4, 3, 9, 9)], options={"debug_dir": str(tmp_path)})
     kernels = [
         kernel
