@@ -33,9 +33,23 @@ or the result of a convolution, pool or batch norm (``FollowsChannelsLast``) of 
 input, as ``lower-aten`` stores them. Were it not contiguous after all, ``lower-aten``
 copies the view for the extern: slower, never wrong.
 
-Only float32 CPU programs with static shapes are rewritten (GPU programs keep cuDNN's
-convolution), and a convolution whose result the function returns is left alone (its
-layout is the function's output layout). Numbers change only by rounding (a different
+Only float32 CPU programs are rewritten (GPU programs keep cuDNN's convolution), and a
+convolution whose result the function returns is left alone (its layout is the
+function's output layout). The batch and image sizes may be symbolic (``dynamic=True``):
+the views then take them as ``aten.sym_size.int`` values of the input and the row count
+as their ``arith.muli`` product, which ``lower-aten`` reads back as the same size
+expressions (``s0*s1*s1`` rows of an ``[s0, s1, s1, C]`` buffer: a view, no copy)::
+
+    %batch = aten.sym_size.int(%x, dim = 0) : (tensor<?x4x?x?xf32>) -> index
+    %height = aten.sym_size.int(%x, dim = 2) : (tensor<?x4x?x?xf32>) -> index
+    %width = aten.sym_size.int(%x, dim = 3) : (tensor<?x4x?x?xf32>) -> index
+    %rows_partial = arith.muli %batch, %height : index
+    %rows = arith.muli %rows_partial, %width : index
+    %x_rows = aten.view.default(%5, size = [%rows, 4]) : (tensor<?x?x?x4xf32>, index) -> tensor<?x4xf32>
+    ...
+    %y_nhwc = aten.view.default(%mm, size = [%batch, %height, %width, 8]) : (tensor<?x8xf32>, index, index, index) -> tensor<?x?x?x8xf32>
+
+The channel counts (the weight's) must be static. Numbers change only by rounding (a different
 summation order in the same float32 dot products), as between ATen's own convolution
 algorithms.
 """
@@ -46,9 +60,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Float32Type, ModuleOp, StringAttr, TensorType
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Float32Type,
+    IndexType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -65,15 +87,20 @@ _PERMUTE = "aten::permute.default"
 _CLONE = "aten::clone.default"
 
 
-def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
-    """The float32 static shape of ``value`` when it has ``rank`` dimensions, else None."""
+def _float32_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
+    """The float32 shape of ``value`` (``DYNAMIC_INDEX`` for a symbolic dim) when it has
+    ``rank`` dimensions, else None."""
     ty = value.type if value is not None else None
     if not isinstance(ty, TensorType) or not isinstance(ty.element_type, Float32Type):
         return None
     shape: tuple[int, ...] = tuple(ty.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
-    if len(shape) != rank or any(d < 0 for d in shape):
-        return None
-    return shape
+    return shape if len(shape) == rank else None
+
+
+def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
+    """The float32 shape of ``value`` when it has ``rank`` dimensions, all static."""
+    shape = _float32_shape(value, rank)
+    return shape if shape is not None and DYNAMIC_INDEX not in shape else None
 
 
 def _arg(op: AtenOp, name: str) -> Any:
@@ -102,21 +129,24 @@ def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
 
 
 def is_pointwise_convolution(op: AtenOp) -> bool:
-    """A non-transposed 1x1 float32 convolution, stride 1, no padding, one group, static."""
+    """A non-transposed 1x1 float32 convolution, stride 1, no padding, one group, with
+    static channel counts (the batch and image sizes may be symbolic)."""
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
         return False
     if is_prepacked(op):
         return False
     tensors = op.tensor_operands()
-    x = _static_shape(tensors["input"][0], 4)
+    x = _float32_shape(tensors["input"][0], 4)
     w = _static_shape(tensors["weight"][0], 4)
-    y = _static_shape(op.results[0], 4)
+    y = _float32_shape(op.results[0], 4)
     bias = tensors["bias"][0] if tensors.get("bias") else None
     if x is None or w is None or y is None:
         return False
     if bias is not None and _static_shape(bias, 1) != (w[0],):
         return False
     n, c, h, width = x
+    # A symbolic dim of y matches the same of x: a 1x1 stride-1 unpadded convolution keeps
+    # the batch and image sizes (the types only say which are symbolic).
     return (
         _arg(op, "transposed") is False
         and _arg(op, "groups") == 1
@@ -135,23 +165,63 @@ def _tensor(shape: list[int]) -> TensorType[Attribute]:
     return TensorType(Float32Type(), shape)
 
 
+Size = int | SSAValue
+"""A size argument: static, or an ``index`` value."""
+
+
+def _static(size: Size) -> int:
+    return size if isinstance(size, int) else DYNAMIC_INDEX
+
+
 class _Builder:
-    """Inserts new aten ops before one point."""
+    """Inserts new ops before one point."""
 
     def __init__(self, point: InsertPoint, location: Any) -> None:
         self.point = point
         self.location = location
 
-    def __call__(
-        self, overload: str, args: dict[str, Any], shape: list[int], name: str
-    ) -> SSAValue:
-        cls = op_class(overload)
-        assert cls is not None
-        op = cls.from_args(args, [_tensor(shape)])
+    def _insert(self, op: Operation, name: str) -> SSAValue:
         op.location = self.location
         Rewriter.insert_op(op, self.point)
         op.results[0].name_hint = name
         return op.results[0]
+
+    def __call__(
+        self, overload: str, args: dict[str, Any], shape: list[Size], name: str
+    ) -> SSAValue:
+        cls = op_class(overload)
+        assert cls is not None
+        return self._insert(cls.from_args(args, [_tensor([_static(d) for d in shape])]), name)
+
+    def size(self, tensor: SSAValue, dim: int, static: int, name: str) -> Size:
+        """Dim ``dim`` of ``tensor``: ``static`` when it is, else its ``sym_size.int``."""
+        if static != DYNAMIC_INDEX:
+            return static
+        cls = op_class("sym_size.int")
+        assert cls is not None
+        return self._insert(cls.from_args({"self": tensor, "dim": dim}, [IndexType()]), name)
+
+    def product(self, factors: list[Size], name: str) -> Size:
+        """The product of ``factors``: an int when all are static, else ``arith.muli``s
+        (static factors folded into one constant, so that the expression is the sizes')."""
+        constant = 1
+        values: list[SSAValue] = []
+        for factor in factors:
+            if isinstance(factor, int):
+                constant *= factor
+            else:
+                values.append(factor)
+        if not values:
+            return constant
+        if constant != 1:
+            values.append(
+                self._insert(arith.ConstantOp.from_int_and_width(constant, IndexType()), "c")
+            )
+        result = values[0]
+        for k, value in enumerate(values[1:], 2):
+            hint = name if k == len(values) else f"{name}_partial"
+            result = self._insert(arith.MuliOp(result, value), hint)
+        return result
 
 
 def _rewrite(op: AtenOp) -> SSAValue:
@@ -162,13 +232,15 @@ def _rewrite(op: AtenOp) -> SSAValue:
     assert x is not None
     assert weight is not None
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    x_shape, w_shape = _static_shape(x, 4), _static_shape(weight, 4)
+    x_shape, w_shape = _float32_shape(x, 4), _static_shape(weight, 4)
     assert x_shape is not None
     assert w_shape is not None
-    n, c, h, w = x_shape
-    out = w_shape[0]
-    rows = n * h * w
+    c, out = x_shape[1], w_shape[0]
     build = _Builder(InsertPoint.before(op), op.location)
+    n = build.size(x, 0, x_shape[0], "batch")
+    h = build.size(x, 2, x_shape[2], "height")
+    w = build.size(x, 3, x_shape[3], "width")
+    rows = build.product([n, h, w], "rows")
     owner = x.owner
     if isinstance(owner, AtenOp) and owner.overload_name == _PERMUTE:
         nhwc = owner.operands[0]  # x is permute(nhwc, NCHW): read the NHWC value itself
@@ -204,7 +276,7 @@ def _rewrite_block(block: Block) -> None:
             Rewriter.erase_op(op)
             continue
         if input_nhwc and has_aten_trait(op, FollowsChannelsLast):
-            nhwc.update(r for r in op.results if _static_shape(r, 4) is not None)
+            nhwc.update(r for r in op.results if _float32_shape(r, 4) is not None)
 
 
 def _on_gpu(module: ModuleOp) -> bool:

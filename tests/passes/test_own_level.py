@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
 from xdsl.parser import Parser
@@ -48,10 +48,11 @@ def chunks(path: Path) -> list[str]:
     return [p for p in parts if any(line and not line.startswith("//") for line in p.split("\n"))]
 
 
-def random_value(ty: Attribute, generator: torch.Generator) -> torch.Tensor:
+def random_value(ty: Attribute, generator: torch.Generator, dynamic_size: int) -> torch.Tensor:
+    """A random tensor of type ``ty``; its symbolic dims (``?``) are ``dynamic_size``."""
     assert isinstance(ty, TensorType | MemRefType), f"no random value for {ty}"
     dtype = type_to_dtype(ty.element_type)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-    shape = list(ty.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    shape = [dynamic_size if d == DYNAMIC_INDEX else d for d in ty.get_shape()]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator).to(dtype)
     return torch.randint(1, 10, shape, generator=generator).to(dtype)
@@ -91,7 +92,9 @@ def test_same_numbers_before_and_after(test: str) -> None:
         functions = entry_points(before)
         assert functions, f"{test}: a chunk without a function or program"
         for name, types in functions.items():
-            args = [random_value(ty, generator) for ty in types]
+            # One size for every symbolic dim of a function: dims of one symbol agree.
+            dynamic_size = int(torch.randint(2, 8, (), generator=generator))
+            args = [random_value(ty, generator, dynamic_size) for ty in types]
             want = run(before, name, [a.clone() for a in args])
             got = run(after, name, [a.clone() for a in args])
             assert len(got) == len(want), name

@@ -69,3 +69,28 @@ builtin.module attributes {kiln.device = "cuda"} {
     func.return %2 : tensor<1x8xf32>
   }
 }
+
+// -----
+
+// Symbolic batch and image sizes (dynamic=True): the views take the input's sizes as
+// sym_size.int values and the row count as their product; the channels stay static.
+// CHECK-LABEL: func.func @symbolic
+// CHECK-NEXT:    %0 = aten.permute.default(%x, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %batch = aten.sym_size.int(%0, dim = 0) : (tensor<?x4x?x?xf32>) -> index
+// CHECK-NEXT:    %height = aten.sym_size.int(%0, dim = 2) : (tensor<?x4x?x?xf32>) -> index
+// CHECK-NEXT:    %width = aten.sym_size.int(%0, dim = 3) : (tensor<?x4x?x?xf32>) -> index
+// CHECK-NEXT:    %rows_partial = arith.muli %batch, %height : index
+// CHECK-NEXT:    %rows = arith.muli %rows_partial, %width : index
+// CHECK-NEXT:    %x_rows = aten.view.default(%x, size = [%rows, 4]) : (tensor<?x?x?x4xf32>, index) -> tensor<?x4xf32>
+// CHECK-NEXT:    %w_2d = aten.view.default(%w, size = [8, 4]) : (tensor<8x4x1x1xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT:    %w_t = aten.permute.default(%w_2d, dims = [1, 0]) : (tensor<8x4xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %mm = aten.mm.default(%x_rows, %w_t) : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+// CHECK-NEXT:    %y_nhwc = aten.view.default(%mm, size = [%batch, %height, %width, 8]) : (tensor<?x8xf32>, index, index, index) -> tensor<?x?x?x8xf32>
+// CHECK-NEXT:    %conv = aten.permute.default(%y_nhwc, dims = [0, 3, 1, 2]) : (tensor<?x?x?x8xf32>) -> tensor<?x8x?x?xf32>
+// CHECK-NEXT:    %1 = aten.mean.dim(%conv, dim = [2, 3])
+func.func @symbolic(%x: tensor<?x?x?x4xf32>, %w: tensor<8x4x1x1xf32>) -> tensor<?x8xf32> {
+  %0 = aten.permute.default(%x, dims = [0, 3, 1, 2]) : (tensor<?x?x?x4xf32>) -> tensor<?x4x?x?xf32>
+  %1 = aten.convolution.default(%0, %w, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<?x4x?x?xf32>, tensor<8x4x1x1xf32>) -> tensor<?x8x?x?xf32>
+  %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<?x8x?x?xf32>) -> tensor<?x8xf32>
+  func.return %2 : tensor<?x8xf32>
+}
