@@ -164,9 +164,13 @@ def _burst_ms(fn: Callable[[], Any], iters: int) -> float:
 
 
 def _check(model: Model, variant: str, size: int, have: Any, want: Any) -> None:
-    if not torch.allclose(have, want, rtol=2e-3, atol=2e-3):
+    """Within 2e-3 of eager relative to the output's scale: an absolute bound passes
+    anything for a model whose outputs are tiny (the zoo's small MobileNet-v2 gives
+    logits of ~1e-9)."""
+    scale = want.abs().max().item()
+    if not torch.allclose(have, want, rtol=2e-3, atol=2e-3 * scale):
         err = (have - want).abs().max().item()
-        raise AssertionError(f"{model.name} {variant} size {size}: max error {err}")
+        raise AssertionError(f"{model.name} {variant} size {size}: max error {err} (scale {scale})")
 
 
 def measure(model: Model, rounds: int, iters: int, clock: BackendClock) -> list[dict[str, Any]]:

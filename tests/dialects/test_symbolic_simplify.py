@@ -201,3 +201,20 @@ def test_a_compound_divisor_joins_only_with_its_whole_coefficient() -> None:
     after = simplify_with_ranges(before, {d0: 3 * h})
     assert after.has(sympy.Mod)
     same_values(before, after, {d0: 3 * h})
+
+
+def test_multiples_of_a_constant_inside_a_compound_stride_divide_out() -> None:
+    """MobileNet-v2's dynamic flat indices have strides ``32*h + 32`` of a strided
+    convolution's output size ``h = (s1 - 1) // 2 + 1`` multiplied out; ``// 32`` and
+    ``% 32`` take the constant out of them (``floordiv`` left a ``//`` of the whole sum,
+    and ``mod`` asked sympy's evaluation, 0.05-0.15 s of assumption queries a call)."""
+    f = floordiv(s1 - 1, 2)
+    flat = d0 * (f + 1) * (32 * f + 32) + d1 * (32 * f + 32) + 32 * d2 + d3
+    quotient = floordiv(flat, 32)
+    assert quotient == d0 * (f + 1) ** 2 + d1 * (f + 1) + d2 + floordiv(d3, 32)
+    assert mod(flat, 32) == sympy.Mod(d3, 32)
+    ranges = {d0: s0, d1: f + 1, d2: f + 1, d3: sympy.Integer(32)}
+    same_values(cast(sympy.Expr, FloorDiv(flat, 32, evaluate=False)), quotient, ranges)
+    # A content that is not a multiple stays: (16*f + 16) // 32 is not exact.
+    half = d1 * (16 * f + 16) + d3
+    assert floordiv(half, 32) == FloorDiv(half, 32)
