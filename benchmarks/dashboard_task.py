@@ -206,10 +206,7 @@ def perturbed_references(
                 gen = torch.Generator().manual_seed(1000 + seed)
                 scale = PERTURBATION[task.dtype]
                 base = tuple(
-                    (
-                        x.detach()
-                        * (1 + scale * torch.randn(x.shape, generator=gen).to(x.device))
-                    )
+                    (x.detach() * (1 + scale * torch.randn(x.shape, generator=gen).to(x.device)))
                     .to(x.dtype)
                     .requires_grad_(x.requires_grad)
                     if x.is_floating_point()

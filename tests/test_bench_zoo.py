@@ -263,7 +263,9 @@ def test_float64_check_holds_a_near_tie_to_eagers_spread_not_to_eagers_luck() ->
     # ReLU input within rounding of zero in the last stage, eager on the float64 side of it
     # by luck, kiln (and eager with its input perturbed by 1e-7) on the other.
     model, x = _NearTie(), torch.tensor([3.0])
-    task = Task(registry()["softmax"], "small", "train", "float32", torch.device("cpu"), model, (x,))
+    task = Task(
+        registry()["softmax"], "small", "train", "float32", torch.device("cpu"), model, (x,)
+    )
     eager = task.step(model, model, (x,))
     model64 = _NearTie().double()
     fp64 = task.step(model64, model64, (x.double(),))
