@@ -10,6 +10,7 @@ is decided by :mod:`kiln.dialects.loop.index_sign`, shared with the Triton lower
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import cast
 
 import sympy
@@ -37,6 +38,14 @@ def _bind(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool]) -
 def c_index(expr: sympy.Expr, names: Sequence[str], nonnegative: Sequence[bool]) -> str:
     """``expr`` over ``i0..`` as C, ``i<k>`` being ``names[k]`` (known >= 0 where
     ``nonnegative[k]``)."""
+    return _c_index_cached(sympy.sympify(expr), tuple(names), tuple(nonnegative))
+
+
+@lru_cache(maxsize=16384)
+def _c_index_cached(expr: sympy.Expr, names: tuple[str, ...], nonnegative: tuple[bool, ...]) -> str:
+    """Cached: a kernel prints the same addresses over the same variables in its vector
+    loop and its tail (and a reduction's lanes), and binding the names and proving
+    signs is sympy work (a pure function of the arguments)."""
     return _c(_bind(expr, names, nonnegative))[0]
 
 
