@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import LocationAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from kiln.passes.aten_to_loop.context import Lowered, LoweringContext
@@ -178,6 +178,7 @@ class Stamper:
         internal = {r for t, _ in pairs for r in t.results}
         mapper: dict[SSAValue, SSAValue] = {}
         renames: dict[str, str | None] = {}
+        locations = {t.location: u.location for t, u in pairs}
         for t, u in pairs:
             for a, b in zip(t.operands, u.operands, strict=True):
                 _add_rename(renames, a, b)
@@ -189,13 +190,11 @@ class Stamper:
             raise StampFailed("the template reads an earlier period's value directly")
         stamp = Stamp([], {})
         try:
-            for (t, u), group in zip(pairs, self.emitted, strict=True):
+            for group in self.emitted:
                 for op in group:
                     clone = op.clone(value_mapper=mapper)
                     stamp.ops.append(clone)
-                    if op.location == t.location:
-                        clone.location = u.location
-                    _rename_all(clone, renames)
+                    _rename_all(clone, renames, locations)
             for t, u in pairs:
                 for a, b in zip(t.results, u.results, strict=True):
                     stamp.values[b] = self._mapped(self._lowered(a), mapper)
@@ -263,8 +262,13 @@ def _add_rename(renames: dict[str, str | None], a: SSAValue, b: SSAValue) -> Non
         renames[a.name_hint] = None  # two names: a clone must not need it
 
 
-def _rename_all(op: Operation, renames: dict[str, str | None]) -> None:
+def _rename_all(
+    op: Operation, renames: dict[str, str | None], locations: dict[LocationAttr, LocationAttr]
+) -> None:
+    """Give ``op`` and the ops inside it the target period's names and locations (an op
+    emitted for an aten op carries its location: the FX node and source line)."""
     for inner in op.walk():
+        inner.location = locations.get(inner.location, inner.location)
         for result in inner.results:
             result.name_hint = _renamed(result.name_hint, renames)
         for region in inner.regions:
@@ -297,7 +301,7 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
         return False
     context: dict[object, object] = {}
     for clone, op in zip(stamp.ops, real, strict=True):
-        if clone.location != op.location or not clone.is_structurally_equivalent(
+        if not clone.is_structurally_equivalent(
             op,
             context,  # pyright: ignore[reportArgumentType]
         ):
@@ -311,7 +315,9 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
 
 
 def _same_names(x: Operation, y: Operation) -> bool:
-    if [r.name_hint for r in x.results] != [r.name_hint for r in y.results]:
+    if x.location != y.location or [r.name_hint for r in x.results] != [
+        r.name_hint for r in y.results
+    ]:
         return False
     return all(
         [a.name_hint for a in bx.args] == [a.name_hint for a in by.args]
@@ -356,3 +362,12 @@ def context_state(ctx: LoweringContext) -> tuple[int, ...]:
 
 def stamped_note(done: int, period: Period) -> Attribute:
     return StringAttr(f"{done} of {period.count} periods of {period.length} aten ops")
+
+
+def stamped_notes(module: ModuleOp) -> list[str]:
+    """The stamping notes of ``module``'s functions."""
+    return [
+        note.data
+        for op in module.ops
+        if isinstance(note := op.attributes.get(STAMPED_ATTR), StringAttr)
+    ]
