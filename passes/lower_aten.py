@@ -302,12 +302,12 @@ def _written_arguments(block: Block) -> set[SSAValue]:
             # were lowered for.
             written.update(aliases[v] for v in op.operands if v in aliases)
             continue
-        tensors = op.tensor_operands()
-        for spec in op.op_schema().arguments:
-            if spec.kind.is_tensor and spec.mutable:
-                for value in tensors[spec.name]:
-                    if value is not None and value in aliases:
-                        written.add(aliases[value])
+        mutable = _mutable_tensor_args(op)
+        tensors = op.tensor_operands() if mutable else {}
+        for name in mutable:
+            for value in tensors[name]:
+                if value is not None and value in aliases:
+                    written.add(aliases[value])
         if has_aten_trait(op, AliasingView):
             base = next((aliases[v] for v in op.operands if v in aliases), None)
             if base is not None:
@@ -329,13 +329,19 @@ def _check_not_written(ctx: LoweringContext, op: Operation) -> None:
 
 
 def _mark_written(ctx: LoweringContext, op: AtenOp) -> None:
-    tensors = op.tensor_operands()
-    for spec in op.op_schema().arguments:
-        if spec.kind.is_tensor and spec.mutable:
-            for value in tensors[spec.name]:
-                lowered = ctx.values.get(value) if value is not None else None
-                if isinstance(lowered, TensorRef):
-                    ctx.written.add(lowered.buffer)
+    mutable = _mutable_tensor_args(op)
+    tensors = op.tensor_operands() if mutable else {}
+    for name in mutable:
+        for value in tensors[name]:
+            lowered = ctx.values.get(value) if value is not None else None
+            if isinstance(lowered, TensorRef):
+                ctx.written.add(lowered.buffer)
+
+
+def _mutable_tensor_args(op: AtenOp) -> tuple[str, ...]:
+    """The tensor arguments ``op`` writes (most ops: none, and then its operands need
+    not be grouped by argument, which costs more than the rest of this check)."""
+    return op.op_schema().mutable_tensor_args
 
 
 def _inherit_location(op: Operation, last: Operation | None, block: Block) -> None:

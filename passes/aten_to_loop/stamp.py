@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 from xdsl.dialects.builtin import LocationAttr, ModuleOp, StringAttr
-from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 
 from kiln.passes.aten_to_loop.context import Lowered, LoweringContext
 from kiln.passes.aten_to_loop.tensors import TensorRef
@@ -192,9 +192,7 @@ class Stamper:
         try:
             for group in self.emitted:
                 for op in group:
-                    clone = op.clone(value_mapper=mapper)
-                    stamp.ops.append(clone)
-                    _rename_all(clone, renames, locations)
+                    stamp.ops.append(_clone(op, mapper, renames, locations))
             for t, u in pairs:
                 for a, b in zip(t.results, u.results, strict=True):
                     stamp.values[b] = self._mapped(self._lowered(a), mapper)
@@ -262,26 +260,48 @@ def _add_rename(renames: dict[str, str | None], a: SSAValue, b: SSAValue) -> Non
         renames[a.name_hint] = None  # two names: a clone must not need it
 
 
-def _rename_all(
-    op: Operation, renames: dict[str, str | None], locations: dict[LocationAttr, LocationAttr]
-) -> None:
-    """Give ``op`` and the ops inside it the target period's names and locations (an op
-    emitted for an aten op carries its location: the FX node and source line)."""
-    for inner in op.walk():
-        inner.location = locations.get(inner.location, inner.location)
-        for result in inner.results:
-            result.name_hint = _renamed(result.name_hint, renames)
-        for region in inner.regions:
-            for block in region.blocks:
-                for arg in block.args:
-                    arg.name_hint = _renamed(arg.name_hint, renames)
+def _clone(
+    op: Operation,
+    mapper: dict[SSAValue, SSAValue],
+    renames: dict[str, str | None],
+    locations: dict[LocationAttr, LocationAttr],
+) -> Operation:
+    """``op`` cloned for the target period in one walk (xDSL's ``clone`` walks twice and
+    sets every operand list twice): operands through ``mapper`` (which records the
+    clone's values), names through ``renames``, and an op emitted for an aten op gets the
+    target's location (the FX node and source line the backends print as provenance)."""
+    if op.successors:
+        raise StampFailed(f"{op.name} has successors")
+    regions: list[Region] = []
+    for region in op.regions:
+        blocks: list[Block] = []
+        for block in region.blocks:
+            new_block = Block(arg_types=block.arg_types)
+            for old, new in zip(block.args, new_block.args, strict=True):
+                mapper[old] = new
+                if old.name_hint is not None:
+                    new.name_hint = _renamed(old.name_hint, renames)
+            new_block.add_ops([_clone(inner, mapper, renames, locations) for inner in block.ops])
+            blocks.append(new_block)
+        regions.append(Region(blocks))
+    clone = op.create(
+        operands=[mapper.get(v, v) for v in op.operands],
+        result_types=op.result_types,
+        attributes=op.attributes.copy(),
+        properties=op.properties.copy(),
+        location=locations.get(op.location, op.location),
+        regions=regions,
+    )
+    for old, new in zip(op.results, clone.results, strict=True):
+        mapper[old] = new
+        if old.name_hint is not None:
+            new.name_hint = _renamed(old.name_hint, renames)
+    return clone
 
 
-def _renamed(name: str | None, renames: dict[str, str | None]) -> str | None:
+def _renamed(name: str, renames: dict[str, str | None]) -> str:
     """``name`` in the target period: an aten value's name, or one derived from it by a
     suffix (``add_3_contiguous``); other names are the same in every period."""
-    if name is None:
-        return None
     cut = len(name)
     while cut > 0:
         prefix = name[:cut]
