@@ -21,7 +21,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import sympy
 from xdsl.dialects.builtin import LocationAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
@@ -54,33 +53,55 @@ def find_period(ops: Sequence[Operation], arg_keys: Sequence[object]) -> Period 
     ``REAL_PERIODS + 1`` periods anywhere). ``arg_keys[k]``: what identifies the function's
     argument ``k`` apart from its name (its type and attributes)."""
     codes = _op_codes(ops, arg_keys)
-    n = len(codes)
     best: Period | None = None
-    for length in range(1, n // (REAL_PERIODS + 1) + 1):
-        same = np.concatenate(([0], (codes[length:] == codes[:-length]).view(np.int8), [0]))
-        edges = np.diff(same)
-        starts = np.flatnonzero(edges == 1)
-        if not starts.size:
-            continue
-        runs = np.flatnonzero(edges == -1) - starts
-        k = int(runs.argmax())
-        count = (int(runs[k]) + length) // length
+    for length in sorted(_candidate_lengths(codes)):
+        start, run = _longest_run(codes, length)
+        count = (run + length) // length
         if (
             best is None
             or (count - REAL_PERIODS) * length > (best.count - REAL_PERIODS) * best.length
         ):
-            best = Period(int(starts[k]), length, count)
+            best = Period(start, length, count)
     if best is None:
         return None
     best = _consistent_run(ops, best)
     return best if best.count > REAL_PERIODS else None
 
 
-def _op_codes(ops: Sequence[Operation], arg_keys: Sequence[object]) -> np.ndarray:
+def _candidate_lengths(codes: Sequence[int]) -> set[int]:
+    """Periods worth trying: distances between an op and the next (or next but one) op
+    of the same code that recur at least ``REAL_PERIODS`` times (a period repeated
+    ``REAL_PERIODS + 1`` times shows its length that often for every op of it whose code
+    appears once or twice per period)."""
+    seen: dict[int, list[int]] = {}
+    for k, code in enumerate(codes):
+        seen.setdefault(code, []).append(k)
+    gaps: dict[int, int] = {}
+    for places in seen.values():
+        for step in (1, 2):
+            for a, b in zip(places, places[step:], strict=False):
+                gaps[b - a] = gaps.get(b - a, 0) + 1
+    return {gap for gap, n in gaps.items() if n >= REAL_PERIODS and gap * 4 <= len(codes)}
+
+
+def _longest_run(codes: Sequence[int], length: int) -> tuple[int, int]:
+    """(start, size) of the longest run of ops equal to the op ``length`` places on."""
+    best_start, best, run = 0, 0, 0
+    for k in range(len(codes) - length):
+        if codes[k] == codes[k + length]:
+            run += 1
+            if run > best:
+                best, best_start = run, k + 1 - run
+        else:
+            run = 0
+    return best_start, best
+
+
+def _op_codes(ops: Sequence[Operation], arg_keys: Sequence[object]) -> list[int]:
     """One integer per op: equal when the ops are equal up to which values they use."""
     ids: dict[object, int] = {}
-    codes = np.empty(len(ops), dtype=np.int64)
-    for k, op in enumerate(ops):
+    codes: list[int] = []
+    for op in ops:
         key = (
             op.name,
             tuple(op.properties.items()),
@@ -92,7 +113,7 @@ def _op_codes(ops: Sequence[Operation], arg_keys: Sequence[object]) -> np.ndarra
             ),
             len(op.regions),
         )
-        codes[k] = ids.setdefault(key, len(ids))
+        codes.append(ids.setdefault(key, len(ids)))
     return codes
 
 
