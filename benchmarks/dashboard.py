@@ -27,8 +27,11 @@ Per row (see docs/benchmarks/README of the rendered dashboard for the definition
 status and reason; the error against eager (max abs difference over outputs and gradients,
 relative to each reference tensor's largest magnitude) and, where that exceeds the dtype's
 bound, against a float64 run of the same model (passing when, tensor by tensor, the backend's
-float64 error is at most 3x eager's own on that tensor plus a floor; the row shows the
-float64 errors of the tensor nearest its limit); median step ms over ``--iters`` (each compiled
+float64 error is at most 3x eager's own on that tensor plus a floor, where eager's own is
+the worst of eager's and of three eager runs with weights and inputs perturbed by four
+units in the last place, so that a tensor that hangs on a near tie is judged by its real
+spread; the row
+shows the float64 errors of the tensor nearest its limit); median step ms over ``--iters`` (each compiled
 backend timed in bursts alternating with eager's steps, ``eager_paired_ms``: the baseline of
 its speedup and of kiln/Inductor); cold compile time
 (first call, with fresh kiln/Inductor/Triton cache directories, minus one eager step) and warm

@@ -192,7 +192,7 @@ def table(
         + ["launches (" + " / ".join(compiled) + ")"]
         + (["kernel ms (" + " / ".join(backends) + ")"] if cuda else [])
         + (["recompiles (" + " / ".join(compiled) + ")"] if recompiles else [])
-        + ["kiln err (eager / fp64 / eager's fp64)", "failures and notes"]
+        + ["kiln err (eager / fp64 / eager's fp64 / perturbed eager's fp64)", "failures and notes"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for model, rs in models.items():
@@ -227,7 +227,7 @@ def table(
         cells.append(
             " / ".join(
                 fmt(kiln.get(k) if kiln else None, ".1e")
-                for k in ("err_eager", "err_fp64", "eager_err_fp64")
+                for k in ("err_eager", "err_fp64", "eager_err_fp64", "perturbed_err_fp64")
             )
         )
         notes = "; ".join(

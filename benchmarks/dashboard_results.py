@@ -49,6 +49,8 @@ class Row:
     err_eager: float | None = None
     err_fp64: float | None = None
     eager_err_fp64: float | None = None
+    perturbed_err_fp64: float | None = None
+    """The worst float64 error of eager's perturbed runs (one rounding) on that tensor."""
     notes: str | None = None
     """Measurements that failed on a passing row (memory, profiler, optimizer)."""
     dynamic: bool = False

@@ -42,6 +42,11 @@ BOUND = {"float32": 2e-3, "bfloat16": 3e-2, "float16": 3e-2}
 FP64_MULTIPLIER = 3.0
 FP64_FLOOR = {"float32": 1e-4, "bfloat16": 1e-2, "float16": 2e-3}
 """Otherwise: error against float64 at most 3x eager's own error plus this floor."""
+PERTURBATION = {"float32": 2.0**-21, "bfloat16": 2.0**-6, "float16": 2.0**-8}
+"""Relative size of the perturbations of eager's conditioning runs: four units in the last
+place of the dtype (one was too few: ResNet-50's near ties did not move)."""
+PERTURBED_RUNS = 3
+"""Eager steps with perturbed weights and inputs (see :func:`perturbed_references`)."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,20 @@ class Task:
         return getattr(torch, self.dtype)
 
     def instance(
-        self, dtype: torch.dtype | None = None
+        self, dtype: torch.dtype | None = None, perturb: int | None = None
     ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-        """A fresh copy of the model and inputs on the device in ``dtype``."""
+        """A fresh copy of the model and inputs on the device in ``dtype``; ``perturb``: a
+        seed, every float parameter multiplied by ``1 + PERTURBATION * N(0, 1)`` first."""
         dtype = dtype or self.torch_dtype
-        model = copy.deepcopy(self.base).to(device=self.device, dtype=dtype)
+        model = copy.deepcopy(self.base)
+        if perturb is not None:
+            with torch.no_grad():
+                gen = torch.Generator().manual_seed(perturb)
+                for p in model.parameters():
+                    if p.is_floating_point():
+                        noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+                        p.mul_(1 + PERTURBATION[self.dtype] * noise.to(p.device))
+        model = model.to(device=self.device, dtype=dtype)
         model.train(self.mode == "train")
         train_inputs = self.mode == "train" and not any(p.requires_grad for p in model.parameters())
         inputs = []
@@ -143,6 +157,7 @@ class Reference:
     eager_first_s: float
     fp64: list[torch.Tensor] | None = None
     fp64_error: str | None = None
+    perturbed: list[list[torch.Tensor]] | None = None
 
 
 def fp64_reference(
@@ -165,6 +180,45 @@ def fp64_reference(
     return ref.fp64
 
 
+def perturbed_references(
+    task: Task, ref: Reference, inputs: Sequence[torch.Tensor] | None = None
+) -> list[list[torch.Tensor]]:
+    """Eager's step again, :data:`PERTURBED_RUNS` times, with every float parameter and
+    input perturbed by a few roundings of the task's dtype (:data:`PERTURBATION`): other
+    computations as valid as eager's, to measure how far rounding alone moves each tensor
+    from float64.
+
+    Where a result hangs on a near tie (a ReLU input within rounding of zero, batch norm
+    over a few values per channel), eager's error against float64 can be small by luck
+    while any other rounding order lands far away. ShuffleNet's and ResNet-50's small
+    training steps (2x2 maps in the last stage, 8 values per batch-norm channel) are such:
+    eager with weights and inputs perturbed by four units in the last place is 2.80e-2 off
+    float64 on ResNet-50's ``layer4.1.bn3.bias`` gradient where eager's own error is 6.0e-4
+    and kiln's step 2.81e-2; eager channels-last fails the eager-only rule as far as kiln
+    does (15x its limit). A backend is held to the spread of these runs, not to eager's luck;
+    a wrong result on a well-conditioned tensor still fails (the runs agree there). A run
+    that fails is left out."""
+    if ref.perturbed is None:
+        ref.perturbed = []
+        for seed in range(PERTURBED_RUNS):
+            try:
+                model, base = task.instance(perturb=seed)
+                gen = torch.Generator().manual_seed(1000 + seed)
+                scale = PERTURBATION[task.dtype]
+                base = tuple(
+                    (x.detach() * (1 + scale * torch.randn(x.shape, generator=gen).to(x.device)))
+                    .to(x.dtype)
+                    .requires_grad_(x.requires_grad)
+                    if x.is_floating_point()
+                    else x
+                    for x in (inputs if inputs is not None else base)
+                )
+                ref.perturbed.append(clone_all(task.step(model, model, base)))
+            except Exception:  # a conditioning run is optional: eager's error still counts
+                continue
+    return ref.perturbed
+
+
 @dataclass
 class Accuracy:
     """Errors of a backend's outputs; ``reason`` says why they fail (None: they pass)."""
@@ -172,6 +226,8 @@ class Accuracy:
     err_eager: float
     err_fp64: float | None = None
     eager_err_fp64: float | None = None
+    perturbed_err_fp64: float | None = None
+    """The worst error against float64 of eager's perturbed runs, on the same tensor."""
     reason: str | None = None
 
 
@@ -205,20 +261,33 @@ def accuracy(
     if len(errors_fp64) != len(errors) or len(eager_errors_fp64) != len(errors):
         acc.reason = f"error {acc.err_eager:.1e} vs eager; float64 has {len(fp64)} tensors"
         return acc
+    perturbed_errors = [
+        errs
+        for run in perturbed_references(task, ref, inputs)
+        if len(errs := rel_errors(run, fp64)) == len(errors)
+    ]
+    spread = [max([e, *(p[k] for p in perturbed_errors)]) for k, e in enumerate(eager_errors_fp64)]
     worst, worst_ratio = -1, -1.0
     for k, err in enumerate(errors):
         if err <= BOUND[task.dtype]:
             continue
-        limit = FP64_MULTIPLIER * eager_errors_fp64[k] + FP64_FLOOR[task.dtype]
+        limit = FP64_MULTIPLIER * spread[k] + FP64_FLOOR[task.dtype]
         ratio = errors_fp64[k] / limit if math.isfinite(errors_fp64[k]) else math.inf
         if ratio > worst_ratio:
             worst, worst_ratio = k, ratio
     acc.err_fp64, acc.eager_err_fp64 = errors_fp64[worst], eager_errors_fp64[worst]
+    if perturbed_errors:
+        acc.perturbed_err_fp64 = max(p[worst] for p in perturbed_errors)
     if worst_ratio <= 1.0:
         return acc
+    perturbed = (
+        f", perturbed eager's {acc.perturbed_err_fp64:.1e}"
+        if acc.perturbed_err_fp64 is not None
+        else ""
+    )
     acc.reason = (
         f"accuracy: {acc.err_eager:.1e} vs eager; tensor {worst} of {len(out)}: "
-        f"{acc.err_fp64:.1e} vs float64 (eager's {acc.eager_err_fp64:.1e})"
+        f"{acc.err_fp64:.1e} vs float64 (eager's {acc.eager_err_fp64:.1e}{perturbed})"
     )
     return acc
 
@@ -228,6 +297,7 @@ def judge(row: Row, task: Task, out: list[torch.Tensor], ref: Reference) -> None
     row.err_eager = acc.err_eager
     if acc.err_fp64 is not None:
         row.err_fp64, row.eager_err_fp64 = acc.err_fp64, acc.eager_err_fp64
+        row.perturbed_err_fp64 = acc.perturbed_err_fp64
     if acc.reason is not None:
         row.status, row.reason = "fail", acc.reason
 

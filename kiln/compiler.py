@@ -6,7 +6,9 @@ hands it (see :mod:`kiln.frontends.dynamo`), and what :func:`kiln.compile` wraps
 Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.compile``):
 
 ===================  ==========================================================================
-``pipeline``         pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`)
+``pipeline``         pass pipeline, ``kiln-opt -p`` syntax (default: :data:`DEFAULT_PIPELINE`);
+                     ``output-layout`` is added before ``lower-aten`` when missing (outputs
+                     alias and stride as eager's whatever the passes)
 ``plugins``          plugin modules or ``.py`` files to load (each defines ``register(registry)``)
 ``executor``         ``auto`` (Triton when any tensor of the graph is on CUDA: inputs, factory
                      results, outputs; C++ otherwise; when built, see :mod:`kiln.devices`),
@@ -444,6 +446,22 @@ def _from_graph_cache(
     return _finish(run, stats, rebuild, entry.output_structure, constants, None)
 
 
+def _with_output_layout(pipeline: PassPipeline) -> PassPipeline:
+    """``pipeline``, with ``output-layout`` before its first ``lower-aten`` (or last) when
+    it has none: outputs that alias each other or carry eager's strides are part of what
+    a compiled graph must return, whatever passes a user picks (without it,
+    ``options={"pipeline": "decompose,lower-aten,fuse"}`` returned ``y, y.view(-1)`` as
+    two copies). ``kiln-opt`` runs exactly the passes given."""
+    from kiln.passes.output_layout import OutputLayoutPass
+
+    passes = list(pipeline.passes)
+    if any(p.name == OutputLayoutPass.name for p in passes):
+        return pipeline
+    at = next((k for k, p in enumerate(passes) if p.name == "lower-aten"), len(passes))
+    passes.insert(at, OutputLayoutPass())
+    return PassPipeline(tuple(passes), pipeline.callback)
+
+
 def _run_pipeline(
     module: ModuleOp,
     options: CompileOptions,
@@ -479,6 +497,7 @@ def _run_pipeline(
         )
     except (Exception, ArgSpecParseError) as e:  # xDSL's spec errors are BaseExceptions
         raise CompileError(f"{name}: bad pipeline {options.pipeline!r}: {e}") from e
+    pipeline = _with_output_layout(pipeline)
     stats.stage_seconds["setup"] = setup + time.perf_counter() - setup_start
     last[0] = passes_start = time.perf_counter()
     pipeline.apply(ctx, module)

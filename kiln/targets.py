@@ -146,17 +146,14 @@ def build_cpp_program(
     return program
 
 
-def lower_for_triton(
-    module: ModuleOp, ctx: Context | None = None, cpu_half_casts: bool = False
-) -> ModuleOp:
+def lower_for_triton(module: ModuleOp, ctx: Context | None = None) -> ModuleOp:
     """Run ``lower-to-triton`` (in place) where a ``kernel.kernel`` has no
-    ``triton.kernel`` yet; returns the module. ``cpu_half_casts``: for Triton's
-    interpreter (CPU tensors, so PyTorch's CPU rounding; see the pass's option)."""
+    ``triton.kernel`` yet; returns the module."""
     from kiln.passes.lower_to_triton import LowerToTritonPass
 
     done = IMPLEMENTS.implementations(module)
     if any(k.sym_name.data not in done for k in _kernels(module)):
-        LowerToTritonPass(cpu_half_casts=cpu_half_casts).apply(ctx or Context(), module)
+        LowerToTritonPass().apply(ctx or Context(), module)
     return module
 
 
@@ -165,9 +162,9 @@ def build_triton_program(
 ) -> TritonProgram | CudaGraphRunner:
     """Lower (in place) and build ``module``'s ``kernel.program @name`` with Triton
     (see :func:`kiln.backends.triton.runtime.compile_program`)."""
-    from kiln.backends.triton.runtime import compile_program, interpreting
+    from kiln.backends.triton.runtime import compile_program
 
-    return compile_program(lower_for_triton(module, cpu_half_casts=interpreting()), name, options)
+    return compile_program(lower_for_triton(module), name, options)
 
 
 @dataclass(frozen=True)

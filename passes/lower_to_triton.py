@@ -125,14 +125,12 @@ def implementations(module: ModuleOp) -> dict[str, TritonKernelOp]:
     }
 
 
-def lower_kernel(
-    kernel: KernelOp, number: int, run_cse: bool = True, cpu_half_casts: bool = False
-) -> TritonKernelOp:
+def lower_kernel(kernel: KernelOp, number: int, run_cse: bool = True) -> TritonKernelOp:
     """The ``triton.kernel`` for one ``kernel.kernel``."""
     where = f"kernel.kernel @{kernel.sym_name.data}"
     try:
         plan = plan_kernel(kernel)
-        lowering = KernelLowering(plan, kernel_name(plan, number), cpu_half_casts)
+        lowering = KernelLowering(plan, kernel_name(plan, number))
         op = lowering.lower()
     except (PlanError, BodyLoweringError, IndexLoweringError) as e:
         raise LowerToTritonError(f"lower-to-triton: {where}: {e}") from e
@@ -157,13 +155,6 @@ class LowerToTritonPass(ModulePass):
     cse: bool = True
     """Run CSE and DCE on the generated kernels."""
 
-    cpu_half_casts: bool = False
-    """Cast integers and float64 to float16 / bfloat16 through float32 (two roundings), as
-    PyTorch's CPU kernels do, for kernels that Triton's interpreter runs on CPU tensors
-    (it also casts them to bfloat16 as raw bits); off, they round once, as PyTorch's CUDA
-    kernels do (int64 ``2**24 + 2**16 + 1``: bfloat16 ``2**24`` on the CPU,
-    ``2**24 + 2**17`` on CUDA)."""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         done = implementations(op)
         kernels = [k for k in op.ops if isinstance(k, KernelOp)]
@@ -171,7 +162,7 @@ class LowerToTritonPass(ModulePass):
         for kernel in kernels:
             if kernel.sym_name.data in done:
                 continue
-            triton_kernel = lower_kernel(kernel, number, self.cse, self.cpu_half_casts)
+            triton_kernel = lower_kernel(kernel, number, self.cse)
             number += 1
             op.body.block.insert_op_after(triton_kernel, kernel)
 

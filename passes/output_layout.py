@@ -226,6 +226,11 @@ def _apply(func: FuncOp) -> None:
     }
     aliases = _aliases(values, strided)
     recorded_strides = [*(strides or [None] * n_outputs), *[None] * (len(values) - n_outputs)]
+    for k, expr in aliases.items():
+        base = _base_index(expr)
+        view_strides = recorded_strides[k]
+        if base >= n_outputs and recorded_strides[base] is None and view_strides is not None:
+            recorded_strides[base] = _base_strides(values[base], values[k], view_strides)
     for k, (value, recorded) in enumerate(zip(values, recorded_strides, strict=True)):
         ty = value.type
         if (
@@ -259,6 +264,35 @@ def _apply(func: FuncOp) -> None:
     func.function_type = func.function_type.__class__.from_lists(
         list(func.function_type.inputs.data), [v.type for v in values]
     )
+
+
+_ORDER_KEEPING_VIEWS = frozenset({"aten::slice.Tensor", "aten::alias.default"})
+"""Views whose result lays its dims out in the order of its base's strides."""
+
+
+def _base_strides(base: SSAValue, view: SSAValue, view_strides: Sequence[int]) -> list[int] | None:
+    """Eager's strides of ``base``, a tensor no output returns as is but returned for the
+    views of it that are outputs, read off one view's recorded strides where its chain of
+    views keeps the base's dim order (slices): ``x.contiguous(memory_format=channels_last)
+    [..., ::2]`` returns strides ``(125, 1, 25, 10)``, so its base is channels-last. None
+    otherwise (the base is returned contiguous)."""
+    _, calls = _view_chain(view)
+    if not calls or any(overload not in _ORDER_KEEPING_VIEWS for overload, _, _ in calls):
+        return None
+    if not isinstance(base.type, TensorType):
+        return None
+    shape = list(base.type.get_shape())
+    if any(d < 0 for d in shape) or len(shape) != len(view_strides):
+        return None
+    big = sorted(
+        (k for k in range(len(shape)) if shape[k] > 1), key=lambda k: (-view_strides[k], k)
+    )
+    order = _with_unit_dims(big, shape)
+    dense = contiguous_strides([shape[d] for d in order])
+    strides = [0] * len(shape)
+    for position, dim in enumerate(order):
+        strides[dim] = dense[position]
+    return strides
 
 
 def _base_index(expr: ast.expr) -> int:

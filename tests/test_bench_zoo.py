@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 # Found, not imported: torchvision beside a CPU torch must be imported through the zoo's
 # workaround (benchmarks/zoo/compat.py), and timm and transformers import torchvision.
@@ -33,10 +32,8 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import dashboard  # noqa: E402
 import dashboard_isolate  # noqa: E402
-from dashboard_measure import rel_error  # noqa: E402
 from dashboard_render import geomean, render  # noqa: E402
 from dashboard_results import load_results  # noqa: E402
-from dashboard_task import Accuracy, Reference, Task, accuracy  # noqa: E402
 from zoo import registry  # noqa: E402
 
 
@@ -202,45 +199,6 @@ def test_results_merge_later_files_win(tmp_path: Path) -> None:
     merged = load_results([first, second])
     assert [r["commit"] for r in merged["runs"]] == ["x", "y"]
     assert sorted((r["model"], r["ms"]) for r in merged["rows"]) == [("a", 1.0), ("b", 3.0)]
-
-
-def test_error_of_a_zero_gradient_is_floored_by_the_largest_tensor() -> None:
-    big = torch.tensor([1.0, -2.0])
-    noise, other_noise = torch.tensor([1e-9]), torch.tensor([-1e-9])
-    # Alone, two roundings of a zero differ by 200%; beside a tensor of magnitude 2, by 1e-6.
-    assert rel_error([noise], [other_noise]) == pytest.approx(2.0)
-    assert rel_error([big, noise], [big, other_noise]) == pytest.approx(2e-9 / 2e-3)
-    assert rel_error([big * 1.01], [big]) == pytest.approx(0.01)
-    assert rel_error([torch.tensor([float("nan")])], [big[:1]]) == math.inf
-
-
-def _accuracy(
-    out: list[torch.Tensor], eager: list[torch.Tensor], fp64: list[torch.Tensor]
-) -> Accuracy:
-    task = Task(
-        registry()["softmax"], "small", "train", "float32", torch.device("cpu"), nn.Identity(), ()
-    )
-    return accuracy(task, out, Reference(eager, 0.0, fp64=fp64))
-
-
-def test_float64_check_compares_each_tensor_with_eagers_error_on_that_tensor() -> None:
-    # Tensor 0 is ill-conditioned: eager itself is 50% off float64 there. Tensor 1 is
-    # well-conditioned: eager is exact to 1e-7, the backend 1% off. Compared worst against
-    # worst (0.5 vs 3 x 0.5), the 1% error on tensor 1 passed.
-    fp64 = [torch.tensor([1.0, -2.0], dtype=torch.float64), torch.tensor([4.0, 3.0]).double()]
-    eager = [torch.tensor([2.0, -2.0]), torch.tensor([4.0, 3.0000004])]
-    wrong = [torch.tensor([2.0, -2.0]), torch.tensor([4.04, 3.0])]
-    acc = _accuracy(wrong, eager, fp64)
-    assert acc.reason is not None
-    assert "tensor 1 of 2" in acc.reason
-    assert acc.err_fp64 == pytest.approx(0.01)
-    assert acc.eager_err_fp64 == pytest.approx(1e-7, rel=0.5)
-    # The same noise as eager's on the ill-conditioned tensor, tensor 1 right: a pass.
-    right = [torch.tensor([0.5, -2.0]), torch.tensor([4.0, 3.0])]
-    acc = _accuracy(right, eager, fp64)
-    assert acc.reason is None
-    assert acc.err_fp64 == pytest.approx(0.25)
-    assert acc.eager_err_fp64 == pytest.approx(0.5)
 
 
 def _isolated_run(tmp_path: Path, *extra: str) -> list[dict]:

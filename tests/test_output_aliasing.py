@@ -117,3 +117,19 @@ def test_single_view_output_is_computed_as_before() -> None:
     torch.testing.assert_close(kiln.compile(fn, verbose=False)(x), fn(x))
     assert last_compile_stats().kernels == 1
     assert not last_compile_stats().externs
+
+
+@pytest.mark.parametrize("pipeline", ["decompose, lower-aten, fuse", "decompose"])
+def test_a_user_pipeline_without_output_layout_still_returns_aliases(pipeline: str) -> None:
+    """Issue 20's own example pipeline lacks ``output-layout``: the view came back as a
+    copy, so ``y.add_(10)`` left it unchanged. The driver now adds the pass."""
+    x = torch.randn(2, 3)
+    y, v = kiln.compile(
+        _view_of_output,
+        pipeline=pipeline,
+        executor="cpp" if "fuse" in pipeline else "interpret",
+        verbose=False,
+    )(x)
+    torch.testing.assert_close(y, x + 1)
+    y.add_(10)
+    torch.testing.assert_close(v, y.view(-1))

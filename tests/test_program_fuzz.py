@@ -611,13 +611,13 @@ def test_a_channels_last_view_and_its_contiguous_copy_share_storage() -> None:
         check(program, executor)
 
 
-@pytest.mark.xfail(strict=True, reason="open: docs/fuzzing.md, session 10 campaign")
 @pytest.mark.parametrize("executor", ["kernel", "cpp"])
 def test_a_stepped_slice_of_a_channels_last_copy_keeps_eager_strides(executor: str) -> None:
-    """Found by the batched program fuzzer (session 10, open): the only output is
+    """Found by the batched program fuzzer (session 10): the only output is
     ``x.contiguous(memory_format=torch.channels_last)[..., ::2]``; eager strides
-    (125, 1, 25, 10), kiln (125, 25, 5, 2): output-layout replays the slice on its base,
-    but returns that base (no output, so no recorded strides) contiguous."""
+    (125, 1, 25, 10), kiln (125, 25, 5, 2): output-layout replayed the slice on its base,
+    but returned that base (no output, so no recorded strides) contiguous. Now the base's
+    layout is read off the slice's recorded strides."""
     steps = (
         Step("channels_last", "channels_last", (0,)),
         Step("slice", "slice", (1,), (3, 0, 2)),

@@ -45,8 +45,6 @@ class KernelContext(Protocol):
     """What body lowering needs from the kernel being lowered."""
 
     builder: TritonBuilder
-    cpu_half_casts: bool
-    """Casts to half types round as PyTorch's CPU kernels (see ``lower-to-triton``)."""
 
     def element(self, ty: Attribute) -> Attribute:
         """The Triton element type of a body type (``index`` is the kernel's index type)."""
@@ -253,18 +251,30 @@ def _cast(ctx: KernelContext, op: Operation, xs: list[SSAValue]) -> SSAValue:
     src = element_of(x.type)
     dst = ctx.element(op.results[0].type)
     halves = Float16Type | BFloat16Type
-    if isinstance(dst, halves) and (
-        isinstance(src, Float64Type)
-        or (ctx.cpu_half_casts and not isinstance(src, Float32Type | halves))
-    ):
-        # PyTorch converts a float64 to a half type through float32 (c10::Half and
-        # c10::BFloat16 are built from a float: two roundings) on CPU and CUDA; an
-        # integer too on the CPU (int64 2**24 + 2**16 + 1 -> bfloat16 2**24), while its
-        # CUDA kernels round an integer once, as Triton's direct cast does on a GPU
-        # (checked on the H200). Triton's CPU interpreter casts integers and float64 to
-        # bfloat16's raw bits.
-        return ctx.builder.cast(_cast_to(ctx.builder, op, x, f32), dst)
+    if isinstance(dst, halves) and not isinstance(src, Float32Type | halves):
+        # PyTorch converts to a half type through float32 (c10::Half and c10::BFloat16
+        # are built from a float), so an integer or a float64 is rounded twice (int64
+        # 2**24 + 2**16 + 1 -> bfloat16 2**24), on CPU and CUDA alike (checked on the
+        # H200); Triton's direct cast rounds once, and its CPU interpreter casts integers
+        # and float64 to bfloat16's raw bits.
+        wide = _cast_to(ctx.builder, op, x, f32)
+        if isinstance(dst, BFloat16Type) and not isinstance(src, Float64Type):
+            return _float32_bits_to_bfloat16(ctx.builder, wide)
+        return ctx.builder.cast(wide, dst)
     return _cast_to(ctx.builder, op, x, dst)
+
+
+def _float32_bits_to_bfloat16(b: TritonBuilder, x: SSAValue) -> SSAValue:
+    """A finite, non-NaN float32 rounded to the nearest bfloat16 (ties to even), in its
+    bits. On the H200, Triton compiled ``int -> float32 -> bfloat16`` as one rounding
+    (its two casts folded into one), where PyTorch's CUDA kernels round twice; a float64
+    source keeps the plain casts, which Triton does not fold (and which handle NaN)."""
+    u32, u16 = IntegerType(32, Signedness.UNSIGNED), IntegerType(16, Signedness.UNSIGNED)
+    bits = b.bitcast(x, u32)
+    sixteen = b.const(16, u32)
+    odd = b.binary("and", b.binary("shr", bits, sixteen), b.const(1, u32))
+    rounded = b.binary("add", b.binary("add", bits, b.const(0x7FFF, u32)), odd)
+    return b.bitcast(b.cast(b.binary("shr", rounded, sixteen), u16), BFloat16Type())
 
 
 def _cast_to(b: TritonBuilder, op: Operation, x: SSAValue, dst: Attribute) -> SSAValue:

@@ -67,9 +67,8 @@ def _element(ty: Attribute) -> Attribute:
 class KernelLowering:
     """Lowers one planned kernel (see the module docstring)."""
 
-    def __init__(self, plan: KernelPlan, name: str, cpu_half_casts: bool = False) -> None:
+    def __init__(self, plan: KernelPlan, name: str) -> None:
         self.plan = plan
-        self.cpu_half_casts = cpu_half_casts
         kernel = plan.kernel
         self.index_type: IntegerType = plan.index_type
         params: list[tuple[str, Attribute]] = []
@@ -418,7 +417,6 @@ class _NodeContext:
         self.kernel = kernel
         self.node = node
         self.builder = kernel.builder
-        self.cpu_half_casts = kernel.cpu_half_casts
         op: LoopNestOp = node.op
         self.n_loop_vars = op.num_loop_vars
         self.outer = dict(zip(op.input_args(), op.inputs, strict=True))

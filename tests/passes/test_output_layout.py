@@ -144,3 +144,33 @@ def test_a_view_returned_twice_is_one_storage() -> None:
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
     got[0].mul_(0)
     assert not got[1].any()
+
+
+# A stepped slice of a transposed intermediate: the only output, with eager's strides
+# (1, 8) neither contiguous nor dense; its base is no output.
+STEPPED_SLICE = """
+func.func @f(%x: tensor<6x4xf32>) -> tensor<4x3xf32> attributes {kiln.outputs = "0", kiln.output_strides = [[1, 8]]} {
+  %t = aten.t.default(%x) : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %y = aten.mul.Scalar(%t, other = 2) : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s = aten.slice.Tensor(%y, dim = 1, start = 0, end = 6, step = 2) : (tensor<4x6xf32>) -> tensor<4x3xf32>
+  func.return %s : tensor<4x3xf32>
+}
+"""
+
+
+def test_the_unreturned_base_of_a_stepped_slice_takes_the_slices_layout() -> None:
+    """The program fuzzer's ``x.contiguous(memory_format=channels_last)[..., ::2]``
+    (session 10): the base was returned contiguous, so the slice replayed on it had
+    strides (3, 1)... not eager's. The base now takes the dim order of the slice's
+    recorded strides: returned permuted, seen through the inverse permutation."""
+    _, after = run_pass(OutputLayoutPass(), STEPPED_SLICE)
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    assert (
+        structure
+        == "alias('aten::slice.Tensor', permute(1, (1, 0)), \"{'dim': 1, 'start': 0, 'end': 6, 'step': 2}\")"
+    )
+    x = torch.randn(6, 4)
+    (got,) = [rebuild_structure(structure, run_function(after, [x], "f"))]
+    want = (x.t() * 2)[:, ::2]
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() == (1, 8)

@@ -1,12 +1,13 @@
 """Casts to bfloat16 and float16 through the Triton backend, bit for bit against eager.
 
-PyTorch converts a float64 to bfloat16 or float16 through float32 (``c10::BFloat16``
-and ``c10::Half`` are built from a float): two roundings, on CPU and CUDA. An integer
-too on the CPU, but its CUDA kernels round an integer once (the H200 run of session 10:
-int64 ``2**24 + 2**16 + 1`` is bfloat16 ``2**24`` on the CPU, ``2**24 + 2**17`` on CUDA).
-Kiln's Triton kernels do the same (``lower-to-triton``'s ``cpu_half_casts`` for the
-interpreter, which also turned integers and float64 into bfloat16's raw bits: ``int64 9``
-became ``8.3e-40``). Run with ``KILN_TRITON_DEVICE=cuda`` to check the GPU path.
+PyTorch converts an integer or a float64 to bfloat16 or float16 through float32
+(``c10::BFloat16`` and ``c10::Half`` are built from a float), on CPU and CUDA alike: two
+roundings (the H200 run of session 11: int64 ``2**24 + 2**16 + 1`` is bfloat16 ``2**24``
+on CUDA too). Triton's direct cast rounds once; on the H200 it folded kiln's two casts
+(integer to float32 to bfloat16) into that one rounding, so kiln rounds the float32 to
+bfloat16 in its bits; and Triton's CPU interpreter turned integers and float64 into
+bfloat16's raw bits (``int64 9`` became ``8.3e-40``). Run with ``KILN_TRITON_DEVICE=cuda``
+to check the GPU path.
 """
 
 from __future__ import annotations
