@@ -170,6 +170,9 @@ class GraphStats:
     graph_cache: str = ""
     """``hit``, ``stored``, ``not stored: <why>``, or empty when the graph cache was not
     used (:mod:`kiln.graph_cache`)."""
+    stamped: list[str] = field(default_factory=list[str])
+    """What ``lower-aten`` stamped instead of lowering (repeated layers: ``"45 of 48
+    periods of 81 aten ops"``), one note per function (:mod:`kiln.passes.aten_to_loop.stamp`)."""
 
     def profile(self) -> str:
         """The per-stage and per-pass times as a table (``KILN_PROFILE_PASSES=1`` prints it
@@ -469,6 +472,8 @@ def _run_pipeline(
     setup_start: float | None = None,
 ) -> None:
     """Run the options' pipeline on ``module`` in place, timing each pass into ``stats``."""
+    from kiln.passes.aten_to_loop.stamp import stamped_notes
+
     setup_start = time.perf_counter() if setup_start is None else setup_start
     registry = _registry(options)
     ctx = registry.make_context()
@@ -480,6 +485,8 @@ def _run_pipeline(
         if prev is not None:
             stats.pass_seconds[prev.name] = stats.pass_seconds.get(prev.name, 0.0) + now - last[0]
             stats.pass_ops[prev.name] = _count_ops(mod)
+            if prev.name == "lower-aten":
+                stats.stamped = stamped_notes(mod)
             if debug is not None:
                 _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
         last[0] = now

@@ -53,6 +53,10 @@ def explain(
                 f"{name} {stats.pass_seconds[name] * 1000:.0f} ms" for name in stats.pass_seconds
             )
         )
+        if stats.stamped:
+            lines.append(
+                "  repeated layers lowered once (lower-aten): stamped " + "; ".join(stats.stamped)
+            )
         if stats.externs:
             lines.append("  run through ATen (no kiln lowering, or a library call such as mm):")
             lines.extend(f"    {name} x{count}" for name, count in stats.externs.most_common())

@@ -56,6 +56,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from kiln.dialects.aten.arg_layout import ARG_STRIDES_ATTR, arg_strides
 from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.function_attrs import module_device
+from kiln.dialects.aten.fx.importer import GET_ATTR_ATTR, NAME_ATTR
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.dialects.aten.storage import STORAGE_ATTR
@@ -63,6 +64,16 @@ from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
+from kiln.passes.aten_to_loop.stamp import (
+    REAL_PERIODS,
+    STAMPED_ATTR,
+    Stamper,
+    StampFailed,
+    context_state,
+    find_period,
+    same_lowering,
+    stamped_note,
+)
 from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, is_body_type
 
@@ -86,25 +97,139 @@ class LoweringStats:
     extern: dict[str, int]
 
 
-def lower_function(func: FuncOp, table: LoweringTable, stats: LoweringStats | None = None) -> None:
+def lower_function(
+    func: FuncOp, table: LoweringTable, stats: LoweringStats | None = None, stamp: bool = True
+) -> None:
+    """Lower ``func`` in place; ``stamp``: clone the lowering of a repeated region
+    (:mod:`kiln.passes.aten_to_loop.stamp`) instead of lowering every repetition."""
     old_block = func.body.block
     new_block = Block(arg_types=[buffer_type_for(t) for t in old_block.arg_types])
     ctx = LoweringContext(new_block)
     ctx.device = module_device(func.parent_op())
     _bind_arguments(ctx, func, old_block, new_block)
-    for op in old_block.ops:
-        last = new_block.last_op
-        try:
-            _lower_op(ctx, op, table, stats)
-        except (LoweringError, NoLowering) as e:
-            raise LowerAtenError(f"cannot lower {op.name}: {e}") from e
-        _inherit_location(op, last, new_block)
+    ops = list(old_block.ops)
+    done = _lower_stamped(ctx, func, ops, table, stats) if stamp else 0
+    for op in ops[done:]:
+        _lower_one(ctx, op, table, stats)
     func.body.detach_block(old_block)
     func.body.add_block(new_block)
     terminator = new_block.last_op
     outputs = terminator.operand_types if isinstance(terminator, ReturnOp) else ()
     func.function_type = FunctionType.from_lists(new_block.arg_types, outputs)
     old_block.erase(safe_erase=False)
+
+
+def _lower_one(
+    ctx: LoweringContext, op: Operation, table: LoweringTable, stats: LoweringStats | None
+) -> list[Operation]:
+    """Lower ``op``; returns the ops emitted for it."""
+    last = ctx.block.last_op
+    try:
+        _lower_op(ctx, op, table, stats)
+    except (LoweringError, NoLowering) as e:
+        raise LowerAtenError(f"cannot lower {op.name}: {e}") from e
+    _inherit_location(op, last, ctx.block)
+    return _emitted_after(last, ctx.block)
+
+
+def _emitted_after(last: Operation | None, block: Block) -> list[Operation]:
+    emitted: list[Operation] = []
+    op = last.next_op if last is not None else block.first_op
+    while op is not None:
+        emitted.append(op)
+        op = op.next_op
+    return emitted
+
+
+def _lower_stamped(
+    ctx: LoweringContext,
+    func: FuncOp,
+    ops: list[Operation],
+    table: LoweringTable,
+    stats: LoweringStats | None,
+) -> int:
+    """Lower ``ops`` up to the end of their repeated region, stamping what the check
+    allows (:mod:`kiln.passes.aten_to_loop.stamp`); returns how many ops are lowered."""
+    period = find_period(ops, _argument_keys(func))
+    if period is None or ctx.written:
+        return 0
+    for op in ops[: period.start]:
+        _lower_one(ctx, op, table, stats)
+    before_region = ctx.block.last_op
+    for op in ops[period.first_op(0) : period.first_op(1)]:
+        _lower_one(ctx, op, table, stats)
+    template_ops = ops[period.first_op(1) : period.first_op(2)]
+    before = _copy_stats(stats)
+    template = [_lower_one(ctx, op, table, stats) for op in template_ops]
+    delta = _stats_delta(before, _copy_stats(stats))
+    state = context_state(ctx)
+    checked = [
+        emitted
+        for op in ops[period.first_op(2) : period.first_op(3)]
+        for emitted in _lower_one(ctx, op, table, stats)
+    ]
+    real_end = period.first_op(REAL_PERIODS)
+    if context_state(ctx) != state or ctx.written:
+        return real_end
+    region_values: set[SSAValue] = {
+        r for op in _emitted_after(before_region, ctx.block) for r in op.results
+    }
+    stamper = Stamper(ctx, ops, period, period.first_op(1), template, region_values)
+    try:
+        check = stamper.stamp(period.first_op(2))
+    except StampFailed:
+        return real_end
+    same = same_lowering(check, checked, ctx)
+    check.discard()
+    if not same:
+        return real_end
+    done = 0
+    for p in range(REAL_PERIODS, period.count):
+        try:
+            stamp = stamper.stamp(period.first_op(p))
+        except StampFailed:
+            break
+        ctx.block.add_ops(stamp.ops)
+        ctx.values.update(stamp.values)
+        if stats is not None:
+            _add_stats(stats, delta)
+        done += 1
+    if done:
+        func.attributes[STAMPED_ATTR] = stamped_note(done, period)
+    return real_end + done * period.length
+
+
+def _copy_stats(stats: LoweringStats | None) -> LoweringStats:
+    return LoweringStats(dict(stats.native), dict(stats.extern)) if stats else LoweringStats({}, {})
+
+
+def _stats_delta(before: LoweringStats, after: LoweringStats) -> LoweringStats:
+    """What lowering the template added to the statistics (a stamped period adds it too)."""
+    return LoweringStats(
+        {k: n - before.native.get(k, 0) for k, n in after.native.items()},
+        {k: n - before.extern.get(k, 0) for k, n in after.extern.items()},
+    )
+
+
+def _add_stats(stats: LoweringStats, delta: LoweringStats) -> None:
+    for total, part in ((stats.native, delta.native), (stats.extern, delta.extern)):
+        for name, n in part.items():
+            if n:
+                total[name] = total.get(name, 0) + n
+
+
+def _argument_keys(func: FuncOp) -> list[object]:
+    """What identifies each argument apart from its name (period detection)."""
+    attrs = func.arg_attrs.data if func.arg_attrs is not None else ()
+    keys: list[object] = []
+    for k, ty in enumerate(func.function_type.inputs.data):
+        extra = (
+            tuple((n, v) for n, v in attrs[k].data.items() if n not in (NAME_ATTR, GET_ATTR_ATTR))
+            if k < len(attrs)
+            else ()
+        )
+        keys.append(("arg", ty, extra))
+    return keys
 
 
 def _bind_arguments(ctx: LoweringContext, func: FuncOp, old_block: Block, new_block: Block) -> None:
@@ -177,12 +302,12 @@ def _written_arguments(block: Block) -> set[SSAValue]:
             # were lowered for.
             written.update(aliases[v] for v in op.operands if v in aliases)
             continue
-        tensors = op.tensor_operands()
-        for spec in op.op_schema().arguments:
-            if spec.kind.is_tensor and spec.mutable:
-                for value in tensors[spec.name]:
-                    if value is not None and value in aliases:
-                        written.add(aliases[value])
+        mutable = _mutable_tensor_args(op)
+        tensors = op.tensor_operands() if mutable else {}
+        for name in mutable:
+            for value in tensors[name]:
+                if value is not None and value in aliases:
+                    written.add(aliases[value])
         if has_aten_trait(op, AliasingView):
             base = next((aliases[v] for v in op.operands if v in aliases), None)
             if base is not None:
@@ -204,13 +329,19 @@ def _check_not_written(ctx: LoweringContext, op: Operation) -> None:
 
 
 def _mark_written(ctx: LoweringContext, op: AtenOp) -> None:
-    tensors = op.tensor_operands()
-    for spec in op.op_schema().arguments:
-        if spec.kind.is_tensor and spec.mutable:
-            for value in tensors[spec.name]:
-                lowered = ctx.values.get(value) if value is not None else None
-                if isinstance(lowered, TensorRef):
-                    ctx.written.add(lowered.buffer)
+    mutable = _mutable_tensor_args(op)
+    tensors = op.tensor_operands() if mutable else {}
+    for name in mutable:
+        for value in tensors[name]:
+            lowered = ctx.values.get(value) if value is not None else None
+            if isinstance(lowered, TensorRef):
+                ctx.written.add(lowered.buffer)
+
+
+def _mutable_tensor_args(op: AtenOp) -> tuple[str, ...]:
+    """The tensor arguments ``op`` writes (most ops: none, and then its operands need
+    not be grouped by argument, which costs more than the rest of this check)."""
+    return op.op_schema().mutable_tensor_args
 
 
 def _inherit_location(op: Operation, last: Operation | None, block: Block) -> None:
@@ -330,11 +461,16 @@ class LowerAtenPass(ModulePass):
 
     name: ClassVar[str] = "lower-aten"  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    stamp: bool = True
+    """Lower a repeated region (transformer layers) once and clone it for the other
+    repetitions, checked against a real lowering (:mod:`kiln.passes.aten_to_loop.stamp`);
+    the IR is the same either way."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         table = lowering_table()
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks and _has_tensors(func):
-                lower_function(func, table)
+                lower_function(func, table, stamp=self.stamp)
 
 
 def _has_tensors(func: FuncOp) -> bool:

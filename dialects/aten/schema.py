@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 
 
 class ArgKind(Enum):
@@ -154,6 +155,12 @@ class OpSchema:
     @property
     def is_mutable(self) -> bool:
         return any(a.mutable for a in self.arguments)
+
+    @cached_property
+    def mutable_tensor_args(self) -> tuple[str, ...]:
+        """The tensor arguments the op writes (``Tensor(a!)``): asked once per op by
+        ``lower-aten``, so computed once per schema."""
+        return tuple(a.name for a in self.arguments if a.kind.is_tensor and a.mutable)
 
     def arg(self, name: str) -> ArgSpec:
         for a in self.arguments:

@@ -79,6 +79,15 @@ class LoweringContext:
         """Shape-environment symbol names (``"s77"``) -> the size each is bound to (the
         function's arguments: see :mod:`kiln.dialects.aten.size_symbols`)."""
 
+    def cache_sizes(self) -> tuple[int, ...]:
+        """The sizes of the function-wide caches (stamping checks a period adds nothing)."""
+        return (
+            len(self._symbol_of),
+            len(self._index_values),
+            len(self._expr_of),
+            len(self._constants),
+        )
+
     # -- values ------------------------------------------------------------------------
 
     def emit(self, op: Operation) -> Operation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,13 @@ def test_explain_reports_graphs_fallbacks_and_fusion() -> None:
     assert "aten::mm.default" in text  # addmm feeding GELU: unfuse-addmm splits off the bias
     assert "fusion decisions:" in text
     assert "fused (vertical" in text
+
+
+def test_explain_reports_stamped_layers() -> None:
+    """Repeated layers are lowered once and stamped (lower-aten): the report says so."""
+    layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(6)]
+    text = kiln.explain(nn.Sequential(*layers).eval(), torch.randn(4, 8), print_report=False)
+    assert re.search(r"lowered once \(lower-aten\): stamped \d+ of \d+ periods", text), text
 
 
 def test_dynamic_shapes_compile_once_for_several_sizes() -> None:
