@@ -33,8 +33,9 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, fill_attr
-from kiln.dialects.loop.expr import index_var, reduction_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import index_var, reduction_var, size_var
 from kiln.dialects.loop.ops import segment_sizes
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import (
     NoLowering,

@@ -29,8 +29,8 @@ from kiln.dialects.loop.expr import (
     index_var,
     mod,
     operands,
-    simplify_with_ranges,
 )
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.aten_to_loop.context import (
     Lowered,
     Lowering,

@@ -26,10 +26,10 @@ from kiln.dialects.loop.expr import (
     FloorDiv,
     index_var,
     reduction_var,
-    simplify_with_ranges,
     size_var,
 )
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, flat_index
 
 

@@ -28,8 +28,9 @@ from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp
-from kiln.dialects.loop.expr import flat_index, indirect_var, simplify_with_ranges, size_var
+from kiln.dialects.loop.expr import flat_index, indirect_var, size_var
 from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.dialects.triton import (
     AddPtrOp,
     ArangeOp,

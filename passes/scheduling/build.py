@@ -37,11 +37,11 @@ from kiln.dialects.loop.expr import (
     FloorDiv,
     index_var,
     reduction_var,
-    simplify_with_ranges,
     size_var,
 )
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ScatterOp, segment_sizes
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.fusion import FusionResult, Group
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph

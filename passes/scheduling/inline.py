@@ -32,11 +32,11 @@ from kiln.dialects.loop.expr import (
     expr_nodes,
     index_var,
     indirect_var,
-    simplify_with_ranges,
     size_var,
     var_kind,
 )
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, segment_sizes
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT

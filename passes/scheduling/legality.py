@@ -28,8 +28,9 @@ from enum import Enum, auto
 import sympy
 
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import flat_index, index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.expr import flat_index, index_var, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.exprs import floordiv, substitute
 from kiln.passes.scheduling.graph import Node, NodeKind
 

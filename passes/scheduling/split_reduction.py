@@ -33,8 +33,9 @@ from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, node_v
 from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKind, ReductionKindAttr
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, simplify_with_ranges
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, buffer_type
+from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.build import R, X, node_kernel_vars, unflatten
 from kiln.passes.scheduling.legality import Level, flat_index
 

@@ -17,10 +17,10 @@ from kiln.dialects.loop.expr import (
     format_expr,
     mod,
     parse_expr,
-    simplify_with_ranges,
     var,
 )
 from kiln.dialects.loop.index_eval import compile_expr
+from kiln.dialects.loop.simplify import simplify_with_ranges
 
 d0, d1, d2, s0, i0 = var("d0"), var("d1"), var("d2"), var("s0"), var("i0")
 

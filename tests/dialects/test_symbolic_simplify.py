@@ -15,9 +15,9 @@ from kiln.dialects.loop.expr import (
     expr_nodes,
     floordiv,
     mod,
-    simplify_with_ranges,
     var,
 )
+from kiln.dialects.loop.simplify import simplify_with_ranges
 
 s0, s1, s2, s3 = (var(f"s{k}") for k in range(4))
 d0, d1, d2, d3 = (var(f"d{k}") for k in range(4))
