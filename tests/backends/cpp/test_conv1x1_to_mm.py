@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -45,21 +45,28 @@ def _compile(model: Callable[..., Any], **options: Any) -> Callable[..., Any]:
     return kiln.compile(model, verbose=False, **options)
 
 
-def test_pointwise_convolutions_run_as_mm() -> None:
-    model = _InvertedResidual().eval()
-    compiled = _compile(model)
+def _check_inverted_residual(
+    compiled: Callable[..., Any], model: nn.Module, shapes: Sequence[tuple[int, ...]]
+) -> None:
+    """Values and strides equal eager's at each input shape, from one compile in which
+    expand became an mm and project an addmm (the stem, the depthwise and the strided 1x1
+    stay convolutions)."""
     with torch.no_grad():
-        for _ in range(2):
-            x = torch.randn(2, 3, 7, 9)
+        for shape in shapes:
+            x = torch.randn(*shape)
             got, want = compiled(x), model(x)
             for g, w in zip(got, want, strict=True):
                 torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
                 assert g.stride() == w.stride()
     (stats,) = compile_history()
-    # expand -> mm, project -> addmm; the stem, the depthwise and the strided 1x1 stay.
     assert stats.externs["aten::mm.default"] == 1
     assert stats.externs["aten::addmm.default"] == 1
     assert stats.externs["aten::convolution.default"] == 3
+
+
+def test_pointwise_convolutions_run_as_mm() -> None:
+    model = _InvertedResidual().eval()
+    _check_inverted_residual(_compile(model), model, [(2, 3, 7, 9)] * 2)
 
 
 def test_batch_one_runs_channels_last_with_mm() -> None:
@@ -116,15 +123,4 @@ def test_pointwise_convolutions_of_symbolic_sizes_run_as_mm() -> None:
     torch._dynamo.reset()
     reset_compile_history()
     compiled = torch.compile(model, backend="kiln", dynamic=True, options={"verbose": False})
-    with torch.no_grad():
-        for shape in ((2, 3, 7, 9), (3, 3, 6, 11), (5, 3, 8, 8)):
-            x = torch.randn(*shape)
-            got, want = compiled(x), model(x)
-            for g, w in zip(got, want, strict=True):
-                torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
-                assert g.stride() == w.stride()
-    (stats,) = compile_history()
-    # expand -> mm, project -> addmm; the stem, the depthwise and the strided 1x1 stay.
-    assert stats.externs["aten::mm.default"] == 1
-    assert stats.externs["aten::addmm.default"] == 1
-    assert stats.externs["aten::convolution.default"] == 3
+    _check_inverted_residual(compiled, model, [(2, 3, 7, 9), (3, 3, 6, 11), (5, 3, 8, 8)])
