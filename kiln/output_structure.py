@@ -153,6 +153,12 @@ def _literal_arguments(text: str) -> dict[str, Any]:
     return dict(_literal_dict(text))
 
 
+def replay_view(base: Any, overload: str, arguments: str, result: int | None) -> Any:
+    """One ``alias(overload, base, arguments[, result])`` applied to the tensor ``base``."""
+    view = _view_op(overload)(base, **_literal_arguments(arguments))
+    return view if result is None else view[result]
+
+
 def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
     """``build(values)``: the Python value a ``kiln.outputs`` string describes, filled
     with ``values``. The string is parsed here, once (a compiled graph rebuilds its

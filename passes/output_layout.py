@@ -43,9 +43,11 @@ compiler's job.)
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -174,13 +176,43 @@ class _Substitute(ast.NodeTransformer):
         return node
 
 
-def _aliases(values: list[SSAValue], strided: set[int]) -> dict[int, ast.expr]:
+def _replays_eager_strides(
+    root: SSAValue, calls: Sequence[ViewCall], recorded: Sequence[int] | None
+) -> bool:
+    """Whether the view chain ``calls`` replayed on ``root`` returned contiguous gives a
+    tensor of ``root``'s size with eager's strides ``recorded``: then returning ``root``
+    and the view costs nothing, where a copy of the view costs a kernel (a transposed
+    matmul result that the forward saves for the backward: ``addmm(...).view(1, 32, 4,
+    32).transpose(1, 2)``)."""
+    ty = root.type
+    if recorded is None or not isinstance(ty, TensorType):
+        return False
+    shape = list(ty.get_shape())
+    if any(d < 0 for d in shape):
+        return False
+    from kiln.output_structure import replay_view
+
+    view = torch.empty(shape, dtype=torch.float32, device="meta")
+    try:
+        for overload, arguments, result in reversed(calls):
+            view = replay_view(view, overload, arguments, result)
+    except Exception:  # a view torch rejects here is left as it was: a copy
+        return False
+    # The same element count: a view of part of its base would keep all of it alive.
+    return view.numel() == math.prod(shape) and tuple(view.stride()) == tuple(recorded)
+
+
+def _aliases(
+    values: list[SSAValue], strided: set[int], recorded: Sequence[Sequence[int] | None]
+) -> dict[int, ast.expr]:
     """Outputs that are views of a tensor another output is, or is a view of, as
     ``alias(...)`` expressions over that tensor's index. A base no output returns as is
     is appended to ``values`` (returned, but reached only through the aliases). The
     outputs in ``strided`` (eager's strides neither contiguous nor a dense permutation:
     an ``expand``, a stepped slice) are such views even when they are their base's only
-    one: the view replayed on the base has eager's strides, a copy would be contiguous."""
+    one: the view replayed on the base has eager's strides, a copy would be contiguous.
+    So is the only view of a base that, replayed on the base, gives eager's strides over
+    all of it (:func:`_replays_eager_strides`): no copy at all."""
     returned: dict[SSAValue, int] = {}
     for k, value in enumerate(values):
         returned.setdefault(value, k)
@@ -196,8 +228,13 @@ def _aliases(values: list[SSAValue], strided: set[int]) -> dict[int, ast.expr]:
     for root, views in groups.items():
         base = returned.get(root)
         if base is None:
-            if len(views) < 2 and views[0][0] not in strided:
-                continue  # the only view of its base: nothing to share storage with
+            only, calls = views[0]
+            if (
+                len(views) < 2
+                and only not in strided
+                and not _replays_eager_strides(root, calls, recorded[only])
+            ):
+                continue  # the only view of its base, which a copy lays out as eager
             base = len(values)
             values.append(root)
         for k, calls in views:
@@ -224,7 +261,7 @@ def _apply(func: FuncOp) -> None:
         and all(d >= 0 for d in value.type.get_shape())  # symbolic: contiguous, as before
         and stride_order(list(value.type.get_shape()), recorded) is None
     }
-    aliases = _aliases(values, strided)
+    aliases = _aliases(values, strided, strides or [None] * n_outputs)
     recorded_strides = [*(strides or [None] * n_outputs), *[None] * (len(values) - n_outputs)]
     for k, expr in aliases.items():
         base = _base_index(expr)

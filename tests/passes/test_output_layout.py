@@ -174,3 +174,40 @@ def test_the_unreturned_base_of_a_stepped_slice_takes_the_slices_layout() -> Non
     want = (x.t() * 2)[:, ::2]
     torch.testing.assert_close(got, want)
     assert got.stride() == want.stride() == (1, 8)
+
+
+# A forward graph saving attention's transposed query for the backward:
+# ``mm(x, w).view(1, 4, 2, 3).transpose(1, 2)``, eager's strides (24, 3, 6, 1).
+TRANSPOSED_MATMUL_VIEW = """
+func.func @f(%x: tensor<4x5xf32>, %w: tensor<5x6xf32>) -> tensor<1x2x4x3xf32> attributes {kiln.outputs = "0", kiln.output_strides = [[24, 3, 6, 1]]} {
+  %mm = aten.mm.default(%x, %w) : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
+  %v = aten.view.default(%mm, size = [1, 4, 2, 3]) : (tensor<4x6xf32>) -> tensor<1x4x2x3xf32>
+  %t = aten.transpose.int(%v, dim0 = 1, dim1 = 2) : (tensor<1x4x2x3xf32>) -> tensor<1x2x4x3xf32>
+  func.return %t : tensor<1x2x4x3xf32>
+}
+"""
+
+
+def test_the_only_view_of_a_matmul_is_returned_as_a_view_not_a_copy() -> None:
+    """Session 12 (issue 16): a training forward copied every saved transposed q/k/v
+    (a kernel each: 6 of BERT's 18 forward launches) into a buffer laid out as the
+    matmul's own result. When the view replayed on its (contiguous) base has eager's
+    strides over the whole base, the base is returned and the output is the view."""
+    _, after = run_pass(OutputLayoutPass(), TRANSPOSED_MATMUL_VIEW)
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    view = "alias('aten::view.default', 1, \"{'size': [1, 4, 2, 3]}\")"
+    assert structure == f"alias('aten::transpose.int', {view}, \"{{'dim0': 1, 'dim1': 2}}\")"
+    x, w = torch.randn(4, 5), torch.randn(5, 6)
+    got = rebuild_structure(structure, run_function(after, [x, w], "f"))
+    want = (x @ w).view(1, 4, 2, 3).transpose(1, 2)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() == (24, 3, 6, 1)
+
+
+def test_a_view_that_replays_to_other_strides_stays_a_permuted_copy() -> None:
+    """Eager's strides (24, 1, 6, 2) are not what the transpose of the contiguous base
+    gives: the output is computed into its own buffer as before."""
+    text = TRANSPOSED_MATMUL_VIEW.replace("[[24, 3, 6, 1]]", "[[24, 1, 6, 2]]")
+    _, after = run_pass(OutputLayoutPass(), text)
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    assert "alias" not in structure
