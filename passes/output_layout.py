@@ -64,29 +64,8 @@ from kiln.dialects.aten.function_attrs import (
     output_strides,
 )
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.result_layout import stride_order, with_unit_dims
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
-
-
-def stride_order(shape: Sequence[int], strides: Sequence[int]) -> list[int] | None:
-    """The dims from outermost to innermost when ``strides`` are a dense permuted layout
-    of ``shape`` (None otherwise; the identity when they are contiguous)."""
-    if any(d < 0 for d in shape) or len(shape) != len(strides):
-        return None
-    # Size-1 dims have no meaningful stride: they keep their places among the others.
-    big = sorted((k for k in range(len(shape)) if shape[k] > 1), key=lambda k: (-strides[k], k))
-    order = _with_unit_dims(big, shape)
-    permuted = [shape[k] for k in order]
-    want = contiguous_strides(permuted)
-    if any(permuted[j] > 1 and strides[order[j]] != want[j] for j in range(len(order))):
-        return None
-    return order
-
-
-def _with_unit_dims(big: list[int], shape: Sequence[int]) -> list[int]:
-    """``big`` (dims of size > 1, outer to inner) with the unit dims put back at their
-    original positions."""
-    it = iter(big)
-    return [k if shape[k] <= 1 else next(it) for k in range(len(shape))]
 
 
 def _inverse(order: Sequence[int]) -> tuple[int, ...]:
@@ -324,7 +303,7 @@ def _base_strides(base: SSAValue, view: SSAValue, view_strides: Sequence[int]) -
     big = sorted(
         (k for k in range(len(shape)) if shape[k] > 1), key=lambda k: (-view_strides[k], k)
     )
-    order = _with_unit_dims(big, shape)
+    order = with_unit_dims(big, shape)
     dense = contiguous_strides([shape[d] for d in order])
     strides = [0] * len(shape)
     for position, dim in enumerate(order):

@@ -28,8 +28,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.aten.encoding import decode_value
-from kiln.dialects.aten.memory_format import NCHW, NHWC
+from kiln.dialects.aten.memory_format import NHWC
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
 from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
@@ -424,13 +425,20 @@ class LoweringContext:
         for operand, view in views:
             mapping[operand] = builder.as_strided(input_arg(view.buffer), view, operand.type)
         clone = op.clone(value_mapper=mapping)
-        clone.attributes.pop(TRACED_SIZES_ATTR, None)  # read here, not by the extern
+        for read_here in (TRACED_SIZES_ATTR, RESULT_ORDERS_ATTR):  # not by the extern
+            clone.attributes.pop(read_here, None)
         body_ops.append(clone)
         from kiln.dialects.loop.body_ops import YieldOp
 
+        # The memory order of each result: NHWC after a channels-last input, else the
+        # order ATen lays it out in where it is not contiguous (kiln.result_orders).
+        orders = [
+            (NHWC if _is_4d(r.type) else None) if channels_last else result_order(op, k)
+            for k, r in enumerate(clone.results)
+        ]
         yielded = [
-            _permuted_nhwc(r, body_ops) if channels_last and _is_4d(r.type) else r
-            for r in clone.results
+            r if order is None else _permuted(r, order, body_ops)
+            for r, order in zip(clone.results, orders, strict=True)
         ]
         body_ops.append(YieldOp(*yielded))
         block.add_ops(body_ops)
@@ -441,16 +449,16 @@ class LoweringContext:
         self.emit(extern)
         known = None if channels_last else extern_result_sizes(op, self.values)
         out: list[Lowered] = []
-        for k, (result, value) in enumerate(zip(extern.outputs, clone.results, strict=True)):
+        for k, (result, order) in enumerate(zip(extern.outputs, orders, strict=True)):
             if not isinstance(result.type, MemRefType):
                 out.append(result)
-            elif channels_last and _is_4d(value.type):
-                # The tracer's sizes (NCHW) too, permuted as the buffer is: fresh
-                # symbols would make every consumer fused with a value of the graph's
-                # own sizes divide per element.
-                traced = self.traced_sizes(op, k)
-                nhwc = None if traced is None else [traced[d] for d in NHWC]
-                out.append(self.buffer_ref(result, known=nhwc).permute(NCHW))
+            elif order is not None:
+                # The tracer's sizes (or the shape rule's) too, permuted as the buffer
+                # is: fresh symbols would make every consumer fused with a value of the
+                # graph's own sizes divide per element.
+                sizes = known if known is not None else self.traced_sizes(op, k)
+                permuted = None if sizes is None else [sizes[d] for d in order]
+                out.append(self.buffer_ref(result, known=permuted).permute(_inverse(order)))
             else:
                 # The graph's own sizes (the tracer's), not fresh symbols read from
                 # ATen's result: views of it then stay strided views.
@@ -526,8 +534,15 @@ def _is_4d(ty: Attribute) -> bool:
     return isinstance(ty, TensorType) and len(ty.get_shape()) == 4
 
 
-def _permuted_nhwc(value: SSAValue, body_ops: list[Operation]) -> SSAValue:
-    """``permute(value, NHWC)`` appended to an extern body."""
+def _inverse(order: Sequence[int]) -> list[int]:
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return inverse
+
+
+def _permuted(value: SSAValue, dims: Sequence[int], body_ops: list[Operation]) -> SSAValue:
+    """``permute(value, dims)`` appended to an extern body."""
     from kiln.dialects.aten.dialect import op_class
 
     permute = op_class("permute.default")
@@ -535,8 +550,8 @@ def _permuted_nhwc(value: SSAValue, body_ops: list[Operation]) -> SSAValue:
     ty: Attribute = value.type
     assert isinstance(ty, TensorType)
     shape: tuple[int, ...] = ty.get_shape()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    result_type = TensorType(ty.element_type, [shape[d] for d in NHWC])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-    op = permute.from_args({"self": value, "dims": list(NHWC)}, [result_type])
+    result_type = TensorType(ty.element_type, [shape[d] for d in dims])  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    op = permute.from_args({"self": value, "dims": list(dims)}, [result_type])
     body_ops.append(op)
     return op.results[0]
 

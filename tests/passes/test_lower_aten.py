@@ -84,6 +84,25 @@ def test_extern_receives_strided_views_not_copies() -> None:
     )
 
 
+def test_extern_results_keep_the_layout_aten_writes() -> None:
+    """Session 12 (issue 16): attention on heads split off a projection returns
+    (batch, heads, length, dim) laid out as (batch, length, heads, dim). The importer
+    records that order (``kiln.result_orders``) and the extern yields the result permuted
+    to it, ATen's memory as it is, which the multiplication reads through the inverse
+    permutation: no copy on either side."""
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.view(1, 8, 4, 16).transpose(1, 2) for t in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v) * 2
+
+    module = check(attention, *(torch.randn(1, 8, 64) for _ in range(3)))
+    extern = next(op for op in loop_ops(module) if isinstance(op, ExternOp))
+    assert "aten.permute.default(%getitem_1, dims = [0, 2, 1, 3])" in str(extern)
+    assert extern.outputs[0].type.get_shape() == (1, 8, 4, 16)  # pyright: ignore[reportAttributeAccessIssue]
+    (mul,) = pointwise_ops(module)
+    assert loads(mul) == ["512*d0 + 16*d1 + 64*d2 + d3"]
+
+
 # --- pointwise semantics ---------------------------------------------------------------
 
 ints = torch.tensor([[7, -7, 3, 0], [-3, 5, -8, 2]])

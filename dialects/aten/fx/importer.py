@@ -51,6 +51,7 @@ from kiln.dialects.aten.fx.symbolic import (
     traced_size_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
+from kiln.dialects.aten.result_layout import result_orders_attrs
 from kiln.dialects.aten.storage import STORAGE_ATTR
 
 ParamMode = Literal["inputs", "constants"]
@@ -352,6 +353,8 @@ class GraphImporter:
             op.attributes[STORAGE_ATTR] = storage
         if "val" in node.meta:
             op.attributes.update(traced_size_attrs(node.meta["val"]))
+            if not target.is_view:  # a view's layout is its consumers' index expression
+                op.attributes.update(result_orders_attrs(node.meta["val"]))
         self._define(node, op)
 
     def _quantized_result(

@@ -5,8 +5,11 @@ them for the zoo) and eager's gradients."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
+import pytest
 import torch
 from triton_checks import DEVICE
 
@@ -14,29 +17,62 @@ from kiln.compiler import GraphStats, compile_history, reset_compile_history
 from kiln.frontends.dynamo import kiln_backend
 
 
+@contextmanager
+def _counting_copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Counts the tensor copies made through ``Tensor.clone`` / ``Tensor.contiguous``
+    (how a program's wrapper lays out an ATen result that is not contiguous: on the GPU,
+    an ATen copy kernel each), by the op that was copied."""
+    copies: list[str] = []
+    for name in ("clone", "contiguous"):
+        original = getattr(torch.Tensor, name)
+
+        def counting(
+            self: torch.Tensor, *args: Any, _original: Any = original, **kwargs: Any
+        ) -> Any:
+            out = _original(self, *args, **kwargs)
+            if out.data_ptr() != self.data_ptr():
+                copies.append(f"{tuple(self.shape)} strides {self.stride()}")
+            return out
+
+        monkeypatch.setattr(torch.Tensor, name, counting)
+    yield copies
+    monkeypatch.undo()
+
+
 def _train_like_eager(
-    model: torch.nn.Module, make_input: Callable[[], torch.Tensor], steps: int = 2
-) -> list[GraphStats]:
+    model: torch.nn.Module,
+    make_input: Callable[[], torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+    steps: int = 2,
+) -> tuple[list[GraphStats], list[str]]:
     """``steps`` training steps of ``model`` compiled by kiln (Triton) against a copy run
-    eagerly: the same outputs and gradients; the statistics of the graphs compiled."""
+    eagerly: the same outputs and gradients. Returns the statistics of the graphs
+    compiled and the copies (:func:`_counting_copies`) of the last compiled step."""
     reference = copy.deepcopy(model)
+    torch._dynamo.reset()  # compile again (a model of a class compiled before too)
     reset_compile_history()
     compiled = torch.compile(
         model, backend=kiln_backend, options={"executor": "triton", "verbose": False}
     )
-    for _ in range(steps):
+    copies: list[str] = []
+    for step in range(steps):
         x = make_input()
-        outputs = []
-        for m, f in ((model, compiled), (reference, reference)):
-            m.zero_grad()
-            y = f(x)
+        model.zero_grad()
+        if step == steps - 1:
+            with _counting_copies(monkeypatch) as copies:
+                y = compiled(x)
+                y.square().mean().backward()
+        else:
+            y = compiled(x)
             y.square().mean().backward()
-            outputs.append(y)
-        torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-4, atol=1e-5)
+        reference.zero_grad()
+        want = reference(x)
+        want.square().mean().backward()
+        torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
         for p, q in zip(model.parameters(), reference.parameters(), strict=True):
             assert p.grad is not None
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    return compile_history()
+    return compile_history(), copies
 
 
 class _Attention(torch.nn.Module):
@@ -59,13 +95,34 @@ class _Attention(torch.nn.Module):
         return self.out(y.transpose(1, 2).reshape(b, t, c))
 
 
-def test_saved_transposed_projections_are_views_not_copies() -> None:
+def test_saved_transposed_projections_are_views_not_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The forward returned each saved ``q``/``k``/``v`` (a transposed view of a linear
-    layer's output) as a copy: a kernel each. They are now views of the matmul results.
-    Two launches are left: attention's output and log-sum-exp, which ATen returns
-    transposed, are copied into buffers (and those permuted again for the backward)."""
+    layer's output) as a copy: a kernel each; they are now views of the matmul results
+    (``output-layout``). It also copied attention's output and log-sum-exp, which ATen
+    lays out transposed, back into that layout (2 kernels; see the next test)."""
     torch.manual_seed(0)
     model = _Attention().to(DEVICE)
-    stats = _train_like_eager(model, lambda: torch.randn(1, 8, 32, device=DEVICE))
+    stats, _ = _train_like_eager(model, lambda: torch.randn(1, 8, 32, device=DEVICE), monkeypatch)
     forward = next(s for s in stats if s.name.startswith("forward"))
-    assert forward.launches == 2, forward.summary()
+    # Its projections and attention are ATen calls: nothing left to launch.
+    assert forward.launches == 0, forward.summary()
+
+
+def test_attention_results_are_read_in_the_layout_aten_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attention returns its output, log-sum-exp and (backward) gradients transposed in
+    memory. The wrapper copied each into a contiguous buffer (an ATen copy kernel on the
+    GPU: 5 per layer and step) and the forward copied the saved output and log-sum-exp
+    back (2 kernels). The externs now yield them permuted as ATen laid them out
+    (``kiln.result_orders``): no copy in the whole step."""
+    torch.manual_seed(0)
+    model = _Attention().to(DEVICE)
+    stats, copies = _train_like_eager(
+        model, lambda: torch.randn(1, 8, 32, device=DEVICE), monkeypatch
+    )
+    assert copies == []
+    backward = next(s for s in stats if s.name.startswith("backward"))
+    assert backward.launches == 4, backward.summary()  # the four bias gradients (sums)
