@@ -46,6 +46,10 @@ MAX_BODY_OPS = 8
 """Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
 MAX_READS = 4
 """At most this many loads of the producer's buffer, over all consumers."""
+TINY_INLINE_BYTES = 4096
+"""Recomputing a producer whose inputs its consumers then read this many bytes more, or
+fewer, is always worth it: it may save the producer its own launch (microseconds on a
+GPU, where moving 4 KB takes nanoseconds), as for the masks of an embedding's backward."""
 
 _TRANSCENDENTAL = (
     xmath.ExpOp,
@@ -110,7 +114,7 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
         inputs_bytes += min(_bytes(outer), points * loads * _element_bytes(outer))
     store_cost = own * (1 + len(reads))
     inline_cost = inputs_bytes * len(reads)
-    return inline_cost <= store_cost
+    return inline_cost <= store_cost or inline_cost <= TINY_INLINE_BYTES
 
 
 def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:

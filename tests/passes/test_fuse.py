@@ -197,6 +197,33 @@ def test_cheap_broadcast_producer_is_inlined() -> None:
     assert len(kernels(module)) > 1
 
 
+def test_tiny_int64_mask_is_inlined_into_a_larger_consumer() -> None:
+    """Session 12 (issue 16): an embedding's backward masks its gradient with
+    ``ids >= 0 & ids < n`` computed on the ids (int64) and read over (ids, width): by
+    bytes alone, storing the bool mask beats re-reading 8-byte ids, so the mask kept a
+    kernel of its own (3 in BERT's backward). Re-reading at most a few KB is now always
+    worth a launch."""
+    loop = parse(
+        lowered(
+            """
+            func.func @forward(%x: tensor<32x128xf32>, %ids: tensor<32xi64>) -> tensor<32x128xf32> {
+              %ge = aten.ge.Scalar(%ids, other = 0) : (tensor<32xi64>) -> tensor<32xi1>
+              %lt = aten.lt.Scalar(%ids, other = 512) : (tensor<32xi64>) -> tensor<32xi1>
+              %m = aten.bitwise_and.Tensor(%ge, %lt) : (tensor<32xi1>, tensor<32xi1>) -> tensor<32xi1>
+              %u = aten.unsqueeze.default(%m, dim = 1) : (tensor<32xi1>) -> tensor<32x1xi1>
+              %f = aten.masked_fill.Scalar(%x, %u, value = 0.0) : (tensor<32x128xf32>, tensor<32x1xi1>) -> tensor<32x128xf32>
+              func.return %f : tensor<32x128xf32>
+            }
+            """
+        )
+    )
+    inputs = [torch.randn(32, 128), torch.randint(-4, 600, (32,))]
+    module, _ = assert_schedule_preserves(loop, "fuse", inputs=inputs)
+    assert len(kernels(module)) == 1
+    module, _ = assert_schedule_preserves(loop, "fuse{inline=false}", inputs=inputs)
+    assert len(kernels(module)) == 2
+
+
 def test_max_nodes() -> None:
     loop = parse(lowered(RELU_CHAIN))
     module, _ = assert_schedule_preserves(loop, "fuse{max-nodes=1}")

@@ -126,3 +126,28 @@ def test_attention_results_are_read_in_the_layout_aten_writes(
     assert copies == []
     backward = next(s for s in stats if s.name.startswith("backward"))
     assert backward.launches == 4, backward.summary()  # the four bias gradients (sums)
+
+
+class _Embedding(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = torch.nn.Embedding(64, 16)
+        self.out = torch.nn.Linear(16, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embedding(ids))
+
+
+def test_embedding_backward_computes_its_masks_in_the_scatter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedding's backward masks the ids (in range, not padding) before the
+    scatter-add of the gradient: the masks had a kernel of their own (``inline-producers``
+    weighed bytes only). Now: the output bias gradient, the zero fill and the scatter."""
+    torch.manual_seed(0)
+    model = _Embedding().to(DEVICE)
+    stats, _ = _train_like_eager(
+        model, lambda: torch.randint(0, 64, (2, 12), device=DEVICE), monkeypatch
+    )
+    backward = next(s for s in stats if s.name.startswith("backward"))
+    assert backward.launches == 3, backward.summary()
