@@ -251,6 +251,11 @@ def _opaque_mod(base: Expr | int, divisor: Expr | int) -> bool:
         return _opaque_sum_mod(base, divisor) or _opaque_polynomial_mod(base, divisor)
     if isinstance(base, sympy.Add) and isinstance(divisor, sympy.Symbol | sympy.Mul):
         return _opaque_polynomial_mod(base, divisor)
+    base, divisor = sympy.sympify(base), sympy.sympify(divisor)
+    if _is_unbounded(base) and (_is_size(divisor) or (divisor.is_Integer and divisor > 1)):
+        # ``d0 % (h + 1)**2``, ``d3 // (64*h + 64) % (h + 1)``, ``d0 % 512`` (merging a
+        # kernel's loops): no bound on the base, nothing to evaluate.
+        return True
     if not isinstance(base, FloorDiv) or not isinstance(divisor, sympy.Symbol | sympy.Mul):
         return False
     if divisor.has(base) or base.has(divisor):
@@ -290,6 +295,28 @@ def _opaque_sum_mod(base: sympy.Add, divisor: sympy.Add) -> bool:
 def _is_loop_variable(e: sympy.Basic) -> bool:
     """A loop variable: sizes are positive symbols, loop variables only nonnegative."""
     return isinstance(e, sympy.Symbol) and bool(e.is_nonnegative) and not e.is_positive
+
+
+def _is_unbounded(e: sympy.Basic) -> bool:
+    """A loop variable, or a floor division of a sum of loop-variable terms with
+    nonnegative integer coefficients by a positive size: nonnegative, and with no upper
+    bound sympy could use."""
+    if _is_loop_variable(e):
+        return True
+    if not isinstance(e, FloorDiv):
+        return False
+    numerator, denominator = cast(tuple[Expr, ...], e.args)
+    if not (_is_size(denominator) or (denominator.is_Integer and denominator > 0)):
+        return False
+    terms = sympy.Add.make_args(numerator)
+    return any(_is_loop_variable(t) for t in terms) and all(
+        t.as_coeff_Mul()[0].is_Integer
+        and t.as_coeff_Mul()[0] > 0
+        and all(
+            _is_loop_variable(f) or _is_size(f) for f in sympy.Mul.make_args(t.as_coeff_Mul()[1])
+        )
+        for t in terms
+    )
 
 
 def _is_size(e: sympy.Basic) -> bool:

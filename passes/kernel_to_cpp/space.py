@@ -25,6 +25,7 @@ from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.expr import (
     FloorDiv,
     index_var,
+    mod,
     reduction_var,
     replace_symbols,
     size_var,
@@ -241,7 +242,7 @@ def _try_merge(
     merged = sympy.Symbol(f"_m{which}{k}", integer=True, nonnegative=True)
     subs = {
         syms[k]: floordiv(merged, inner),
-        syms[k + 1]: cast(sympy.Expr, sympy.Mod(merged, inner)),
+        syms[k + 1]: mod(merged, inner),
     }
     new_sizes = [*sizes[:k], sizes[k] * inner, *sizes[k + 2 :]]
     new_syms = [*syms[:k], merged, *syms[k + 2 :]]

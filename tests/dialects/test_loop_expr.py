@@ -194,6 +194,9 @@ def test_mod_of_a_polynomial_in_sizes_is_sympys_without_its_queries(
         (sympy.expand(d0 * (h + 1) ** 2 + d1 * (h + 1) + d2 + floordiv(d3, 64)), h + 1),
         (d1 + floordiv(3 * d2 + d3, 3 * s1), s1),
         (d2 * s1 + d1 + floordiv(d3, 3), s1 + 2),
+        (d0, (h + 1) ** 2),  # merging a kernel's loops
+        (floordiv(64 * d0 + d3, 64 * h + 64), h + 1),
+        (d0, sympy.Integer(512)),
     ]
     evaluated = [
         (sympy.expand(d0 * (h + 1) + d1), h + 1),  # a multiple of the divisor
