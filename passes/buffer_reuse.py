@@ -54,6 +54,7 @@ from kiln.dialects.kernel.program_ops import (
     ReuseOp,
     byte_size,
 )
+from kiln.passes.scheduling.buffer_sizes import BufferSizes
 from kiln.passes.scheduling.inplace import can_update_in_place
 from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.reshape_in_place import reshape_for_in_place
@@ -92,6 +93,7 @@ def strip_frees(program: ProgramOp) -> None:
 def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
     """Write outputs into dying inputs where legal; returns how many."""
     info = liveness(program)
+    sizes = BufferSizes()
     block = program.body.block
     dead_allocs: list[Operation] = []
     count = 0
@@ -115,7 +117,7 @@ def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
                     or args.count(arg) > 1
                     or arg in launch.outs
                     or arg.type != out.type
-                    or not same_sizes(arg, out)
+                    or not same_sizes(arg, out, sizes)
                     or not info.dies_at(arg, here)
                     or not can_update_in_place(kernel, i, j)
                 ):
@@ -134,43 +136,16 @@ def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
     return count
 
 
-def _same_index_value(a: SSAValue, b: SSAValue) -> bool:
-    """Whether two host index values are the same computation (the very value, or equal
-    ops, such as two ``arith.muli`` of the same sizes, on pairwise equal operands)."""
-    if a is b:
-        return True
-    x, y = a.owner, b.owner
-    return (
-        isinstance(x, Operation)
-        and isinstance(y, Operation)
-        and x.name == y.name
-        and not x.regions
-        and not y.regions
-        and x.attributes == y.attributes
-        and x.properties == y.properties
-        and len(x.results) == len(y.results) == 1
-        and len(x.operands) == len(y.operands)
-        and all(_same_index_value(p, q) for p, q in zip(x.operands, y.operands, strict=True))
-    )
-
-
-def same_sizes(a: SSAValue, b: SSAValue) -> bool:
+def same_sizes(a: SSAValue, b: SSAValue, sizes: BufferSizes | None = None) -> bool:
     """Whether two buffers of one type provably have the same sizes at run time. Static
-    types: always. Dynamic ones (``memref<?x?xf32>`` twice may be 8x6 and 4x12): only two
-    allocations with equal size operands; anything else (an ATen result, an argument) has
-    sizes the program does not spell out."""
+    types: always. Dynamic ones (``memref<?x?xf32>`` twice may be 8x6 and 4x12): only
+    where the program spells both buffers' sizes (allocations' operands, an extern
+    result's through its body, see :class:`BufferSizes`) and they are equal; anything
+    else (an argument, an ATen result of no known rule) has sizes it does not spell."""
     ty = a.type
     if isinstance(ty, MemRefType) and ty.has_static_shape():
         return True
-    x, y = a.owner, b.owner
-    return (
-        isinstance(x, AllocOp)
-        and isinstance(y, AllocOp)
-        and len(x.dynamic_sizes) == len(y.dynamic_sizes)
-        and all(
-            _same_index_value(p, q) for p, q in zip(x.dynamic_sizes, y.dynamic_sizes, strict=True)
-        )
-    )
+    return (sizes or BufferSizes()).same_sizes(a, b)
 
 
 def insert_frees(program: ProgramOp) -> None:

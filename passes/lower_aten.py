@@ -189,8 +189,7 @@ def _lower_stamped(
             stamp = stamper.stamp(period.first_op(p))
         except StampFailed:
             break
-        ctx.block.add_ops(stamp.ops)
-        ctx.values.update(stamp.values)
+        stamp.apply(ctx)
         if stats is not None:
             _add_stats(stats, delta)
         done += 1

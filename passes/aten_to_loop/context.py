@@ -81,13 +81,22 @@ class LoweringContext:
         function's arguments: see :mod:`kiln.dialects.aten.size_symbols`)."""
 
     def cache_sizes(self) -> tuple[int, ...]:
-        """The sizes of the function-wide caches (stamping checks a period adds nothing)."""
-        return (
-            len(self._symbol_of),
-            len(self._index_values),
-            len(self._expr_of),
-            len(self._constants),
-        )
+        """The sizes of the function-wide caches that stamping checks a period does not
+        grow. Not the size expressions of values (:meth:`cached_size_expr`): a period
+        caches those of its own scalars (a view's ``arith.muli`` of two sizes), which a
+        stamp maps to its clones instead; an expression of any other value is what
+        :meth:`size_expr` computes again from the value's ops (any new symbol it needs
+        shows in ``symbols``, any new index value in these caches)."""
+        return (len(self._symbol_of), len(self._index_values), len(self._constants))
+
+    def cached_size_expr(self, value: SSAValue) -> Expr | None:
+        """The size expression :meth:`size_expr` has cached for ``value``, if any."""
+        return self._expr_of.get(value)
+
+    def cache_size_expr(self, value: SSAValue, e: Expr) -> None:
+        """Cache ``e`` as ``value``'s size expression (a stamped clone of a value whose
+        expression the template cached)."""
+        self._expr_of[value] = e
 
     # -- values ------------------------------------------------------------------------
 

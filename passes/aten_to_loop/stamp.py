@@ -155,11 +155,22 @@ class StampFailed(Exception):
 
 @dataclass
 class Stamp:
-    """One period's clone of the template: its loop ops (not yet in a block) and what
-    each of the period's aten values became."""
+    """One period's clone of the template: its loop ops (not yet in a block), what each
+    of the period's aten values became, and the size expressions the context cached for
+    the template's values, by their clones (a dynamic-shape period's scalar sizes)."""
 
     ops: list[Operation]
     values: dict[SSAValue, Lowered]
+    size_exprs: dict[SSAValue, sympy.Expr] = dataclasses.field(
+        default_factory=dict[SSAValue, sympy.Expr]
+    )
+
+    def apply(self, ctx: LoweringContext) -> None:
+        """Emit the clones into the context's block, as the period's lowering."""
+        ctx.block.add_ops(self.ops)
+        ctx.values.update(self.values)
+        for value, e in self.size_exprs.items():
+            ctx.cache_size_expr(value, e)
 
     def discard(self) -> None:
         for op in reversed(self.ops):
@@ -214,6 +225,10 @@ class Stamper:
             for group in self.emitted:
                 for op in group:
                     stamp.ops.append(_clone(op, mapper, renames, locations))
+                    for result in op.results:
+                        e = self.ctx.cached_size_expr(result)
+                        if e is not None:
+                            stamp.size_exprs[mapper[result]] = e
             for t, u in pairs:
                 for a, b in zip(t.results, u.results, strict=True):
                     stamp.values[b] = self._mapped(self._lowered(a), mapper)
@@ -337,7 +352,7 @@ def _renamed(name: str, renames: dict[str, str | None]) -> str:
 
 def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext) -> bool:
     """Whether ``stamp`` is what the real lowering emitted (``real``, and the context's
-    values): the same ops, operands, names and locations."""
+    values and cached size expressions): the same ops, operands, names and locations."""
     if len(stamp.ops) != len(real):
         return False
     context: dict[object, object] = {}
@@ -352,7 +367,11 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
     for value, lowered in stamp.values.items():
         if not _same_lowered(lowered, ctx.values[value], context):
             return False
-    return True
+    return all(
+        stamp.size_exprs.get(x) == ctx.cached_size_expr(y)
+        for clone, op in zip(stamp.ops, real, strict=True)
+        for x, y in zip(clone.results, op.results, strict=True)
+    )
 
 
 def _same_names(x: Operation, y: Operation) -> bool:

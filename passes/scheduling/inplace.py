@@ -62,8 +62,19 @@ def same_flat_layout(a: Attribute, b: Attribute) -> bool:
 def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> bool:
     arg = kernel.body.block.args[arg_index]
     value = kernel.yield_op().values[result_index]
+    return same_flat_layout(arg.type, value.type) and reads_in_place(
+        kernel, arg_index, result_index
+    )
+
+
+def reads_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> bool:
+    """Whether the kernel's access pattern lets result ``result_index`` overwrite
+    argument ``arg_index`` (the module docstring's rules but the layout, which the caller
+    proves: by the types, or for dynamic shapes by the sizes the program gives both)."""
+    arg = kernel.body.block.args[arg_index]
+    value = kernel.yield_op().values[result_index]
     writer = value.owner
-    if not isinstance(writer, PointwiseOp) or not same_flat_layout(arg.type, value.type):
+    if not isinstance(writer, PointwiseOp):
         return False
     nodes = kernel.nodes()
     if kernel.kernel_kind.reduces and any(
@@ -98,4 +109,4 @@ def can_update_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> 
     return all(v is not arg for v in kernel.yield_op().values)
 
 
-__all__ = ["can_update_in_place", "same_flat_layout"]
+__all__ = ["can_update_in_place", "reads_in_place", "same_flat_layout"]

@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from kiln.dialects.loop.expr import (
     ExprSyntaxError,
+    as_int,
     floordiv,
     format_expr,
     mod,
     parse_expr,
+    replace_symbols,
     var,
 )
 from kiln.dialects.loop.index_eval import compile_expr
@@ -174,3 +176,49 @@ def test_mod_of_a_sum_over_a_compound_size_is_sympys_without_its_queries(
     got.update({case: mod(*case) for case in evaluated})
     # After: sympy caches its own results (asked first, they would hide an evaluation).
     assert got == {case: sympy.Mod(*case) for case in opaque + evaluated}
+
+
+def test_mod_of_a_polynomial_in_sizes_is_sympys_without_its_queries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ResNet-18's dynamic unflattening asks ``(d0*(h + 1)**2 + d1*(h + 1) + d2 + d3 //
+    64) % (h + 1)`` multiplied out (``h = (s1 - 1) // 2``), and its loop choice
+    ``(d1 + (3*d2 + d3) // (3*s1)) % s1``: sympy's evaluation returns them unchanged
+    after 0.05-0.35 s of assumption queries each (10 s of an 18 s compile in all);
+    ``mod`` builds them unevaluated, and substituting loop variables into a ``%``
+    (``replace_symbols``) goes through ``mod``. Terms that are multiples of the
+    divisor, or of sizes alone, or no lone loop variable, still go through sympy."""
+    s1, d3, x = var("s1"), var("d3"), var("x")
+    h = floordiv(s1 - 1, 2)
+    opaque = [
+        (sympy.expand(d0 * (h + 1) ** 2 + d1 * (h + 1) + d2 + floordiv(d3, 64)), h + 1),
+        (d1 + floordiv(3 * d2 + d3, 3 * s1), s1),
+        (d2 * s1 + d1 + floordiv(d3, 3), s1 + 2),
+        (d0, (h + 1) ** 2),  # merging a kernel's loops
+        (floordiv(64 * d0 + d3, 64 * h + 64), h + 1),
+        (d0, sympy.Integer(512)),
+    ]
+    evaluated = [
+        (sympy.expand(d0 * (h + 1) + d1), h + 1),  # a multiple of the divisor
+        (d1 + h + 2, h + 1),  # a term of sizes alone
+        (d1 * h + d2 * h, h + 1),  # no lone loop variable
+        (d1 + d1 * s1 + d2, s1),
+    ]
+
+    def no_evaluation(*args: object) -> None:
+        raise AssertionError(f"sympy evaluated Mod{args}")
+
+    mod.cache_clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(sympy.Mod, "eval", classmethod(no_evaluation))
+        got = {case: mod(*case) for case in opaque}
+        substituted = replace_symbols(sympy.Mod(x + d2, s1, evaluate=False), {x: d1 * s1 + d0})
+    mod.cache_clear()
+    got.update({case: mod(*case) for case in evaluated})
+    assert got == {case: sympy.Mod(*case) for case in opaque + evaluated}
+    assert substituted == sympy.Mod(d0 + d2, s1)
+    for base, divisor in opaque + evaluated:  # and numerically, Python's own %
+        for values in itertools.product(range(3), range(4), range(5), [0, 7, 64], [1, 4, 9]):
+            point = dict(zip((d0, d1, d2, d3, s1), values, strict=True))
+            want = as_int(base.xreplace(point)) % as_int(divisor.xreplace(point))
+            assert as_int(got[base, divisor].xreplace(point)) == want

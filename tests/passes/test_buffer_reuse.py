@@ -4,9 +4,11 @@ program computes the same numbers (the interpreter poisons freed and reused memo
 from __future__ import annotations
 
 import pytest
+import torch
 from fuse_checks import assert_schedule_preserves, parse, program, schedule
 
 from kiln.dialects.kernel import FreeOp, LaunchOp, ReuseOp
+from kiln.dialects.kernel.interpreter import run_program
 from kiln.dialects.kernel.liveness import memory_timeline
 from kiln.passes.buffer_reuse import plan_program
 
@@ -260,3 +262,61 @@ def test_dynamic_sizes_must_match_for_an_in_place_update() -> None:
     first_out = launches[0].outs[0]
     assert first_out is not launches[0].args[0]  # not over the matmul's result
     assert launches[1].outs[0] is launches[1].args[0]  # same sizes: in place
+
+
+def _product_copy(rows: str) -> str:
+    """A matmul of ``rows`` x 8 rows (an ``as_strided`` view of ``%x`` of the host size
+    ``rows``) times an 8 x ``s2`` view of ``%w``, doubled in order into an
+    ``s0 x (s1*s2)`` buffer, whose sizes are computed before the matmul."""
+    return f"""
+builtin.module {{
+  kernel.kernel @copy pointwise ["s0*s1*s2"] x [1] (%mm: memref<?x?xf32>, %s0: index, %s1: index, %s2: index) -> (memref<?x?xf32>) {{
+    %v = loop.pointwise ["s0", "s1*s2"] (%mm) syms(%s0, %s1, %s2) {{kernel.vars = [#loop.expr<"d0 // (s1*s2)">, #loop.expr<"d0 % (s1*s2)">]}} : (memref<?x?xf32>, index, index, index) -> memref<?x?xf32> {{
+    ^bb0(%d0: index, %d1: index, %in0: memref<?x?xf32>):
+      %0 = loop.load %in0["d0*s1*s2 + d1"] : memref<?x?xf32>
+      %1 = arith.constant 2.000000e+00 : f32
+      %2 = arith.mulf %0, %1 : f32
+      loop.yield %2 : f32
+    }}
+    kernel.yield %v : memref<?x?xf32>
+  }}
+  kernel.program @forward(%x: memref<?x8xf32>, %w: memref<8x?xf32>, %s0: index, %s1: index, %s2: index) -> (memref<?x?xf32>) {{
+    %c1 = arith.constant 1 : index
+    %rows = arith.muli %s0, %s1 : index
+    %more = arith.addi %rows, %c1 : index
+    %cols = arith.muli %s1, %s2 : index
+    %mm = kernel.extern (%x, %w) syms({rows}, %s2) : (memref<?x8xf32>, memref<8x?xf32>, index, index) -> memref<?x?xf32> {{
+    ^bb0(%a: tensor<?x8xf32>, %b: tensor<8x?xf32>, %r: index, %n: index):
+      %av = aten.as_strided.default(%a, size = [%r, 8], stride = [8, 1]) : (tensor<?x8xf32>, index) -> tensor<?x8xf32>
+      %bv = aten.as_strided.default(%b, size = [8, %n], stride = [%n, 1]) : (tensor<8x?xf32>, index, index) -> tensor<8x?xf32>
+      %p = aten.mm.default(%av, %bv) : (tensor<?x8xf32>, tensor<8x?xf32>) -> tensor<?x?xf32>
+      kernel.yield %p : tensor<?x?xf32>
+    }}
+    %out = kernel.alloc(%s0, %cols) : memref<?x?xf32>
+    kernel.launch @copy(%mm, %s0, %s1, %s2) outs(%out) : (memref<?x?xf32>, index, index, index) -> (memref<?x?xf32>)
+    kernel.return %out : memref<?x?xf32>
+  }}
+}}
+"""
+
+
+def test_extern_result_of_proven_element_count_is_reshaped_for_in_place() -> None:
+    """Dynamic shapes: the matmul's ``(s0*s1) x s2`` result (its body says so: an
+    ``as_strided`` view of ``s0*s1`` rows) holds as many elements as the ``s0 x (s1*s2)``
+    output, so the extern reshapes it to the output's sizes and the kernel writes over
+    it (MobileNet-v2's 1x1 convolutions as ``mm``, feeding their batch norms). When its
+    rows are ``s0*s1 + 1`` (the kernel reads a prefix), nothing changes."""
+    x, w = torch.randn(7, 8), torch.randn(8, 5)
+    s0, s1, s2 = 2, 3, 5
+    want = (x[: s0 * s1] @ w).reshape(s0, s1 * s2) * 2
+    for rows, in_place in (("%rows", True), ("%more", False)):
+        module = parse(_product_copy(rows))
+        (before,), _ = run_program(module, [x[: s0 * s1 + (not in_place)], w, s0, s1, s2])
+        schedule(module, "buffer-reuse")
+        (launch,) = ops(module, LaunchOp)
+        assert isinstance(launch, LaunchOp)
+        assert (launch.outs[0] is launch.args[0]) is in_place, program(module)
+        assert ("aten.reshape.default" in str(module)) is in_place
+        (after,), _ = run_program(module, [x[: s0 * s1 + (not in_place)], w, s0, s1, s2])
+        torch.testing.assert_close(before, want)
+        torch.testing.assert_close(after, want)

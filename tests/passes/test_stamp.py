@@ -41,10 +41,12 @@ def _blocks(layers: int) -> nn.Module:
 
 
 @cache
-def _aten(layers: int) -> tuple[ModuleOp, list[torch.Tensor]]:
-    """The blocks' graph after the aten-level passes (shared: the tests lower clones)."""
+def _aten(layers: int, dynamic: bool = False) -> tuple[ModuleOp, list[torch.Tensor]]:
+    """The blocks' graph after the aten-level passes (shared: the tests lower clones);
+    ``dynamic``: symbolic batch and sequence sizes."""
     gen = torch.Generator().manual_seed(3)
-    capture = capture_make_fx(_blocks(layers), torch.randn(1, 4, 16, generator=gen))
+    x = torch.randn(2 if dynamic else 1, 4, 16, generator=gen)
+    capture = capture_make_fx(_blocks(layers), x, dynamic=dynamic)
     module = schedule(import_graph(capture.gm), ATEN_PASSES)
     return module, list(capture.example_inputs)
 
@@ -79,6 +81,21 @@ def test_stamped_lowering_is_the_real_lowering() -> None:
     assert _note(real) is None
     assert _text(stamped) == _text(real)
     assert "loc(" in _text(stamped)
+    assert stamped_stats == real_stats
+    assert_same(interpret(stamped, inputs), interpret(module, inputs))
+
+
+def test_stamped_lowering_of_symbolic_sizes_is_the_real_lowering() -> None:
+    """Under symbolic sizes each layer computes its views' sizes (``arith.muli`` of the
+    batch and sequence sizes), whose size expressions the lowering caches: the clone
+    caches them too, so the check passes and the IR is the real lowering's (it refused
+    every dynamic graph before)."""
+    module, inputs = _aten(6, dynamic=True)
+    assert "arith.muli" in _text(module)
+    stamped, stamped_stats = _lowered(module, stamp=True)
+    real, real_stats = _lowered(module, stamp=False)
+    assert _note(stamped) is not None
+    assert _text(stamped) == _text(real)
     assert stamped_stats == real_stats
     assert_same(interpret(stamped, inputs), interpret(module, inputs))
 
