@@ -213,7 +213,7 @@ class Stamper:
         try:
             for group in self.emitted:
                 for op in group:
-                    stamp.ops.append(_clone(op, mapper, renames, locations))
+                    stamp.ops.append(clone_op(op, mapper, renames, locations))
             for t, u in pairs:
                 for a, b in zip(t.results, u.results, strict=True):
                     stamp.values[b] = self._mapped(self._lowered(a), mapper)
@@ -281,7 +281,7 @@ def _add_rename(renames: dict[str, str | None], a: SSAValue, b: SSAValue) -> Non
         renames[a.name_hint] = None  # two names: a clone must not need it
 
 
-def _clone(
+def clone_op(
     op: Operation,
     mapper: dict[SSAValue, SSAValue],
     renames: dict[str, str | None],
@@ -302,7 +302,7 @@ def _clone(
                 mapper[old] = new
                 if old.name_hint is not None:
                     new.name_hint = _renamed(old.name_hint, renames)
-            new_block.add_ops([_clone(inner, mapper, renames, locations) for inner in block.ops])
+            new_block.add_ops([clone_op(inner, mapper, renames, locations) for inner in block.ops])
             blocks.append(new_block)
         regions.append(Region(blocks))
     clone = op.create(
@@ -347,7 +347,7 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
             context,  # pyright: ignore[reportArgumentType]
         ):
             return False
-        if not all(_same_names(x, y) for x, y in zip(clone.walk(), op.walk(), strict=True)):
+        if not all(same_names(x, y) for x, y in zip(clone.walk(), op.walk(), strict=True)):
             return False
     for value, lowered in stamp.values.items():
         if not _same_lowered(lowered, ctx.values[value], context):
@@ -355,7 +355,7 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
     return True
 
 
-def _same_names(x: Operation, y: Operation) -> bool:
+def same_names(x: Operation, y: Operation) -> bool:
     if x.location != y.location or [r.name_hint for r in x.results] != [
         r.name_hint for r in y.results
     ]:
