@@ -112,6 +112,9 @@ def _op_codes(ops: Sequence[Operation], arg_keys: Sequence[object]) -> list[int]
                 for v in op.operands
             ),
             len(op.regions),
+            # What a region computes, roughly (loop nests' bodies; the checks compare
+            # the rest): without it an exp and a neg over one buffer look alike.
+            tuple(inner.name for inner in op.walk()) if op.regions else (),
         )
         codes.append(ids.setdefault(key, len(ids)))
     return codes
@@ -405,10 +408,8 @@ def stamped_note(done: int, period: Period) -> Attribute:
     return StringAttr(f"{done} of {period.count} periods of {period.length} aten ops")
 
 
-def stamped_notes(module: ModuleOp) -> list[str]:
-    """The stamping notes of ``module``'s functions."""
+def stamped_notes(module: ModuleOp, attr: str = STAMPED_ATTR) -> list[str]:
+    """The stamping notes (``attr``) of ``module``'s functions or programs."""
     return [
-        note.data
-        for op in module.ops
-        if isinstance(note := op.attributes.get(STAMPED_ATTR), StringAttr)
+        note.data for op in module.ops if isinstance(note := op.attributes.get(attr), StringAttr)
     ]

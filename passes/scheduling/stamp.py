@@ -105,7 +105,9 @@ def stamp_fuse(func: FuncOp, max_nodes: int, inline: bool) -> Stamped | None:
     window = _window(func, before, periods, after)
     try:
         if inline:
-            inline_cheap_producers(window.func)
+            inlined: list[tuple[Operation, Operation]] = []
+            inline_cheap_producers(window.func, pairs=inlined)
+            _check_inlined(window, inlined)
         graph = build_graph(window.func)
         result = Scheduler(graph, max_nodes).run()
         stamped = _stamp(func, window, result, periods)
@@ -115,6 +117,24 @@ def stamp_fuse(func: FuncOp, max_nodes: int, inline: bool) -> Stamped | None:
     stamped.note = f"{period.count - WINDOW} of {period.count} periods of {period.length} loop ops"
     func.attributes[STAMPED_FUSE_ATTR] = StringAttr(stamped.note)
     return stamped
+
+
+def _check_inlined(window: _Window, inlined: Sequence[tuple[Operation, Operation]]) -> None:
+    """Whether what was inlined stays local: every op holds (its own and) inlined ops of
+    its own period and the one before at most (the ops after the run: of the last two
+    periods), and ops before the run went only into the first period. Otherwise the
+    window decided differently from the whole function (a producer read by every
+    period is weighed against five readers, not all of them) or its periods accumulate
+    earlier ones (a chain inlined from period to period), which a clone cannot repeat."""
+    origins: dict[Operation, set[int]] = {}
+    for producer, consumer in inlined:
+        held = origins.get(producer) or {window.segment[producer]}
+        origins.setdefault(consumer, {window.segment[consumer]}).update(held)
+    for op, held in origins.items():
+        own = window.segment[op]
+        lowest = own - 2 if own == WINDOW + 1 else max(own - 1, 0)
+        if min(held) < lowest or (own > 1 and 0 in held):
+            raise StampFailed("inlining reaches across more than one period")
 
 
 def _after_reads_last_two(
@@ -315,8 +335,8 @@ def _stamp(
         segments[window.segment[op]].append(op)
     segments[WINDOW + 1].append(w_return)
     length = len(segments[1 + TEMPLATE])
-    if not len(segments[TEMPLATE]) == length == len(segments[2 + TEMPLATE]):
-        raise StampFailed("inlining left the middle periods different")
+    if not length or not len(segments[TEMPLATE]) == length == len(segments[2 + TEMPLATE]):
+        raise StampFailed("inlining left the middle periods empty or different")
     home_of = [window.segment[op] for op in w_ops]
     groups = _window_groups(result.groups, home_of, length, count)
 
