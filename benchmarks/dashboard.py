@@ -50,23 +50,27 @@ dashboard_scaling.py (compile-time scaling), dashboard_render.py (markdown and p
 cold compiles (CPU work, nearly all of a row's time) of N models overlap. Every timed
 measurement (the paired and eager timing bursts, the peak-memory step, the profiled steps,
 the AdamW step) runs under one exclusive machine-wide lock (``fcntl.flock`` on a file in
-the run's temporary folder; waiting for it counts against no timeout), so no two workers
-ever time at once. Compiles, warm recompiles and accuracy checks are not locked: a lock
-around them (or a cheaper "one compile at a time" lock) would serialize the work ``--jobs``
-exists to overlap. Instead each worker is pinned to its own ``cores // N`` cores with its
+the run's temporary folder; waiting for it counts against no timeout), and while a worker
+holds it every other worker is paused (``SIGSTOP`` to its process group, ``SIGCONT``
+after, with a short settle for the GPU work they had queued): the timed steps have the
+cores, the memory bandwidth and the GPU to themselves, as in a serial run. (Session 12's
+first large H200 run had only the lock, and 11 workers compiling and running references
+beside each timed burst moved both wall and kernel times by up to 2x: see
+docs/benchmarks/dashboard.md.) A paused worker's paused seconds come off its compile
+times and its timeouts (:meth:`~dashboard_measure.TimingLock.paused_s`), and the parent's
+watchdog does not take it for hung. Compiles, warm recompiles and accuracy checks run in
+parallel outside the lock; each worker is pinned to its own ``cores // N`` cores with its
 thread pools (torch/OpenMP threads, Inductor's ``TORCHINDUCTOR_COMPILE_THREADS``, kiln's
 compile pools, which size themselves from the process's cores) sized to them, so compiles
 do not compete for cores; they still share caches, memory bandwidth, clocks and the disk,
 and each compiles on N times fewer cores than a serial run. So compile times of a
 ``--jobs`` run compare with each other (kiln and Inductor got the same cores), not with a
-serial run's: every row records ``jobs`` and the rendered page says so. Other workers'
-untimed GPU work (their first calls, accuracy checks, autotuning) can still overlap a timed
-run; it is brief, and the paired timing's ratio against eager absorbs part of it. Peak
-memory is per process (``torch.cuda.max_memory_allocated`` after
-``reset_peak_memory_stats``, both this process's caching allocator only), so other workers'
-allocations never enter it; the GPU's memory itself is shared by the N workers. On the CPU
-the timed runs, too, get only the worker's share of the cores (its threads are sized to
-it), so there ``--jobs`` suits correctness sweeps (``--check-only``), not timings.
+serial run's: every row records ``jobs`` and the rendered page says so. Peak memory is per
+process (``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, both this
+process's caching allocator only), so other workers' allocations never enter it; the
+GPU's memory itself is shared by the N workers. On the CPU the timed runs, too, get only
+the worker's share of the cores (its threads are sized to it), so there ``--jobs`` suits
+correctness sweeps (``--check-only``), not timings.
 
 Results are merged into ``--json`` after every task (``--resume`` skips tasks already
 there), so a long run can be split over several invocations and rendered once.

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from dashboard_measure import TimingLock, describe, time_limit
+from dashboard_measure import TimingLock, describe, signal_workers, time_limit, workers_folder
 from dashboard_results import Row, failed_rows
 from dashboard_task import Settings, Task, run_task
 
@@ -210,6 +210,15 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return [json.loads(x) for x in lines if x.strip()], offset + end
 
 
+def _paused(pid: int) -> bool:
+    """Whether the process is stopped (``SIGSTOP``: another worker is timing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "T"
+
+
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # the worker's session: its compile workers too
@@ -259,6 +268,10 @@ def run_job(
                 proc = subprocess.Popen(
                     command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
+            if lock:
+                # Registered: a worker holding the timing lock pauses the others.
+                workers_folder(lock).mkdir(exist_ok=True)
+                workers_folder(lock).joinpath(str(proc.pid)).touch()
             if cpus and hasattr(os, "sched_setaffinity"):
                 # Just exec'd, single-threaded: every thread it starts inherits the cores.
                 with contextlib.suppress(OSError):
@@ -292,7 +305,10 @@ def run_job(
                     if returncode is not None:
                         break
                     allowed = settings.timeout + GRACE + (0 if seen else STARTUP)
-                    # Waiting for the timing lock is not a hang: the holder has its own watchdog.
+                    # Waiting for the timing lock, or paused while another worker holds it,
+                    # is not a hang: the holder has its own watchdog.
+                    if _paused(proc.pid):
+                        last_event = time.monotonic()
                     if settings.timeout and not waiting and time.monotonic() - last_event > allowed:
                         _kill(proc)  # then one more round reads what it reported last
                         hung = True
@@ -303,6 +319,11 @@ def run_job(
             except BaseException:
                 _kill(proc)  # never leave a worker (and its GPU work) behind
                 raise
+            finally:
+                if lock:
+                    workers_folder(lock).joinpath(str(proc.pid)).unlink(missing_ok=True)
+                    # A worker killed while it held the lock paused the others for good.
+                    signal_workers(lock, signal.SIGCONT)
             reason = (
                 f"timed out after {allowed} s without progress (worker killed)"
                 if hung

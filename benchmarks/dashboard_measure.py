@@ -31,13 +31,23 @@ class TaskTimeout(Exception):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    """Raise :class:`TaskTimeout` in this (main) thread after ``seconds`` (0: no limit)."""
+def time_limit(
+    seconds: int, paused: Callable[[float, float], float] | None = None
+) -> Iterator[None]:
+    """Raise :class:`TaskTimeout` in this (main) thread after ``seconds`` (0: no limit).
+    ``paused(start, end)``: epoch seconds in that interval when this process was paused
+    (``--jobs``: :meth:`TimingLock.paused_s`), which do not count."""
     if seconds <= 0 or not hasattr(signal, "SIGALRM"):
         yield
         return
+    start = time.time()
 
     def expire(_signum: int, _frame: Any) -> None:
+        if paused is not None:
+            left = seconds - (time.time() - start - paused(start, time.time()))
+            if left >= 1:
+                signal.alarm(math.ceil(left))
+                return
         raise TaskTimeout(f"timed out after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -54,23 +64,77 @@ TRACE = "KILN_DASHBOARD_LOCK_TRACE"
 of its holds: tests/test_bench_jobs.py checks with it that no two workers ever time at
 once."""
 
+SETTLE_S = 0.25
+"""After pausing the other workers, how long the holder waits before timing: GPU work they
+queued before they stopped still runs (their launch queues drain), and their CPU caches
+cool. Their kernels are short next to this (a step of the largest model is ~50 ms)."""
+
+
+def workers_folder(lock_path: str) -> Path:
+    """Where the parent registers each ``--jobs`` worker (a file named by its pid, which is
+    also its process group: workers start in their own session)."""
+    return Path(lock_path).with_name("workers")
+
+
+def holds_file(lock_path: str) -> Path:
+    """Every hold of the timing lock, ``pid enter exit`` (epoch seconds), one per line."""
+    return Path(lock_path).with_name("holds")
+
+
+def signal_workers(lock_path: str, signum: int, exclude: int | None = None) -> list[int]:
+    """Send ``signum`` to every registered worker's process group but ``exclude``; the pids
+    signalled."""
+    sent = []
+    folder = workers_folder(lock_path)
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        pid = int(entry.name)
+        if pid == exclude:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signum)
+            sent.append(pid)
+    return sent
+
 
 class TimingLock:
     """``--jobs``: the machine-wide exclusive lock every timed measurement runs under
     (``fcntl.flock`` on a file in the run's temporary folder), so that no two workers time at
-    once; without a path (one worker) it does nothing. Waiting for it does not count against
-    the backend's ``--timeout`` (the alarm is paused), and ``on_wait``/``on_held`` tell the
-    parent, whose watchdog then does not take a waiting worker for a hung one."""
+    once; without a path (one worker) it does nothing. While it is held, every other worker
+    is paused (``SIGSTOP`` to its process group, ``SIGCONT`` after), so that the timed steps
+    have the machine to themselves: no compile competes for cores, memory bandwidth or the
+    GPU. Each hold is appended to :func:`holds_file`, from which a worker subtracts the time
+    it was paused from its compile times (:meth:`paused_s`). Waiting for the lock does not
+    count against the backend's ``--timeout`` (the alarm is paused), and ``on_wait``/
+    ``on_held`` tell the parent, whose watchdog then does not take a waiting worker for a
+    hung one."""
 
     def __init__(
         self,
         path: str | None = None,
         on_wait: Callable[[], None] | None = None,
         on_held: Callable[[], None] | None = None,
+        pause_others: bool = True,
     ) -> None:
         self.path, self.on_wait, self.on_held = path, on_wait, on_held
+        self.pause_others = pause_others
         self.waited_s: float | None = None
         """Seconds the last hold waited for the lock (None: no lock)."""
+
+    def paused_s(self, start: float, end: float, pid: int | None = None) -> float:
+        """Seconds between the epoch times ``start`` and ``end`` during which another worker
+        held the lock (this worker, or worker ``pid``, was paused then)."""
+        if self.path is None:
+            return 0.0
+        try:
+            lines = holds_file(self.path).read_text().splitlines()
+        except OSError:
+            return 0.0
+        me, total = pid or os.getpid(), 0.0
+        for line in lines:
+            pid, enter, leave = line.split()
+            if int(pid) != me:
+                total += max(0.0, min(end, float(leave)) - max(start, float(enter)))
+        return total
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
@@ -89,12 +153,22 @@ class TimingLock:
             if self.on_held is not None:
                 self.on_held()
             enter = time.time()
+            paused = []
             try:
+                if self.pause_others:
+                    paused = signal_workers(self.path, signal.SIGSTOP, exclude=os.getpid())
+                    time.sleep(SETTLE_S)
                 yield
             finally:
+                for pid in paused:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGCONT)
+                line = f"{os.getpid()} {enter!r} {time.time()!r}\n"
+                with open(holds_file(self.path), "a") as holds:
+                    holds.write(line)
                 if os.environ.get(TRACE):
                     with open(os.environ[TRACE], "a") as trace:
-                        trace.write(f"{os.getpid()} {enter!r} {time.time()!r}\n")
+                        trace.write(line)
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 

@@ -339,14 +339,18 @@ def run_backend(
     before = torch.compiler.cudagraph_mark_step_begin if backend == "inductor-ro" else None
     eager_s = (eager_ms or ref.eager_first_s * 1000) / 1000
 
+    lock = timed or TimingLock()
+
     def first_call(fn: Callable[..., Any]) -> tuple[list[torch.Tensor], float]:
-        start = time.perf_counter()
+        """The first step (the compile) and its seconds, less those this worker was paused
+        while another timed (``--jobs``)."""
+        start, wall = time.perf_counter(), time.time()
         out = clone_all(task.step(fn, model, inputs, before))
         sync(device)
-        return out, time.perf_counter() - start
+        return out, time.perf_counter() - start - lock.paused_s(wall, time.time())
 
     try:
-        with time_limit(settings.timeout):
+        with time_limit(settings.timeout, lock.paused_s):
             torch._dynamo.reset()
             fresh_caches(f"{spec.name}-{backend}")
             if backend.startswith("kiln"):
@@ -383,9 +387,8 @@ def run_backend(
                 return task.step(fn, model, inputs, before)
 
             notes = []
-            timed = timed or TimingLock()
-            with timed():
-                row.lock_wait_s = timed.waited_s
+            with lock():
+                row.lock_wait_s = lock.waited_s
                 if eager_run is not None and backend != "eager":
                     row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
                 else:
@@ -452,14 +455,16 @@ def run_task(
     returns False, the task stops there (the isolation worker: a poisoned CUDA context).
     ``timed``: the lock the timed measurements run under (``--jobs``)."""
     rows: list[Row] = []
+    lock = timed or TimingLock()
     try:
-        with time_limit(settings.timeout):
+        with time_limit(settings.timeout, lock.paused_s):
             model, inputs = task.instance()
             sync(task.device)
-            start = time.perf_counter()
+            start, wall = time.perf_counter(), time.time()
             eager = clone_all(task.step(model, model, inputs))
             sync(task.device)
-            ref = Reference(eager, time.perf_counter() - start)
+            first_s = time.perf_counter() - start - lock.paused_s(wall, time.time())
+            ref = Reference(eager, first_s)
             del model, inputs
         if not all(torch.isfinite(t).all() for t in eager):
             raise ValueError(f"eager {task.dtype} output or gradient is not finite")

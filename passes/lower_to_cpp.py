@@ -21,7 +21,6 @@ $ kiln-opt m.mlir -p 'lower-aten,fuse,lower-to-cpp{threads=8}'
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,6 +29,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.cores import usable_cores
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.passes.kernel_to_cpp.analysis import UnsupportedKernel
@@ -42,9 +42,7 @@ class LowerToCppError(DiagnosticException):
 
 
 def default_threads() -> int:
-    return (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
+    return usable_cores()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ docs/benchmarks/design-notes.md).
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from kiln.backends.cpp.cache import (
 )
 from kiln.backends.cpp.compiler import compile_library
 from kiln.backends.cpp.prelude import unit_source
+from kiln.cores import usable_cores
 
 if TYPE_CHECKING:
     from kiln.dialects.cpp.func_ops import FuncOp
@@ -43,9 +43,7 @@ re-reading and re-verifying the file)."""
 
 
 def worker_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 def _grouped(sizes: Sequence[int], workers: int) -> list[list[int]]:

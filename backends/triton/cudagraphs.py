@@ -189,7 +189,15 @@ class CudaGraphRunner:
             seen = entry.last[k]
             if seen is not None and seen[0]() is value and seen[1] == value._version:
                 continue
-            entry.inputs[k].copy_(value)
+            try:
+                entry.inputs[k].copy_(value)
+            except RuntimeError as e:
+                static = entry.inputs[k]
+                raise RuntimeError(
+                    f"kiln: CUDA graph: cannot copy argument {k} into the graph's static input "
+                    f"(argument {tuple(value.shape)} strides {value.stride()}, static input "
+                    f"{tuple(static.shape)} strides {static.stride()}): {e}"
+                ) from e
             entry.last[k] = (weakref.ref(value), value._version)
         entry.replay()
         if self.clone_outputs:

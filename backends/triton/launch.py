@@ -77,6 +77,8 @@ class Compiled:
     run: Callable[..., Any]
     function: Any
     metadata: Any
+    kernel: Any = None
+    """Triton's ``CompiledKernel`` (its source's signature explains a failed launch)."""
 
 
 @dataclass
@@ -164,19 +166,24 @@ class KernelRunner:
         if compiled is None:
             compiled = self.compile(args, grid)
             self.compiled[key] = compiled
-        compiled.run(
-            grid[0],
-            grid[1],
-            grid[2],
-            stream,
-            compiled.function,
-            compiled.metadata,
-            None,
-            None,
-            None,
-            *args,
-            *self.constexpr_values,
-        )
+        try:
+            compiled.run(
+                grid[0],
+                grid[1],
+                grid[2],
+                stream,
+                compiled.function,
+                compiled.metadata,
+                None,
+                None,
+                None,
+                *args,
+                *self.constexpr_values,
+            )
+        except TypeError as e:
+            # Triton's launcher parses a fixed argument list: a mismatch means this variant
+            # was compiled for another signature. Say which kernel, variant and arguments.
+            raise LaunchError(self.describe_mismatch(key, compiled, args, e)) from e
 
     def key(self, args: Sequence[Any]) -> tuple[int, ...]:
         """What Triton specializes on: pointer alignment, integers equal to 1 or to 0 mod 16."""
@@ -189,7 +196,28 @@ class KernelRunner:
     def compile(self, args: Sequence[Any], grid: tuple[int, int, int] = (1, 1, 1)) -> Compiled:
         """Compile (or load from Triton's cache) the variant for these arguments."""
         kernel = self.fn.warmup(*args, grid=grid, **self.constexpr_kwargs, **self.options)
-        return Compiled(kernel.run, kernel.function, kernel.packed_metadata)
+        return Compiled(kernel.run, kernel.function, kernel.packed_metadata, kernel)
+
+    def describe_mismatch(
+        self, key: tuple[int, ...], compiled: Compiled, args: Sequence[Any], error: Exception
+    ) -> str:
+        """Why a launch's arguments do not fit the compiled variant, for the error."""
+        source = getattr(compiled.kernel, "src", None)
+        signature = getattr(source, "signature", None)
+        constants = getattr(source, "constants", None)
+        shown = [
+            f"ptr({a.dtype}, align16={a.data_ptr() % 16 == 0})"
+            if hasattr(a, "data_ptr")
+            else repr(a)
+            for a in args
+        ]
+        return (
+            f"kiln: cannot launch Triton kernel {self.spec.name}: {error}; kiln passed "
+            f"{len(args)} arguments ({self.spec.n_pointers} pointers, {self.spec.n_sizes} sizes: "
+            f"{', '.join(shown)}) and constexprs {self.constexpr_kwargs}; variant key {key}, "
+            f"{len(self.compiled)} variants compiled; the variant's signature: {signature}, "
+            f"constants: {constants}"
+        )
 
     def launch_with(
         self, config: dict[str, int], stream: int, args: Sequence[Any]

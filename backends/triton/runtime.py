@@ -43,6 +43,7 @@ from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
+from kiln.cores import usable_cores
 from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.kernel.attributes import ConfigAttr
 from kiln.dialects.kernel.contract_attrs import IMPLEMENTS
@@ -353,7 +354,7 @@ def precompile(
             jobs.append((runner, pointer_dtypes(kernel)))
     if not jobs:
         return
-    workers = threads or min(16, os.cpu_count() or 1)
+    workers = threads or min(16, usable_cores())
 
     def build(job: tuple[KernelRunner, list[torch.dtype]]) -> None:
         runner, dtypes = job

@@ -230,3 +230,14 @@ def test_outputs_on_the_host_in_the_recording_run_without_a_graph() -> None:
     x = torch.randn(4)
     torch.testing.assert_close(g([x])[0], x * 2)  # a failed recording: plain, no error
     assert not g.graphs
+
+
+def test_a_failed_input_copy_names_the_argument() -> None:
+    f = runner(affine)
+    w = torch.randn(8)
+    f([torch.randn(8), w])  # records
+    (instances,) = f.graphs.values()
+    # A static input that cannot be written (stride 0): the error says which argument.
+    instances[0].inputs[0] = torch.randn(1).expand(8)
+    with pytest.raises(RuntimeError, match=r"cannot copy argument 0 .*strides \(0,\)"):
+        f([torch.randn(8), w])

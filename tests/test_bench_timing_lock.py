@@ -1,0 +1,68 @@
+"""The dashboard's ``--jobs`` timing lock (benchmarks/dashboard_measure.py): while one worker
+times, every other registered worker is paused and resumed after, and the paused seconds
+are known to the paused worker (they come off its compile time and its timeout). Real
+processes, no bench extra: CI runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from dashboard_measure import TaskTimeout, TimingLock, time_limit, workers_folder
+
+TICKER = """
+import sys, time
+while True:
+    with open(sys.argv[1], "a") as f:
+        f.write(repr(time.time()) + "\\n")
+    time.sleep(0.01)
+"""
+
+
+def _ticks(path: Path) -> list[float]:
+    return [float(t) for t in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP process groups: Linux")
+def test_a_holder_pauses_every_other_worker_and_resumes_them(tmp_path: Path) -> None:
+    lock_path = str(tmp_path / "timing.lock")
+    ticks = tmp_path / "ticks"
+    worker = subprocess.Popen([sys.executable, "-c", TICKER, str(ticks)], start_new_session=True)
+    try:
+        workers_folder(lock_path).mkdir()
+        workers_folder(lock_path).joinpath(str(worker.pid)).touch()
+        deadline = time.time() + 20
+        while len(_ticks(ticks)) < 5 and time.time() < deadline:
+            time.sleep(0.05)
+        lock = TimingLock(lock_path)
+        with lock():
+            entered = time.time()
+            time.sleep(1.0)
+            left = time.time()
+        time.sleep(0.5)
+        seen = _ticks(ticks)
+        # Nothing ticked while the lock was held (the settle wait came before `entered`)...
+        assert not [t for t in seen if entered < t < left]
+        # ...and the worker runs again after.
+        assert any(t > left for t in seen)
+        # The paused worker's view: the hold is paused time (its pid is not ours).
+        paused = lock.paused_s(entered - 5, left + 5, pid=worker.pid)
+        assert 1.0 <= paused <= 2.0
+        assert lock.paused_s(entered - 5, left + 5) == 0.0  # our own hold paused nobody here
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_paused_seconds_do_not_count_against_a_timeout(tmp_path: Path) -> None:
+    # A 2 s limit over 3 s, of which 2 s were paused: no timeout.
+    with time_limit(2, paused=lambda start, end: max(0.0, end - start - 1.0)):
+        time.sleep(3.0)
+    with pytest.raises(TaskTimeout), time_limit(1, paused=lambda start, end: 0.0):
+        time.sleep(3.0)
