@@ -32,6 +32,7 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.input_aliases import InputAliases
+from kiln.gc_pause import frozen_heap
 
 _GRAPH_IDS = itertools.count()
 
@@ -94,4 +95,9 @@ def kiln_backend(
         inference_compiler=compiler("inference"),
         partition_fn=partition,
     )
-    return backend(gm, list(example_inputs))
+    # AOTAutograd's tracing builds as much as kiln's compile (FakeTensors, FX nodes, a
+    # graph per pass over the model): full collections during it traverse Dynamo's and
+    # torch's heap too (3-5 s of the 48-layer GPT-2 cold compile, session 12). The
+    # compile_graph inside reuses this freeze (nested: one unfreeze, at the end).
+    with frozen_heap():
+        return backend(gm, list(example_inputs))

@@ -173,6 +173,9 @@ class GraphStats:
     stamped: list[str] = field(default_factory=list[str])
     """What ``lower-aten`` stamped instead of lowering (repeated layers: ``"45 of 48
     periods of 81 aten ops"``), one note per function (:mod:`kiln.passes.aten_to_loop.stamp`)."""
+    stamped_fuse: list[str] = field(default_factory=list[str])
+    """What ``fuse`` stamped instead of scheduling (``"41 of 46 periods of 54 loop ops"``),
+    one note per program (:mod:`kiln.passes.scheduling.stamp`)."""
 
     def profile(self) -> str:
         """The per-stage and per-pass times as a table (``KILN_PROFILE_PASSES=1`` prints it
@@ -473,6 +476,7 @@ def _run_pipeline(
 ) -> None:
     """Run the options' pipeline on ``module`` in place, timing each pass into ``stats``."""
     from kiln.passes.aten_to_loop.stamp import stamped_notes
+    from kiln.passes.scheduling.stamp import STAMPED_FUSE_ATTR
 
     setup_start = time.perf_counter() if setup_start is None else setup_start
     registry = _registry(options)
@@ -487,6 +491,8 @@ def _run_pipeline(
             stats.pass_ops[prev.name] = _count_ops(mod)
             if prev.name == "lower-aten":
                 stats.stamped = stamped_notes(mod)
+            elif prev.name == "fuse":
+                stats.stamped_fuse = stamped_notes(mod, STAMPED_FUSE_ATTR)
             if debug is not None:
                 _dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
         last[0] = now

@@ -57,6 +57,10 @@ def explain(
             lines.append(
                 "  repeated layers lowered once (lower-aten): stamped " + "; ".join(stats.stamped)
             )
+        if stats.stamped_fuse:
+            lines.append(
+                "  repeated layers scheduled once (fuse): stamped " + "; ".join(stats.stamped_fuse)
+            )
         if stats.externs:
             lines.append("  run through ATen (no kiln lowering, or a library call such as mm):")
             lines.extend(f"    {name} x{count}" for name, count in stats.externs.most_common())

@@ -17,6 +17,11 @@ Before fusing, cheap pointwise producers are inlined into their consumers where
 recomputing them moves fewer bytes than storing them (the ``inline-producers`` pass,
 :mod:`kiln.passes.inline_producers`).
 
+A repeated region (the layers of a deep model) is scheduled on a window of five of its
+periods and the middle one's kernels repeated for the others, with checks that fall
+back to the full schedule (:mod:`kiln.passes.scheduling.stamp`; ``stamp=false`` turns
+it off); the program then carries ``kiln.stamped_fuse``.
+
 Options: ``max-nodes`` caps the nodes per kernel (``max-nodes=1``: one loop node per
 kernel, no fusion, no inlining); ``inline=false`` turns inlining off; ``report`` prints
 every candidate pair considered and why it was or was not fused, on stderr:
@@ -51,6 +56,7 @@ from kiln.passes.inline_producers import inline_producers
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
+from kiln.passes.scheduling.stamp import stamp_fuse
 
 
 class FuseError(DiagnosticException):
@@ -74,6 +80,10 @@ class FusePass(ModulePass):
     :mod:`kiln.passes.scheduling.inline`)."""
     report: bool = False
     """Print every candidate pair and the reason it was or was not fused (stderr)."""
+    stamp: bool = True
+    """Schedule a window of a repeated region (transformer layers) and repeat its middle
+    period's kernels for the other repetitions, checked against the window
+    (:mod:`kiln.passes.scheduling.stamp`); the output is the same either way."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.max_nodes < 1:
@@ -91,12 +101,25 @@ class FusePass(ModulePass):
                     inner, f"fuse: @{func.sym_name.data} still has aten ops; run lower-aten first"
                 )
         remove_dead_nodes(func)
-        if self.inline and self.max_nodes > 1:
-            inline_producers(func)
-        graph = build_graph(func)
-        result = schedule(graph, self.max_nodes) if self.max_nodes > 1 else unfused(graph)
+        stamped = None
+        if self.stamp and self.max_nodes > 1:
+            stamped = stamp_fuse(func, self.max_nodes, self.inline)
+        if stamped is not None:
+            graph, result = stamped.graph, stamped.result
+        else:
+            if self.inline and self.max_nodes > 1:
+                inline_producers(func)
+            graph = build_graph(func)
+            result = schedule(graph, self.max_nodes) if self.max_nodes > 1 else unfused(graph)
         if self.report:
             print(f"fuse: @{func.sym_name.data}: {len(graph.nodes)} nodes", file=sys.stderr)
+            if stamped is not None:
+                print(
+                    f"fuse: @{func.sym_name.data}: stamped {stamped.note}: the decisions below "
+                    "are those of a window of the first five periods and the ops around them; "
+                    "the other periods repeat the third's",
+                    file=sys.stderr,
+                )
             for decision in result.decisions:
                 print(decision.line(), file=sys.stderr)
         builder = ProgramBuilder(graph, result, names)

@@ -92,6 +92,27 @@ def test_compile_graph_runs_its_passes_frozen(monkeypatch: pytest.MonkeyPatch) -
     assert _state() == before
 
 
+def test_aot_autograd_traces_frozen_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend freezes before AOTAutograd traces (its metadata pass and graph
+    capture build as much as kiln's compile; session 12), and gives it back after."""
+    import torch._functorch.aot_autograd as aot_autograd
+
+    seen: list[int] = []
+    create_aot_state = aot_autograd.create_aot_state
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(gc.get_freeze_count())
+        return create_aot_state(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+
+    monkeypatch.setattr(aot_autograd, "create_aot_state", spy)
+    before = _state()
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(kiln.compile(torch.sin, verbose=False)(x), torch.sin(x))
+    assert seen
+    assert seen[0] > 0
+    assert _state() == before
+
+
 def test_compile_graph_restores_the_collector_when_it_fails() -> None:
     before = _state()
     fn = kiln.compile(lambda x: x + 2, pipeline="decompose,no-such-pass", verbose=False)

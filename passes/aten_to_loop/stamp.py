@@ -112,6 +112,9 @@ def _op_codes(ops: Sequence[Operation], arg_keys: Sequence[object]) -> list[int]
                 for v in op.operands
             ),
             len(op.regions),
+            # What a region computes, roughly (loop nests' bodies; the checks compare
+            # the rest): without it an exp and a neg over one buffer look alike.
+            tuple(inner.name for inner in op.walk()) if op.regions else (),
         )
         codes.append(ids.setdefault(key, len(ids)))
     return codes
@@ -224,7 +227,7 @@ class Stamper:
         try:
             for group in self.emitted:
                 for op in group:
-                    stamp.ops.append(_clone(op, mapper, renames, locations))
+                    stamp.ops.append(clone_op(op, mapper, renames, locations))
                     for result in op.results:
                         e = self.ctx.cached_size_expr(result)
                         if e is not None:
@@ -296,7 +299,7 @@ def _add_rename(renames: dict[str, str | None], a: SSAValue, b: SSAValue) -> Non
         renames[a.name_hint] = None  # two names: a clone must not need it
 
 
-def _clone(
+def clone_op(
     op: Operation,
     mapper: dict[SSAValue, SSAValue],
     renames: dict[str, str | None],
@@ -317,7 +320,7 @@ def _clone(
                 mapper[old] = new
                 if old.name_hint is not None:
                     new.name_hint = _renamed(old.name_hint, renames)
-            new_block.add_ops([_clone(inner, mapper, renames, locations) for inner in block.ops])
+            new_block.add_ops([clone_op(inner, mapper, renames, locations) for inner in block.ops])
             blocks.append(new_block)
         regions.append(Region(blocks))
     clone = op.create(
@@ -362,7 +365,7 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
             context,  # pyright: ignore[reportArgumentType]
         ):
             return False
-        if not all(_same_names(x, y) for x, y in zip(clone.walk(), op.walk(), strict=True)):
+        if not all(same_names(x, y) for x, y in zip(clone.walk(), op.walk(), strict=True)):
             return False
     for value, lowered in stamp.values.items():
         if not _same_lowered(lowered, ctx.values[value], context):
@@ -374,7 +377,7 @@ def same_lowering(stamp: Stamp, real: Sequence[Operation], ctx: LoweringContext)
     )
 
 
-def _same_names(x: Operation, y: Operation) -> bool:
+def same_names(x: Operation, y: Operation) -> bool:
     if x.location != y.location or [r.name_hint for r in x.results] != [
         r.name_hint for r in y.results
     ]:
@@ -424,10 +427,8 @@ def stamped_note(done: int, period: Period) -> Attribute:
     return StringAttr(f"{done} of {period.count} periods of {period.length} aten ops")
 
 
-def stamped_notes(module: ModuleOp) -> list[str]:
-    """The stamping notes of ``module``'s functions."""
+def stamped_notes(module: ModuleOp, attr: str = STAMPED_ATTR) -> list[str]:
+    """The stamping notes (``attr``) of ``module``'s functions or programs."""
     return [
-        note.data
-        for op in module.ops
-        if isinstance(note := op.attributes.get(STAMPED_ATTR), StringAttr)
+        note.data for op in module.ops if isinstance(note := op.attributes.get(attr), StringAttr)
     ]

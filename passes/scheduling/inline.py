@@ -369,8 +369,11 @@ def _substitute(
             inner.expr = IndexExprAttr(simplify_with_ranges(sympy.expand(expr), ranges))
 
 
-def inline_cheap_producers(func: FuncOp, max_rounds: int = 8) -> int:
-    """Inline every pointwise node worth inlining; returns how many were inlined."""
+def inline_cheap_producers(
+    func: FuncOp, max_rounds: int = 8, pairs: list[tuple[Operation, Operation]] | None = None
+) -> int:
+    """Inline every pointwise node worth inlining; returns how many were inlined.
+    ``pairs``: gets each (producer, consumer) inlined, in order."""
     block = func.body.block
     returned = set(block.last_op.operands) if block.last_op is not None else set()
     inlined = 0
@@ -399,6 +402,8 @@ def inline_cheap_producers(func: FuncOp, max_rounds: int = 8) -> int:
                 continue
             for consumer in loops:
                 inline_into(producer, consumer)
+                if pairs is not None:
+                    pairs.append((producer, consumer))
                 changes[consumer] = changes.get(consumer, 0) + 1
                 changed.add(consumer)
             block.erase_op(producer)

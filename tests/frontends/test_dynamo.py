@@ -122,10 +122,12 @@ def test_explain_reports_graphs_fallbacks_and_fusion() -> None:
 
 
 def test_explain_reports_stamped_layers() -> None:
-    """Repeated layers are lowered once and stamped (lower-aten): the report says so."""
-    layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(6)]
+    """Repeated layers are lowered once and stamped (lower-aten), and scheduled once
+    (fuse): the report says so."""
+    layers = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(8)]
     text = kiln.explain(nn.Sequential(*layers).eval(), torch.randn(4, 8), print_report=False)
     assert re.search(r"lowered once \(lower-aten\): stamped \d+ of \d+ periods", text), text
+    assert re.search(r"scheduled once \(fuse\): stamped \d+ of \d+ periods", text), text
 
 
 def test_dynamic_shapes_compile_once_for_several_sizes() -> None:

@@ -25,6 +25,7 @@ from kiln.passes.inline_producers import inline_producers
 from kiln.passes.scheduling.build import remove_dead_nodes
 from kiln.passes.scheduling.fusion import Group, MergePlan, Scheduler
 from kiln.passes.scheduling.graph import ScheduleGraph, build_graph
+from kiln.passes.scheduling.stamp import stamp_fuse
 
 
 def _graph(layers: int) -> ScheduleGraph:
@@ -125,3 +126,24 @@ def test_kernels_take_the_loop_nests_themselves() -> None:
     moved = [op for op in in_kernels if isinstance(op, LoopNestOp)]
     assert moved
     assert all(any(op is loop for loop in loops) for op in moved)
+
+
+def test_stamped_groups_are_the_full_schedules() -> None:
+    """Stamping (``kiln.passes.scheduling.stamp``): the groups it repeats from a window
+    are the full scheduler's on the whole function, in its order, to the levels."""
+    model = nn.Sequential(*[GPTBlock(dim=16, heads=2, seed=k) for k in range(8)]).eval()
+    module: ModuleOp = import_graph(capture_make_fx(model, torch.randn(1, 4, 16)).gm)
+    schedule(module, "decompose,lower-aten")
+    stamped_module = module.clone()
+    func = next(op for op in stamped_module.ops if isinstance(op, FuncOp))
+    remove_dead_nodes(func)
+    stamped = stamp_fuse(func, 64, inline=True)
+    assert stamped is not None
+    reference_func = next(op for op in module.ops if isinstance(op, FuncOp))
+    remove_dead_nodes(reference_func)
+    inline_producers(reference_func)
+    reference = Scheduler(build_graph(reference_func), 64).run()
+    assert [g.nodes for g in stamped.result.groups] == [g.nodes for g in reference.groups]
+    assert [(g.numel, g.rnumel, g.levels, g.fusable) for g in stamped.result.groups] == [
+        (g.numel, g.rnumel, g.levels, g.fusable) for g in reference.groups
+    ]
