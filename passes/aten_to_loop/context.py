@@ -35,7 +35,8 @@ from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
-from kiln.dialects.loop.expr import ExprSyntaxError, floordiv, parse_expr
+from kiln.dialects.loop.expr import ExprSyntaxError, parse_expr
+from kiln.dialects.loop.host_expr import arith_expr
 from kiln.dialects.loop.ops import (
     ExternOp,
     PointwiseOp,
@@ -176,24 +177,12 @@ class LoweringContext:
         if cached is not None:
             return cached
         owner = value.owner
-        e: Expr | None = None
-        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-            e = sympy.Integer(int(owner.value.value.data))
-        elif isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp) and isinstance(
-            value.type, IndexType
-        ):
-            a, b = (self.size_expr(v) for v in owner.operands)
-            e = (
-                a + b
-                if isinstance(owner, arith.AddiOp)
-                else a - b
-                if isinstance(owner, arith.SubiOp)
-                else a * b
-            )
-        elif isinstance(owner, arith.FloorDivSIOp) and isinstance(value.type, IndexType):
-            a, b = (self.size_expr(v) for v in owner.operands)
-            if b.is_Integer and int(b) > 0:
-                e = floordiv(a, b)
+        # Arithmetic of index values only; a constant of any integer type.
+        e = (
+            arith_expr(owner, self.size_expr)
+            if isinstance(value.type, IndexType) or isinstance(owner, arith.ConstantOp)
+            else None
+        )
         if e is None:
             e = self.symbol(value)
         self._expr_of[value] = e

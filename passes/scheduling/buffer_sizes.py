@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, MemRefType, TensorType
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
@@ -33,6 +32,7 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp
 from kiln.dialects.loop.expr import floordiv
+from kiln.dialects.loop.host_expr import arith_expr
 
 Expr = sympy.Expr
 
@@ -53,22 +53,7 @@ class BufferSizes:
         cached = self._exprs.get(value)
         if cached is not None:
             return cached
-        owner = value.owner
-        e: Expr | None = None
-        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-            e = sympy.Integer(int(owner.value.value.data))
-        elif isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp):
-            a, b = (self.host(v) for v in owner.operands)
-            if isinstance(owner, arith.AddiOp):
-                e = a + b
-            elif isinstance(owner, arith.SubiOp):
-                e = a - b
-            else:
-                e = a * b
-        elif isinstance(owner, arith.FloorDivSIOp):
-            a, b = (self.host(v) for v in owner.operands)
-            if b.is_Integer and int(b) > 0:
-                e = floordiv(a, b)
+        e = arith_expr(value.owner, self.host)
         if e is None:
             e = self._symbol(self._key(value))
         self._exprs[value] = e
