@@ -71,8 +71,11 @@ class _Block(nn.Module):
 
 def _compile_layers(layers: int) -> tuple[int, int, str]:
     torch.manual_seed(layers)
-    model = nn.Sequential(*[_Block(16) for _ in range(layers)]).eval()
-    x = torch.randn(4, 16)
+    # 32x64 floats (8 KB): above inline-producers' always-inline size, so every layer's
+    # residual sum is stored, not recomputed by the next layer's kernel (which would
+    # make the layers' kernels repeat with a period of two).
+    model = nn.Sequential(*[_Block(64) for _ in range(layers)]).eval()
+    x = torch.randn(32, 64)
     with torch.no_grad():
         expected = model(x)
         got = kiln.compile(model, verbose=False, debug_dir=None)(x)
