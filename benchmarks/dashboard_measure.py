@@ -391,7 +391,7 @@ def describe(e: BaseException) -> str:
     return text
 
 
-def raised_at(e: BaseException, frames: int = 4) -> str:
+def raised_at(e: BaseException, frames: int = 10) -> str:
     """Where the root cause of ``e`` (see :func:`describe`) was raised: its innermost
     ``frames`` frames as ``file:line function``, outermost first, so that a failure row
     says where without a rerun."""
