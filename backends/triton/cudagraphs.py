@@ -48,6 +48,7 @@ behaviour's remedy, kept for callers that want outputs detached from any pool).
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -96,6 +97,8 @@ class _Instance:
     outputs: tuple[Any, ...]
     last: list[tuple[weakref.ref[torch.Tensor], int] | None]
     """Per input: the tensor last copied in and its version counter then."""
+    misses: int = 0
+    """Calls in a row that found the instance idle but not fitting (see ``STALE_CALLS``)."""
     borrowed: dict[int, int] = field(default_factory=dict[int, int])
     """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
     feed: list[Any] = field(default_factory=list[Any])
@@ -137,6 +140,11 @@ class _Instance:
         for address in seen:
             _GRAPH_OUTPUTS[address] = self
 
+
+STALE_CALLS = 3
+"""An idle instance that fits no call this many times in a row is dropped."""
+MAX_RECORDINGS = 8
+"""Recordings per signature, over the runner's life."""
 
 _GRAPH_OUTPUTS: weakref.WeakValueDictionary[int, _Instance] = weakref.WeakValueDictionary()
 """Storage address -> the live instance whose replays write that storage, over every
@@ -187,6 +195,8 @@ class CudaGraphRunner:
     graphs: dict[tuple[object, ...], list[_Instance]] = field(
         default_factory=dict[tuple[object, ...], list[_Instance]]
     )
+    recordings: Counter[tuple[object, ...]] = field(default_factory=Counter[tuple[object, ...]])
+    """Instances recorded per signature (see ``MAX_RECORDINGS``)."""
     plain: set[tuple[object, ...]] = field(default_factory=set[tuple[object, ...]])
     """Signatures that run without graphs (auto mode's exclusions, failed recordings)."""
     plain_calls: int = 0
@@ -229,21 +239,27 @@ class CudaGraphRunner:
                 return outputs
             self.graphs[key] = [instance]
             return outputs
-        entry = next((i for i in instances if i.fits(args) and i.idle()), None)
+        entry = None
+        for instance in [i for i in instances if i.idle()]:
+            if entry is None and instance.fits(args):
+                entry = instance
+                continue
+            # An idle instance that does not fit (a borrowed input moved: a parameter
+            # replaced, a forward that ran without its graph; or one it copies could be
+            # borrowed now) gives way after STALE_CALLS such calls in a row.
+            instance.misses += 1
+            if instance.misses >= STALE_CALLS:
+                instances.remove(instance)  # frees its pool and static copies
         if entry is None:
-            for stale in [i for i in instances if i.superseded(args) and i.idle()]:
-                instances.remove(stale)  # frees its pool and static copies
-            if len(instances) >= self.max_instances:
-                # An idle instance whose borrowed inputs moved (a parameter replaced, a
-                # forward replayed into another instance) gives way to a new recording.
-                stale = next((i for i in instances if i.idle() and not i.fits(args)), None)
-                if stale is None:
-                    return self._plain(args)
-                instances.remove(stale)
+            # A signature is recorded at most MAX_RECORDINGS times: a pattern that keeps
+            # moving runs without a graph rather than recording at every call.
+            if len(instances) >= self.max_instances or self.recordings[key] >= MAX_RECORDINGS:
+                return self._plain(args)
             entry = self._record(key, args, may_fail=self.auto)
             if entry is None:
                 return self._plain(args)
             instances.append(entry)
+        entry.misses = 0
         for k, value in enumerate(args):
             if not isinstance(value, torch.Tensor) or k in entry.borrowed:
                 continue
@@ -292,6 +308,7 @@ class CudaGraphRunner:
     def _record(
         self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool
     ) -> _Instance | None:
+        self.recordings[key] += 1
         borrowed = {k: a.data_ptr() for k, a in enumerate(args) if _borrowable(a)}
         static = [
             a.clone() if isinstance(a, torch.Tensor) and k not in borrowed else a
@@ -314,7 +331,7 @@ class CudaGraphRunner:
         for k in borrowed:  # keep addresses, not tensors
             static[k] = feed[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
-        instance = _Instance(replay, static, outputs, last, borrowed, feed)
+        instance = _Instance(replay, static, outputs, last, borrowed=borrowed, feed=feed)
         instance.settle()
         return instance
 

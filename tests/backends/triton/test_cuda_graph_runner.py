@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from kiln.backends.triton.cudagraphs import CudaGraphRunner
+from kiln.backends.triton.cudagraphs import MAX_RECORDINGS, STALE_CALLS, CudaGraphRunner
 
 
 class FakeProgram:
@@ -279,7 +279,21 @@ def test_a_borrowed_input_at_another_address_is_not_read_from_the_old_one() -> N
     for _ in range(2):
         torch.testing.assert_close(f([x, w1])[0], x * w1 + 1)
     w2 = torch.nn.Parameter(torch.randn(8))  # the same signature, another address
-    for _ in range(2):
+    for _ in range(STALE_CALLS + 1):
         torch.testing.assert_close(f([x, w2])[0], x * w2 + 1)
     ((instance,),) = f.graphs.values()
-    assert instance.borrowed == {1: w2.data_ptr()}  # the stale instance gave way
+    # The old instance gave way at w2's STALE_CALLS-th call, after the calls before it
+    # ran without a graph (as did w1's first).
+    assert instance.borrowed == {1: w2.data_ptr()}
+    assert f.plain_calls == 1 + (STALE_CALLS - 1)
+
+
+def test_a_signature_that_keeps_moving_stops_recording() -> None:
+    """Borrowed inputs at a new address at every call: at most MAX_RECORDINGS
+    recordings, then calls run without a graph (a recording costs several plain runs)."""
+    f = runner(affine, auto=True, max_instances=1)
+    x = torch.randn(8)
+    for _ in range(MAX_RECORDINGS * (STALE_CALLS + 1) + 5):
+        w = torch.nn.Parameter(torch.randn(8))
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert sum(f.recordings.values()) == MAX_RECORDINGS
