@@ -15,6 +15,12 @@ as eager's view (:class:`~kiln.frontends.input_aliases.InputAliases`); and the c
 graphs take their argument lists over (the boxed convention), so that the program drops
 each saved activation after its last use.
 
+Saved activations are returned in the layout kiln computes them in (channels-last after
+convolutions, as Inductor's layout optimization does): the forward's compile is told
+which outputs are saved for the backward only, the strides it returns them with are
+reported to AOTAutograd, which re-strides the backward's example inputs, and the
+backward is compiled for those (:mod:`kiln.frontends.saved_layout`).
+
 ```python
 model = torch.compile(model, backend="kiln", options={"debug_dir": "/tmp/kiln"})
 y = model(x)                       # prints: kiln: forward_0: 53 FX nodes -> 9 kernels, ...
@@ -32,6 +38,11 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.input_aliases import InputAliases
+from kiln.frontends.saved_layout import (
+    report_output_strides,
+    restride_placeholders,
+    saved_for_backward,
+)
 from kiln.gc_pause import frozen_heap
 
 _GRAPH_IDS = itertools.count()
@@ -64,7 +75,10 @@ def kiln_backend(
             # compiles real programs, whose constants (``_tensor_constant0``) it reads
             # and builds at compile time.
             aot_seconds = time.perf_counter() - handed_over[0]
+            if kind == "backward":
+                restride_placeholders(fx_graph, inputs)
             aliases = InputAliases(fx_graph)
+            saved = saved_for_backward(fx_graph) if kind == "forward" else ()
             with unset_fake_temporarily():
                 compiled = compile_graph(
                     aliases.forwarding_inputs(fx_graph),
@@ -73,7 +87,9 @@ def kiln_backend(
                     name=f"{kind}_{graph_id}",
                     aot_seconds=aot_seconds,
                     inference=kind == "inference",
+                    free_layout_outputs=saved,
                 )
+            report_output_strides(compiled.output_strides)
             handed_over[0] = time.perf_counter()
 
             def run(args: list[Any]) -> Any:

@@ -220,6 +220,10 @@ class CompiledGraph:
             self._module = self._module()
         return self._module
 
+    output_strides: list[tuple[int, ...] | None] | None = None
+    """The strides of each output as the program returns them (None: not a tensor), when
+    the compile was asked for them (``free_layout_outputs``)."""
+
     def __call__(self, *args: Any) -> Any:
         return self.run(args)
 
@@ -298,11 +302,15 @@ def compile_graph(
     name: str | None = None,
     aot_seconds: float | None = None,
     inference: bool = False,
+    free_layout_outputs: Sequence[int] = (),
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
     ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile).
     ``inference``: an inference graph (AOTAutograd's ``inference_compiler``), whose
-    weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option)."""
+    weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option).
+    ``free_layout_outputs``: indices of outputs whose strides are the compiler's to choose
+    (a training forward's saved activations); the result's ``output_strides`` then says
+    the strides every output is returned with."""
     start = time.perf_counter()
     name = name or f"graph_{next(_GRAPH_IDS)}"
     stats = GraphStats(name=name)
@@ -331,11 +339,17 @@ def compile_graph(
         description = describe_graph(gm)
         described = description is not None
         if description is not None:
-            context = (f"device {program_device}", f"inference prepack {prepack}")
+            context = (
+                f"device {program_device}",
+                f"inference prepack {prepack}",
+                f"free layout {list(free_layout_outputs)}",
+            )
             cache_key = graph_cache.graph_key(description, options, "cpp", context)
         stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
         if cache_key is not None:
-            hit = _from_graph_cache(cache_key, gm, options, stats, start, program_device, prepack)
+            hit = _from_graph_cache(
+                cache_key, gm, options, stats, start, program_device, prepack, free_layout_outputs
+            )
             if hit is not None:
                 return hit
 
@@ -353,7 +367,7 @@ def compile_graph(
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         _dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = _count_ops(module)
-    _mark(module, program_device, prepack)
+    _mark(module, program_device, prepack, free_layout_outputs)
 
     if cached and not described:
         key_start = time.perf_counter()
@@ -361,7 +375,9 @@ def compile_graph(
         stats.stage_seconds["graph-key"] += time.perf_counter() - key_start
         if cache_key is not None:
             stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
-            hit = _from_graph_cache(cache_key, gm, options, stats, start, program_device, prepack)
+            hit = _from_graph_cache(
+                cache_key, gm, options, stats, start, program_device, prepack, free_layout_outputs
+            )
             if hit is not None:
                 return hit
 
@@ -387,18 +403,37 @@ def compile_graph(
     stats.externs = extern_overloads(module)
     # Only the C++ wrapper honours kiln.prepack (Triton programs run plain convolutions).
     stats.prepacked = prepacked_ops(module) if stats.executor == "cpp" else 0
+    structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
+    strides = returned_strides(module, structure) if free_layout_outputs else None
     if cache_key is not None and program is not None:
-        _store(cache_key, program, output_structure, stats, lifted)
+        _store(cache_key, program, structure, stats, lifted, strides)
     _record(stats, start, options)
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
-    structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
-    return _finish(run, stats, module, structure, constants, fix)
+    compiled = _finish(run, stats, module, structure, constants, fix)
+    compiled.output_strides = strides
+    return compiled
 
 
-def _mark(module: ModuleOp, program_device: torch.device | None, prepack: bool) -> None:
+def _mark(
+    module: ModuleOp,
+    program_device: torch.device | None,
+    prepack: bool,
+    free_layout_outputs: Sequence[int] = (),
+) -> None:
     """What the driver adds to an imported module before the pipeline (and to the graph
     cache's key with it)."""
-    from kiln.dialects.aten.function_attrs import DEVICE_ATTR
+    from xdsl.dialects.func import FuncOp
+
+    from kiln.dialects.aten.function_attrs import (
+        DEVICE_ATTR,
+        FREE_LAYOUT_OUTPUTS_ATTR,
+        free_layout_attr,
+    )
+
+    if free_layout_outputs:
+        for func in module.ops:
+            if isinstance(func, FuncOp):
+                func.attributes[FREE_LAYOUT_OUTPUTS_ATTR] = free_layout_attr(free_layout_outputs)
 
     if program_device is not None:
         # Passes that make tensors (decompositions) make them where the program runs.
@@ -417,6 +452,7 @@ def _from_graph_cache(
     start: float,
     program_device: torch.device | None,
     prepack: bool,
+    free_layout_outputs: Sequence[int] = (),
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
     imports no IR module: the entry names the traced constants to pass (``lifted``) and
@@ -441,12 +477,14 @@ def _from_graph_cache(
         from kiln.dialects.aten.fx import import_graph
 
         again = import_graph(gm)
-        _mark(again, program_device, prepack)
+        _mark(again, program_device, prepack, free_layout_outputs)
         _run_pipeline(again, options, GraphStats(name=name), None, name)
         return again
 
     _record(stats, start, options)
-    return _finish(run, stats, rebuild, entry.output_structure, constants, None)
+    compiled = _finish(run, stats, rebuild, entry.output_structure, constants, None)
+    compiled.output_strides = entry.output_strides
+    return compiled
 
 
 def _with_output_layout(pipeline: PassPipeline) -> PassPipeline:
@@ -511,7 +549,12 @@ def _run_pipeline(
 
 
 def _store(
-    key: str, program: Any, output_structure: Any, stats: GraphStats, lifted: Sequence[str]
+    key: str,
+    program: Any,
+    output_structure: str | None,
+    stats: GraphStats,
+    lifted: Sequence[str],
+    output_strides: list[tuple[int, ...] | None] | None,
 ) -> None:
     """Save a C++ program in the graph cache (``stats.graph_cache`` says what happened)."""
     from kiln.backends.cpp.saved import NotSaveable
@@ -524,11 +567,12 @@ def _store(
     else:
         entry = graph_cache.GraphEntry(
             saved,
-            None if output_structure is None else str(output_structure.data),
+            output_structure,
             stats.kernels,
             stats.launches,
             dict(stats.externs),
             tuple(lifted),
+            output_strides,
         )
         stored = graph_cache.store(key, entry)
         stats.graph_cache = "stored" if stored is not None else "not stored: cache not writable"
@@ -580,6 +624,33 @@ def _finish(
             return fix(build(run(_owned(args))))
 
     return CompiledGraph(call, stats, module)
+
+
+def returned_strides(
+    module: ModuleOp, structure: str | None
+) -> list[tuple[int, ...] | None] | None:
+    """The strides of each output of the compiled ``module`` (its function's results,
+    contiguous buffers, seen through ``structure``: permutes, aliases), None per output
+    that is not a tensor; None when a result's shape is symbolic."""
+    from xdsl.dialects.builtin import MemRefType, TensorType
+
+    from kiln.output_structure import structure_builder
+
+    function = next((op for op in module.ops if "kiln.outputs" in op.attributes), None)
+    function_type = getattr(function, "function_type", None)
+    if function_type is None:
+        return None
+    values: list[Any] = []
+    for ty in function_type.outputs.data:
+        if isinstance(ty, MemRefType | TensorType):
+            shape = [int(d) for d in ty.get_shape()]  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+            if any(d < 0 for d in shape):
+                return None
+            values.append(torch.empty(shape, device="meta"))
+        else:
+            values.append(None)
+    outputs = structure_builder(structure)(values) if structure is not None else tuple(values)
+    return [tuple(out.stride()) if isinstance(out, torch.Tensor) else None for out in outputs]
 
 
 def _with_constants(run: Runner, constants: list[torch.Tensor]) -> Runner:

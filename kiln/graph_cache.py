@@ -78,6 +78,8 @@ class GraphEntry:
     lifted: tuple[str, ...] = ()
     """The ``get_attr`` targets of the traced constants passed after the placeholders, in
     argument order (a hit fetches them from the graph without importing it)."""
+    output_strides: list[tuple[int, ...] | None] | None = None
+    """:attr:`kiln.compiler.CompiledGraph.output_strides`."""
     format: int = ENTRY_FORMAT
 
 

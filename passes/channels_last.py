@@ -47,9 +47,18 @@ becomes
 Function results are contiguous NCHW buffers, so a returned value stored channels-last
 would cost a copy back. The pass keeps every returned 4-D tensor NCHW, and with it the
 chain of convolutions, pools, batch norms and views it is computed through (their layout
-follows their input). That leaves training forward graphs, which return every activation for the
-backward graph, mostly as they were; backward graphs have no ``convolution`` and are left
-alone. Weights stay NCHW by default: oneDNN and cuDNN reorder them anyway, and without
+follows their input), except the results the driver lists in ``kiln.free_layout_outputs``
+(a training forward's activations saved for the backward only): one stored channels-last
+is returned as its NHWC tensor, seen by the caller through ``permute(k, (0, 3, 1, 2))`` in
+``kiln.outputs`` (channels-last strides, no copy), and the driver reports those strides
+to AOTAutograd, which compiles the backward for them.
+
+Backward graphs have no ``convolution``: there the values stored channels-last are the
+arguments the importer records with channels-last strides (``kiln.arg_strides``, the
+saved activations above) and the 4-D results of other ops (``convolution_backward``,
+pool backwards: ATen follows their inputs' layout) that the importer records as laid out
+NHWC (``kiln.result_orders``); the pointwise ops reading them are rewritten to NHWC as
+in the forward. Weights stay NCHW by default: oneDNN and cuDNN reorder them anyway, and without
 freezing a copy here would be a kernel per weight per call (``convert-weights=true``).
 
 Why a rewrite of the aten IR rather than a physical-layout pass on kernels: every later
@@ -60,6 +69,7 @@ verifiable and printable, and the aten interpreter checks the pass on random inp
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -71,12 +81,19 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from kiln.dialects.aten.arg_layout import arg_strides
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
-from kiln.dialects.aten.function_attrs import module_device
+from kiln.dialects.aten.function_attrs import (
+    FREE_LAYOUT_OUTPUTS_ATTR,
+    OUTPUTS_ATTR,
+    free_layout_outputs,
+    module_device,
+)
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import is_prepacked
+from kiln.dialects.aten.result_layout import result_order
 from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
@@ -171,15 +188,25 @@ class _FunctionRewrite:
     """The rewrite of one function body (see the module docstring)."""
 
     def __init__(
-        self, block: Block, convert_inputs: bool, convert_weights: bool, on_gpu: bool = False
+        self,
+        block: Block,
+        convert_inputs: bool,
+        convert_weights: bool,
+        on_gpu: bool = False,
+        free_outputs: frozenset[int] = frozenset(),
+        channels_last_args: Sequence[SSAValue] = (),
     ) -> None:
         self.block = block
+        self.free_outputs = free_outputs
+        """Indices of returned values whose layout is free (``kiln.free_layout_outputs``)."""
+        self.returned_nhwc: list[int] = []
+        """Indices of returned values now returned as their NHWC tensor."""
         self.on_gpu = on_gpu
         """Whether permutes of NHWC tensors count as channels-last (see ``run``)."""
         self.convert_inputs = convert_inputs
         self.convert_weights = convert_weights
         self.created: list[Operation] = []
-        self.channels_last: set[SSAValue] = set()
+        self.channels_last: set[SSAValue] = set(channels_last_args)
         """NCHW values that ``lower-aten`` will store as NHWC buffers."""
         self.nhwc: dict[SSAValue, SSAValue] = {}
         """A channels-last NCHW value -> the same tensor as a logical NHWC value."""
@@ -194,7 +221,11 @@ class _FunctionRewrite:
         terminator = self.block.last_op
         keep: set[SSAValue] = set()
         if isinstance(terminator, ReturnOp):
-            keep = {v for v in terminator.operands if _rank(v) is not None}
+            keep = {
+                v
+                for k, v in enumerate(terminator.operands)
+                if _rank(v) is not None and k not in self.free_outputs
+            }
         for op in reversed(list(self.block.ops)):
             if not isinstance(op, AtenOp) or not any(r in keep for r in op.results):
                 continue
@@ -279,8 +310,39 @@ class _FunctionRewrite:
             elif self._is_convertible_pointwise(op):
                 self._pointwise(op)
                 changed = True
+            else:
+                self._recorded_nhwc(op)
+        changed |= self._return_free_nhwc()
         self._erase_unused()
         return changed
+
+    def _recorded_nhwc(self, op: AtenOp) -> None:
+        """4-D results the importer records as laid out NHWC (``kiln.result_orders``: a
+        backward's ``convolution_backward`` or pool backward on channels-last tensors),
+        which ``lower-aten`` yields as NHWC buffers."""
+        if _is_elementwise(op):
+            return  # lowered to a kernel, which writes the order it is given
+        for k, result in enumerate(op.results):
+            if _rank(result) == 4 and result_order(op, k) == tuple(NHWC):
+                self.channels_last.add(result)
+
+    def _return_free_nhwc(self) -> bool:
+        """Returns each free-layout result stored channels-last as its NHWC tensor (no copy
+        back to NCHW); ``returned_nhwc`` lists them."""
+        ret = self.block.last_op
+        if not isinstance(ret, ReturnOp):
+            return False
+        for k, value in enumerate(ret.operands):
+            if (
+                k in self.free_outputs
+                and value in self.channels_last
+                and value not in self.keep_nchw
+                and not isinstance(value, BlockArgument)
+                and _rank(value) == 4
+            ):
+                ret.operands[k] = self.nhwc_of(value)
+                self.returned_nhwc.append(k)
+        return bool(self.returned_nhwc)
 
     def _convolution(self, op: AtenOp) -> bool:
         (result,) = op.results
@@ -411,15 +473,100 @@ class ChannelsLastPass(ModulePass):
     it turns into a matrix product does not run in ``Slow2d``, so it does not keep the
     function NCHW. Set it false when the pipeline leaves that pass out."""
 
+    saved_nhwc: bool = True
+    """Return the results listed in ``kiln.free_layout_outputs`` (a training forward's
+    saved activations) channels-last where they are stored so, and rewrite a backward's
+    pointwise ops on channels-last arguments to NHWC."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            if not func.body.blocks or not _has_2d_convolution(func):
+            free = free_layout_outputs(func)
+            func.attributes.pop(FREE_LAYOUT_OUTPUTS_ATTR, None)
+            if not func.body.blocks:
+                continue
+            nhwc_args = _channels_last_args(func) if self.saved_nhwc else []
+            if not _has_2d_convolution(func) and not nhwc_args:
                 continue
             if not _on_gpu(op) and _slow_cpu_convolution(func, self.pointwise_as_mm):
                 continue
-            _FunctionRewrite(
-                func.body.block, self.convert_inputs, self.convert_weights, _on_gpu(op)
-            ).run()
+            rewrite = _FunctionRewrite(
+                func.body.block,
+                self.convert_inputs,
+                self.convert_weights,
+                _on_gpu(op),
+                free if self.saved_nhwc else frozenset(),
+                nhwc_args,
+            )
+            rewrite.run()
+            if rewrite.returned_nhwc:
+                _permute_returned(func, rewrite.returned_nhwc)
+
+
+def _channels_last_args(func: FuncOp) -> list[SSAValue]:
+    """The 4-D arguments the importer records with channels-last strides."""
+    args = func.body.block.args
+    found: list[SSAValue] = []
+    for k, arg in enumerate(args):
+        shape = _tensor_shape(arg)
+        attrs = func.arg_attrs.data[k] if func.arg_attrs is not None else None
+        strides = arg_strides(attrs)
+        if shape is not None and strides is not None and _is_channels_last(shape, strides):
+            found.append(arg)
+    return found
+
+
+def _is_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether static ``strides`` lay a 4-D ``shape`` out densely in NHWC order (dims of
+    size 1 are free)."""
+    if len(shape) != 4 or any(d < 0 for d in shape):
+        return False
+    expected = 1
+    for dim in reversed(NHWC):
+        if shape[dim] != 1 and strides[dim] != expected:
+            return False
+        expected *= shape[dim]
+    return True
+
+
+def _permute_returned(func: FuncOp, indices: Sequence[int]) -> None:
+    """The function's type and ``kiln.outputs`` after results ``indices`` became NHWC."""
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    func.function_type = func.function_type.__class__.from_lists(
+        list(func.function_type.inputs.data), [v.type for v in ret.operands]
+    )
+    structure = func.attributes.get(OUTPUTS_ATTR)
+    leaves = set(indices)
+    text = structure.data if isinstance(structure, StringAttr) else None
+    tree = ast.parse(
+        text if text is not None else f"({', '.join(map(str, range(len(ret.operands))))},)",
+        mode="eval",
+    )
+    tree = _PermuteLeaves(leaves).visit(tree)
+    func.attributes[OUTPUTS_ATTR] = StringAttr(ast.unparse(ast.fix_missing_locations(tree)))
+
+
+class _PermuteLeaves(ast.NodeTransformer):
+    """Wraps each leaf ``k`` (a returned value's index) of a ``kiln.outputs`` expression in
+    ``permute(k, (0, 3, 1, 2))``: only leaves, not the dims of a ``permute`` or the
+    result index of an ``alias``."""
+
+    def __init__(self, leaves: set[int]) -> None:
+        self.leaves = leaves
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        position = {"permute": 0, "alias": 1}.get(name or "")
+        if position is None:
+            return self.generic_visit(node)
+        node.args[position] = self.visit(node.args[position])
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is int and node.value in self.leaves:
+            dims = ast.Tuple([ast.Constant(d) for d in NCHW], ast.Load())
+            return ast.Call(ast.Name("permute", ast.Load()), [node, dims], [])
+        return node
 
 
 def _on_gpu(module: ModuleOp) -> bool:

@@ -5,7 +5,10 @@ here, below both, rather than in the frontend. ``kiln.outputs`` is the Python st
 the graph's outputs (see :mod:`kiln.dialects.aten.fx.outputs` for its grammar);
 ``kiln.output_strides`` records the strides eager gives each returned value (``[]``: not
 a tensor, or unknown), written only when some output is not contiguous.
-``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
+``kiln.free_layout_outputs`` lists the returned values whose strides are the compiler's
+to choose (a training forward's activations saved for the backward only: AOTAutograd
+re-strides the backward's arguments to the strides the driver reports), set by the
+driver. ``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
 the driver: passes that only pay on one device ask :func:`module_device`.
 """
 
@@ -20,6 +23,19 @@ from xdsl.ir import Operation
 OUTPUTS_ATTR = "kiln.outputs"
 OUTPUT_STRIDES_ATTR = "kiln.output_strides"
 DEVICE_ATTR = "kiln.device"
+FREE_LAYOUT_OUTPUTS_ATTR = "kiln.free_layout_outputs"
+
+
+def free_layout_attr(indices: Sequence[int]) -> ArrayAttr[Any]:
+    return ArrayAttr([IntegerAttr(k, 64) for k in indices])
+
+
+def free_layout_outputs(func: Operation) -> frozenset[int]:
+    """The returned values (indices) whose layout is free (``kiln.free_layout_outputs``)."""
+    attr = func.attributes.get(FREE_LAYOUT_OUTPUTS_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return frozenset()
+    return frozenset(int(i.value.data) for i in attr.data if isinstance(i, IntegerAttr))  # pyright: ignore
 
 
 def module_device(module: Operation | None) -> str:
@@ -59,9 +75,12 @@ def output_strides(func: Operation) -> list[tuple[int, ...] | None] | None:
 
 
 __all__ = [
+    "FREE_LAYOUT_OUTPUTS_ATTR",
     "OUTPUTS_ATTR",
     "OUTPUT_STRIDES_ATTR",
     "contiguous_strides",
+    "free_layout_attr",
+    "free_layout_outputs",
     "output_strides",
     "output_strides_attr",
 ]
