@@ -4,9 +4,14 @@ tests/backends/triton/test_triton_train_channels_last.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from saved_layout_cases import SmallCnn, is_channels_last, saved_batches, train_like_eager
+
+from kiln import graph_cache
+from kiln.compiler import compile_history, reset_compile_history
 
 
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,3 +30,22 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
         v.stride() for v in activations
     ]
     assert copies == []
+
+
+def test_graph_cache_hit_reports_the_saved_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forward from the graph cache returns its saved activations channels-last as
+    the compile that stored it did: the strides it reports come with the entry."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(graph_cache.ENV, "1")
+    for attempt in range(2):
+        torch.manual_seed(0)
+        reset_compile_history()
+        compiled, _ = train_like_eager(
+            SmallCnn(), lambda: torch.randn(2, 3, 8, 8), {"executor": "cpp"}, monkeypatch
+        )
+        forward = next(s for s in compile_history() if s.name.startswith("forward"))
+        assert forward.graph_cache == ("stored" if attempt == 0 else "hit")
+        _, activations = saved_batches(compiled, 2)
+        assert all(is_channels_last(v) for v in activations)
