@@ -112,7 +112,8 @@ def train_like_eager(
             want.backward()
             torch.testing.assert_close(loss, want, rtol=rtol, atol=atol)
             for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-                assert p.grad is not None and q.grad is not None
+                assert p.grad is not None
+                assert q.grad is not None
                 torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol)
                 assert _strides(p.grad) == _strides(q.grad), (p.grad.stride(), q.grad.stride())
     return compiled, copies
