@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from kiln.compiler import CompiledGraph
+from kiln.compiler import DEFAULT_PIPELINE, CompiledGraph
+
+SAVED_NHWC_ON_CPU = DEFAULT_PIPELINE.replace("channels-last", "channels-last{saved-nhwc-cpu=true}")
+"""The default pipeline with saved activations channels-last on the CPU too (by default
+only on the GPU: ``channels-last``'s ``saved-nhwc-cpu``)."""
 
 
 class SmallCnn(torch.nn.Module):

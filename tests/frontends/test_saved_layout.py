@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from saved_layout_cases import SmallCnn, is_channels_last, saved_batches, train_like_eager
+from saved_layout_cases import (
+    SAVED_NHWC_ON_CPU,
+    SmallCnn,
+    is_channels_last,
+    saved_batches,
+    train_like_eager,
+)
 
 from kiln import graph_cache
 from kiln.compiler import compile_history, reset_compile_history
@@ -18,10 +24,12 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
     """The forward returned every saved activation NCHW (a copy back from the NHWC
     buffers its convolutions and batch norms compute), and the backward read them so.
     Now the forward returns them channels-last, reports those strides, and AOTAutograd
-    hands them to the backward as they are: no copy on either side."""
+    hands them to the backward as they are: no copy on either side. (On the CPU only
+    with ``saved-nhwc-cpu``: see the next test.)"""
     torch.manual_seed(0)
+    options = {"executor": "cpp", "pipeline": SAVED_NHWC_ON_CPU}
     compiled, copies = train_like_eager(
-        SmallCnn(), lambda: torch.randn(2, 3, 8, 8), {"executor": "cpp"}, monkeypatch
+        SmallCnn(), lambda: torch.randn(2, 3, 8, 8), options, monkeypatch
     )
     # The image (read by the first convolution's weight gradient) stays as it came.
     image, activations = saved_batches(compiled, 2)
@@ -29,6 +37,20 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
     assert image[0].is_contiguous()
     assert len(activations) >= 5  # 5 activations and the pool's indices
     assert all(is_channels_last(v) for v in activations), [v.stride() for v in activations]
+    assert copies == []
+
+
+def test_cpu_keeps_saved_activations_nchw_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU the forward still returns its saved activations NCHW by default
+    (oneDNN's training step ran slower channels-last: ``saved_nhwc_cpu``), and reports
+    those strides: the backward takes them as they come, with no copy."""
+    torch.manual_seed(0)
+    compiled, copies = train_like_eager(
+        SmallCnn(), lambda: torch.randn(2, 3, 8, 8), {"executor": "cpp"}, monkeypatch
+    )
+    _, activations = saved_batches(compiled, 2)
+    assert activations
+    assert all(v.is_contiguous() for v in activations)
     assert copies == []
 
 
@@ -42,8 +64,9 @@ def test_graph_cache_hit_reports_the_saved_layout(
     for attempt in range(2):
         torch.manual_seed(0)
         reset_compile_history()
+        options = {"executor": "cpp", "pipeline": SAVED_NHWC_ON_CPU}
         compiled, _ = train_like_eager(
-            SmallCnn(), lambda: torch.randn(2, 3, 8, 8), {"executor": "cpp"}, monkeypatch
+            SmallCnn(), lambda: torch.randn(2, 3, 8, 8), options, monkeypatch
         )
         forward = next(s for s in compile_history() if s.name.startswith("forward"))
         assert forward.graph_cache == ("stored" if attempt == 0 else "hit")

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import pytest
 import torch
-from saved_layout_cases import SmallCnn, is_channels_last, saved_batches, train_like_eager
+from saved_layout_cases import (
+    SAVED_NHWC_ON_CPU,
+    SmallCnn,
+    is_channels_last,
+    saved_batches,
+    train_like_eager,
+)
 from triton_checks import DEVICE
 
 
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
     """The forward returned every saved activation NCHW (a copy back from the NHWC
     buffers its convolutions compute) and the backward read them so; now they stay
-    channels-last from the forward to the backward, with no copy."""
+    channels-last from the forward to the backward, with no copy (by default on the GPU;
+    in the interpreter on the CPU with ``saved-nhwc-cpu``)."""
     torch.manual_seed(0)
     options = {"executor": "triton", "verbose": False, "cuda_graphs": False}
+    if DEVICE.type == "cpu":
+        options["pipeline"] = SAVED_NHWC_ON_CPU
     compiled, copies = train_like_eager(
         SmallCnn().to(DEVICE),
         lambda: torch.randn(2, 3, 8, 8, device=DEVICE),

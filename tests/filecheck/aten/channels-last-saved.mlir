@@ -1,4 +1,12 @@
-// RUN: kiln-opt %s --channels-last | filecheck %s
+// RUN: kiln-opt %s -p 'channels-last{saved-nhwc-cpu=true}' | filecheck %s
+// RUN: kiln-opt %s --channels-last | filecheck %s --check-prefix=CPU
+
+// On the GPU (kiln.device) by default, on the CPU only with saved-nhwc-cpu=true: by
+// default a CPU program returns the results NCHW, as before.
+// CPU-LABEL: func.func @saved
+// CPU-SAME:    -> (tensor<2x4xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>)
+// CPU-LABEL: func.func @backward
+// CPU-NEXT:    aten.threshold_backward.default(%g, %relu, threshold = 0)
 
 // A training forward's results listed in kiln.free_layout_outputs (the activations it
 // saves for the backward) are returned as their NHWC tensors where they are stored
