@@ -89,7 +89,9 @@ def kiln_backend(
                     inference=kind == "inference",
                     free_layout_outputs=saved,
                 )
-            report_output_strides(compiled.output_strides)
+            if saved:
+                views = [alias.output for alias in aliases.aliases]
+                report_output_strides(fx_graph, saved, compiled.output_strides, views)
             handed_over[0] = time.perf_counter()
 
             def run(args: list[Any]) -> Any:

@@ -39,8 +39,15 @@ def _output_nodes(graph: torch.fx.GraphModule) -> list[Any]:
 
 def saved_for_backward(forward: torch.fx.GraphModule) -> tuple[int, ...]:
     """Indices of ``forward``'s outputs that only the backward graph reads (AOTAutograd's
-    metadata of the graph being compiled; none outside AOTAutograd)."""
+    metadata of the graph being compiled; none outside AOTAutograd). None either when a
+    placeholder's shape is symbolic: AOTAutograd re-strides the backward's inputs with
+    static strides only (as Inductor, which turns its layout optimization off there)."""
     from torch._guards import TracingContext
+
+    for node in forward.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(value, torch.Tensor) and not _static(value):
+            return ()
 
     context = TracingContext.try_get()
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
@@ -53,14 +60,35 @@ def saved_for_backward(forward: torch.fx.GraphModule) -> tuple[int, ...]:
     return tuple(range(len(_output_nodes(forward)))[saved])
 
 
-def report_output_strides(strides: Sequence[tuple[int, ...] | None] | None) -> None:
-    """Hands the forward program's output strides to AOTAutograd (within its
-    ``TracingContext.report_output_strides``)."""
+def report_output_strides(
+    forward: torch.fx.GraphModule,
+    saved: Sequence[int],
+    program_strides: Sequence[tuple[int, ...] | None] | None,
+    input_views: Sequence[int],
+) -> None:
+    """Hands the strides of ``forward``'s outputs to AOTAutograd (within its
+    ``TracingContext.report_output_strides``): the compiled program's for the ``saved``
+    activations it computes (``program_strides``), eager's (the traced ones, which
+    ``output-layout`` returns) for the user's outputs, for inputs returned and for the
+    views of inputs (``input_views``: rebuilt from the input by
+    :class:`~kiln.frontends.input_aliases.InputAliases`)."""
     from torch._guards import TracingContext
 
     context = TracingContext.try_get()
-    if strides is None or context is None or context.output_strides is None:
+    if program_strides is None or context is None or context.output_strides is None:
         return
+    nodes = _output_nodes(forward)
+    if len(nodes) != len(program_strides):
+        return
+    free = set(saved) - set(input_views)
+    strides: list[tuple[int, ...] | None] = []
+    for k, node in enumerate(nodes):
+        if k in free and isinstance(node, torch.fx.Node) and node.op != "placeholder":
+            strides.append(program_strides[k])
+            continue
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        static = isinstance(value, torch.Tensor) and _static(value)
+        strides.append(tuple(int(s) for s in value.stride()) if static else None)  # pyright: ignore[reportOptionalMemberAccess]
     context.output_strides.extend(strides)
 
 
@@ -92,7 +120,13 @@ def restride_placeholders(backward: torch.fx.GraphModule, inputs: Sequence[Any])
         for node in _output_nodes(backward)
         if isinstance(node, torch.fx.Node) and node.op != "placeholder"
     }
-    FakeTensorProp(backward, mode).propagate_dont_convert_inputs(*inputs)
+    traced = {node: node.meta.get("val") for node in backward.graph.nodes}
+    try:
+        FakeTensorProp(backward, mode).propagate_dont_convert_inputs(*inputs)
+    except Exception:  # an op fake tensors cannot run: the traced strides (copies, never wrong)
+        for node, value in traced.items():
+            node.meta["val"] = value
+        return
     for node, value in returned.items():
         node.meta["val"] = value
 
