@@ -483,8 +483,9 @@ class ChannelsLastPass(ModulePass):
     results ATen lays out NHWC (``convolution_backward``) to NHWC."""
     saved_nhwc_cpu: bool = False
     """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
-    1 thread, C++ executor) took 371 ms so against 305 ms without, MobileNet-v2 190
-    against 216 ms (session 13, a loaded 2-core VM)."""
+    1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,
+    though MobileNet-v2's took 105-115 ms against 140-151 ms (session 13, a loaded 2-core
+    VM, two A/B rounds)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
