@@ -489,7 +489,7 @@ class ChannelsLastPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            free = free_layout_outputs(func)
+            free = free_layout_outputs(func) - _alias_bases(func)
             func.attributes.pop(FREE_LAYOUT_OUTPUTS_ATTR, None)
             if not func.body.blocks:
                 continue
@@ -537,6 +537,22 @@ def _is_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
             return False
         expected *= shape[dim]
     return True
+
+
+def _alias_bases(func: FuncOp) -> frozenset[int]:
+    """The returned values that ``kiln.outputs`` replays views on (``alias(...)``, from
+    ``output-layout``): a view op such as ``view`` may need its base contiguous."""
+    structure = func.attributes.get(OUTPUTS_ATTR)
+    if not isinstance(structure, StringAttr) or "alias(" not in structure.data:
+        return frozenset()
+    bases: set[int] = set()
+    for node in ast.walk(ast.parse(structure.data, mode="eval")):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "alias" and len(node.args) > 1:
+                base = node.args[1]
+                if isinstance(base, ast.Constant) and type(base.value) is int:
+                    bases.add(base.value)
+    return frozenset(bases)
 
 
 def _permute_returned(func: FuncOp, indices: Sequence[int]) -> None:

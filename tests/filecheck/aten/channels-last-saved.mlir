@@ -68,3 +68,15 @@ func.func @backward(%g: tensor<2x4x6x6xf32>, %relu: tensor<2x4x6x6xf32> {kiln.ar
   %7 = aten.add.Tensor(%2, %6) : (tensor<4x4x3x3xf32>, tensor<4x4x3x3xf32>) -> tensor<4x4x3x3xf32>
   func.return %7, %1 : tensor<4x4x3x3xf32>, tensor<2x4x6x6xf32>
 }
+
+// A free result that kiln.outputs replays a view on (output-layout's alias: the saved
+// tensor and a view of it) stays NCHW: aten.view of a channels-last tensor may fail.
+// CHECK-LABEL: func.func @alias_base
+// CHECK-SAME:    -> (tensor<2x4xf32>, tensor<2x4x6x6xf32>)
+// CHECK:         func.return %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4x6x6xf32>
+func.func @alias_base(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x4xf32>, tensor<2x4x6x6xf32>) attributes {kiln.outputs = "(0, 1, alias('aten::view.default', 1, \"{'size': [-1]}\"))", kiln.free_layout_outputs = [1, 2]} {
+  %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %1 = aten.relu.default(%0) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<2x4x6x6xf32>) -> tensor<2x4xf32>
+  func.return %2, %1 : tensor<2x4xf32>, tensor<2x4x6x6xf32>
+}
