@@ -22,17 +22,23 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
     channels-last from the forward to the backward, with no copy (by default on the GPU;
     in the interpreter on the CPU with ``saved-nhwc-cpu``)."""
     torch.manual_seed(0)
-    # cuDNN's TF32 convolutions, NHWC here and NCHW in eager, would differ by ~1e-3.
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     options = {"executor": "triton", "verbose": False, "cuda_graphs": False}
     if DEVICE.type == "cpu":
         options["pipeline"] = SAVED_NHWC_ON_CPU
-    compiled, copies = train_like_eager(
-        SmallCnn().to(DEVICE),
-        lambda: torch.randn(2, 3, 8, 8, device=DEVICE),
-        options,
-        monkeypatch,
-    )
+    cudnn = torch.backends.cudnn
+    # cuDNN's TF32 convolutions, NHWC here and NCHW in eager, would differ by ~1e-3.
+    with cudnn.flags(
+        enabled=cudnn.enabled,
+        benchmark=cudnn.benchmark,
+        deterministic=cudnn.deterministic,
+        allow_tf32=False,
+    ):
+        compiled, copies = train_like_eager(
+            SmallCnn().to(DEVICE),
+            lambda: torch.randn(2, 3, 8, 8, device=DEVICE),
+            options,
+            monkeypatch,
+        )
     _, activations = saved_batches(compiled, 2)
     assert len(activations) >= 5  # 5 activations and the pool's indices
     assert all(is_channels_last(v) for v in activations), [v.stride() for v in activations]
