@@ -484,8 +484,12 @@ class ChannelsLastPass(ModulePass):
     saved_nhwc_cpu: bool = False
     """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
     1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,
-    though MobileNet-v2's took 105-115 ms against 140-151 ms (session 13, a loaded 2-core
-    VM, two A/B rounds)."""
+    though MobileNet-v2's took 105-115 ms against 140-151 ms and EfficientNet-B0's 166
+    against 240 ms (session 13, a loaded 2-core VM). ResNet-18's profile: ATen copies
+    each NCHW weight channels-last at every call of a channels-last convolution and its
+    backward (about 80 ms a step, the 3x3 512-channel layers above all), and oneDNN's
+    backward of those layers is no faster NHWC. Weights kept channels-last across
+    steps would be the way to turn it on."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
