@@ -487,9 +487,9 @@ class ChannelsLastPass(ModulePass):
     though MobileNet-v2's took 105-115 ms against 140-151 ms and EfficientNet-B0's 166
     against 240 ms (session 13, a loaded 2-core VM). ResNet-18's profile: ATen copies
     each NCHW weight channels-last at every call of a channels-last convolution and its
-    backward (about 80 ms a step, the 3x3 512-channel layers above all), and oneDNN's
-    backward of those layers is no faster NHWC. Weights kept channels-last across
-    steps would be the way to turn it on."""
+    backward (about 80 ms a step, the 3x3 512-channel layers above all), and the
+    backward of those layers (batch 8, 3x3 pixels) took 28 ms a call NHWC against 18 ms
+    NCHW (profiler, 1 thread)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
