@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -93,7 +93,7 @@ from kiln.dialects.aten.function_attrs import (
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import is_prepacked
-from kiln.dialects.aten.result_layout import result_order
+from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
 from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
@@ -105,6 +105,7 @@ from kiln.dialects.aten.traits import (
 from kiln.passes.conv1x1_to_mm import is_pointwise_convolution
 
 CONVOLUTION = "aten::convolution.default"
+_CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
 _PERMUTE = "aten::permute.default"
 _RESHAPES = frozenset({"aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default"})
@@ -325,9 +326,37 @@ class _FunctionRewrite:
         which ``lower-aten`` yields as NHWC buffers."""
         if _is_elementwise(op):
             return  # lowered to a kernel, which writes the order it is given
+        if op.overload_name == _CONVOLUTION_BACKWARD:
+            self._image_for_weight_gradient(op)
         for k, result in enumerate(op.results):
             if _rank(result) == 4 and result_order(op, k) == tuple(NHWC):
                 self.channels_last.add(result)
+
+    def _image_for_weight_gradient(self, op: AtenOp) -> None:
+        """The first convolution's weight gradient reads a channels-last output gradient
+        and the NCHW image (a function argument, saved as it came): ATen would copy the
+        gradient to the image's layout, so the image (3 channels, the smaller tensor) is
+        copied channels-last instead, as the forward does. Only where no input gradient
+        is computed: its recorded layout (NCHW) would cost a copy of it."""
+        grad_output, x = op.operands[0], op.operands[1]
+        if (
+            self.convert_inputs
+            and grad_output in self.channels_last
+            and isinstance(x, BlockArgument)
+            and x not in self.channels_last
+            and _rank(x) == 4
+            and not isinstance(op.results[0].type, TensorType)
+        ):
+            clone = op_class("clone.default")
+            assert clone is not None
+            copy = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
+            # Right before its reader: the copy is not held through the whole backward.
+            op.operands[1] = self._insert(copy, InsertPoint.before(op))
+            if x.name_hint:
+                op.operands[1].name_hint = f"{x.name_hint}_nhwc"
+            # ATen then lays the weight gradient out channels-last too: the extern yields
+            # it so (the importer recorded it for the NCHW image), no copy at the call.
+            _record_result_order(op, 1, NHWC)
 
     def _return_free_nhwc(self) -> bool:
         """Returns each free-layout result stored channels-last as its NHWC tensor (no copy
@@ -515,6 +544,17 @@ class ChannelsLastPass(ModulePass):
             rewrite.run()
             if rewrite.returned_nhwc:
                 _permute_returned(func, rewrite.returned_nhwc)
+
+
+def _record_result_order(op: AtenOp, index: int, order: Sequence[int]) -> None:
+    """Records in ``kiln.result_orders`` that ATen lays ``op``'s result ``index`` out in
+    ``order`` (a wrong record costs a copy, never a wrong number)."""
+    found = op.attributes.get(RESULT_ORDERS_ATTR)
+    entries: list[Attribute] = (
+        list(found.data) if isinstance(found, ArrayAttr) else [ArrayAttr([])] * len(op.results)  # pyright: ignore[reportUnknownArgumentType]
+    )
+    entries[index] = ArrayAttr([IntegerAttr(d, 64) for d in order])
+    op.attributes[RESULT_ORDERS_ATTR] = ArrayAttr(entries)
 
 
 def _channels_last_args(func: FuncOp) -> list[SSAValue]:

@@ -80,3 +80,18 @@ func.func @alias_base(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tens
   %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<2x4x6x6xf32>) -> tensor<2x4xf32>
   func.return %2, %1 : tensor<2x4xf32>, tensor<2x4x6x6xf32>
 }
+
+// The first layer's weight gradient reads a channels-last output gradient and the NCHW
+// image: the image (3 channels) is copied channels-last right before the call, rather
+// than ATen copying the gradient to NCHW, and the weight gradient is recorded as ATen
+// then lays it out (NHWC). Not where the input gradient is computed.
+// CHECK-LABEL: func.func @first_layer
+// CHECK:         %x_nhwc = aten.clone.default(%x, memory_format = "channels_last")
+// CHECK-NEXT:    aten.convolution_backward.default(%1, %x_nhwc, %w, {{.*}}) {kiln.result_orders = [[], [0 : i64, 2 : i64, 3 : i64, 1 : i64], []]}
+// CPU-LABEL: func.func @first_layer
+// CPU-NOT:     aten.clone.default
+func.func @first_layer(%g: tensor<2x4x6x6xf32> {kiln.arg_strides = [144 : i64, 1 : i64, 24 : i64, 4 : i64]}, %x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf32> attributes {kiln.outputs = "(0,)"} {
+  %0 = aten.relu.default(%g) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %1, %2, %3 = aten.convolution_backward.default(%0, %x, %w, bias_sizes = [0], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [false, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> (none, tensor<4x3x3x3xf32>, none)
+  func.return %2 : tensor<4x3x3x3xf32>
+}
