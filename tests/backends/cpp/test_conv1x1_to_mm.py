@@ -136,3 +136,78 @@ def test_pointwise_convolutions_of_symbolic_sizes_run_as_mm(tmp_path: Path) -> N
     assert source.count("_empty(") == 3, source
     assert "mm = _reshape(" in source
     assert "addmm = _reshape(" in source
+
+
+class _ShuffleUnit(nn.Module):
+    """ShuffleNet-v2's unit (torchvision's ``InvertedResidual``): stride 2 runs both
+    branches on the whole input, stride 1 splits the channels; then concatenate and
+    shuffle the channels."""
+
+    def __init__(self, inp: int, out: int, stride: int) -> None:
+        super().__init__()
+        self.stride = stride
+        half = out // 2
+        if stride > 1:
+            self.branch1 = nn.Sequential(
+                nn.Conv2d(inp, inp, 3, stride, 1, groups=inp, bias=False),
+                nn.BatchNorm2d(inp),
+                nn.Conv2d(inp, half, 1, bias=False),
+                nn.BatchNorm2d(half),
+                nn.ReLU(),
+            )
+        width = inp if stride > 1 else half
+        self.branch2 = nn.Sequential(
+            nn.Conv2d(width, half, 1, bias=False),
+            nn.BatchNorm2d(half),
+            nn.ReLU(),
+            nn.Conv2d(half, half, 3, stride, 1, groups=half, bias=False),
+            nn.BatchNorm2d(half),
+            nn.Conv2d(half, half, 1, bias=False),
+            nn.BatchNorm2d(half),
+            nn.ReLU(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride == 1:
+            x1, x2 = x.chunk(2, dim=1)
+            y = torch.cat((x1, self.branch2(x2)), dim=1)
+        else:
+            y = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous()
+        return y.view(n, c, h, w)
+
+
+def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
+    """Every 1x1 convolution after a channel shuffle is a matrix product, the one on a
+    channel slice included (strided rows of the NHWC buffer): before, the layout stopped
+    at the first ``cat`` and they ran as NCHW oneDNN convolutions (ShuffleNet-v2 0.75x
+    Inductor). Values equal eager's on fresh inputs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, 2, 1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        _ShuffleUnit(8, 16, 2),
+        _ShuffleUnit(16, 16, 1),
+        _ShuffleUnit(16, 16, 1),
+        _ShuffleUnit(16, 32, 2),
+        _ShuffleUnit(32, 32, 1),
+        nn.Conv2d(32, 24, 1, bias=False),
+        nn.ReLU(),
+    )
+    randomize_batch_norms(model)
+    model = model.eval()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return model(x).mean((2, 3))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 32, 32)
+            torch.testing.assert_close(compiled(x), f(x), atol=1e-4, rtol=1e-4)
+    (stats,) = compile_history()
+    # the stem and the 7 depthwise convolutions; 13 pointwise ones as mm
+    assert stats.externs["aten::convolution.default"] == 8
+    assert stats.externs["aten::mm.default"] == 13
