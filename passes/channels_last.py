@@ -27,6 +27,12 @@ writes the layout into the IR as *logical* NHWC tensors:
   NHWC copy (option ``convert-inputs=false`` leaves the image NCHW: the first convolution
   then runs on NCHW and only the kernel after it reads transposed; ``convert-weights=true``
   copies the weights as well);
+* on the CPU, ShuffleNet's channel plumbing keeps the layout: a ``cat`` along C of
+  channels-last tensors concatenates their NHWC forms along the last dim, a ``split``
+  along C splits the NHWC form (the pieces are strided views of its buffer, which
+  ``conv1x1-to-mm`` reads as strided rows), and the channel shuffle (``view`` to
+  ``[N, g, C/g, H, W]``, ``permute(0, 2, 1, 3, 4)``, ``clone``, ``view`` back) becomes the
+  same shuffle of the NHWC form (``[N, H, W, g, C/g]``, ``permute(0, 1, 2, 4, 3)``);
 * every other consumer (reductions, views, matmuls, the function's results) reads the
   NCHW view, i.e. the NHWC buffer through strides.
 
@@ -294,11 +300,14 @@ class _FunctionRewrite:
                 changed |= self._convolution(op)
             elif has_aten_trait(op, FollowsChannelsLast):
                 self._follow_input(op)
-            elif op.overload_name == _CAT:
+            elif not self.on_gpu and op.overload_name == _CAT:
+                # CPU only (cat, split, shuffle): what they buy is conv1x1-to-mm's
+                # matrix products on channel slices (CPU only); on the GPU a slice would
+                # reach cuDNN as a strided view, and that was not measured.
                 changed |= self._cat(op)
-            elif op.overload_name in _CHANNEL_SPLITS:
+            elif not self.on_gpu and op.overload_name in _CHANNEL_SPLITS:
                 changed |= self._channel_split(op)
-            elif op.overload_name in _RESHAPES and self._channel_shuffle(op):
+            elif not self.on_gpu and op.overload_name in _RESHAPES and self._channel_shuffle(op):
                 changed = True
             elif self.on_gpu and self._is_nchw_view_of_nhwc(op):
                 # ``permute(y, [0, 3, 1, 2])`` of a contiguous NHWC tensor (ConvNeXt's
