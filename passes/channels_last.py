@@ -309,13 +309,15 @@ class _FunctionRewrite:
                 changed |= self._channel_split(op)
             elif not self.on_gpu and op.overload_name in _RESHAPES and self._channel_shuffle(op):
                 changed = True
-            elif self.on_gpu and self._is_nchw_view_of_nhwc(op):
+            elif self._is_nchw_view_of_nhwc(op):
                 # ``permute(y, [0, 3, 1, 2])`` of a contiguous NHWC tensor (ConvNeXt's
                 # ``x.permute(0, 3, 1, 2)`` after its LayerNorm and MLP) is an NCHW tensor
                 # stored channels-last: what reads it may stay NHWC, and a convolution
                 # reading it gets it without a copy (cuDNN's NHWC depthwise kernel on the
-                # GPU rather than ATen's NCHW one). GPU only: on this 2-core CPU, oneDNN
-                # ran timm's ConvNeXt-atto about 15 % slower that way (1 thread, A/B).
+                # GPU rather than ATen's NCHW one). On the CPU it was GPU only while the
+                # 1x1 convolutions after it ran in oneDNN (ConvNeXt-atto 15 % slower);
+                # with conv1x1-to-mm they become matrix products on the NHWC buffers
+                # (ConvNeXt-atto 7.6 -> 5.7 ms, Inductor 7.4 ms: docs/benchmarks/cpu-profile.md).
                 (result,) = op.results
                 self.channels_last.add(result)
                 self.nhwc[result] = op.operands[0]

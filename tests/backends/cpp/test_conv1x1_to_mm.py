@@ -211,3 +211,43 @@ def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
     # the stem and the 7 depthwise convolutions; 13 pointwise ones as mm
     assert stats.externs["aten::convolution.default"] == 8
     assert stats.externs["aten::mm.default"] == 13
+
+
+class _ConvMlpBlock(nn.Module):
+    """timm's ConvNeXt block with ``conv_mlp`` (ConvNeXt-atto): depthwise 7x7,
+    LayerNorm2d (``permute``, ``layer_norm``, ``permute`` back), 1x1 conv, GELU, 1x1 conv,
+    layer scale, residual."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.fc1 = nn.Conv2d(c, 4 * c, 1)
+        self.fc2 = nn.Conv2d(4 * c, c, 1)
+        self.gamma = nn.Parameter(torch.randn(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(self.dw(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        y = self.fc2(F.gelu(self.fc1(y)))
+        return x + y.mul(self.gamma.reshape(1, -1, 1, 1))
+
+
+def test_convnext_conv_mlp_blocks_run_both_pointwise_convolutions_as_addmm() -> None:
+    """The LayerNorm2d's ``permute(0, 3, 1, 2)`` of a contiguous NHWC tensor counts as
+    channels-last on the CPU too, so the GELU between the two 1x1 convolutions computes
+    NHWC and both run as ``addmm`` on the NHWC buffers. Before, only the first did; the
+    second ran as an NCHW oneDNN convolution (ConvNeXt-atto 0.95x Inductor)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 4, 4), _ConvMlpBlock(16), _ConvMlpBlock(16)).eval()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return model(x).mean((2, 3))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 32, 32)
+            torch.testing.assert_close(compiled(x), f(x), atol=1e-4, rtol=1e-4)
+    (stats,) = compile_history()
+    assert stats.externs["aten::convolution.default"] == 3  # the stem and the depthwise
+    assert stats.externs["aten::addmm.default"] == 4
