@@ -178,11 +178,7 @@ class _ShuffleUnit(nn.Module):
         return y.view(n, c, h, w)
 
 
-def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
-    """Every 1x1 convolution after a channel shuffle is a matrix product, the one on a
-    channel slice included (strided rows of the NHWC buffer): before, the layout stopped
-    at the first ``cat`` and they ran as NCHW oneDNN convolutions (ShuffleNet-v2 0.75x
-    Inductor). Values equal eager's on fresh inputs."""
+def _shufflenet() -> nn.Module:
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, 2, 1, bias=False),
@@ -197,7 +193,15 @@ def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
         nn.ReLU(),
     )
     randomize_batch_norms(model)
-    model = model.eval()
+    return model.eval()
+
+
+def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
+    """Every 1x1 convolution after a channel shuffle is a matrix product, the one on a
+    channel slice included (strided rows of the NHWC buffer): before, the layout stopped
+    at the first ``cat`` and they ran as NCHW oneDNN convolutions (ShuffleNet-v2 0.75x
+    Inductor). Values equal eager's on fresh inputs."""
+    model = _shufflenet()
 
     def f(x: torch.Tensor) -> torch.Tensor:
         return model(x).mean((2, 3))
@@ -211,6 +215,19 @@ def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
     # the stem and the 7 depthwise convolutions; 13 pointwise ones as mm
     assert stats.externs["aten::convolution.default"] == 8
     assert stats.externs["aten::mm.default"] == 13
+
+
+def test_shufflenet_units_of_symbolic_sizes_match_eager() -> None:
+    """Under ``dynamic=True`` (symbolic batch and image sizes: the shuffle's views then
+    stay NCHW views of the NHWC ``cat``) the values equal eager's."""
+    model = _shufflenet()
+    torch._dynamo.reset()
+    reset_compile_history()
+    compiled = torch.compile(model, backend="kiln", dynamic=True, options={"verbose": False})
+    with torch.no_grad():
+        for shape in [(2, 3, 32, 32), (3, 3, 24, 40), (4, 3, 16, 16)]:
+            x = torch.randn(*shape)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
 
 
 class _ConvMlpBlock(nn.Module):
@@ -292,3 +309,25 @@ def test_squeeze_excitation_convolutions_on_a_1x1_map_run_as_addmm() -> None:
     assert stats.externs["aten::convolution.default"] == 3  # the stem and the depthwise
     assert stats.externs["aten::addmm.default"] == 4
     assert stats.externs["aten::mm.default"] == 4
+
+
+def test_channel_slices_feeding_wider_convolutions_match_eager() -> None:
+    """A channel slice of an NHWC buffer is a strided view, not a channels-last buffer:
+    a 3x3 convolution (``split`` with ``split_size``), a strided 1x1 one and a pointwise
+    op reading slices, and a ``cat`` of an NCHW value, all match eager."""
+    torch.manual_seed(0)
+    stem = nn.Conv2d(3, 12, 3, padding=1)
+    wide = nn.Conv2d(4, 4, 3, padding=1)
+    strided = nn.Conv2d(4, 6, 1, stride=2)
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b, c = torch.relu(stem(x)).split(4, dim=1)
+        merged = torch.cat((wide(a), torch.sigmoid(b), y), dim=1)
+        return merged.mean((2, 3)), strided(c).sum((2, 3))
+
+    compiled = _compile(f)
+    with torch.no_grad():
+        for _ in range(2):
+            x, y = torch.randn(2, 3, 9, 9), torch.randn(2, 5, 9, 9)
+            for got, want in zip(compiled(x, y), f(x, y), strict=True):
+                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
