@@ -12,6 +12,7 @@ import signal
 import statistics
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,18 @@ def describe(e: BaseException) -> str:
     if root is not e:
         text += f" <- {type(root).__name__}: {first(root)}"
     return text
+
+
+def raised_at(e: BaseException, frames: int = 10) -> str:
+    """Where the root cause of ``e`` (see :func:`describe`) was raised: its innermost
+    ``frames`` frames as ``file:line function``, outermost first, so that a failure row
+    says where without a rerun."""
+    root = e
+    while isinstance(
+        inner := getattr(root, "inner_exception", None) or root.__cause__, BaseException
+    ):
+        if inner is root:
+            break
+        root = inner
+    stack = traceback.extract_tb(root.__traceback__)[-frames:]
+    return " > ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in stack)

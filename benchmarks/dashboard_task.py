@@ -26,6 +26,7 @@ from dashboard_measure import (
     paired_ms,
     peak_mb,
     profile_kernels,
+    raised_at,
     rel_errors,
     sync,
     time_limit,
@@ -426,6 +427,7 @@ def run_backend(
             row.notes = "; ".join(notes) or None
     except Exception as e:  # a failure is a row, never a crash of the run
         row.status, row.reason = "fail", describe(e)
+        row.notes = "; ".join(filter(None, [row.notes, f"raised at {raised_at(e)}"]))
     return row
 
 

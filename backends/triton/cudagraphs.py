@@ -20,6 +20,17 @@ memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the pr
 result before the next call (``y = f(x)`` keeps one previous result alive: two instances
 alternate) replays graphs at every step.
 
+**Inputs that keep their address are not copied.** A parameter or buffer (``nn.Parameter``,
+or a tensor Dynamo marked a static address), and an output of any runner's graph (a
+training step's saved activations, which the backward receives from the forward's
+replay, at the same address every step), is *borrowed*: the graph reads it where it
+lies, no static copy is made, and the runner keeps only its address, not the tensor (a
+reference would keep the forward's instance from ever being idle). An instance is
+replayed only when every borrowed argument is at the address it was recorded at (so
+the graph reads exactly the caller's tensor); otherwise another instance is chosen or
+recorded. Inductor's CUDA-graph trees skip the same copies; without this the backward
+copied every saved activation at every step.
+
 A call with a CPU tensor among its arguments runs without a graph (a graph would freeze
 what the host read at recording), and so does one whose outputs include CPU tensors while
 it is being recorded (what the host wrote). A call whose plain run returns CPU tensors
@@ -37,6 +48,7 @@ behaviour's remedy, kept for callers that want outputs detached from any pool).
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -76,14 +88,23 @@ def _use_count(t: torch.Tensor) -> int:
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Instance:
     replay: Replay
     inputs: list[Any]
-    """Static copies of the tensor inputs (other values as they were at recording)."""
+    """Static copies of the tensor inputs (other values as they were at recording); None
+    where the input is borrowed."""
     outputs: tuple[Any, ...]
     last: list[tuple[weakref.ref[torch.Tensor], int] | None]
     """Per input: the tensor last copied in and its version counter then."""
+    misses: int = 0
+    """Calls in a row that found the instance idle but not fitting (see ``STALE_CALLS``)."""
+    borrowed: dict[int, int] = field(default_factory=dict[int, int])
+    """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
+    feed: list[Any] = field(default_factory=list[Any])
+    """The argument list the recording ran on: a borrowed position holds the caller's
+    tensor during a replay only (a recorder that reruns the program, as the tests' stand-in
+    does, reads it there; a CUDA graph reads the address)."""
     storages: list[tuple[torch.Tensor, int]] = field(default_factory=list[tuple[torch.Tensor, int]])
     """One output tensor per distinct storage, and that storage's use count while only
     the runner holds it."""
@@ -92,6 +113,23 @@ class _Instance:
         """Whether nothing outside the runner holds an output (or a view of one)."""
         return all(_use_count(t) <= count for t, count in self.storages)
 
+    def fits(self, args: Sequence[Any]) -> bool:
+        """Whether every borrowed argument lies where the graph reads it, and no argument
+        it copies could be borrowed now (see :meth:`superseded`)."""
+        return self._borrowed_in_place(args) and not self.superseded(args)
+
+    def superseded(self, args: Sequence[Any]) -> bool:
+        """Whether the instance copies an argument that could now be borrowed, its borrowed
+        ones in place: a backward's first call receives the forward's first, ungraphed,
+        outputs, so its first instance copies them; the next call, fed by the forward's
+        replay, records one that borrows, which replaces it."""
+        return self._borrowed_in_place(args) and any(
+            k not in self.borrowed and _borrowable(a) for k, a in enumerate(args)
+        )
+
+    def _borrowed_in_place(self, args: Sequence[Any]) -> bool:
+        return all(args[k].data_ptr() == address for k, address in self.borrowed.items())
+
     def settle(self) -> None:
         """Record the idle use counts (call when only the runner holds the outputs)."""
         seen: dict[int, torch.Tensor] = {}
@@ -99,6 +137,30 @@ class _Instance:
             if isinstance(o, torch.Tensor):
                 seen.setdefault(o.untyped_storage().data_ptr(), o)
         self.storages = [(t, _use_count(t)) for t in seen.values()]
+        for address in seen:
+            _GRAPH_OUTPUTS[address] = self
+
+
+STALE_CALLS = 3
+"""An idle instance that fits no call this many times in a row is dropped."""
+MAX_RECORDINGS = 8
+"""Recordings per signature, over the runner's life."""
+
+_GRAPH_OUTPUTS: weakref.WeakValueDictionary[int, _Instance] = weakref.WeakValueDictionary()
+"""Storage address -> the live instance whose replays write that storage, over every
+runner: the forward's and the backward's runners are built by separate compiles, and a
+backward borrows what a forward's graph wrote (what Inductor's CUDA-graph tree knows by
+keeping both in one tree). Entries leave with their instances."""
+
+
+def _borrowable(value: Any) -> bool:
+    """Whether ``value`` is expected at the same address at the next call: a parameter or
+    buffer, or an output of a graph (see the module docstring)."""
+    if not isinstance(value, torch.Tensor):
+        return False
+    if isinstance(value, torch.nn.Parameter) or getattr(value, "_dynamo_static_input_type", None):
+        return True
+    return value.untyped_storage().data_ptr() in _GRAPH_OUTPUTS
 
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
@@ -133,6 +195,8 @@ class CudaGraphRunner:
     graphs: dict[tuple[object, ...], list[_Instance]] = field(
         default_factory=dict[tuple[object, ...], list[_Instance]]
     )
+    recordings: Counter[tuple[object, ...]] = field(default_factory=Counter[tuple[object, ...]])
+    """Instances recorded per signature (see ``MAX_RECORDINGS``)."""
     plain: set[tuple[object, ...]] = field(default_factory=set[tuple[object, ...]])
     """Signatures that run without graphs (auto mode's exclusions, failed recordings)."""
     plain_calls: int = 0
@@ -175,16 +239,29 @@ class CudaGraphRunner:
                 return outputs
             self.graphs[key] = [instance]
             return outputs
-        entry = next((i for i in instances if i.idle()), None)
+        entry = None
+        for instance in [i for i in instances if i.idle()]:
+            if entry is None and instance.fits(args):
+                entry = instance
+                continue
+            # An idle instance that does not fit (a borrowed input moved: a parameter
+            # replaced, a forward that ran without its graph; or one it copies could be
+            # borrowed now) gives way after STALE_CALLS such calls in a row.
+            instance.misses += 1
+            if instance.misses >= STALE_CALLS:
+                instances.remove(instance)  # frees its pool and static copies
         if entry is None:
-            if len(instances) >= self.max_instances:
+            # A signature is recorded at most MAX_RECORDINGS times: a pattern that keeps
+            # moving runs without a graph rather than recording at every call.
+            if len(instances) >= self.max_instances or self.recordings[key] >= MAX_RECORDINGS:
                 return self._plain(args)
             entry = self._record(key, args, may_fail=self.auto)
             if entry is None:
                 return self._plain(args)
             instances.append(entry)
+        entry.misses = 0
         for k, value in enumerate(args):
-            if not isinstance(value, torch.Tensor):
+            if not isinstance(value, torch.Tensor) or k in entry.borrowed:
                 continue
             seen = entry.last[k]
             if seen is not None and seen[0]() is value and seen[1] == value._version:
@@ -199,7 +276,13 @@ class CudaGraphRunner:
                     f"{tuple(static.shape)} strides {static.stride()}): {e}"
                 ) from e
             entry.last[k] = (weakref.ref(value), value._version)
-        entry.replay()
+        for k in entry.borrowed:
+            entry.feed[k] = args[k]
+        try:
+            entry.replay()
+        finally:
+            for k in entry.borrowed:
+                entry.feed[k] = None
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
@@ -225,9 +308,15 @@ class CudaGraphRunner:
     def _record(
         self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool
     ) -> _Instance | None:
-        static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        self.recordings[key] += 1
+        borrowed = {k: a.data_ptr() for k, a in enumerate(args) if _borrowable(a)}
+        static = [
+            a.clone() if isinstance(a, torch.Tensor) and k not in borrowed else a
+            for k, a in enumerate(args)
+        ]
+        feed = list(static)
         try:
-            replay, outputs = self.record(lambda: self.program(list(static)))
+            replay, outputs = self.record(lambda: self.program(list(feed)))
         except Exception:
             if not may_fail:
                 raise
@@ -239,8 +328,10 @@ class CudaGraphRunner:
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
+        for k in borrowed:  # keep addresses, not tensors
+            static[k] = feed[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
-        instance = _Instance(replay, static, outputs, last)
+        instance = _Instance(replay, static, outputs, last, borrowed=borrowed, feed=feed)
         instance.settle()
         return instance
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from kiln.backends.triton.cudagraphs import CudaGraphRunner
+from kiln.backends.triton.cudagraphs import MAX_RECORDINGS, STALE_CALLS, CudaGraphRunner
 
 
 class FakeProgram:
@@ -241,3 +241,59 @@ def test_a_failed_input_copy_names_the_argument() -> None:
     instances[0].inputs[0] = torch.randn(1).expand(8)
     with pytest.raises(RuntimeError, match=r"cannot copy argument 0 .*strides \(0,\)"):
         f([torch.randn(8), w])
+
+
+def test_parameters_and_graph_outputs_are_borrowed_not_copied() -> None:
+    """A training step's shape: the forward reads a parameter and returns a saved
+    activation that the backward reads. Neither is copied into a static input (the
+    backward copied every saved activation at every step); the parameter's in-place
+    updates (an optimizer step) are read where it lies."""
+    forward = runner(lambda x, w: (x * w, (x * w).sin()), auto=True)
+    backward = runner(lambda saved, g: (saved.cos() * g,), auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    for _ in range(5):
+        x, g = torch.randn(8), torch.randn(8)
+        out, saved = forward([x, w])
+        (grad,) = backward([saved, g])
+        torch.testing.assert_close(out, x * w)
+        torch.testing.assert_close(grad, (x * w).sin().cos() * g)
+        del out, saved, grad
+        with torch.no_grad():
+            w.mul_(0.5)  # the optimizer's step, in place
+    ((fwd,),) = forward.graphs.values()
+    ((bwd,),) = backward.graphs.values()
+    assert fwd.borrowed == {1: w.data_ptr()}
+    assert fwd.inputs[1] is None
+    assert list(bwd.borrowed) == [0]
+    assert bwd.inputs[0] is None
+    assert forward.plain_calls == backward.plain_calls == 1  # every later call replayed
+
+
+def test_a_borrowed_input_at_another_address_is_not_read_from_the_old_one() -> None:
+    """A replay reads a borrowed input where it was recorded: a call whose tensor lies
+    elsewhere (a replaced parameter, a forward replayed into its other instance) gets a
+    graph of its own, or runs without one, never the old address's data."""
+    f = runner(affine, auto=True, max_instances=1)
+    w1 = torch.nn.Parameter(torch.randn(8))
+    x = torch.randn(8)
+    for _ in range(2):
+        torch.testing.assert_close(f([x, w1])[0], x * w1 + 1)
+    w2 = torch.nn.Parameter(torch.randn(8))  # the same signature, another address
+    for _ in range(STALE_CALLS + 1):
+        torch.testing.assert_close(f([x, w2])[0], x * w2 + 1)
+    ((instance,),) = f.graphs.values()
+    # The old instance gave way at w2's STALE_CALLS-th call, after the calls before it
+    # ran without a graph (as did w1's first).
+    assert instance.borrowed == {1: w2.data_ptr()}
+    assert f.plain_calls == 1 + (STALE_CALLS - 1)
+
+
+def test_a_signature_that_keeps_moving_stops_recording() -> None:
+    """Borrowed inputs at a new address at every call: at most MAX_RECORDINGS
+    recordings, then calls run without a graph (a recording costs several plain runs)."""
+    f = runner(affine, auto=True, max_instances=1)
+    x = torch.randn(8)
+    for _ in range(MAX_RECORDINGS * (STALE_CALLS + 1) + 5):
+        w = torch.nn.Parameter(torch.randn(8))
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert sum(f.recordings.values()) == MAX_RECORDINGS
