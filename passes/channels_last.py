@@ -467,7 +467,9 @@ class _FunctionRewrite:
         ``[N, g, C/g, H, W]``, ``permute(0, 2, 1, 3, 4)``, ``clone``, ``view`` back to
         ``[N, C, H, W]``, as the same shuffle of its NHWC form: ``view`` to
         ``[N, H, W, g, C/g]``, ``permute(0, 1, 2, 4, 3)``, ``clone``, ``view`` to
-        ``[N, H, W, C]``. One copy kernel either way; this one keeps the NHWC layout."""
+        ``[N, H, W, C]``, then ``clone(..., memory_format = "channels_last")`` of its
+        NCHW permute, which ``lower-aten`` materializes as an NHWC buffer. One copy kernel
+        either way; this one keeps the NHWC layout."""
         chain = self._shuffle_chain(op)
         if chain is None:
             return False
@@ -494,9 +496,22 @@ class _FunctionRewrite:
             {"self": copy.results[0], "size": [n, h, w, c]}, [TensorType(element, [n, h, w, c])]
         )
         self._insert(merged, point)
-        for new, old in ((view, split_view), (copy, clone), (merged, merge_view)):
+        # Materialized NHWC (a ``channels_last`` clone is a copy in ``lower-aten``; the
+        # other clone is an alias there): the shuffle is one copy kernel, and what
+        # reads it (a strided convolution's input, a channel slice's rows for
+        # conv1x1-to-mm) gets a plain NHWC buffer rather than a copy of its own each.
+        nchw_view = self._permute(merged.results[0], NCHW, point)
+        stored = type(clone).from_args(
+            {"self": nchw_view, "memory_format": "channels_last"}, [merge_view.results[0].type]
+        )
+        self._insert(stored, point)
+        for new, old in ((view, split_view), (copy, clone), (merged, merge_view), (stored, clone)):
             new.location = old.location
-        self._store_nhwc(merge_view.results[0], merged.results[0], point)
+        result = merge_view.results[0]
+        if result.name_hint:
+            stored.results[0].name_hint = result.name_hint
+        result.replace_all_uses_with(stored.results[0])
+        self.channels_last.add(stored.results[0])
         for old in (merge_view, clone, permute, split_view):
             Rewriter.erase_op(old)
         return True

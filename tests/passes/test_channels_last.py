@@ -524,6 +524,13 @@ def test_split_cat_and_channel_shuffle_stay_channels_last() -> None:
         op for op in _aten_ops(after, "aten::clone.default") if _shape(op.results[0])[-1] == 2
     ]
     assert _shape(clone.results[0]) == (2, 6, 6, 4, 2)
+    # the shuffled tensor is materialized NHWC once (a channels_last clone: a copy in
+    # lower-aten), which the mean reads
+    (mean,) = _aten_ops(after, "aten::mean.dim")
+    stored = mean.operands[0].owner
+    assert isinstance(stored, AtenOp)
+    assert stored.overload_name == "aten::clone.default"
+    assert stored.arg_attr("memory_format") == StringAttr("channels_last")
     # the 1x1 convolution reads the NCHW view of an NHWC channel slice: conv1x1-to-mm's
     # input, as strided rows
     pointwise = _aten_ops(after, "aten::convolution.default")[1]

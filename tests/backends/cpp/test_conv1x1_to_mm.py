@@ -196,17 +196,19 @@ def _shufflenet() -> nn.Module:
     return model.eval()
 
 
-def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
+def test_shufflenet_units_run_every_pointwise_convolution_as_mm(tmp_path: Path) -> None:
     """Every 1x1 convolution after a channel shuffle is a matrix product, the one on a
     channel slice included (strided rows of the NHWC buffer): before, the layout stopped
     at the first ``cat`` and they ran as NCHW oneDNN convolutions (ShuffleNet-v2 0.75x
-    Inductor). Values equal eager's on fresh inputs."""
+    Inductor). The shuffle is materialized NHWC once, so no extern input is copied
+    (a strided depthwise convolution got an NCHW copy of the shuffle, and each slice's
+    matrix product a copy of its rows). Values equal eager's on fresh inputs."""
     model = _shufflenet()
 
     def f(x: torch.Tensor) -> torch.Tensor:
         return model(x).mean((2, 3))
 
-    compiled = _compile(f)
+    compiled = _compile(f, debug_dir=str(tmp_path))
     with torch.no_grad():
         for _ in range(2):
             x = torch.randn(2, 3, 32, 32)
@@ -215,6 +217,8 @@ def test_shufflenet_units_run_every_pointwise_convolution_as_mm() -> None:
     # the stem and the 7 depthwise convolutions; 13 pointwise ones as mm
     assert stats.externs["aten::convolution.default"] == 8
     assert stats.externs["aten::mm.default"] == 13
+    (wrapper,) = tmp_path.glob("*/wrapper.py")
+    assert "_contiguous = " not in wrapper.read_text()  # no copy of an extern input
 
 
 def test_shufflenet_units_of_symbolic_sizes_match_eager() -> None:
