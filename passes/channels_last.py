@@ -442,6 +442,7 @@ class _FunctionRewrite:
         x = op.operands[0]
         if (
             x not in self.channels_last
+            or op.sym_operands()  # symbolic split sizes: left as they are
             or _arg(op, "dim") not in (1, -3)
             or any(_rank(r) != 4 for r in op.results)
             or self._keeps_nchw(op)

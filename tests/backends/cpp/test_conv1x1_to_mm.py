@@ -335,3 +335,23 @@ def test_channel_slices_feeding_wider_convolutions_match_eager() -> None:
             x, y = torch.randn(2, 3, 9, 9), torch.randn(2, 5, 9, 9)
             for got, want in zip(compiled(x, y), f(x, y), strict=True):
                 torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_channel_split_of_symbolic_sizes_is_left_as_it_is() -> None:
+    """A ``split`` whose sizes are symbolic (``dynamic=True``) stays an NCHW split (its
+    sizes are SSA values, not properties: reading them as properties raised)."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(conv(x))
+        n = x.shape[2] // 4
+        a, b = y.split([n, 8 - n], dim=1)
+        return torch.cat((b, a), 1).mean((2, 3))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="kiln", dynamic=True, options={"verbose": False})
+    with torch.no_grad():
+        for side in (8, 12, 16):
+            x = torch.randn(2, 3, side, side)
+            torch.testing.assert_close(compiled(x), f(x), atol=1e-4, rtol=1e-4)
