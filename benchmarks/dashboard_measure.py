@@ -352,8 +352,11 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     return top / 2**20
 
 
-def profile_kernels(run: Callable[[], Any], steps: int = 5) -> tuple[float, float]:
-    """CUDA: (kernel ms per step, kernels per step) summed over the device's kernels."""
+def profile_kernels(run: Callable[[], Any], steps: int = 5) -> Callable[[], tuple[float, float]]:
+    """CUDA: profiles ``steps`` runs; returns what sums the device's kernels (kernels,
+    copies, memsets) into (kernel ms per step, kernels per step). Summing parses every
+    profiler event in Python (seconds for a training step's thousands): call it after
+    releasing the timing lock, which only the runs need."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -361,12 +364,16 @@ def profile_kernels(run: Callable[[], Any], steps: int = 5) -> tuple[float, floa
         for _ in range(steps):
             run()
         torch.cuda.synchronize()
-    total_us, count = 0.0, 0
-    for event in prof.events() or []:
-        if getattr(event.device_type, "name", "") == "CUDA":  # kernels, copies, memsets
-            total_us += event.time_range.elapsed_us()
-            count += 1
-    return total_us / 1000 / steps, count / steps
+
+    def totals() -> tuple[float, float]:
+        total_us, count = 0.0, 0
+        for event in prof.events() or []:
+            if getattr(event.device_type, "name", "") == "CUDA":
+                total_us += event.time_range.elapsed_us()
+                count += 1
+        return total_us / 1000 / steps, count / steps
+
+    return totals
 
 
 def describe(e: BaseException) -> str:

@@ -138,15 +138,15 @@ class Task:
         return [o.detach() for o in outs] + grads
 
 
-def optimizer_ms(task: Task, iters: int) -> float:
-    """One eager AdamW step (foreach) over the model's gradients."""
+def optimizer_step(task: Task) -> Callable[[], Any] | None:
+    """One eager AdamW step (foreach) over a fresh model's gradients, to time (None: no
+    parameter has a gradient). Built outside the timing lock: only the steps need it."""
     model, inputs = task.instance()
     task.step(model, model, inputs)
     params = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
     if not params:
-        return 0.0
-    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
-    return median_ms(opt.step, task.device, iters)
+        return None
+    return torch.optim.AdamW(params, lr=1e-4, foreach=True).step
 
 
 # -- one backend on one task ---------------------------------------------------------------
@@ -388,6 +388,16 @@ def run_backend(
                 return task.step(fn, model, inputs, before)
 
             notes = []
+            kernel_totals = None
+            opt_step = None
+            if backend == "eager" and task.mode == "train":
+                try:
+                    opt_step = optimizer_step(task)
+                    row.opt_ms = 0.0 if opt_step is None else None
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"optimizer: {describe(e)}")
             with lock():
                 row.lock_wait_s = lock.waited_s
                 if eager_run is not None and backend != "eager":
@@ -403,18 +413,25 @@ def run_backend(
                     notes.append(f"peak memory: {describe(e)}")
                 if device.type == "cuda":
                     try:
-                        row.kernel_ms, row.launches = profile_kernels(run)
+                        kernel_totals = profile_kernels(run)
                     except TaskTimeout:
                         raise
                     except Exception as e:
                         notes.append(f"profiler: {describe(e)}")
-                if backend == "eager" and task.mode == "train":
+                if opt_step is not None:
                     try:
-                        row.opt_ms = optimizer_ms(task, settings.iters)
+                        row.opt_ms = median_ms(opt_step, device, settings.iters)
                     except TaskTimeout:
                         raise
                     except Exception as e:
                         notes.append(f"optimizer: {describe(e)}")
+            if kernel_totals is not None:  # parsed outside the lock
+                try:
+                    row.kernel_ms, row.launches = kernel_totals()
+                except TaskTimeout:
+                    raise
+                except Exception as e:
+                    notes.append(f"profiler: {describe(e)}")
             if row.dynamic:
                 try:
                     row.recompiles = recompile_count(task, fn, model)

@@ -84,8 +84,8 @@ def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple
     return graph.replay, tuple(outputs)
 
 
-def _use_count(t: torch.Tensor) -> int:
-    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+_storage_use_count: Callable[[int], int] = torch._C._storage_Use_Count  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+"""The use count of the storage at a ``StorageImpl`` address (``storage._cdata``)."""
 
 
 @dataclass(eq=False)
@@ -105,25 +105,23 @@ class _Instance:
     """The argument list the recording ran on: a borrowed position holds the caller's
     tensor during a replay only (a recorder that reruns the program, as the tests' stand-in
     does, reads it there; a CUDA graph reads the address)."""
-    storages: list[tuple[torch.Tensor, int]] = field(default_factory=list[tuple[torch.Tensor, int]])
-    """One output tensor per distinct storage, and that storage's use count while only
-    the runner holds it."""
+    storages: list[tuple[torch.Tensor, int, int]] = field(
+        default_factory=list[tuple[torch.Tensor, int, int]]
+    )
+    """One output tensor per distinct storage (which keeps it alive), the storage's
+    ``StorageImpl`` address, and its use count while only the runner holds it."""
 
     def idle(self) -> bool:
         """Whether nothing outside the runner holds an output (or a view of one)."""
-        return all(_use_count(t) <= count for t, count in self.storages)
+        # Called on every replay: the addresses are kept, not looked up per call.
+        return all(_storage_use_count(impl) <= count for _, impl, count in self.storages)
 
     def fits(self, args: Sequence[Any]) -> bool:
         """Whether every borrowed argument lies where the graph reads it, and no argument
-        it copies could be borrowed now (see :meth:`superseded`)."""
-        return self._borrowed_in_place(args) and not self.superseded(args)
-
-    def superseded(self, args: Sequence[Any]) -> bool:
-        """Whether the instance copies an argument that could now be borrowed, its borrowed
-        ones in place: a backward's first call receives the forward's first, ungraphed,
-        outputs, so its first instance copies them; the next call, fed by the forward's
-        replay, records one that borrows, which replaces it."""
-        return self._borrowed_in_place(args) and any(
+        it copies could be borrowed now: a backward's first call receives the forward's
+        first, ungraphed, outputs, so its first instance copies them; the next call, fed
+        by the forward's replay, records one that borrows, and the first gives way."""
+        return self._borrowed_in_place(args) and not any(
             k not in self.borrowed and _borrowable(a) for k, a in enumerate(args)
         )
 
@@ -136,7 +134,8 @@ class _Instance:
         for o in self.outputs:
             if isinstance(o, torch.Tensor):
                 seen.setdefault(o.untyped_storage().data_ptr(), o)
-        self.storages = [(t, _use_count(t)) for t in seen.values()]
+        impls = [(t, t.untyped_storage()._cdata) for t in seen.values()]  # pyright: ignore[reportAttributeAccessIssue]
+        self.storages = [(t, impl, _storage_use_count(impl)) for t, impl in impls]
         for address in seen:
             _GRAPH_OUTPUTS[address] = self
 
@@ -165,8 +164,7 @@ def _borrowable(value: Any) -> bool:
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
     return tuple(
-        (tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
-        for a in args
+        (a.shape, a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a for a in args
     )
 
 
