@@ -27,6 +27,12 @@ writes the layout into the IR as *logical* NHWC tensors:
   NHWC copy (option ``convert-inputs=false`` leaves the image NCHW: the first convolution
   then runs on NCHW and only the kernel after it reads transposed; ``convert-weights=true``
   copies the weights as well);
+* on the CPU, ShuffleNet's channel plumbing keeps the layout: a ``cat`` along C of
+  channels-last tensors concatenates their NHWC forms along the last dim, a ``split``
+  along C splits the NHWC form (the pieces are strided views of its buffer, which
+  ``conv1x1-to-mm`` reads as strided rows), and the channel shuffle (``view`` to
+  ``[N, g, C/g, H, W]``, ``permute(0, 2, 1, 3, 4)``, ``clone``, ``view`` back) becomes the
+  same shuffle of the NHWC form (``[N, H, W, g, C/g]``, ``permute(0, 1, 2, 4, 3)``);
 * every other consumer (reductions, views, matmuls, the function's results) reads the
   NCHW view, i.e. the NHWC buffer through strides.
 
@@ -72,7 +78,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
@@ -112,6 +118,12 @@ _RESHAPES = frozenset({"aten::view.default", "aten::_unsafe_view.default", "aten
 """Views that keep a contiguous tensor contiguous (a reshape of a strided one copies)."""
 _TO_COPY = "aten::_to_copy.default"
 _CLONE = "aten::clone.default"
+_CAT = "aten::cat.default"
+_CHANNEL_SPLITS = frozenset({"aten::split_with_sizes.default", "aten::split.Tensor"})
+"""Splits whose pieces are views of their input (``chunk`` decomposes to them)."""
+_SHUFFLE_PERMUTE = (0, 2, 1, 3, 4)
+"""``[N, groups, C / groups, H, W] -> [N, C / groups, groups, H, W]``: ShuffleNet's
+channel shuffle (``view``, ``transpose(1, 2)``, ``contiguous``, ``view``)."""
 _TO_COPY_LAYOUT_ARGS = ("layout", "device", "pin_memory", "memory_format")
 """``_to_copy`` is elementwise (a dtype cast) unless it also moves or re-lays-out."""
 
@@ -134,6 +146,17 @@ def _tensor_shape(value: SSAValue) -> tuple[int, ...] | None:
 def _rank(value: SSAValue) -> int | None:
     shape = _tensor_shape(value)
     return None if shape is None else len(shape)
+
+
+def _arg(op: AtenOp, name: str) -> Any:
+    spec = next(a for a in op.op_schema().arguments if a.name == name)
+    return decode_value(spec, op.arg_attr(name), ())
+
+
+def _element_type(value: SSAValue) -> Attribute:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return ty.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
 def _first_tensor(op: AtenOp) -> SSAValue | None:
@@ -194,6 +217,7 @@ class _FunctionRewrite:
         convert_inputs: bool,
         convert_weights: bool,
         on_gpu: bool = False,
+        pointwise_as_mm: bool = True,
         free_outputs: frozenset[int] = frozenset(),
         channels_last_args: Sequence[SSAValue] = (),
         recorded_nhwc: bool = False,
@@ -207,6 +231,9 @@ class _FunctionRewrite:
         """Whether results the importer records as laid out NHWC count as channels-last."""
         self.on_gpu = on_gpu
         """Whether permutes of NHWC tensors count as channels-last (see ``run``)."""
+        self.pointwise_as_mm = pointwise_as_mm
+        """Whether ``conv1x1-to-mm`` follows (CPU): it reads a channel slice of an NHWC
+        buffer as strided rows, with no copy (see ``_convolution``)."""
         self.convert_inputs = convert_inputs
         self.convert_weights = convert_weights
         self.created: list[Operation] = []
@@ -215,6 +242,9 @@ class _FunctionRewrite:
         self.nhwc: dict[SSAValue, SSAValue] = {}
         """A channels-last NCHW value -> the same tensor as a logical NHWC value."""
         self.input_clones: dict[SSAValue, SSAValue] = {}
+        self.channel_slices: set[SSAValue] = set()
+        """Values of ``channels_last`` that are channel slices of an NHWC buffer (a
+        ``split`` along C): NHWC views, but not dense buffers of their own."""
         self.keep_nchw = self._values_kept_nchw()
 
     # -- analysis ---------------------------------------------------------------------
@@ -295,19 +325,30 @@ class _FunctionRewrite:
     def run(self) -> bool:
         changed = False
         for op in list(self.block.ops):
-            if not isinstance(op, AtenOp):
+            if not isinstance(op, AtenOp) or op.parent is None:  # None: erased (a shuffle)
                 continue
             if _is_2d_convolution(op):
                 changed |= self._convolution(op)
             elif has_aten_trait(op, FollowsChannelsLast):
                 self._follow_input(op)
-            elif self.on_gpu and self._is_nchw_view_of_nhwc(op):
+            elif not self.on_gpu and op.overload_name == _CAT:
+                # CPU only (cat, split, shuffle): what they buy is conv1x1-to-mm's
+                # matrix products on channel slices (CPU only); on the GPU a slice would
+                # reach cuDNN as a strided view, and that was not measured.
+                changed |= self._cat(op)
+            elif not self.on_gpu and op.overload_name in _CHANNEL_SPLITS:
+                changed |= self._channel_split(op)
+            elif not self.on_gpu and op.overload_name in _RESHAPES and self._channel_shuffle(op):
+                changed = True
+            elif self._is_nchw_view_of_nhwc(op):
                 # ``permute(y, [0, 3, 1, 2])`` of a contiguous NHWC tensor (ConvNeXt's
                 # ``x.permute(0, 3, 1, 2)`` after its LayerNorm and MLP) is an NCHW tensor
                 # stored channels-last: what reads it may stay NHWC, and a convolution
                 # reading it gets it without a copy (cuDNN's NHWC depthwise kernel on the
-                # GPU rather than ATen's NCHW one). GPU only: on this 2-core CPU, oneDNN
-                # ran timm's ConvNeXt-atto about 15 % slower that way (1 thread, A/B).
+                # GPU rather than ATen's NCHW one). On the CPU it was GPU only while the
+                # 1x1 convolutions after it ran in oneDNN (ConvNeXt-atto 15 % slower);
+                # with conv1x1-to-mm they become matrix products on the NHWC buffers
+                # (ConvNeXt-atto 7.6 -> 5.7 ms, Inductor 7.4 ms: docs/benchmarks/cpu-profile.md).
                 (result,) = op.results
                 self.channels_last.add(result)
                 self.nhwc[result] = op.operands[0]
@@ -381,6 +422,10 @@ class _FunctionRewrite:
         if result in self.keep_nchw:
             return False
         x = op.operands[0]
+        if x in self.channel_slices and not self._reads_slices_as_rows(op):
+            # ATen would get a strided view that is no channels-last buffer and return
+            # an NCHW result: leave the layout to it.
+            return False
         if x not in self.channels_last:
             if not (self.convert_inputs and isinstance(x, BlockArgument)):
                 return False
@@ -390,6 +435,11 @@ class _FunctionRewrite:
             op.operands[1] = self._input_clone(weight)
         self.channels_last.add(result)
         return True
+
+    def _reads_slices_as_rows(self, op: AtenOp) -> bool:
+        """Whether ``conv1x1-to-mm`` will run ``op`` as a matrix product on the rows of
+        its input's NHWC buffer (a channel slice's rows are strided: no copy)."""
+        return not self.on_gpu and self.pointwise_as_mm and is_pointwise_convolution(op)
 
     def _input_clone(self, x: SSAValue) -> SSAValue:
         """``clone(x, memory_format = "channels_last")`` once per function argument."""
@@ -431,6 +481,164 @@ class _FunctionRewrite:
         return isinstance(owner, AtenOp) and not (
             has_aten_trait(owner, ViewLike) or has_aten_trait(owner, FollowsChannelsLast)
         )
+
+    def _keeps_nchw(self, op: Operation) -> bool:
+        return any(r in self.keep_nchw for r in op.results)
+
+    def _store_nhwc(self, old: SSAValue, nhwc: SSAValue, point: InsertPoint) -> SSAValue:
+        """Replace ``old`` (NCHW) by the NCHW permute of ``nhwc``, its logical NHWC form."""
+        nchw = self._permute(nhwc, NCHW, point)
+        if old.name_hint:
+            nhwc.name_hint = old.name_hint
+            nchw.name_hint = f"{old.name_hint}_nchw"
+        old.replace_all_uses_with(nchw)
+        self.channels_last.add(nchw)
+        self.nhwc[nchw] = nhwc
+        return nchw
+
+    def _cat(self, op: AtenOp) -> bool:
+        """``cat`` of 4-D tensors along C, one of them channels-last: the NHWC tensors
+        concatenated along their last dim (ShuffleNet's branches), so the copy kernel
+        writes NHWC and what follows stays channels-last."""
+        tensors = [t for t in op.tensor_operands().get("tensors") or [] if t is not None]
+        dim = _arg(op, "dim")
+        if (
+            len(op.results) != 1
+            or _rank(op.results[0]) != 4
+            or dim not in (1, -3)
+            or not tensors
+            or any(_rank(t) != 4 for t in tensors)
+            or not any(t in self.channels_last for t in tensors)
+            or self._keeps_nchw(op)
+        ):
+            return False
+        point = InsertPoint.before(op)
+        inputs = [
+            self.nhwc_of(t) if t in self.channels_last else self._permute(t, NHWC, point)
+            for t in tensors
+        ]
+        (result,) = op.results
+        cat = type(op).from_args({"tensors": inputs, "dim": 3}, [_permuted_type(result.type, NHWC)])
+        self._insert(cat, point)
+        cat.location = op.location
+        self._store_nhwc(result, cat.results[0], point)
+        Rewriter.erase_op(op)
+        return True
+
+    def _channel_split(self, op: AtenOp) -> bool:
+        """``split`` of a channels-last tensor along C: the same split of its NHWC form
+        along the last dim. The pieces are strided views of the NHWC buffer
+        (``channel_slices``)."""
+        x = op.operands[0]
+        if (
+            x not in self.channels_last
+            or op.sym_operands()  # symbolic split sizes: left as they are
+            or _arg(op, "dim") not in (1, -3)
+            or any(_rank(r) != 4 for r in op.results)
+            or self._keeps_nchw(op)
+        ):
+            return False
+        point = InsertPoint.before(op)
+        args = {
+            a.name: _arg(op, a.name) for a in op.op_schema().arguments if a.name not in ("self",)
+        }
+        split = type(op).from_args(
+            {**args, "self": self.nhwc_of(x), "dim": 3},
+            [_permuted_type(r.type, NHWC) for r in op.results],
+        )
+        split.location = op.location
+        self._insert(split, point)
+        for old, piece in zip(op.results, split.results, strict=True):
+            self.channel_slices.add(self._store_nhwc(old, piece, point))
+        Rewriter.erase_op(op)
+        return True
+
+    def _channel_shuffle(self, op: AtenOp) -> bool:
+        """ShuffleNet's channel shuffle of a channels-last tensor, ``view`` to
+        ``[N, g, C/g, H, W]``, ``permute(0, 2, 1, 3, 4)``, ``clone``, ``view`` back to
+        ``[N, C, H, W]``, as the same shuffle of its NHWC form: ``view`` to
+        ``[N, H, W, g, C/g]``, ``permute(0, 1, 2, 4, 3)``, ``clone``, ``view`` to
+        ``[N, H, W, C]``, then ``clone(..., memory_format = "channels_last")`` of its
+        NCHW permute, which ``lower-aten`` materializes as an NHWC buffer. One copy kernel
+        either way; this one keeps the NHWC layout."""
+        chain = self._shuffle_chain(op)
+        if chain is None:
+            return False
+        split_view, permute, clone, merge_view = chain
+        x = op.operands[0]
+        x_shape, shape5 = _tensor_shape(x), _tensor_shape(split_view.results[0])
+        assert x_shape is not None
+        assert shape5 is not None
+        n, c, h, w = x_shape
+        groups, per_group = shape5[1:3]
+        point = InsertPoint.before(merge_view)
+        element = _element_type(x)
+        view = type(split_view).from_args(
+            {"self": self.nhwc_of(x), "size": [n, h, w, groups, per_group]},
+            [TensorType(element, [n, h, w, groups, per_group])],
+        )
+        self._insert(view, point)
+        swapped = self._permute(view.results[0], (0, 1, 2, 4, 3), point)
+        copy = type(clone).from_args(
+            {"self": swapped, "memory_format": "contiguous_format"}, [swapped.type]
+        )
+        self._insert(copy, point)
+        merged = type(merge_view).from_args(
+            {"self": copy.results[0], "size": [n, h, w, c]}, [TensorType(element, [n, h, w, c])]
+        )
+        self._insert(merged, point)
+        # Materialized NHWC (a ``channels_last`` clone is a copy in ``lower-aten``; the
+        # other clone is an alias there): the shuffle is one copy kernel, and what
+        # reads it (a strided convolution's input, a channel slice's rows for
+        # conv1x1-to-mm) gets a plain NHWC buffer rather than a copy of its own each.
+        nchw_view = self._permute(merged.results[0], NCHW, point)
+        stored = type(clone).from_args(
+            {"self": nchw_view, "memory_format": "channels_last"}, [merge_view.results[0].type]
+        )
+        self._insert(stored, point)
+        for new, old in ((view, split_view), (copy, clone), (merged, merge_view), (stored, clone)):
+            new.location = old.location
+        result = merge_view.results[0]
+        if result.name_hint:
+            stored.results[0].name_hint = result.name_hint
+        result.replace_all_uses_with(stored.results[0])
+        self.channels_last.add(stored.results[0])
+        for old in (merge_view, clone, permute, split_view):
+            Rewriter.erase_op(old)
+        return True
+
+    def _shuffle_chain(self, op: AtenOp) -> tuple[AtenOp, AtenOp, AtenOp, AtenOp] | None:
+        """``(view, permute, clone, view)`` when ``op`` starts a channel shuffle of a
+        channels-last tensor whose steps have no other users, else None."""
+        x = op.operands[0]
+        x_shape = _tensor_shape(x)
+        shape5 = _tensor_shape(op.results[0])
+        if x not in self.channels_last or x_shape is None or shape5 is None:
+            return None
+        if any(d < 0 for d in x_shape) or len(shape5) != 5:
+            return None
+        n, c, h, w = x_shape
+        if shape5[0] != n or shape5[3:] != (h, w) or shape5[1] * shape5[2] != c:
+            return None
+        steps: list[AtenOp] = [op]
+        for expected in (_PERMUTE, _CLONE, _RESHAPES):
+            users = {u.operation for u in steps[-1].results[0].uses}
+            (user,) = users if len(users) == 1 else (None,)
+            if not isinstance(user, AtenOp) or user.operands[0] is not steps[-1].results[0]:
+                return None
+            names = expected if isinstance(expected, frozenset) else {expected}
+            if user.overload_name not in names:
+                return None
+            steps.append(user)
+        view, permute, clone, merge = steps
+        if tuple(_arg(permute, "dims")) != _SHUFFLE_PERMUTE:
+            return None
+        memory_format = clone.arg_attr("memory_format")
+        if isinstance(memory_format, StringAttr) and memory_format.data == "channels_last":
+            return None
+        if _tensor_shape(merge.results[0]) != x_shape or self._keeps_nchw(merge):
+            return None
+        return view, permute, clone, merge
 
     def _follow_input(self, op: AtenOp) -> None:
         first = _first_tensor(op)
@@ -537,6 +745,7 @@ class ChannelsLastPass(ModulePass):
                 self.convert_inputs,
                 self.convert_weights,
                 _on_gpu(op),
+                self.pointwise_as_mm,
                 free if saved_nhwc else frozenset(),
                 nhwc_args,
                 saved_nhwc,

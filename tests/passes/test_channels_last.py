@@ -479,3 +479,91 @@ def test_convnext_style_blocks_match_eager_with_nhwc_between_convolutions() -> N
             expected = model(x)
         (actual,) = run_with(module, params, [x])
         assert_close(actual, expected)
+
+
+# ShuffleNet-v2's unit: split the channels, a 1x1 convolution on one half, concatenate,
+# shuffle the channels (view, transpose, contiguous, view).
+CHANNEL_SHUFFLE = f"""
+func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<8x3x3x3xf32>, %w1: tensor<4x4x1x1xf32>) -> tensor<2x8xf32> {{
+  %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<2x3x6x6xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x6x6xf32>
+  %1 = aten.relu.default(%0) : (tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32>
+  %a, %b = aten.split_with_sizes.default(%1, split_sizes = [4, 4], dim = 1) : (tensor<2x8x6x6xf32>) -> (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>)
+  %2 = aten.convolution.default(%b, %w1, padding = [0, 0], {CONV}) : (tensor<2x4x6x6xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x6x6xf32>
+  %3 = aten.relu.default(%2) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %4 = aten.cat.default(tensors = [%a, %3], dim = 1) : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) -> tensor<2x8x6x6xf32>
+  %5 = aten.view.default(%4, size = [2, 2, 4, 6, 6]) : (tensor<2x8x6x6xf32>) -> tensor<2x2x4x6x6xf32>
+  %6 = aten.permute.default(%5, dims = [0, 2, 1, 3, 4]) : (tensor<2x2x4x6x6xf32>) -> tensor<2x4x2x6x6xf32>
+  %7 = aten.clone.default(%6, memory_format = "contiguous_format") : (tensor<2x4x2x6x6xf32>) -> tensor<2x4x2x6x6xf32>
+  %8 = aten.view.default(%7, size = [2, 8, 6, 6]) : (tensor<2x4x2x6x6xf32>) -> tensor<2x8x6x6xf32>
+  %9 = aten.mean.dim(%8, dim = [2, 3]) : (tensor<2x8x6x6xf32>) -> tensor<2x8xf32>
+  func.return %9 : tensor<2x8xf32>
+}}
+"""
+
+
+def _aten_ops(module: ModuleOp, overload: str) -> list[AtenOp]:
+    return [op for op in module.walk() if isinstance(op, AtenOp) and op.overload_name == overload]
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+def test_split_cat_and_channel_shuffle_stay_channels_last() -> None:
+    # Before, the layout stopped at the cat: the shuffle, the split and the next blocks'
+    # 1x1 convolutions ran NCHW (ATen's oneDNN convolution, 2-5x slower than the matrix
+    # product conv1x1-to-mm makes of an NHWC one: ShuffleNet-v2 0.75x Inductor).
+    before, after = run_pass(ChannelsLastPass(), CHANNEL_SHUFFLE)
+    (split,) = _aten_ops(after, "aten::split_with_sizes.default")
+    assert _shape(split.operands[0]) == (2, 6, 6, 8)
+    (cat,) = _aten_ops(after, "aten::cat.default")
+    assert _shape(cat.results[0]) == (2, 6, 6, 8)
+    views = [_shape(op.results[0]) for op in _aten_ops(after, "aten::view.default")]
+    assert views == [(2, 6, 6, 2, 4), (2, 6, 6, 8)]
+    (clone,) = [
+        op for op in _aten_ops(after, "aten::clone.default") if _shape(op.results[0])[-1] == 2
+    ]
+    assert _shape(clone.results[0]) == (2, 6, 6, 4, 2)
+    # the shuffled tensor is materialized NHWC once (a channels_last clone: a copy in
+    # lower-aten), which the mean reads
+    (mean,) = _aten_ops(after, "aten::mean.dim")
+    stored = mean.operands[0].owner
+    assert isinstance(stored, AtenOp)
+    assert stored.overload_name == "aten::clone.default"
+    assert stored.arg_attr("memory_format") == StringAttr("channels_last")
+    # the 1x1 convolution reads the NCHW view of an NHWC channel slice: conv1x1-to-mm's
+    # input, as strided rows
+    pointwise = _aten_ops(after, "aten::convolution.default")[1]
+    source = pointwise.operands[0].owner
+    assert isinstance(source, AtenOp)
+    assert source.overload_name == "aten::permute.default"
+    assert source.operands[0].owner is split
+    assert_same_numbers(before, after)
+    assert_same_numbers(before, after, seed=1)
+
+
+def test_channel_shuffle_pointwise_convolutions_become_mm() -> None:
+    before = parse(CHANNEL_SHUFFLE)
+    after = parse(CHANNEL_SHUFFLE)
+    registry = default_registry()
+    PassPipeline.parse_spec(registry.passes, "channels-last,conv1x1-to-mm").apply(
+        registry.make_context(), after
+    )
+    assert len(_aten_ops(after, "aten::convolution.default")) == 1
+    assert len(_aten_ops(after, "aten::mm.default")) == 1
+    assert_same_numbers(before, after)
+
+
+def test_returned_shuffle_and_split_keep_nchw() -> None:
+    # The shuffled tensor is returned: it (and the cat it is a view of) stays NCHW.
+    text = CHANNEL_SHUFFLE.replace("-> tensor<2x8xf32> {", "-> tensor<2x8x6x6xf32> {").replace(
+        "func.return %9 : tensor<2x8xf32>", "func.return %8 : tensor<2x8x6x6xf32>"
+    )
+    before, after = run_pass(ChannelsLastPass(), text)
+    (cat,) = _aten_ops(after, "aten::cat.default")
+    assert _shape(cat.results[0]) == (2, 8, 6, 6)
+    assert [_shape(op.results[0]) for op in _aten_ops(after, "aten::view.default")] == [
+        (2, 2, 4, 6, 6),
+        (2, 8, 6, 6),
+    ]
+    assert_same_numbers(before, after)

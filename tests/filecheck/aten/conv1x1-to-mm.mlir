@@ -94,3 +94,24 @@ func.func @symbolic(%x: tensor<?x?x?x4xf32>, %w: tensor<8x4x1x1xf32>) -> tensor<
   %2 = aten.mean.dim(%1, dim = [2, 3]) : (tensor<?x8x?x?xf32>) -> tensor<?x8xf32>
   func.return %2 : tensor<?x8xf32>
 }
+
+// -----
+
+// A 1x1 map (squeeze-and-excitation's pooled input) is stored the same NCHW or NHWC:
+// its 1x1 convolution is an addmm whatever made it (here a mean of an NCHW value).
+// CHECK-LABEL: func.func @pooled
+// CHECK-NEXT:    %m = aten.mean.dim(%x, dim = [2, 3], keepdim = true)
+// CHECK-NEXT:    %x_nhwc = aten.permute.default(%m, dims = [0, 2, 3, 1]) : (tensor<2x8x1x1xf32>) -> tensor<2x1x1x8xf32>
+// CHECK-NEXT:    %x_rows = aten.view.default(%x_nhwc, size = [2, 8]) : (tensor<2x1x1x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %w_2d = aten.view.default(%w, size = [4, 8])
+// CHECK-NEXT:    %w_t = aten.permute.default(%w_2d, dims = [1, 0])
+// CHECK-NEXT:    %addmm = aten.addmm.default(%b, %x_rows, %w_t) : (tensor<4xf32>, tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %y_nhwc = aten.view.default(%addmm, size = [2, 1, 1, 4])
+// CHECK-NEXT:    %s = aten.permute.default(%y_nhwc, dims = [0, 3, 1, 2]) : (tensor<2x1x1x4xf32>) -> tensor<2x4x1x1xf32>
+// CHECK-NEXT:    %r = aten.relu.default(%s)
+func.func @pooled(%x: tensor<2x8x5x5xf32>, %w: tensor<4x8x1x1xf32>, %b: tensor<4xf32>) -> tensor<2x4x1x1xf32> {
+  %m = aten.mean.dim(%x, dim = [2, 3], keepdim = true) : (tensor<2x8x5x5xf32>) -> tensor<2x8x1x1xf32>
+  %s = aten.convolution.default(%m, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x8x1x1xf32>, tensor<4x8x1x1xf32>, tensor<4xf32>) -> tensor<2x4x1x1xf32>
+  %r = aten.relu.default(%s) : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  func.return %r : tensor<2x4x1x1xf32>
+}
