@@ -92,8 +92,10 @@ _storage_use_count: Callable[[int], int] = torch._C._storage_Use_Count  # pyrigh
 class _Instance:
     replay: Replay
     inputs: list[Any]
-    """Static copies of the tensor inputs (other values as they were at recording); None
-    where the input is borrowed."""
+    """Static copies of the tensor inputs (other values as they were at recording), the
+    list the recording ran on. A borrowed position holds the caller's tensor during a
+    replay only, None otherwise (a recorder that reruns the program, as the tests'
+    stand-in does, reads it there; a CUDA graph reads the address)."""
     outputs: tuple[Any, ...]
     last: list[tuple[weakref.ref[torch.Tensor], int] | None]
     """Per input: the tensor last copied in and its version counter then."""
@@ -101,10 +103,6 @@ class _Instance:
     """Calls in a row that found the instance idle but not fitting (see ``STALE_CALLS``)."""
     borrowed: dict[int, int] = field(default_factory=dict[int, int])
     """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
-    feed: list[Any] = field(default_factory=list[Any])
-    """The argument list the recording ran on: a borrowed position holds the caller's
-    tensor during a replay only (a recorder that reruns the program, as the tests' stand-in
-    does, reads it there; a CUDA graph reads the address)."""
     storages: list[tuple[torch.Tensor, int, int]] = field(
         default_factory=list[tuple[torch.Tensor, int, int]]
     )
@@ -275,12 +273,12 @@ class CudaGraphRunner:
                 ) from e
             entry.last[k] = (weakref.ref(value), value._version)
         for k in entry.borrowed:
-            entry.feed[k] = args[k]
+            entry.inputs[k] = args[k]
         try:
             entry.replay()
         finally:
             for k in entry.borrowed:
-                entry.feed[k] = None
+                entry.inputs[k] = None
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
@@ -312,9 +310,8 @@ class CudaGraphRunner:
             a.clone() if isinstance(a, torch.Tensor) and k not in borrowed else a
             for k, a in enumerate(args)
         ]
-        feed = list(static)
         try:
-            replay, outputs = self.record(lambda: self.program(list(feed)))
+            replay, outputs = self.record(lambda: self.program(list(static)))
         except Exception:
             if not may_fail:
                 raise
@@ -327,9 +324,9 @@ class CudaGraphRunner:
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
         for k in borrowed:  # keep addresses, not tensors
-            static[k] = feed[k] = last[k] = None
+            static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
-        instance = _Instance(replay, static, outputs, last, borrowed=borrowed, feed=feed)
+        instance = _Instance(replay, static, outputs, last, borrowed=borrowed)
         instance.settle()
         return instance
 

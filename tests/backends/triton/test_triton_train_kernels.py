@@ -5,38 +5,15 @@ them for the zoo) and eager's gradients."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 import torch
+from saved_layout_cases import counting_copies
 from triton_checks import DEVICE
 
 from kiln.compiler import GraphStats, compile_history, reset_compile_history
 from kiln.frontends.dynamo import kiln_backend
-
-
-@contextmanager
-def _counting_copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Counts the tensor copies made through ``Tensor.clone`` / ``Tensor.contiguous``
-    (how a program's wrapper lays out an ATen result that is not contiguous: on the GPU,
-    an ATen copy kernel each), by the op that was copied."""
-    copies: list[str] = []
-    for name in ("clone", "contiguous"):
-        original = getattr(torch.Tensor, name)
-
-        def counting(
-            self: torch.Tensor, *args: Any, _original: Any = original, **kwargs: Any
-        ) -> Any:
-            out = _original(self, *args, **kwargs)
-            if out.data_ptr() != self.data_ptr():
-                copies.append(f"{tuple(self.shape)} strides {self.stride()}")
-            return out
-
-        monkeypatch.setattr(torch.Tensor, name, counting)
-    yield copies
-    monkeypatch.undo()
 
 
 def _train_like_eager(
@@ -60,7 +37,7 @@ def _train_like_eager(
         x = make_input()
         model.zero_grad()
         if step == steps - 1:
-            with _counting_copies(monkeypatch) as copies:
+            with counting_copies(monkeypatch) as copies:
                 y = compiled(x)
                 y.square().mean().backward()
         else:
