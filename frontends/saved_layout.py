@@ -101,17 +101,15 @@ def restride_placeholders(backward: torch.fx.GraphModule, inputs: Sequence[Any])
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
-    changed = False
-    for node, value in zip(placeholders, inputs, strict=False):
-        traced = node.meta.get("val")
-        if (
-            isinstance(traced, torch.Tensor)
-            and isinstance(value, torch.Tensor)
-            and _static(value)
-            and _static(traced)
-            and tuple(traced.stride()) != tuple(value.stride())
-        ):
-            changed = True
+    changed = any(
+        isinstance(traced, torch.Tensor)
+        and isinstance(value, torch.Tensor)
+        and _static(value)
+        and _static(traced)
+        and tuple(traced.stride()) != tuple(value.stride())
+        for node, value in zip(placeholders, inputs, strict=False)
+        for traced in [node.meta.get("val")]
+    )
     mode = detect_fake_mode(inputs)
     if not changed or mode is None:
         return
