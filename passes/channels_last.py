@@ -713,11 +713,14 @@ class ChannelsLastPass(ModulePass):
     it turns into a matrix product does not run in ``Slow2d``, so it does not keep the
     function NCHW. Set it false when the pipeline leaves that pass out."""
 
-    saved_nhwc: bool = True
+    saved_nhwc: bool = False
     """On the GPU: return the results listed in ``kiln.free_layout_outputs`` (a training
     forward's saved activations) channels-last where they are stored so, and rewrite the
     pointwise ops on channels-last arguments (a backward's saved activations) and on
-    results ATen lays out NHWC (``convolution_backward``) to NHWC."""
+    results ATen lays out NHWC (``convolution_backward``) to NHWC. Off: on the H200
+    (session 14, large fp32 training steps, torch 2.11) it made MobileNet-v2 take 521 ms
+    a step against 16 ms without, ResNet-50 454 against 19, ResNet-18 207 against 8;
+    nearly all of it kernel time, cause not yet found."""
     saved_nhwc_cpu: bool = False
     """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
     1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,
@@ -734,7 +737,7 @@ class ChannelsLastPass(ModulePass):
             func.attributes.pop(FREE_LAYOUT_OUTPUTS_ATTR, None)
             if not func.body.blocks:
                 continue
-            saved_nhwc = self.saved_nhwc and (_on_gpu(op) or self.saved_nhwc_cpu)
+            saved_nhwc = self.saved_nhwc if _on_gpu(op) else self.saved_nhwc_cpu
             nhwc_args = _channels_last_args(func) if saved_nhwc else []
             if not _has_2d_convolution(func) and not nhwc_args:
                 continue

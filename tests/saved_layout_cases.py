@@ -15,9 +15,11 @@ import torch
 
 from kiln.compiler import DEFAULT_PIPELINE, CompiledGraph
 
-SAVED_NHWC_ON_CPU = DEFAULT_PIPELINE.replace("channels-last", "channels-last{saved-nhwc-cpu=true}")
-"""The default pipeline with saved activations channels-last on the CPU too (by default
-only on the GPU: ``channels-last``'s ``saved-nhwc-cpu``)."""
+SAVED_NHWC = DEFAULT_PIPELINE.replace(
+    "channels-last", "channels-last{saved-nhwc=true saved-nhwc-cpu=true}"
+)
+"""The default pipeline with saved activations channels-last on the GPU and the CPU (off
+by default on both: ``channels-last``'s ``saved-nhwc`` and ``saved-nhwc-cpu``)."""
 
 
 class SmallCnn(torch.nn.Module):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from saved_layout_cases import (
-    SAVED_NHWC_ON_CPU,
+    SAVED_NHWC,
     SmallCnn,
     is_channels_last,
     saved_batches,
@@ -27,7 +27,7 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
     hands them to the backward as they are: no copy on either side. (On the CPU only
     with ``saved-nhwc-cpu``: see the next test.)"""
     torch.manual_seed(0)
-    options = {"executor": "cpp", "pipeline": SAVED_NHWC_ON_CPU}
+    options = {"executor": "cpp", "pipeline": SAVED_NHWC}
     compiled, copies = train_like_eager(
         SmallCnn(), lambda: torch.randn(2, 3, 8, 8), options, monkeypatch
     )
@@ -64,7 +64,7 @@ def test_graph_cache_hit_reports_the_saved_layout(
     for attempt in range(2):
         torch.manual_seed(0)
         reset_compile_history()
-        options = {"executor": "cpp", "pipeline": SAVED_NHWC_ON_CPU}
+        options = {"executor": "cpp", "pipeline": SAVED_NHWC}
         compiled, _ = train_like_eager(
             SmallCnn(), lambda: torch.randn(2, 3, 8, 8), options, monkeypatch
         )

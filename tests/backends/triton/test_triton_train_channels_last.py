@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from saved_layout_cases import (
-    SAVED_NHWC_ON_CPU,
+    SAVED_NHWC,
     SmallCnn,
     is_channels_last,
     saved_batches,
@@ -19,12 +19,15 @@ from triton_checks import DEVICE
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
     """The forward returned every saved activation NCHW (a copy back from the NHWC
     buffers its convolutions compute) and the backward read them so; now they stay
-    channels-last from the forward to the backward, with no copy (by default on the GPU;
-    in the interpreter on the CPU with ``saved-nhwc-cpu``)."""
+    channels-last from the forward to the backward, with no copy (with ``saved-nhwc``,
+    off by default)."""
     torch.manual_seed(0)
-    options = {"executor": "triton", "verbose": False, "cuda_graphs": False}
-    if DEVICE.type == "cpu":
-        options["pipeline"] = SAVED_NHWC_ON_CPU
+    options = {
+        "executor": "triton",
+        "verbose": False,
+        "cuda_graphs": False,
+        "pipeline": SAVED_NHWC,
+    }
     cudnn = torch.backends.cudnn
     # cuDNN's TF32 convolutions, NHWC here and NCHW in eager, would differ by ~1e-3.
     with cudnn.flags(

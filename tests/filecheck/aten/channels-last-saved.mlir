@@ -1,8 +1,8 @@
 // RUN: kiln-opt %s -p 'channels-last{saved-nhwc-cpu=true}' | filecheck %s
 // RUN: kiln-opt %s --channels-last | filecheck %s --check-prefix=CPU
 
-// On the GPU (kiln.device) by default, on the CPU only with saved-nhwc-cpu=true: by
-// default a CPU program returns the results NCHW, as before.
+// Only with saved-nhwc=true on the GPU (kiln.device) or saved-nhwc-cpu=true on the host;
+// by default a program returns the results NCHW, as before.
 // CPU-LABEL: func.func @saved
 // CPU-SAME:    -> (tensor<2x4xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>)
 // CPU-LABEL: func.func @backward
