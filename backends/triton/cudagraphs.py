@@ -55,6 +55,8 @@ from typing import Any, Protocol
 
 import torch
 
+from kiln.dialects.aten.arg_layout import flat_storage
+
 
 class Program(Protocol):
     source: str
@@ -103,6 +105,9 @@ class _Instance:
     """Calls in a row that found the instance idle but not fitting (see ``STALE_CALLS``)."""
     borrowed: dict[int, int] = field(default_factory=dict[int, int])
     """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
+    spans: dict[int, torch.Tensor] = field(default_factory=dict[int, torch.Tensor])
+    """Static inputs whose elements overlap (an expanded tensor, which cannot be copied
+    into): position -> the 1-D memory span the input views, which arguments fill."""
     storages: list[tuple[torch.Tensor, int, int]] = field(
         default_factory=list[tuple[torch.Tensor, int, int]]
     )
@@ -158,6 +163,17 @@ def _borrowable(value: Any) -> bool:
     if isinstance(value, torch.nn.Parameter) or getattr(value, "_dynamo_static_input_type", None):
         return True
     return value.untyped_storage().data_ptr() in _GRAPH_OUTPUTS
+
+
+def _static_copy(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A copy of ``value`` for a graph to read, and where its elements overlap (an
+    expanded tensor, such as a backward's tangent of a sum) the memory span it views. A
+    clone would lay such a tensor out contiguously, which a kernel compiled for its
+    strides would copy back into an overlapping layout, and fail (BART's backward)."""
+    if torch._debug_has_internal_overlap(value) == 0:  # pyright: ignore[reportPrivateUsage]
+        return value.clone(), None
+    span = flat_storage(value).clone()
+    return span.as_strided(value.shape, value.stride()), span
 
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
@@ -263,7 +279,11 @@ class CudaGraphRunner:
             if seen is not None and seen[0]() is value and seen[1] == value._version:
                 continue
             try:
-                entry.inputs[k].copy_(value)
+                span = entry.spans.get(k)
+                if span is None:
+                    entry.inputs[k].copy_(value)
+                else:  # same strides (the signature): the same span of memory
+                    span.copy_(flat_storage(value))
             except RuntimeError as e:
                 static = entry.inputs[k]
                 raise RuntimeError(
@@ -306,10 +326,13 @@ class CudaGraphRunner:
     ) -> _Instance | None:
         self.recordings[key] += 1
         borrowed = {k: a.data_ptr() for k, a in enumerate(args) if _borrowable(a)}
-        static = [
-            a.clone() if isinstance(a, torch.Tensor) and k not in borrowed else a
-            for k, a in enumerate(args)
-        ]
+        static = list(args)
+        spans: dict[int, torch.Tensor] = {}
+        for k, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and k not in borrowed:
+                static[k], span = _static_copy(a)
+                if span is not None:
+                    spans[k] = span
         try:
             replay, outputs = self.record(lambda: self.program(list(static)))
         except Exception:
@@ -326,7 +349,7 @@ class CudaGraphRunner:
         for k in borrowed:  # keep addresses, not tensors
             static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
-        instance = _Instance(replay, static, outputs, last, borrowed=borrowed)
+        instance = _Instance(replay, static, outputs, last, borrowed=borrowed, spans=spans)
         instance.settle()
         return instance
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kiln.backends.triton.cudagraphs import MAX_RECORDINGS, STALE_CALLS, CudaGraphRunner
+from kiln.dialects.aten.arg_layout import in_layout
 
 
 class FakeProgram:
@@ -241,6 +242,24 @@ def test_a_failed_input_copy_names_the_argument() -> None:
     instances[0].inputs[0] = torch.randn(1).expand(8)
     with pytest.raises(RuntimeError, match=r"cannot copy argument 0 .*strides \(0,\)"):
         f([torch.randn(8), w])
+
+
+def test_an_expanded_argument_keeps_its_strides_in_the_graph() -> None:
+    """A program compiled for an expanded argument's strides (stride 0) got a contiguous
+    clone of it, copied that back into the stride-0 layout and failed ("more than one
+    element of the written-to tensor refers to a single memory location": BART's
+    backward, whose tangent is an expanded sum gradient)."""
+
+    def scaled(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (in_layout(x, (0, 1)) * 2,)
+
+    f = runner(scaled)
+    for _ in range(3):  # records, then replays with new values copied in
+        row = torch.randn(5)
+        (y,) = f([row.expand(4, 5)])
+        torch.testing.assert_close(y, row.expand(4, 5) * 2)
+    (instances,) = f.graphs.values()
+    assert instances[0].inputs[0].stride() == (0, 1)
 
 
 def test_parameters_and_graph_outputs_are_borrowed_not_copied() -> None:
