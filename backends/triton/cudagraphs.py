@@ -29,7 +29,9 @@ reference would keep the forward's instance from ever being idle). An instance i
 replayed only when every borrowed argument is at the address it was recorded at (so
 the graph reads exactly the caller's tensor); otherwise another instance is chosen or
 recorded. Inductor's CUDA-graph trees skip the same copies; without this the backward
-copied every saved activation at every step.
+copied every saved activation at every step. A borrowable input that turns up at a new
+address at ``MOVES_BEFORE_COPY`` recordings is copied after all (it keeps moving: an
+upstream graph that re-records), so the signature stops re-recording.
 
 A call with a CPU tensor among its arguments runs without a graph (a graph would freeze
 what the host read at recording), and so does one whose outputs include CPU tensors while
@@ -105,6 +107,8 @@ class _Instance:
     """Calls in a row that found the instance idle but not fitting (see ``STALE_CALLS``)."""
     borrowed: dict[int, int] = field(default_factory=dict[int, int])
     """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
+    copied: frozenset[int] = frozenset()
+    """Borrowable inputs copied all the same, having kept moving (``MOVES_BEFORE_COPY``)."""
     spans: dict[int, torch.Tensor] = field(default_factory=dict[int, torch.Tensor])
     """Static inputs whose elements overlap (an expanded tensor, which cannot be copied
     into): position -> the 1-D memory span the input views, which arguments fill."""
@@ -125,7 +129,8 @@ class _Instance:
         first, ungraphed, outputs, so its first instance copies them; the next call, fed
         by the forward's replay, records one that borrows, and the first gives way."""
         return self._borrowed_in_place(args) and not any(
-            k not in self.borrowed and _borrowable(a) for k, a in enumerate(args)
+            k not in self.borrowed and k not in self.copied and _borrowable(a)
+            for k, a in enumerate(args)
         )
 
     def _borrowed_in_place(self, args: Sequence[Any]) -> bool:
@@ -141,6 +146,33 @@ class _Instance:
         self.storages = [(t, impl, _storage_use_count(impl)) for t, impl in impls]
         for address in seen:
             _GRAPH_OUTPUTS[address] = self
+
+
+MOVES_BEFORE_COPY = 2
+"""A borrowable argument found at a new address at this many recordings of a signature
+is copied from then on: an input that moves at every call (an upstream graph that
+keeps re-recording, or runs without a graph) would otherwise cost a recording per call
+until ``MAX_RECORDINGS``, and then every call would run without a graph. One move is
+allowed (a replaced parameter; a forward alternating between two instances records
+the backward twice and then fits either)."""
+
+
+@dataclass
+class _Moves:
+    """Where a signature's borrowable arguments lay at its recordings."""
+
+    address: dict[int, int] = field(default_factory=dict[int, int])
+    count: Counter[int] = field(default_factory=Counter[int])
+
+    def note(self, args: Sequence[Any]) -> frozenset[int]:
+        """Counts the moves since the last recording; the positions to copy now."""
+        for k, a in enumerate(args):
+            if not _borrowable(a):
+                continue
+            if self.address.get(k, a.data_ptr()) != a.data_ptr():
+                self.count[k] += 1
+            self.address[k] = a.data_ptr()
+        return frozenset(k for k, n in self.count.items() if n >= MOVES_BEFORE_COPY)
 
 
 STALE_CALLS = 3
@@ -170,7 +202,7 @@ def _static_copy(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None
     expanded tensor, such as a backward's tangent of a sum) the memory span it views. A
     clone would lay such a tensor out contiguously, which a kernel compiled for its
     strides would copy back into an overlapping layout, and fail (BART's backward)."""
-    if torch._debug_has_internal_overlap(value) == 0:  # pyright: ignore[reportPrivateUsage]
+    if torch._debug_has_internal_overlap(value) == 0:  # pyright: ignore[reportPrivateImportUsage]
         return value.clone(), None
     span = flat_storage(value).clone()
     return span.as_strided(value.shape, value.stride()), span
@@ -211,6 +243,11 @@ class CudaGraphRunner:
     """Instances recorded per signature (see ``MAX_RECORDINGS``)."""
     plain: set[tuple[object, ...]] = field(default_factory=set[tuple[object, ...]])
     """Signatures that run without graphs (auto mode's exclusions, failed recordings)."""
+    moved: dict[tuple[object, ...], _Moves] = field(
+        default_factory=dict[tuple[object, ...], "_Moves"]
+    )
+    """Per signature: where each borrowable argument was last recorded, and how often it
+    has moved between recordings (see ``MOVES_BEFORE_COPY``)."""
     plain_calls: int = 0
     """Calls that ran the program without a graph (first calls, exclusions, every
     instance held)."""
@@ -325,7 +362,11 @@ class CudaGraphRunner:
         self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool
     ) -> _Instance | None:
         self.recordings[key] += 1
-        borrowed = {k: a.data_ptr() for k, a in enumerate(args) if _borrowable(a)}
+        moves = self.moved.setdefault(key, _Moves())
+        copied = moves.note(args)
+        borrowed = {
+            k: a.data_ptr() for k, a in enumerate(args) if _borrowable(a) and k not in copied
+        }
         static = list(args)
         spans: dict[int, torch.Tensor] = {}
         for k, a in enumerate(args):
@@ -349,7 +390,9 @@ class CudaGraphRunner:
         for k in borrowed:  # keep addresses, not tensors
             static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
-        instance = _Instance(replay, static, outputs, last, borrowed=borrowed, spans=spans)
+        instance = _Instance(
+            replay, static, outputs, last, borrowed=borrowed, spans=spans, copied=copied
+        )
         instance.settle()
         return instance
 

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 import torch
 
-from kiln.backends.triton.cudagraphs import MAX_RECORDINGS, STALE_CALLS, CudaGraphRunner
+from kiln.backends.triton.cudagraphs import (
+    MAX_RECORDINGS,
+    MOVES_BEFORE_COPY,
+    STALE_CALLS,
+    CudaGraphRunner,
+)
 from kiln.dialects.aten.arg_layout import in_layout
 
 
@@ -307,12 +312,25 @@ def test_a_borrowed_input_at_another_address_is_not_read_from_the_old_one() -> N
     assert f.plain_calls == 1 + (STALE_CALLS - 1)
 
 
-def test_a_signature_that_keeps_moving_stops_recording() -> None:
-    """Borrowed inputs at a new address at every call: at most MAX_RECORDINGS
-    recordings, then calls run without a graph (a recording costs several plain runs)."""
+def test_a_borrowed_input_that_keeps_moving_is_copied() -> None:
+    """Borrowed inputs at a new address at every call (an upstream graph that keeps
+    re-recording: hf_opt's training on the H200 recorded two runners MAX_RECORDINGS
+    times and then ran every call without a graph): after MOVES_BEFORE_COPY moves the
+    input is copied like any other and the signature replays from then on."""
     f = runner(affine, auto=True, max_instances=1)
     x = torch.randn(8)
-    for _ in range(MAX_RECORDINGS * (STALE_CALLS + 1) + 5):
+    calls = MAX_RECORDINGS * (STALE_CALLS + 1) + 5
+    for _ in range(calls):
         w = torch.nn.Parameter(torch.randn(8))
         torch.testing.assert_close(f([x, w])[0], x * w + 1)
-    assert sum(f.recordings.values()) == MAX_RECORDINGS
+    assert sum(f.recordings.values()) == 1 + MOVES_BEFORE_COPY
+    ((instance,),) = f.graphs.values()
+    assert instance.borrowed == {}
+    assert instance.copied == {1}
+    plain = f.plain_calls
+    assert plain < 2 * (STALE_CALLS + 1)  # a moving input no longer makes calls plain
+    for _ in range(5):
+        w = torch.nn.Parameter(torch.randn(8))
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert f.plain_calls == plain
+    assert sum(f.recordings.values()) <= MAX_RECORDINGS
