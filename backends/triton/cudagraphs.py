@@ -168,6 +168,9 @@ class _Moves:
         """Counts the moves since the last recording; the positions to copy now."""
         for k, a in enumerate(args):
             if not _borrowable(a):
+                # Borrowable at the last recording, not now (its graph ran plain): a move.
+                if self.address.pop(k, None) is not None:
+                    self.count[k] += 1
                 continue
             if self.address.get(k, a.data_ptr()) != a.data_ptr():
                 self.count[k] += 1
