@@ -78,7 +78,6 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.function_attrs import module_device
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
@@ -106,11 +105,6 @@ def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
     return shape if shape is not None and DYNAMIC_INDEX not in shape else None
 
 
-def _arg(op: AtenOp, name: str) -> Any:
-    spec = next(a for a in op.op_schema().arguments if a.name == name)
-    return decode_value(spec, op.arg_attr(name), ())
-
-
 def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
     """Whether ``lower-aten`` stores ``value`` (4-D, NCHW order) as an NHWC buffer."""
     if value in known:
@@ -128,7 +122,7 @@ def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
         return (
             isinstance(source.type, TensorType)
             and len(source.type.get_shape()) == 4  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-            and list(_arg(owner, "dims")) == list(NCHW)
+            and list(owner.static_arg("dims")) == list(NCHW)
         )
     if owner.overload_name == _CLONE:
         memory_format = owner.arg_attr("memory_format")
@@ -156,10 +150,10 @@ def is_pointwise_convolution(op: AtenOp) -> bool:
     # A symbolic dim of y matches the same of x: a 1x1 stride-1 unpadded convolution keeps
     # the batch and image sizes (the types only say which are symbolic).
     return (
-        _arg(op, "transposed") is False
-        and _arg(op, "groups") == 1
-        and all(s == 1 for s in _arg(op, "stride"))
-        and all(p == 0 for p in _arg(op, "padding"))
+        op.static_arg("transposed") is False
+        and op.static_arg("groups") == 1
+        and all(s == 1 for s in op.static_arg("stride"))
+        and all(p == 0 for p in op.static_arg("padding"))
         and w == (w[0], c, 1, 1)
         and y == (n, w[0], h, width)
     )

@@ -126,6 +126,12 @@ class AtenOp(IRDLOperation):
         """The stored property for a non-tensor argument (None when absent)."""
         return self.properties.get(name)
 
+    def static_arg(self, name: str) -> Any:
+        """A non-tensor argument as the Python value torch receives (its default when
+        absent; symbolic parts unresolved: for arguments without ``SymInt``s)."""
+        spec = next(a for a in self.op_schema().arguments if a.name == name)
+        return encoding.decode_value(spec, self.arg_attr(name), ())
+
     def _group(self, name: str) -> Sequence[SSAValue]:
         value = getattr(self, field_name(name) if name != SYM_GROUP else SYM_GROUP, None)
         if value is None:
