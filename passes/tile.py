@@ -107,8 +107,9 @@ class TilePass(ModulePass):
                 annotate(kernel, pointwise_tiling(kernel))
                 continue
             splits = 1
-            if self.split and kind is KernelKind.REDUCTION and can_split(kernel):
-                per_program = OUTER_XBLOCK if reduction_hint(kernel) == "outer" else 1
+            outer = reduction_hint(kernel) == "outer"
+            if self.split and kind is KernelKind.REDUCTION and can_split(kernel, outer):
+                per_program = OUTER_XBLOCK if outer else 1
                 splits = split_factor(
                     hint(kernel.numel.data), hint(kernel.rnumel.data), self.sm_count, per_program
                 )

@@ -1,0 +1,72 @@
+"""Per-channel reductions over channels-last (NHWC) activations, as a CNN's batch norms
+compute them in training with saved activations NHWC (``channels-last{saved-nhwc=true}``):
+the statistics of the forward and the backward's ``sum(grad)`` and
+``sum(grad * (x - mean))``, on NHWC inputs and on an NHWC gradient with an NCHW
+activation. Such a reduction has few outputs (one per channel) over many elements, so
+it runs split in two kernels; the numbers are eager's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from triton_checks import check, kernel_kinds
+
+N, C = 3, 24
+"""Sizes that are not powers of 2."""
+
+
+def nhwc(height: int, dtype: torch.dtype, channels: int = C) -> torch.Tensor:
+    x = torch.randn(N, channels, height, height).to(dtype)
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def bn_backward_sums(
+    grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``sum(grad)``, ``grad * (x - mean)`` and its sum over every dim but the channels,
+    computed on the NHWC views as ``channels-last`` rewrites a backward's pointwise ops."""
+    grad_nhwc = grad.permute(0, 2, 3, 1)
+    total = grad_nhwc.sum((0, 1, 2))  # first: the scheduler fuses the product after it
+    centered = grad_nhwc * (x.permute(0, 2, 3, 1) - mean)
+    return total, centered, centered.sum((0, 1, 2))
+
+
+def bn_forward_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    var, mean = torch.var_mean(x, (0, 2, 3), correction=0)
+    return var, mean, x.sum((0, 2, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("height", [7, 24])
+def test_batch_norm_backward_sums_over_nhwc(dtype: torch.dtype, height: int) -> None:
+    """``sum(grad)`` is fused with ``grad * (x - mean)``, which does not read it: that
+    kernel ran unsplit, one program per block of channels over all N*H*W elements."""
+    compiled = check(
+        bn_backward_sums,
+        nhwc(height, dtype),
+        nhwc(height, dtype),
+        torch.randn(C).to(dtype),
+    )
+    kinds = kernel_kinds(compiled)
+    if height == 24:  # 1728 elements per channel: every reduction split
+        assert "looped" not in kinds, kinds
+        assert "persistent" in kinds, kinds
+        assert kinds.count("split") == 2, kinds
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("height", [7, 24])
+def test_sum_of_products_of_nhwc_and_nchw(dtype: torch.dtype, height: int) -> None:
+    """An NHWC gradient times an NCHW activation: one load contiguous along the
+    channels, the other along the pixels."""
+    check(
+        lambda g, x: ((g * x).sum((0, 2, 3)), g.sum((0, 2, 3))),
+        nhwc(height, dtype),
+        torch.randn(N, C, height, height).to(dtype),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("height", [7, 24])
+def test_batch_norm_forward_statistics_over_nhwc(dtype: torch.dtype, height: int) -> None:
+    check(bn_forward_stats, nhwc(height, dtype))
