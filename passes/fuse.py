@@ -48,6 +48,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.diagnostics import OpError
+from kiln.dialects.aten.function_attrs import module_device
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
@@ -101,16 +102,17 @@ class FusePass(ModulePass):
                     inner, f"fuse: @{func.sym_name.data} still has aten ops; run lower-aten first"
                 )
         remove_dead_nodes(func)
+        cpu = module_device(module).startswith("cpu")
         stamped = None
         if self.stamp and self.max_nodes > 1:
-            stamped = stamp_fuse(func, self.max_nodes, self.inline)
+            stamped = stamp_fuse(func, self.max_nodes, self.inline, cpu)
         if stamped is not None:
             graph, result = stamped.graph, stamped.result
         else:
             if self.inline and self.max_nodes > 1:
-                inline_producers(func)
+                inline_producers(func, cpu=cpu)
             graph = build_graph(func)
-            result = schedule(graph, self.max_nodes) if self.max_nodes > 1 else unfused(graph)
+            result = schedule(graph, self.max_nodes, cpu) if self.max_nodes > 1 else unfused(graph)
         if self.report:
             print(f"fuse: @{func.sym_name.data}: {len(graph.nodes)} nodes", file=sys.stderr)
             if stamped is not None:

@@ -30,12 +30,13 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
 from kiln.diagnostics import OpError
+from kiln.dialects.aten.function_attrs import module_device
 from kiln.passes.scheduling.inline import inline_cheap_producers
 
 
-def inline_producers(func: FuncOp, max_rounds: int = 8) -> int:
+def inline_producers(func: FuncOp, max_rounds: int = 8, cpu: bool = False) -> int:
     """Inline the cheap producers of one loop-level function; returns how many."""
-    return inline_cheap_producers(func, max_rounds)
+    return inline_cheap_producers(func, max_rounds, cpu=cpu)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class InlineProducersPass(ModulePass):
                         f"inline-producers: @{func.sym_name.data} still has aten ops; "
                         "run lower-aten first",
                     )
-            inline_producers(func, self.max_rounds)
+            inline_producers(func, self.max_rounds, module_device(op).startswith("cpu"))
 
 
 __all__ = ["InlineProducersPass", "inline_producers"]

@@ -35,7 +35,7 @@ from kiln.passes.scheduling.legality import (
     same_size,
     to_local,
 )
-from kiln.passes.scheduling.symbolic_shapes import symbolic_shapes_clash
+from kiln.passes.scheduling.symbolic_shapes import static_inner_clash, symbolic_shapes_clash
 
 MAX_GROUPS_PER_BUFFER = 64
 """Buffers touched by more groups pair each group only with this many neighbours."""
@@ -91,9 +91,12 @@ class FusionResult:
 class Scheduler:
     """Greedy fusion over one function's schedule graph."""
 
-    def __init__(self, graph: ScheduleGraph, max_nodes: int) -> None:
+    def __init__(self, graph: ScheduleGraph, max_nodes: int, cpu: bool = False) -> None:
         self.graph = graph
         self.max_nodes = max_nodes
+        self.cpu = cpu
+        """Whether the kernels run on the CPU (a per-element division costs the
+        vectorized loop there: :func:`static_inner_clash`)."""
         self.groups: dict[int, Group] = {}
         self.group_of: list[int] = []
         for node in graph.nodes:
@@ -235,6 +238,12 @@ class Scheduler:
                 return (
                     "their symbolic shapes have no common loop nest "
                     f"({', '.join(str(list(s)) for s in shapes)}): a division per element"
+                )
+            if self.cpu and static_inner_clash(shapes):
+                return (
+                    "their shapes share no innermost loop "
+                    f"({', '.join(str(list(s)) for s in shapes)}): a division per element "
+                    "in the vectorized loop on the CPU"
                 )
         mismatch = self._check_reads(a, b, levels, rnumel)
         if mismatch is not None:
@@ -450,8 +459,8 @@ class Scheduler:
         return [self.groups[g] for g in order]
 
 
-def schedule(graph: ScheduleGraph, max_nodes: int) -> FusionResult:
-    return Scheduler(graph, max_nodes).run()
+def schedule(graph: ScheduleGraph, max_nodes: int, cpu: bool = False) -> FusionResult:
+    return Scheduler(graph, max_nodes, cpu).run()
 
 
 def unfused(graph: ScheduleGraph) -> FusionResult:

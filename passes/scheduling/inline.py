@@ -89,14 +89,19 @@ def _element_bytes(value: SSAValue) -> int:
     return torch_dtype(ty.element_type).itemsize
 
 
-def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:
+def worth_inlining(
+    producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool = False
+) -> bool:
     """Whether recomputing ``producer`` in every consumer moves fewer bytes than storing it.
 
     Per element: storing writes the element once and each consumer reads it; inlining
-    makes each consumer read what the producer reads instead.
+    makes each consumer read what the producer reads instead. On the CPU (``cpu``) a
+    gather is not recomputed where a consumer broadcasts it (:func:`_broadcast_gather`).
     """
     ops, expensive = _body_cost(producer)
     if ops > MAX_BODY_OPS or (expensive and len(consumers) > 1):
+        return False
+    if cpu and _broadcast_gather(producer, consumers):
         return False
     reads = [load for c in consumers for load in _loads_of(c, producer.result)]
     if len(reads) > MAX_READS:
@@ -115,6 +120,28 @@ def worth_inlining(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bo
     store_cost = own * (1 + len(reads))
     inline_cost = inputs_bytes * len(reads)
     return inline_cost <= store_cost or inline_cost <= TINY_INLINE_BYTES
+
+
+def _points(loop: LoopNestOp) -> int | None:
+    """The points ``loop`` runs over (None: symbolic)."""
+    total = sympy.Mul(*loop_ranges(loop).values())
+    return int(total) if total.is_Integer else None
+
+
+def _broadcast_gather(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:
+    """Whether ``producer`` gathers (an indirect load) and a consumer runs over more
+    points than it, reading it broadcast. Inlined, the gather and its bounds check run
+    again at every point of the consumer, which keeps the consumer's loop from being
+    vectorized on the CPU (a checked index is a serial loop there: ``backends/cpp/emit.py``):
+    Swin's relative-position bias (``table[index]``, 3 x 49 x 49) was gathered again
+    for each of 128 windows, in each of the softmax's three passes. Stored, it is a small
+    kernel and the softmax reads it contiguously."""
+    if not any(isinstance(op, LoadOp) and op.indirect for op in producer.body.walk()):
+        return False
+    own = _points(producer)
+    if own is None:
+        return False
+    return any((points := _points(c)) is not None and points > own for c in consumers)
 
 
 def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> bool:
@@ -370,10 +397,14 @@ def _substitute(
 
 
 def inline_cheap_producers(
-    func: FuncOp, max_rounds: int = 8, pairs: list[tuple[Operation, Operation]] | None = None
+    func: FuncOp,
+    max_rounds: int = 8,
+    pairs: list[tuple[Operation, Operation]] | None = None,
+    cpu: bool = False,
 ) -> int:
     """Inline every pointwise node worth inlining; returns how many were inlined.
-    ``pairs``: gets each (producer, consumer) inlined, in order."""
+    ``pairs``: gets each (producer, consumer) inlined, in order; ``cpu``: the kernels run
+    on the CPU (see :func:`worth_inlining`)."""
     block = func.body.block
     returned = set(block.last_op.operands) if block.last_op is not None else set()
     inlined = 0
@@ -397,7 +428,7 @@ def inline_cheap_producers(
             key = tuple((op, changes.get(op, 0)) for op in (producer, *loops))
             if key in refused:
                 continue
-            if not worth_inlining(producer, loops):
+            if not worth_inlining(producer, loops, cpu):
                 refused.add(key)
                 continue
             for consumer in loops:

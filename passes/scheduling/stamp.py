@@ -84,7 +84,7 @@ class _Window:
         return self.func.body.block
 
 
-def stamp_fuse(func: FuncOp, max_nodes: int, inline: bool) -> Stamped | None:
+def stamp_fuse(func: FuncOp, max_nodes: int, inline: bool, cpu: bool = False) -> Stamped | None:
     """Inline and schedule ``func`` by stamping (module docstring); None (``func``
     untouched) when it has no long enough repetition or a check fails."""
     block = func.body.block
@@ -106,10 +106,10 @@ def stamp_fuse(func: FuncOp, max_nodes: int, inline: bool) -> Stamped | None:
     try:
         if inline:
             inlined: list[tuple[Operation, Operation]] = []
-            inline_cheap_producers(window.func, pairs=inlined)
+            inline_cheap_producers(window.func, pairs=inlined, cpu=cpu)
             _check_inlined(window, inlined)
         graph = build_graph(window.func)
-        result = Scheduler(graph, max_nodes).run()
+        result = Scheduler(graph, max_nodes, cpu).run()
         stamped = _stamp(func, window, result, periods)
     except StampFailed:
         _erase_all(window.block)

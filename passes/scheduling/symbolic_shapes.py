@@ -32,9 +32,8 @@ def _sample(e: sympy.Expr) -> float:
     return float(cast(Any, value)) if value.is_Number else math.inf
 
 
-def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
-    """Whether the shapes (of one element count) have a common refinement: their suffix
-    products, together, form a chain each of which divides the next."""
+def _cuts(shapes: Sequence[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
+    """The shapes' dim boundaries: the suffix products of each, without repeats."""
     cuts: list[sympy.Expr] = []
     for shape in shapes:
         dims = [d for d in shape if d != 1]
@@ -43,16 +42,35 @@ def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
             product = sympy.expand(product * d)
             if not any(sympy.expand(product - c) == 0 for c in cuts):
                 cuts.append(product)
-    cuts.sort(key=_sample)
+    return cuts
+
+
+def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
+    """Whether the shapes (of one element count) have a common refinement: their suffix
+    products, together, form a chain each of which divides the next."""
+    cuts = sorted(_cuts(shapes), key=_sample)
     return all(_divides(a, b) for a, b in itertools.pairwise(cuts))
+
+
+def static_inner_clash(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
+    """Static shapes whose innermost loop no nest can share: the smallest dim boundary
+    does not divide every other (``[.., 49, 32]`` and the transposed ``[.., 32, 49]``
+    of a window attention's keys). The C++ lowering then indexes one of them by ``//``
+    and ``%`` of the position in the vectorized inner loop, a division and a gather per
+    element (Swin's q/k/v split: 4.9 ms a call on one CPU thread). Boundaries that cross only
+    further out (``[6, 4, 16]`` and ``[4, 6, 16]``) keep a clean inner loop of 16."""
+    if not all(all(sympy.sympify(d).is_Integer for d in s) for s in shapes):
+        return False
+    cuts = sorted(int(c) for c in _cuts(shapes))
+    return bool(cuts) and any(c % cuts[0] for c in cuts[1:])
 
 
 def symbolic_shapes_clash(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
     """Symbolic shapes that :func:`shapes_refine` rejects (static ones are left to the
-    C++ lowering's own refinement, unchanged)."""
+    C++ lowering's own refinement, and on the CPU to :func:`static_inner_clash`)."""
     if all(all(sympy.sympify(d).is_Integer for d in s) for s in shapes):
         return False
     return not shapes_refine(shapes)
 
 
-__all__ = ["shapes_refine", "symbolic_shapes_clash"]
+__all__ = ["shapes_refine", "static_inner_clash", "symbolic_shapes_clash"]

@@ -13,6 +13,7 @@ from fuse_checks import (
     program,
     schedule,
 )
+from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel import AllocOp, ExternOp, KernelKind
@@ -303,3 +304,66 @@ def test_reshaped_extern_result_is_not_copied() -> None:
     ]
     (copy,) = kernels(module)  # only the transpose copy of the second product is left
     assert [launch.kernel.string_value() for launch in launches(module)] == [copy.sym_name.data]
+
+
+WINDOW_QK = """
+func.func @forward(%qk: tensor<2x3x7x2x5xf32>) -> (tensor<2x3x7x5xf32>, tensor<2x3x5x7xf32>) {
+  %q = aten.select.int(%qk, dim = 3, index = 0) : (tensor<2x3x7x2x5xf32>) -> tensor<2x3x7x5xf32>
+  %k = aten.select.int(%qk, dim = 3, index = 1) : (tensor<2x3x7x2x5xf32>) -> tensor<2x3x7x5xf32>
+  %qs = aten.mul.Scalar(%q, other = 0.5) : (tensor<2x3x7x5xf32>) -> tensor<2x3x7x5xf32>
+  %kt = aten.transpose.int(%k, dim0 = 2, dim1 = 3) : (tensor<2x3x7x5xf32>) -> tensor<2x3x5x7xf32>
+  %kc = aten.clone.default(%kt, memory_format = 0) : (tensor<2x3x5x7xf32>) -> tensor<2x3x5x7xf32>
+  func.return %qs, %kc : tensor<2x3x7x5xf32>, tensor<2x3x5x7xf32>
+}
+"""
+"""A window attention's scaled queries and its keys transposed for ``q @ k^T`` (Swin's
+split of ``qkv``), each window 7 tokens of 5 channels: shapes [.., 7, 5] and [.., 5, 7]."""
+
+
+def test_shapes_crossing_in_the_inner_loop_do_not_fuse_on_the_cpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fused, the C++ lowering indexed the transposed keys by ``//`` and ``%`` of the
+    position in the inner loop: a division per element and no vectorization (Swin's
+    q/k/v split took 4.9 ms a call of one thread on this machine's CPU). The GPU
+    kernels index flat positions anyway, and fuse them."""
+    loop = parse(lowered(WINDOW_QK))
+    module, _ = assert_schedule_preserves(loop, "fuse{report=true}")
+    assert len(kernels(module)) == 2
+    assert "share no innermost loop" in capsys.readouterr().err
+    on_gpu = loop.clone()
+    on_gpu.attributes["kiln.device"] = StringAttr("cuda:0")
+    module, _ = assert_schedule_preserves(on_gpu, "fuse")
+    assert len(kernels(module)) == 1
+
+
+REL_POS_BIAS = """
+func.func @forward(%s: tensor<4x3x6x6xf32>, %table: tensor<11x3xf32>, %index: tensor<36xi64>) -> tensor<4x3x6x6xf32> {
+  %g = aten.index.Tensor(%table, indices = [%index]) : (tensor<11x3xf32>, tensor<36xi64>) -> tensor<36x3xf32>
+  %v = aten.view.default(%g, size = [6, 6, 3]) : (tensor<36x3xf32>) -> tensor<6x6x3xf32>
+  %p = aten.permute.default(%v, dims = [2, 0, 1]) : (tensor<6x6x3xf32>) -> tensor<3x6x6xf32>
+  %a = aten.add.Tensor(%s, %p) : (tensor<4x3x6x6xf32>, tensor<3x6x6xf32>) -> tensor<4x3x6x6xf32>
+  %o = aten._softmax.default(%a, dim = -1, half_to_float = false) : (tensor<4x3x6x6xf32>) -> tensor<4x3x6x6xf32>
+  func.return %o : tensor<4x3x6x6xf32>
+}
+"""
+"""Swin's relative-position bias: ``table[index]`` (3 heads over 6 x 6 token pairs),
+added to the attention scores of 4 windows before the softmax."""
+
+
+def test_a_gather_read_broadcast_is_stored_once_on_the_cpu() -> None:
+    """Inlined, the gather and its bounds check ran again at every point of the softmax
+    (once per window, in each of its passes), and a checked index keeps the C++ loop
+    serial. Stored, it is a kernel of 3 x 36 points and the softmax reads it
+    contiguously; on the GPU it is still recomputed in the softmax's kernel."""
+    loop = parse(lowered(REL_POS_BIAS, decompose=True))
+    inputs = [torch.randn(4, 3, 6, 6), torch.randn(11, 3), torch.randint(0, 11, (36,))]
+    module, _ = assert_schedule_preserves(loop, "fuse", inputs=inputs)
+    assert len(kernels(module)) == 2
+    gathers = [k for k in kernels(module) if any(getattr(op, "indirect", ()) for op in k.walk())]
+    assert len(gathers) == 1
+    assert gathers[0].numel.data == 3 * 36
+    on_gpu = loop.clone()
+    on_gpu.attributes["kiln.device"] = StringAttr("cuda:0")
+    module, _ = assert_schedule_preserves(on_gpu, "fuse", inputs=inputs)
+    assert len(kernels(module)) == 1

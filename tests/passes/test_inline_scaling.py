@@ -39,9 +39,9 @@ def test_refused_producers_are_not_weighed_again(monkeypatch: pytest.MonkeyPatch
     weighed: list[tuple[tuple[object, str], ...]] = []
     original = inline.worth_inlining
 
-    def recording(producer: PointwiseOp, consumers: list[LoopNestOp]) -> bool:
+    def recording(producer: PointwiseOp, consumers: list[LoopNestOp], cpu: bool = False) -> bool:
         weighed.append(tuple((op, str(op)) for op in (producer, *consumers)))
-        return original(producer, consumers)
+        return original(producer, consumers, cpu)
 
     monkeypatch.setattr(inline, "worth_inlining", recording)
     before = module.clone()

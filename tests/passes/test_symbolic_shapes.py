@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import sympy
 
-from kiln.passes.scheduling.symbolic_shapes import shapes_refine, symbolic_shapes_clash
+from kiln.passes.scheduling.symbolic_shapes import (
+    shapes_refine,
+    static_inner_clash,
+    symbolic_shapes_clash,
+)
 
 s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
 N = sympy.Integer
@@ -22,3 +26,13 @@ def test_crossing_dims_do_not_refine() -> None:
 
 def test_static_shapes_are_left_to_the_cpp_lowering() -> None:
     assert not symbolic_shapes_clash([[N(8), N(64), N(32)], [N(8), N(32), N(64)]])
+
+
+def test_static_shapes_clash_only_in_the_innermost_loop() -> None:
+    # a window attention's keys and their transpose: 32 and 49 cross in the inner loop
+    assert static_inner_clash([[N(128), N(3), N(49), N(32)], [N(128), N(3), N(32), N(49)]])
+    # boundaries that cross further out leave an inner loop of 16
+    assert not static_inner_clash([[N(6), N(4), N(16)], [N(4), N(6), N(16)]])
+    assert not static_inner_clash([[N(10), N(16)], [N(160)]])
+    assert not static_inner_clash([[N(8), N(64), N(32)], [N(8), N(32), N(64)]])
+    assert not static_inner_clash([[4 * s0, s1, N(32)], [4 * s0, N(32), s1]])  # symbolic
