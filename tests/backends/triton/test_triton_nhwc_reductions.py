@@ -16,7 +16,9 @@ N, C = 3, 24
 
 
 def nhwc(height: int, dtype: torch.dtype, channels: int = C) -> torch.Tensor:
-    x = torch.randn(N, channels, height, height).to(dtype)
+    # Quartered: sums of up to 1728 products, added in another order than eager's, then
+    # agree within float32's absolute tolerance (1e-5) even where a sum comes out small.
+    x = (torch.randn(N, channels, height, height) / 4).to(dtype)
     return x.contiguous(memory_format=torch.channels_last)
 
 
