@@ -52,6 +52,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "buffer-reuse": ("kiln.passes.buffer_reuse", "BufferReusePass"),
     "dedup-kernels": ("kiln.passes.dedup_kernels", "DedupKernelsPass"),
     "lower-to-cpp": ("kiln.passes.lower_to_cpp", "LowerToCppPass"),
+    "cpp-drop-proven-checks": ("kiln.passes.cpp_drop_proven_checks", "CppDropProvenChecksPass"),
     "cpp-hoist-invariants": ("kiln.passes.cpp_hoist_invariants", "CppHoistInvariantsPass"),
     "cpp-reciprocals": ("kiln.passes.cpp_reciprocals", "CppReciprocalsPass"),
     "lower-to-triton": ("kiln.passes.lower_to_triton", "LowerToTritonPass"),

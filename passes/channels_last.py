@@ -94,7 +94,7 @@ from kiln.dialects.aten.function_attrs import (
     FREE_LAYOUT_OUTPUTS_ATTR,
     OUTPUTS_ATTR,
     free_layout_outputs,
-    module_device,
+    runs_on_cpu,
 )
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
@@ -853,7 +853,7 @@ class _PermuteLeaves(ast.NodeTransformer):
 
 
 def _on_gpu(module: ModuleOp) -> bool:
-    return not module_device(module).startswith("cpu")
+    return not runs_on_cpu(module)
 
 
 def _slow_cpu_convolution(func: FuncOp, pointwise_as_mm: bool) -> bool:

@@ -78,7 +78,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.aten.function_attrs import module_device
+from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import is_prepacked
@@ -282,7 +282,7 @@ def _rewrite_block(block: Block) -> None:
 
 
 def _on_gpu(module: ModuleOp) -> bool:
-    return not module_device(module).startswith("cpu")
+    return not runs_on_cpu(module)
 
 
 def _rewrite_function(func: FuncOp) -> None:

@@ -48,7 +48,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.diagnostics import OpError
-from kiln.dialects.aten.function_attrs import module_device
+from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.loop.ops import ExternOp as LoopExternOp
 from kiln.dialects.loop.ops import LoopNestOp
@@ -102,7 +102,7 @@ class FusePass(ModulePass):
                     inner, f"fuse: @{func.sym_name.data} still has aten ops; run lower-aten first"
                 )
         remove_dead_nodes(func)
-        cpu = module_device(module).startswith("cpu")
+        cpu = runs_on_cpu(module)
         stamped = None
         if self.stamp and self.max_nodes > 1:
             stamped = stamp_fuse(func, self.max_nodes, self.inline, cpu)

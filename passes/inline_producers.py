@@ -30,7 +30,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
 from kiln.diagnostics import OpError
-from kiln.dialects.aten.function_attrs import module_device
+from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.passes.scheduling.inline import inline_cheap_producers
 
 
@@ -59,7 +59,7 @@ class InlineProducersPass(ModulePass):
                         f"inline-producers: @{func.sym_name.data} still has aten ops; "
                         "run lower-aten first",
                     )
-            inline_producers(func, self.max_rounds, module_device(op).startswith("cpu"))
+            inline_producers(func, self.max_rounds, runs_on_cpu(op))
 
 
 __all__ = ["InlineProducersPass", "inline_producers"]

@@ -27,6 +27,7 @@ from kiln.backends.cpp.prelude import HEADER as HEADER
 from kiln.backends.cpp.prelude import unit_source as unit_source
 from kiln.backends.cpp.scalar_ops import UnsupportedOp, constant_text, scalar_expression
 from kiln.dialects.cpp.attributes import LoopKind
+from kiln.dialects.cpp.errors import may_divide_by_zero, may_fail
 from kiln.dialects.cpp.func_ops import FuncOp, ReturnOp
 from kiln.dialects.cpp.loop_ops import ForOp, YieldOp
 from kiln.dialects.cpp.memory_ops import (
@@ -53,20 +54,6 @@ ERROR_FLAG = "kiln_err"
 
 class EmitError(ValueError):
     """IR the C++ emitter cannot print (the message names the op)."""
-
-
-def _may_fail(op: Operation) -> bool:
-    """Whether the op can raise an error flag."""
-    if isinstance(op, LoadOp):
-        return op.checked is not None
-    if isinstance(op, CheckIndexOp):
-        return True
-    return type(op).__name__ in _DIVISION_NAMES
-
-
-_DIVISION_NAMES = frozenset(
-    {"DivSIOp", "DivUIOp", "RemSIOp", "RemUIOp", "FloorDivSIOp", "CeilDivSIOp", "CeilDivUIOp"}
-)
 
 
 @dataclass
@@ -137,7 +124,7 @@ class FunctionEmitter:
     def emit(self) -> list[str]:
         func = self.func
         for op in func.walk():
-            if _may_fail(op):
+            if may_fail(op):
                 parent = op.parent_op()
                 while parent is not None and parent is not func:
                     if isinstance(parent, ForOp):
@@ -155,7 +142,7 @@ class FunctionEmitter:
         header.append("// " + "-" * 86)
         signature = f'extern "C" int {func.sym_name.data}({", ".join(params)})'
         self.lines = [*header, signature, "{"]
-        self.uses_flag = any(_may_fail(op) for op in func.walk())
+        self.uses_flag = any(may_fail(op) for op in func.walk())
         if self.uses_flag:
             self.line(f"int {ERROR_FLAG} = 0;")
         self.block(func.body.block)
@@ -223,7 +210,7 @@ class FunctionEmitter:
             ctype = value_type(op.results[0].type)
         except (UnsupportedOp, ValueError) as e:
             raise EmitError(f"{op.name}: {e}") from e
-        if expression.div_check is not None:
+        if expression.div_check is not None and may_divide_by_zero(op):
             self.line(f"{ERROR_FLAG} |= ({expression.div_check}) ? KILN_ERR_DIV_ZERO : 0;")
         result = op.results[0]
         if isinstance(op, arith.MinSIOp | arith.MaxSIOp) and all(

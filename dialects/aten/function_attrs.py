@@ -44,6 +44,11 @@ def module_device(module: Operation | None) -> str:
     return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
+def runs_on_cpu(module: Operation | None) -> bool:
+    """Whether ``module``'s program runs on the CPU (C++ kernels) rather than a GPU."""
+    return module_device(module).startswith("cpu")
+
+
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides: list[int] = []
     stride = 1

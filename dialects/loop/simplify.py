@@ -7,7 +7,7 @@ constructors (:class:`FloorDiv`, :func:`floordiv`, :func:`mod`) are
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import cast
 
@@ -227,28 +227,41 @@ def _positive_power(f: Expr) -> bool:
     return isinstance(f, sympy.Symbol) and bool(f.is_positive)
 
 
-def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, int | None]:
-    """Integer bounds of ``e`` (None where unknown)."""
-    if e.is_Integer:
-        return int(e), int(e)
-    if isinstance(e, sympy.Symbol):
-        size = ranges.get(e)
-        lo = 0 if e.is_nonnegative else None
+Bounds = tuple[int | None, int | None]
+"""Inclusive integer bounds ``(lo, hi)``, None where unknown."""
+
+
+def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Bounds:
+    """Integer bounds of ``e`` knowing ``0 <= v < ranges[v]`` (None where unknown)."""
+
+    def of(symbol: sympy.Symbol) -> Bounds:
+        size = ranges.get(symbol)
+        lo = 0 if symbol.is_nonnegative or size is not None else None
         if size is None or not sympy.sympify(size).is_Integer:
             return lo, None
         return lo, int(size) - 1
+
+    return interval(e, of)
+
+
+def interval(e: Expr, of: Callable[[sympy.Symbol], Bounds]) -> Bounds:
+    """Integer bounds of ``e`` by interval arithmetic, given each symbol's (``of``)."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if isinstance(e, sympy.Symbol):
+        return of(e)
     if isinstance(e, sympy.Add):
         lo_sum: int | None = 0
         hi_sum: int | None = 0
         for a in e.args:
-            lo, hi = _bounds(a, ranges)
+            lo, hi = interval(a, of)
             lo_sum = None if lo is None or lo_sum is None else lo_sum + lo
             hi_sum = None if hi is None or hi_sum is None else hi_sum + hi
         return lo_sum, hi_sum
     if isinstance(e, sympy.Mul):
         coeff, rest = e.as_coeff_Mul()
         if coeff.is_Integer and not isinstance(rest, sympy.Mul):
-            lo, hi = _bounds(rest, ranges)
+            lo, hi = interval(rest, of)
             c = int(coeff)
             if lo is None or hi is None:
                 return (None, None)
@@ -256,16 +269,17 @@ def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> tuple[int | None, i
         return None, None
     if isinstance(e, FloorDiv):
         num, den = operands(e)
-        lo, hi = _bounds(num, ranges)
+        lo, hi = interval(num, of)
         if den.is_Integer and as_int(den) > 0:
             d = as_int(den)
             return (None if lo is None else lo // d, None if hi is None else hi // d)
         return None, None
     if isinstance(e, sympy.Mod):
         num, den = operands(e)
-        lo, _ = _bounds(num, ranges)
+        lo, hi = interval(num, of)
         if den.is_Integer and as_int(den) > 0 and lo is not None and lo >= 0:
-            return 0, as_int(den) - 1
+            d = as_int(den)
+            return (lo, hi) if hi is not None and hi < d else (0, d - 1)
         return None, None
     return None, None
 

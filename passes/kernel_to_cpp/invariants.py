@@ -10,7 +10,8 @@ run concurrently, so reading an invariant element once before the loop is what t
 pragma allows anyway.
 
 Hoisted: ops whose operands are all defined outside the loop that are pure (``cpp.index``,
-``arith``/``math`` scalar ops, except integer divisions, which may raise an error flag)
+``arith``/``math`` scalar ops, except integer divisions by a divisor that may be zero, which
+raise an error flag)
 or plain loads (no mask, no bounds check: an out-of-range indirect index must raise its
 error only when the loop runs) of a buffer the loop does not store to; and
 ``cpp.check_index`` of an invariant index (an embedding row's id, checked once per row
@@ -25,22 +26,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
 from kiln.dialects.cpp.attributes import LoopKind
+from kiln.dialects.cpp.errors import may_divide_by_zero
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.cpp.loop_ops import ForOp
 from kiln.dialects.cpp.memory_ops import CheckIndexOp, LoadOp, StoreOp
-
-_MAY_FAIL = frozenset(
-    {
-        "arith.divsi",
-        "arith.divui",
-        "arith.remsi",
-        "arith.remui",
-        "arith.floordivsi",
-        "arith.ceildivsi",
-        "arith.ceildivui",
-    }
-)
-"""Integer divisions: a zero divisor sets the function's error flags."""
 
 
 def _defined_outside(value: SSAValue, loop: ForOp) -> bool:
@@ -53,7 +42,7 @@ def _stored_buffers(loop: ForOp) -> set[SSAValue]:
 
 
 def _hoistable(op: Operation, loop: ForOp, stored: set[SSAValue]) -> bool:
-    if op.regions or op.name in _MAY_FAIL:
+    if op.regions or may_divide_by_zero(op):
         return False
     if not all(_defined_outside(v, loop) for v in op.operands):
         return False

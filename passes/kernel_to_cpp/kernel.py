@@ -46,6 +46,7 @@ from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
 from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
 from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, analyze, flat_index
+from kiln.passes.kernel_to_cpp.bounds import drop_proven_checks
 from kiln.passes.kernel_to_cpp.emit import Constants, Emitter, Env, address
 from kiln.passes.kernel_to_cpp.inner import lower_inner
 from kiln.passes.kernel_to_cpp.invariants import hoist_invariants
@@ -474,9 +475,11 @@ class KernelLowering:
 
 def lower_kernel(kernel: KernelOp, options: CppOptions, rewrites: bool = True) -> FuncOp:
     """``kernel`` as a ``cpp.func``; ``rewrites``: then run the cpp-level rewrites (the
-    ``cpp-hoist-invariants`` and ``cpp-reciprocals`` passes) on it, as ``lower-to-cpp`` does."""
+    ``cpp-drop-proven-checks``, ``cpp-hoist-invariants`` and ``cpp-reciprocals`` passes) on
+    it, as ``lower-to-cpp`` does."""
     func = KernelLowering(kernel, options).lower()
     if rewrites:
+        drop_proven_checks(func)
         hoist_invariants(func)
         use_reciprocals(func)
     return func

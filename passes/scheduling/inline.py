@@ -26,7 +26,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_eval import torch_dtype
-from kiln.dialects.loop.body_ops import IndexOp, LoadOp, YieldOp, fill_attr
+from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, fill_attr
 from kiln.dialects.loop.expr import (
     MAX_INDEX_NODES,
     expr_nodes,
@@ -106,7 +106,12 @@ def worth_inlining(
     reads = [load for c in consumers for load in _loads_of(c, producer.result)]
     if len(reads) > MAX_READS:
         return False
-    if any(load.indirect for load in reads) and not _position_free(producer):
+    if not all(
+        _position_follows(producer, c, load)
+        for c in consumers
+        for load in _loads_of(c, producer.result)
+        if load.indirect
+    ):
         return False
     if _index_blowup(producer, consumers):
         return False
@@ -180,6 +185,50 @@ def _position_free(producer: PointwiseOp) -> bool:
     )
 
 
+def _position_follows(producer: PointwiseOp, consumer: LoopNestOp, load: LoadOp) -> bool:
+    """Whether the producer's position can follow a consumer's indirect read of it: each
+    loop variable the producer uses maps to a coordinate of ``load`` free of the
+    consumer's indirect indices, or (read as a value) to exactly one of them. The second
+    of two gathers along different dims (``torch.roll`` over dims 1 and 2 reads the
+    first at ``[d0, d1, i0, d3]``) then inlines the first, which uses only ``d1``."""
+    if _position_free(producer):
+        return True
+    if producer.syms:
+        return False
+    sizes = [s.data for s in producer.sizes.data]
+    ranges = gather_ranges(load.indirect, loop_ranges(consumer))
+    coordinates = [simplify_with_ranges(c, ranges) for c in unflatten(load.index.data, sizes)]
+
+    def indirect(e: sympy.Expr) -> bool:
+        return any(var_kind(s)[0] == "i" for s in e.free_symbols)  # pyright: ignore[reportArgumentType]
+
+    for k, arg in enumerate(producer.body.block.args[: producer.num_loop_vars]):
+        c = coordinates[k]
+        if arg.uses and indirect(c) and not (isinstance(c, sympy.Symbol) and var_kind(c)[0] == "i"):
+            return False
+    for op in producer.body.walk():
+        if isinstance(op, IndexOp):
+            for s in op.expr.data.free_symbols:
+                kind, k = var_kind(s)  # pyright: ignore[reportArgumentType]
+                if kind == "d" and indirect(coordinates[k]):
+                    return False
+    return True
+
+
+def gather_ranges(
+    indirect: Sequence[SSAValue], ranges: dict[sympy.Symbol, sympy.Expr]
+) -> dict[sympy.Symbol, sympy.Expr]:
+    """``ranges`` with ``0 <= i<j> < size`` for each of a load's ``indirect`` indices that
+    a ``loop.check_index`` checks against ``size``: where one fails, the call raises and
+    the value read does not matter."""
+    extra = {
+        indirect_var(j): value.owner.size.data
+        for j, value in enumerate(indirect)
+        if isinstance(value.owner, CheckIndexOp)
+    }
+    return {**ranges, **extra} if extra else ranges
+
+
 def _bytes(value: SSAValue) -> int:
     """Bytes of a buffer (dynamic dimensions count :data:`SIZE_HINT`)."""
     ty = value.type
@@ -246,14 +295,18 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         # the loop variables hold wherever the inlined body counts, e.g. ``d3 < 16``
         # for the first half of a ``cat`` (RoPE's ``cat([-x2, x1])``), which drops the
         # per-element ``//`` and ``%`` of the producer's unflattened position.
-        ranges = mask_ranges(load, outer_ranges)
+        masked_ranges = mask_ranges(load, outer_ranges)
+        ranges = gather_ranges(load.indirect, masked_ranges)
         coordinates = unflatten(load.index.data, producer_sizes)
         substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
         mapping: dict[SSAValue, SSAValue] = {
             arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
         }
         for k, var_arg in enumerate(p_vars):
-            if var_arg.uses:
+            c = coordinates[k]
+            if var_arg.uses and isinstance(c, sympy.Symbol) and var_kind(c)[0] == "i":
+                mapping[var_arg] = load.indirect[var_kind(c)[1]]  # a gathered position
+            elif var_arg.uses:
                 index_op = IndexOp.build(
                     properties={
                         "expr": IndexExprAttr(simplify_with_ranges(coordinates[k], ranges))
@@ -278,8 +331,12 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
                     for j in range(len(load.indirect))
                 }
                 moved = {v: substitute(e, shift) for v, e in substitution.items()}
+                # The clone's indirect indices: its own, then the consumer's (shifted).
+                clone_ranges = gather_ranges([*clone.indirect, *load.indirect], masked_ranges)
                 clone.index = IndexExprAttr(
-                    simplify_with_ranges(sympy.expand(substitute(clone.index.data, moved)), ranges)
+                    simplify_with_ranges(
+                        sympy.expand(substitute(clone.index.data, moved)), clone_ranges
+                    )
                 )
                 if load.indirect or load.mask is not None:
                     mapping[inner.results[0]] = _retarget(clone, load, block)

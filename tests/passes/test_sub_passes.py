@@ -1,7 +1,7 @@
 """The steps ``fuse`` and ``lower-to-cpp`` run inside, as passes of their own.
 
-``inline-producers`` (loop IR), ``elide-extern-copies`` (kernel IR), ``cpp-hoist-invariants``
-and ``cpp-reciprocals`` (cpp IR): each runs alone on IR of its own level (the inputs of
+``inline-producers`` (loop IR), ``elide-extern-copies`` (kernel IR), ``cpp-drop-proven-checks``,
+``cpp-hoist-invariants`` and ``cpp-reciprocals`` (cpp IR): each runs alone on IR of its own level (the inputs of
 their FileCheck tests under tests/filecheck), computes the same numbers before and after
 (loop and kernel interpreters; the compiled C++ for cpp IR), and the composite passes
 still produce exactly what running the steps one by one produces.
@@ -26,6 +26,7 @@ from kiln.dialects.kernel import KernelOp, ProgramOp
 from kiln.dialects.kernel.interpreter import run_program
 from kiln.dialects.loop.interpreter import run_function
 from kiln.dialects.loop.ops import LoopNestOp
+from kiln.passes.cpp_drop_proven_checks import CppDropProvenChecksPass
 from kiln.passes.cpp_hoist_invariants import CppHoistInvariantsPass
 from kiln.passes.cpp_reciprocals import CppReciprocalsPass
 from kiln.passes.elide_extern_copies import ElideExternCopiesPass
@@ -72,6 +73,7 @@ def _printed(module: ModuleOp) -> str:
     [
         ("inline-producers", InlineProducersPass),
         ("elide-extern-copies", ElideExternCopiesPass),
+        ("cpp-drop-proven-checks", CppDropProvenChecksPass),
         ("cpp-hoist-invariants", CppHoistInvariantsPass),
         ("cpp-reciprocals", CppReciprocalsPass),
     ],
@@ -129,6 +131,11 @@ def test_elide_extern_copies_refuses_loop_ir() -> None:
 
 def _cpp_inputs(name: str) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
+    if name == "cpp-drop-proven-checks":
+        return [
+            torch.randn(8, 16, generator=generator),
+            torch.randint(0, 8, (9,), generator=generator),
+        ]
     if name == "cpp-hoist-invariants":
         return [torch.randn(20, 64, generator=generator), torch.randint(0, 20, (9,))]
     y = torch.randn(6, generator=generator)
@@ -137,9 +144,22 @@ def _cpp_inputs(name: str) -> list[torch.Tensor]:
     return [torch.randn(6, 8, generator=generator), y]
 
 
+def _cpp_eager(name: str, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if name == "cpp-drop-proven-checks":
+        squares = y[torch.arange(9) ** 2 % 9].to(x.dtype)
+        return torch.roll(x, -3, 0), x[y] + squares[:, None]
+    if name == "cpp-hoist-invariants":
+        return (x[y] * 2,)
+    return (x / (y[:, None] + 1),)
+
+
 @pytest.mark.parametrize(
     ("name", "pass_"),
-    [("cpp-hoist-invariants", CppHoistInvariantsPass()), ("cpp-reciprocals", CppReciprocalsPass())],
+    [
+        ("cpp-drop-proven-checks", CppDropProvenChecksPass()),
+        ("cpp-hoist-invariants", CppHoistInvariantsPass()),
+        ("cpp-reciprocals", CppReciprocalsPass()),
+    ],
 )
 def test_cpp_rewrites_keep_the_numbers(
     name: str, pass_: ModulePass, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -154,12 +174,30 @@ def test_cpp_rewrites_keep_the_numbers(
     assert _printed(after) != _printed(before)
     assert _printed(_apply(pass_, after)) == _printed(after), "not idempotent"
     inputs = _cpp_inputs(name)
-    (expected,) = build_program(before)(inputs)
-    (actual,) = build_program(after)(inputs)
-    torch.testing.assert_close(actual, expected, atol=0.0, rtol=2.5e-7, equal_nan=True)
-    x, y = inputs
-    eager = x[y] * 2 if name == "cpp-hoist-invariants" else x / (y[:, None] + 1)
-    torch.testing.assert_close(actual, eager, atol=0.0, rtol=2.5e-7, equal_nan=True)
+    expected = build_program(before)(inputs)
+    actual = build_program(after)(inputs)
+    eager = _cpp_eager(name, *inputs)
+    assert len(actual) == len(expected) == len(eager)
+    for got, want, reference in zip(actual, expected, eager, strict=True):
+        torch.testing.assert_close(got, want, atol=0.0, rtol=2.5e-7, equal_nan=True)
+        torch.testing.assert_close(got, reference, atol=0.0, rtol=2.5e-7, equal_nan=True)
+
+
+def test_cpp_drop_proven_checks_keeps_the_index_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks it keeps still raise: an embedding id out of range fails the call."""
+    from kiln.backends.cpp.wrapper import build_program
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    module = _apply(
+        CppDropProvenChecksPass(),
+        _parse((FILECHECK / "cpp/cpp-drop-proven-checks.mlir").read_text()),
+    )
+    x, ids = _cpp_inputs("cpp-drop-proven-checks")
+    ids[4] = 8
+    with pytest.raises(IndexError):
+        build_program(module)([x, ids])
 
 
 COMPOSITE = """
@@ -184,8 +222,8 @@ def test_fuse_runs_inline_producers_first() -> None:
 
 
 def test_lower_to_cpp_is_the_lowering_then_its_rewrites() -> None:
-    """``lower-to-cpp`` = each kernel lowered as it is, then ``cpp-hoist-invariants``
-    and ``cpp-reciprocals`` (the same IR, so the same C++)."""
+    """``lower-to-cpp`` = each kernel lowered as it is, then ``cpp-drop-proven-checks``,
+    ``cpp-hoist-invariants`` and ``cpp-reciprocals`` (the same IR, so the same C++)."""
     whole = _run(_parse(COMPOSITE), "lower-aten,fuse,tile,lower-to-cpp{threads=2 lanes=8}")
     steps = _run(_parse(COMPOSITE), "lower-aten,fuse,tile")
     block = steps.body.block
@@ -194,6 +232,6 @@ def test_lower_to_cpp_is_the_lowering_then_its_rewrites() -> None:
             lower_kernel(kernel, CppOptions(threads=2, lanes=8), rewrites=False), kernel
         )
         block.erase_op(kernel)
-    _run(steps, "cpp-hoist-invariants,cpp-reciprocals")
+    _run(steps, "cpp-drop-proven-checks,cpp-hoist-invariants,cpp-reciprocals")
     assert "reciprocal" in _printed(whole)
     assert _printed(steps) == _printed(whole)

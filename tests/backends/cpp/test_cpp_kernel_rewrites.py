@@ -187,3 +187,30 @@ def test_division_by_a_broadcast_input_stays_exact() -> None:
     x, y = torch.randn(6, 300), torch.randn(6) + 3.0
     (out,) = program([x, y])
     assert torch.equal(out, x / y[:, None])
+
+
+def test_a_roll_over_two_dims_is_one_vectorized_kernel_without_checks() -> None:
+    """Swin's ``torch.roll`` over H and W: two gathers at ``(x + 3) % 56``. The second
+    inlines the first (one kernel), the indices are proven in range by the loop bounds
+    (no check, no error flag: the loop is ``omp simd``), and the numbers are eager's."""
+    program = check(
+        lambda x: torch.roll(x, shifts=(-3, 5), dims=(1, 2)) * 2,
+        lambda: (torch.randn(2, 14, 10, 24),),
+        runs=2,
+    )
+    source = program.cpp_source
+    assert source.count('extern "C" int kernel') == 1
+    kernel = source.split('extern "C" int kernel', 1)[1]
+    assert "kiln_err" not in kernel
+    assert "KILN_ERR" not in kernel
+    assert "#pragma omp simd" in kernel
+
+
+def test_an_index_the_loop_bounds_cannot_prove_is_still_checked() -> None:
+    """A gather by an index read from a tensor keeps its check: out of range raises."""
+    program = check(
+        lambda x, i: x[:, i] * 2,
+        lambda: (torch.randn(3, 10, 16), torch.randint(0, 10, (7,))),
+    )
+    with pytest.raises(IndexError):
+        program([torch.randn(3, 10, 16), torch.tensor([0, 1, 10, 2, 3, 4, 5])])

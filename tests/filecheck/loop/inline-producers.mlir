@@ -64,3 +64,47 @@ func.func @returned(%x: memref<8x16xf32>, %y: memref<8x16xf32>) -> (memref<8x16x
   }
   func.return %e, %s : memref<8x16xf32>, memref<8xf32>
 }
+
+// -----
+
+// torch.roll over dims 0 and 1: two gathers, the second reading the first at
+// [d0, i0, d2]. The first uses only its d0, which the read keeps (d0), so it inlines:
+// one nest, two checked indices, the load at both.
+// CHECK-LABEL: func.func @rolled
+// CHECK-NEXT:    %b = loop.pointwise [6, 8, 4] (%x) : (memref<6x8x4xf32>) -> memref<6x8x4xf32> {
+// CHECK:           %8 = loop.check_index %7 < "8"
+// CHECK-NEXT:      %9 = loop.index "d0"
+// CHECK:           %16 = loop.check_index %15 < "6"
+// CHECK-NEXT:      %17 = loop.load %0["d2 + 32*i0 + 4*i1"](%16, %8) : memref<6x8x4xf32>
+// CHECK:         func.return %b : memref<6x8x4xf32>
+func.func @rolled(%x: memref<6x8x4xf32>) -> memref<6x8x4xf32> {
+  %a = loop.pointwise [6, 8, 4] (%x) : (memref<6x8x4xf32>) -> memref<6x8x4xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %in0: memref<6x8x4xf32>):
+    %0 = loop.index "d0"
+    %1 = arith.index_cast %0 : index to i64
+    %2 = arith.constant 2 : i64
+    %3 = arith.addi %1, %2 : i64
+    %4 = arith.constant 6 : i64
+    %5 = arith.remsi %3, %4 : i64
+    %6 = arith.index_cast %5 : i64 to index
+    %7 = loop.check_index %6 < "6"
+    %8 = loop.load %in0["4*d1 + d2 + 32*i0"](%7) : memref<6x8x4xf32>
+    loop.yield %8 : f32
+  }
+  %b = loop.pointwise [6, 8, 4] (%a) : (memref<6x8x4xf32>) -> memref<6x8x4xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %in0: memref<6x8x4xf32>):
+    %0 = loop.index "d1"
+    %1 = arith.index_cast %0 : index to i64
+    %2 = arith.constant 5 : i64
+    %3 = arith.addi %1, %2 : i64
+    %4 = arith.constant 8 : i64
+    %5 = arith.remsi %3, %4 : i64
+    %6 = arith.index_cast %5 : i64 to index
+    %7 = loop.check_index %6 < "8"
+    %8 = loop.load %in0["32*d0 + d2 + 4*i0"](%7) : memref<6x8x4xf32>
+    %9 = arith.constant 2.000000e+00 : f32
+    %10 = arith.mulf %8, %9 : f32
+    loop.yield %10 : f32
+  }
+  func.return %b : memref<6x8x4xf32>
+}
