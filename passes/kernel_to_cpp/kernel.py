@@ -63,7 +63,7 @@ from kiln.passes.kernel_to_cpp.space import (
     to_kernel_symbols,
 )
 from kiln.passes.kernel_to_cpp.stash import Stash, plan_stashes
-from kiln.passes.kernel_to_cpp.tiling import tile_side, tiled_loops, transposed_dim
+from kiln.passes.kernel_to_cpp.tiling import narrow_inner, tile_side, tiled_loops, transposed_dim
 from kiln.passes.kernel_to_cpp.transpose_tiles import stage_transposed_loads
 
 
@@ -231,18 +231,24 @@ class KernelLowering:
         return emit.value(arith.CmpiOp(value, emit.const(threshold), "sge"))
 
     def x_loops(
-        self, emit: Emitter, vectorize_inner: bool
+        self, emit: Emitter, vectorize_inner: bool, vector_dim: int | None = None
     ) -> tuple[Emitter, dict[sympy.Symbol, SSAValue]]:
-        """The loop nest over the pointwise space; returns its body and environment."""
+        """The loop nest over the pointwise space; returns its body and environment.
+        ``vector_dim``: the dim to run innermost (vectorized), the others keeping their
+        order outside it (default: the innermost dim)."""
         space = self.space
         env: dict[sympy.Symbol, SSAValue] = dict(self.sizes)
-        sizes = space.x_sizes
+        order = list(range(len(space.x_sizes)))
+        if vector_dim is not None:
+            order = [k for k in order if k != vector_dim] + [vector_dim]
+        sizes = [space.x_sizes[k] for k in order]
+        syms = [space.x_syms[k] for k in order]
         if not sizes:
             return emit, env
         inner_work = size_hint(self.kernel.rnumel.data)
         depth = parallel_depth(sizes, inner_work, self.options)
         n = len(sizes)
-        names = [f"x{k}" for k in range(n)]
+        names = [f"x{k}" for k in order]
         bounds = [self.size(emit, s) for s in sizes]
         zero = emit.const(0)
         condition = self.parallel_condition(emit, sizes, self.kernel.rnumel.data) if depth else None
@@ -251,11 +257,11 @@ class KernelLowering:
             body = emit
             for k in range(n - 1):
                 body, (iv,) = body.loop(LoopKind.SERIAL, [zero], [bounds[k]], [names[k]])
-                env[space.x_syms[k]] = iv
+                env[syms[k]] = iv
             body, (iv,) = body.loop(
                 LoopKind.PARALLEL_SIMD, [zero], [bounds[-1]], [names[-1]], condition=condition
             )
-            env[space.x_syms[-1]] = iv
+            env[syms[-1]] = iv
             return body, env
         body = emit
         if depth:
@@ -266,11 +272,11 @@ class KernelLowering:
                 names[:depth],
                 condition=condition,
             )
-            env.update(zip(space.x_syms[:depth], ivs, strict=True))
+            env.update(zip(syms[:depth], ivs, strict=True))
         for k in range(depth, n):
             kind = LoopKind.SIMD if vectorize_inner and k == n - 1 else LoopKind.SERIAL
             body, (iv,) = body.loop(kind, [zero], [bounds[k]], [names[k]])
-            env[space.x_syms[k]] = iv
+            env[syms[k]] = iv
         return body, env
 
     # -- pointwise kernels --------------------------------------------------------------
@@ -283,6 +289,8 @@ class KernelLowering:
         tile = None
         if scatter:
             body, env = self.x_loops(emit, vectorize_inner=False)
+        elif dim is not None and narrow_inner(self):  # pyright: ignore[reportArgumentType]
+            body, env = self.x_loops(emit, vectorize_inner=True, vector_dim=dim)
         elif dim is not None:
             side = tile_side(self, dim)  # pyright: ignore[reportArgumentType]
             body, env, tile = tiled_loops(self, emit, dim, side)  # pyright: ignore[reportArgumentType]

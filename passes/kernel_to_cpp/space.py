@@ -274,8 +274,63 @@ def choose_space(
     rnumel = kernel.rnumel.data
     xs, rs = _candidates(analysis, numel, rnumel)
     space = LoopSpace.of(refine(xs, numel), refine(rs, rnumel))
-    space, _ = merge_dims(space, all_exprs(space))
+    exprs = all_exprs(space)
+    split = split_by_periods(space, exprs)
+    space, merged = merge_dims(space, exprs)
+    if split is not None:
+        # Kept only where it leaves fewer divisions than the nodes' shapes alone.
+        split_space, split_merged = merge_dims(split, all_exprs(split))
+        if _divmod_count(split_merged) < _divmod_count(merged):
+            return split_space
     return space
+
+
+def _periods(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> dict[sympy.Symbol, set[int]]:
+    """The constant divisors each loop variable is divided by (``v // d``, ``v % d``)."""
+    syms = set(space.x_syms) | set(space.r_syms)
+    found: dict[sympy.Symbol, set[int]] = {}
+    for e in exprs:
+        for node in sympy.preorder_traversal(e):
+            if isinstance(node, FloorDiv | sympy.Mod):
+                base, divisor = node.args
+                if base in syms and isinstance(divisor, sympy.Integer):
+                    found.setdefault(cast(sympy.Symbol, base), set()).add(int(divisor))
+    return found
+
+
+def _split_dim(size: sympy.Expr, periods: set[int]) -> list[sympy.Expr] | None:
+    """``size`` split at ``periods`` when they divide each other and it (a chain)."""
+    if not size.is_Integer:
+        return None
+    whole = int(size)
+    chain = sorted(d for d in periods if 1 < d < whole and whole % d == 0)
+    if not chain or any(b % a for a, b in itertools.pairwise(chain)):
+        return None
+    bounds = [1, *chain, whole]
+    return [sympy.Integer(bounds[i + 1] // bounds[i]) for i in reversed(range(len(bounds) - 1))]
+
+
+def split_by_periods(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> LoopSpace | None:
+    """``space`` with each static dim split where the index expressions divide its
+    variable by constants, or None when none is. A reduction over a channel ``cat``
+    of strided slices (Swin's patch merging: ``r // 192``, ``r % 96``, ``r // 96 % 2``
+    over 384) runs as ``[2, 2, 96]``: no division per element, and a contiguous inner
+    loop, as Inductor's loop splitting by the indexing's divisors gives."""
+    periods = _periods(space, exprs)
+    if not periods:
+        return None
+
+    def split(sizes: list[sympy.Expr], syms: list[sympy.Symbol]) -> list[sympy.Expr]:
+        out: list[sympy.Expr] = []
+        for size, sym in zip(sizes, syms, strict=True):
+            out.extend(_split_dim(size, periods.get(sym, set())) or [size])
+        return out
+
+    x_sizes = split(space.x_sizes, space.x_syms)
+    r_sizes = split(space.r_sizes, space.r_syms)
+    if len(x_sizes) == len(space.x_sizes) and len(r_sizes) == len(space.r_sizes):
+        return None
+    return LoopSpace.of(x_sizes, r_sizes)
 
 
 __all__ = [
@@ -287,5 +342,6 @@ __all__ = [
     "node_sizes_in_kernel",
     "refine",
     "simplify",
+    "split_by_periods",
     "to_kernel_symbols",
 ]

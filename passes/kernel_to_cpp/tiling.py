@@ -48,6 +48,20 @@ def transposed_dim(lowering: KernelLowering) -> int | None:
     return None
 
 
+NARROW = 8
+"""An innermost dim of fewer points than this is too narrow to vectorize along."""
+
+
+def narrow_inner(lowering: KernelLowering) -> bool:
+    """Whether the innermost pointwise dim has a static size below :data:`NARROW`
+    (ShuffleNet's channel shuffle stores ``[..., 116, 2]``: vectorized along the 2, and
+    a tile of it, every lane does scalar work). A kernel whose loads are contiguous along
+    another dim (:func:`transposed_dim`) then vectorizes along that one instead, the
+    narrow dim a short serial loop around it (its stores strided)."""
+    size = lowering.space.x_sizes[-1] if lowering.space.x_sizes else None
+    return size is not None and size.is_Integer and int(size) < NARROW
+
+
 @dataclass(frozen=True)
 class Tile:
     """The innermost loops of a tiled kernel: ``dim`` serially, then the innermost dim
@@ -135,4 +149,4 @@ def tile_side(lowering: KernelLowering, dim: int) -> int:
     return lowering.options.tile
 
 
-__all__ = ["Tile", "tile_side", "tiled_loops", "transposed_dim"]
+__all__ = ["NARROW", "Tile", "narrow_inner", "tile_side", "tiled_loops", "transposed_dim"]

@@ -70,6 +70,22 @@ def test_pointwise_convolutions_run_as_mm() -> None:
     _check_inverted_residual(_compile(model), model, [(2, 3, 7, 9)] * 2)
 
 
+def test_pointwise_convolutions_of_many_rows_stay_convolutions() -> None:
+    """Above ``MAX_ROWS`` rows (``N*H*W``) oneDNN's convolution beats the matrix product
+    (ResNet-50 at batch 32): the 1x1 convolutions stay convolutions, values unchanged."""
+    model = _InvertedResidual().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        x = torch.randn(2, 3, 48, 48)  # 4,608 rows
+        got, want = compiled(x), model(x)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+            assert g.stride() == w.stride()
+    (stats,) = compile_history()
+    assert "aten::mm.default" not in stats.externs
+    assert stats.externs["aten::convolution.default"] == 5
+
+
 def test_batch_one_runs_channels_last_with_mm() -> None:
     """At batch 1, ATen runs these 1x1 convolutions on a channels-last input in its
     reference kernel (``Slow2d``), which made ``channels-last`` keep the whole function

@@ -6,16 +6,21 @@
 * loop-invariant loads moved out of vector loops, and bounds-checked gathers read under
   their guard (:mod:`kiln.passes.kernel_to_cpp.invariants`, ``emit.py``);
 * the NaN-propagating max/min of the prelude, its inline float ``erf``, and wide
-  reduction accumulators.
+  reduction accumulators;
+* index checks the loop bounds prove, dropped (:mod:`kiln.passes.kernel_to_cpp.bounds`),
+  and loop dims split at the divisors of the index (``split_by_periods``).
 """
 
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 from cpp_checks import check, lower
 
+from kiln.dialects.loop.expr import floordiv, mod
+from kiln.passes.kernel_to_cpp.space import LoopSpace, split_by_periods
 from kiln.targets import build_cpp_program
 
 
@@ -214,3 +219,48 @@ def test_an_index_the_loop_bounds_cannot_prove_is_still_checked() -> None:
     )
     with pytest.raises(IndexError):
         program([torch.randn(3, 10, 16), torch.tensor([0, 1, 10, 2, 3, 4, 5])])
+
+
+def test_a_reduction_over_merged_patches_loops_over_their_dims() -> None:
+    """Swin's patch merging: a LayerNorm over the 4 * 96 channels of 2 x 2 patches reads
+    its input at ``r // 192``, ``r % 96`` and ``r // 96 % 2``. The reduction loops over
+    ``[2, 2, 96]`` instead (the divisors of the index split the dim): no integer division
+    per element, and the numbers are eager's."""
+
+    def merge(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        n, h, wd, c = x.shape
+        y = x.reshape(n, h // 2, 2, wd // 2, 2, c).permute(0, 1, 3, 4, 2, 5).flatten(3)
+        return F.layer_norm(y, (4 * c,), w, b)
+
+    program = check(
+        merge, lambda: (torch.randn(2, 12, 12, 96), torch.randn(384), torch.randn(384)), runs=2
+    )
+    kernel = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    assert " % " not in kernel
+    assert "r2_block" in kernel
+
+
+def test_split_by_periods_splits_a_dim_at_a_chain_of_divisors() -> None:
+    space = LoopSpace.of([sympy.Integer(8)], [sympy.Integer(384)])
+    r = space.r_syms[0]
+    x = space.x_syms[0]
+    split = split_by_periods(space, [96 * floordiv(r, 192) + mod(r, 96) + 384 * x])
+    assert split is not None
+    assert split.r_sizes == [2, 2, 96]
+    assert split.x_sizes == [8]
+    # 64 and 96 are no chain: no split.
+    assert split_by_periods(space, [mod(r, 96) + floordiv(r, 64)]) is None
+
+
+def test_a_transpose_onto_a_narrow_inner_dim_vectorizes_along_the_wide_one() -> None:
+    """ShuffleNet's channel shuffle with 2 groups writes ``[..., 116, 2]``: vectorized
+    along the 2 (or tiled with it), every lane did scalar work. The loads are contiguous
+    along the 116, so that loop runs innermost, vectorized, the 2 a serial loop outside."""
+    program = check(
+        lambda x: (x.reshape(8, 2, 116).transpose(1, 2).contiguous() + 1).relu(),
+        lambda: (torch.randn(8, 232),),
+        runs=2,
+    )
+    kernel = program.cpp_source.split('extern "C" int kernel', 1)[1]
+    simd = kernel.split("#pragma omp simd", 1)[1]
+    assert "< 116;" in simd.split("\n")[1]
