@@ -94,16 +94,15 @@ def _result_bounds(op: Operation, of: dict[SSAValue, Bounds]) -> Bounds:
         return _add(b(0), _neg(b(1)))
     if isinstance(op, arith.MuliOp):
         return _mul(b(0), b(1))
-    if isinstance(op, arith.MinSIOp | arith.MaxSIOp):
-        pick = min if isinstance(op, arith.MinSIOp) else max
+    if isinstance(op, arith.MinSIOp):
+        # Below the smaller upper bound (one known is enough); above both lower bounds.
         (lo0, hi0), (lo1, hi1) = b(0), b(1)
-        lo = None if lo0 is None or lo1 is None else pick(lo0, lo1)
-        hi = None if hi0 is None or hi1 is None else pick(hi0, hi1)
-        if isinstance(op, arith.MinSIOp):
-            hi = hi0 if hi1 is None else hi1 if hi0 is None else hi
-        else:
-            lo = lo0 if lo1 is None else lo1 if lo0 is None else lo
-        return lo, hi
+        his = [h for h in (hi0, hi1) if h is not None]
+        return (None if lo0 is None or lo1 is None else min(lo0, lo1), min(his, default=None))
+    if isinstance(op, arith.MaxSIOp):
+        (lo0, hi0), (lo1, hi1) = b(0), b(1)
+        los = [lo for lo in (lo0, lo1) if lo is not None]
+        return (max(los, default=None), None if hi0 is None or hi1 is None else max(hi0, hi1))
     if isinstance(op, arith.SelectOp):
         (lo0, hi0), (lo1, hi1) = b(1), b(2)
         return (

@@ -195,15 +195,19 @@ def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> lis
             for d in reversed(c[1:]):
                 product *= int(d)
                 suffixes.add(product)
-        chain = sorted(suffixes)
-        whole = int(total)
-        if all(b % a == 0 for a, b in itertools.pairwise(chain)) and all(
-            whole % s == 0 for s in chain
-        ):
-            bounds = [1, *chain, whole]
-            dims = [sympy.Integer(bounds[i + 1] // bounds[i]) for i in range(len(bounds) - 1)]
-            return [d for d in reversed(dims) if d != 1]
+        dims = _chain_dims(sorted(suffixes), int(total))
+        if dims is not None:
+            return [d for d in dims if d != 1]
     return max(valid, key=len)
+
+
+def _chain_dims(chain: Sequence[int], whole: int) -> list[sympy.Expr] | None:
+    """The dims (outermost first) of ``whole`` points whose inner products are ``chain``
+    (sorted), or None unless each divides the next and ``whole``."""
+    if any(b % a for a, b in itertools.pairwise(chain)) or any(whole % c for c in chain):
+        return None
+    bounds = [1, *chain, whole]
+    return [sympy.Integer(bounds[i + 1] // bounds[i]) for i in reversed(range(len(bounds) - 1))]
 
 
 def _divmod_count(exprs: Sequence[sympy.Expr]) -> int:
@@ -290,6 +294,8 @@ def _periods(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> dict[sympy.Symbol
     syms = set(space.x_syms) | set(space.r_syms)
     found: dict[sympy.Symbol, set[int]] = {}
     for e in exprs:
+        if not e.has(FloorDiv, sympy.Mod):
+            continue
         for node in sympy.preorder_traversal(e):
             if isinstance(node, FloorDiv | sympy.Mod):
                 base, divisor = node.args
@@ -304,10 +310,7 @@ def _split_dim(size: sympy.Expr, periods: set[int]) -> list[sympy.Expr] | None:
         return None
     whole = int(size)
     chain = sorted(d for d in periods if 1 < d < whole and whole % d == 0)
-    if not chain or any(b % a for a, b in itertools.pairwise(chain)):
-        return None
-    bounds = [1, *chain, whole]
-    return [sympy.Integer(bounds[i + 1] // bounds[i]) for i in reversed(range(len(bounds) - 1))]
+    return _chain_dims(chain, whole) if chain else None
 
 
 def split_by_periods(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> LoopSpace | None:

@@ -103,15 +103,11 @@ def worth_inlining(
         return False
     if cpu and _broadcast_gather(producer, consumers):
         return False
-    reads = [load for c in consumers for load in _loads_of(c, producer.result)]
+    read_by = [(c, load) for c in consumers for load in _loads_of(c, producer.result)]
+    reads = [load for _, load in read_by]
     if len(reads) > MAX_READS:
         return False
-    if not all(
-        _position_follows(producer, c, load)
-        for c in consumers
-        for load in _loads_of(c, producer.result)
-        if load.indirect
-    ):
+    if not all(_position_follows(producer, c, load) for c, load in read_by if load.indirect):
         return False
     if _index_blowup(producer, consumers):
         return False
@@ -204,7 +200,7 @@ def _position_follows(producer: PointwiseOp, consumer: LoopNestOp, load: LoadOp)
 
     for k, arg in enumerate(producer.body.block.args[: producer.num_loop_vars]):
         c = coordinates[k]
-        if arg.uses and indirect(c) and not (isinstance(c, sympy.Symbol) and var_kind(c)[0] == "i"):
+        if arg.uses and indirect(c) and _gathered_position(c) is None:
             return False
     for op in producer.body.walk():
         if isinstance(op, IndexOp):
@@ -213,6 +209,13 @@ def _position_follows(producer: PointwiseOp, consumer: LoopNestOp, load: LoadOp)
                 if kind == "d" and indirect(coordinates[k]):
                     return False
     return True
+
+
+def _gathered_position(coordinate: sympy.Expr) -> int | None:
+    """``j`` when ``coordinate`` is exactly the consumer's indirect index ``i<j>``."""
+    if isinstance(coordinate, sympy.Symbol) and var_kind(coordinate)[0] == "i":
+        return var_kind(coordinate)[1]
+    return None
 
 
 def gather_ranges(
@@ -303,9 +306,9 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
             arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
         }
         for k, var_arg in enumerate(p_vars):
-            c = coordinates[k]
-            if var_arg.uses and isinstance(c, sympy.Symbol) and var_kind(c)[0] == "i":
-                mapping[var_arg] = load.indirect[var_kind(c)[1]]  # a gathered position
+            gathered = _gathered_position(coordinates[k])
+            if var_arg.uses and gathered is not None:
+                mapping[var_arg] = load.indirect[gathered]
             elif var_arg.uses:
                 index_op = IndexOp.build(
                     properties={
