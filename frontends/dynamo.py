@@ -88,6 +88,7 @@ def kiln_backend(
                     aot_seconds=aot_seconds,
                     inference=kind == "inference",
                     free_layout_outputs=saved,
+                    guarded=True,  # Dynamo's guards (and the forward, for a backward)
                 )
             if saved:
                 views = [alias.output for alias in aliases.aliases]

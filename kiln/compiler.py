@@ -34,7 +34,8 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                      no input requiring grad) run their convolutions (except 1x1) on
                      oneDNN-prepacked weights, cached per call site and repacked when the
                      weight tensor, its version counter or its data pointer changes (default
-                     on; pass ``prepack-weights``). An update that bypasses the version
+                     on; pass ``prepack-weights``); on the GPU, channels-last convolutions
+                     read a cached channels-last copy of the weight, kept the same way. An update that bypasses the version
                      counter (``w.data.mul_(2)``) is not seen: turn this off then
 ===================  ==========================================================================
 """
@@ -62,7 +63,7 @@ from kiln.devices import choose_executor, device_fixer, gpu_device, graph_device
 from kiln.gc_pause import frozen_heap
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,unfuse-conv-bias,pad-mm,prepack-weights,channels-last,conv1x1-to-mm,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,unfuse-addmm,unfuse-conv-bias,patch-conv-to-mm,pad-mm,prepack-weights,channels-last,conv1x1-to-mm,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 
@@ -303,6 +304,7 @@ def compile_graph(
     aot_seconds: float | None = None,
     inference: bool = False,
     free_layout_outputs: Sequence[int] = (),
+    guarded: bool = False,
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
     ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile).
@@ -310,7 +312,9 @@ def compile_graph(
     weights ``prepack-weights`` may keep prepacked (with the ``prepack_weights`` option).
     ``free_layout_outputs``: indices of outputs whose strides are the compiler's to choose
     (a training forward's saved activations); the result's ``output_strides`` then says
-    the strides every output is returned with."""
+    the strides every output is returned with. ``guarded``: the caller guards the
+    metadata of parameters and static inputs (Dynamo does), so a CUDA-graph replay checks
+    them by address only (:attr:`~kiln.backends.triton.cudagraphs.CudaGraphRunner.guarded`)."""
     start = time.perf_counter()
     name = name or f"graph_{next(_GRAPH_IDS)}"
     stats = GraphStats(name=name)
@@ -394,7 +398,7 @@ def compile_graph(
         _check_triton_devices(name, example_inputs, devices)
     build_start = time.perf_counter()
     run, stats.executor, program = _build(
-        executor, module, options, debug, gpu_device(devices), stats.stage_seconds
+        executor, module, options, debug, gpu_device(devices), stats.stage_seconds, guarded
     )
     if stats.executor not in ("cpp", "triton"):
         stats.stage_seconds["build"] = time.perf_counter() - build_start
@@ -751,6 +755,7 @@ def _build(
     debug: Path | None,
     device: torch.device | None = None,
     stages: dict[str, float] | None = None,
+    guarded: bool = False,
 ) -> tuple[Runner, str, Any]:
     """The runner for ``module``, and the executor that actually runs it. The driver
     lowers to the backend's level (:mod:`kiln.targets`); backends run no passes.
@@ -797,6 +802,7 @@ def _build(
             autotune=options.autotune,
             cuda_graphs=options.cuda_graphs,
             device=None if interpreting() or device is None else str(device),
+            guarded=guarded,
         )
         # Lowered in place: the compiled graph's module shows the Triton kernels.
         triton_start = time.perf_counter()

@@ -42,6 +42,15 @@ a weight that requires grad. A convolution is marked only when
 * its weight is a function argument (a parameter, or a weight the caller passes in:
   anything computed inside the graph is new at every call, so caching it would buy
   nothing).
+
+**On the GPU** (``kiln.device``) the mark means the weight may be kept in the memory
+format cuDNN needs: a channels-last convolution (NHWC input, what ``channels-last``
+makes of a CNN) given an OIHW weight has ATen copy the weight to channels-last at every
+call (an elementwise copy kernel per 3x3 convolution: 17 of ResNet-18's 62 kernels and
+50 of its 225 us a call in bfloat16 on the H200); the Triton wrapper's site keeps that
+copy, with the same identity/version/pointer checks
+(:mod:`kiln.backends.triton.weight_layouts`). Any floating dtype; linear layers are not
+marked (cuBLAS reads a transposed weight as it lies).
 """
 
 from __future__ import annotations
@@ -50,12 +59,20 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    ModuleOp,
+    TensorType,
+)
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 
 from kiln.dialects.aten.encoding import decode_value
+from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import INFERENCE_ATTR, mark_prepacked
 from kiln.passes.unfuse_addmm import is_one
@@ -72,8 +89,21 @@ def _f32(value: SSAValue | None, rank: int) -> bool:
     )
 
 
+def _float(value: SSAValue | None, rank: int) -> bool:
+    ty = value.type if value is not None else None
+    return (
+        isinstance(ty, TensorType)
+        and isinstance(ty.element_type, BFloat16Type | Float16Type | Float32Type | Float64Type)
+        and len(ty.get_shape()) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    )
+
+
+def _static(value: SSAValue | None) -> bool:
+    return all(d >= 0 for d in value.type.get_shape())  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue, reportUnknownVariableType, reportUnknownMemberType]
+
+
 def _static_f32(value: SSAValue | None, rank: int) -> bool:
-    return _f32(value, rank) and all(d >= 0 for d in value.type.get_shape())  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue, reportUnknownVariableType, reportUnknownMemberType]
+    return _f32(value, rank) and _static(value)
 
 
 def _spatial(value: SSAValue | None) -> int:
@@ -84,8 +114,9 @@ def _spatial(value: SSAValue | None) -> int:
     return shape[2] * shape[3]
 
 
-def packable(op: AtenOp, func: FuncOp) -> bool:
-    """``op`` is a convolution whose weight the wrapper may keep prepacked."""
+def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
+    """``op`` is a convolution whose weight the wrapper may keep prepacked (on the
+    GPU: in the memory format cuDNN needs; any floating dtype there)."""
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
         return False
     spec = next(a for a in op.op_schema().arguments if a.name == "transposed")
@@ -94,15 +125,17 @@ def packable(op: AtenOp, func: FuncOp) -> bool:
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    if not _static_f32(weight, 4) or _spatial(weight) <= 1:
+    floating = _float if on_gpu else _f32
+    if not (floating(weight, 4) and _static(weight)) or _spatial(weight) <= 1:
         # 1x1: ATen's own path ran these 2-4x faster than the packed oneDNN call here
-        # (docs/benchmarks/cpu-profile.md).
+        # (docs/benchmarks/cpu-profile.md); on the GPU an OIHW 1x1 weight is already
+        # channels-last.
         return False
     # The input's and result's sizes may be symbolic: the site packs per input size.
     return (
-        _f32(x, 4)
-        and (bias is None or _static_f32(bias, 1))
-        and _f32(op.results[0], 4)
+        floating(x, 4)
+        and (bias is None or (floating(bias, 1) and _static(bias)))
+        and floating(op.results[0], 4)
         and isinstance(weight, BlockArgument)
         and weight.owner is func.body.block
     )
@@ -166,15 +199,16 @@ class PrepackWeightsPass(ModulePass):
     (docs/benchmarks/cpu-profile.md), so it is off unless asked for."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if "kiln.device" in op.attributes:
-            return  # a GPU program: oneDNN is CPU-only
         if not self.force and INFERENCE_ATTR not in op.attributes:
             return
+        on_gpu = not runs_on_cpu(op)
+        # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
+        max_rows = 0 if on_gpu else self.linear_max_rows
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue
             for inner in func.body.block.ops:
                 if isinstance(inner, AtenOp) and (
-                    packable(inner, func) or packable_linear(inner, func, self.linear_max_rows)
+                    packable(inner, func, on_gpu) or packable_linear(inner, func, max_rows)
                 ):
                     mark_prepacked(inner)

@@ -33,6 +33,12 @@ copied every saved activation at every step. A borrowable input that turns up at
 address at ``MOVES_BEFORE_COPY`` recordings is copied after all (it keeps moving: an
 upstream graph that re-records), so the signature stops re-recording.
 
+A weight a convolution reads through a cached channels-last copy
+(:mod:`kiln.backends.triton.weight_layouts`) is read by the graph at the copy's address:
+an instance pins the copies it read and replays only while each is still its site's
+copy of the weight at the argument's address (refreshed in place after an in-place
+update of the weight).
+
 A call with a CPU tensor among its arguments runs without a graph (a graph would freeze
 what the host read at recording), and so does one whose outputs include CPU tensors while
 it is being recorded (what the host wrote). A call whose plain run returns CPU tensors
@@ -60,8 +66,18 @@ import torch
 from kiln.dialects.aten.arg_layout import flat_storage
 
 
+class WeightSite(Protocol):
+    """A call site that keeps a derived copy of a weight (a channels-last convolution
+    weight, :mod:`kiln.backends.triton.weight_layouts`) which a graph reads by address."""
+
+    def pin(self) -> torch.Tensor | None: ...
+
+    def ready(self, pinned: torch.Tensor) -> bool: ...
+
+
 class Program(Protocol):
     source: str
+    weight_sites: Sequence[WeightSite]
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]: ...
 
@@ -91,6 +107,22 @@ def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple
 _storage_use_count: Callable[[int], int] = torch._C._storage_Use_Count  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
 """The use count of the storage at a ``StorageImpl`` address (``storage._cdata``)."""
 
+_data_ptrs_equal: Callable[[Sequence[Any], list[int | None], list[int]], bool] | None = getattr(
+    torch._C, "_tensors_data_ptrs_at_indices_equal", None
+)
+"""``(args, ptrs, indices)``: whether ``args[i].data_ptr() == ptrs[i]`` at every index, in
+C++ (what Inductor's CUDA-graph trees check parameters with; CUDA builds only)."""
+
+
+def _at_addresses(args: Sequence[Any], ptrs: list[int | None], indices: list[int]) -> bool:
+    if _data_ptrs_equal is not None:
+        return _data_ptrs_equal(args, ptrs, indices)
+    return all(args[k].data_ptr() == ptrs[k] for k in indices)
+
+
+def _partial_signature(args: Sequence[Any], positions: Sequence[int]) -> tuple[object, ...]:
+    return _signature([args[k] for k in positions])
+
 
 @dataclass(eq=False)
 class _Instance:
@@ -117,24 +149,56 @@ class _Instance:
     )
     """One output tensor per distinct storage (which keeps it alive), the storage's
     ``StorageImpl`` address, and its use count while only the runner holds it."""
+    copies: tuple[int, ...] = ()
+    """The tensor positions copied into static inputs (not borrowed), in order."""
+    unborrowed: tuple[int, ...] = ()
+    """Every position not borrowed (copied tensors, numbers, None)."""
+    partial: tuple[object, ...] = ()
+    """The signature of the arguments at ``unborrowed`` when recorded (a static copy of
+    a tensor with gaps is contiguous: not the argument's signature)."""
+    ptrs: list[int | None] = field(default_factory=list[int | None])
+    """Per position: the address a borrowed argument must lie at (None elsewhere)."""
+    borrowed_positions: list[int] = field(default_factory=list[int])
+    pins: list[tuple[WeightSite, torch.Tensor]] = field(
+        default_factory=list[tuple[WeightSite, torch.Tensor]]
+    )
+    """The weight copies the graph reads, per site (kept alive with the instance); a
+    replay first asks each site whether its copy is still the one for the weight."""
+
+    def __post_init__(self) -> None:
+        n = len(self.inputs)
+        self.ptrs = [self.borrowed.get(k) for k in range(n)]
+        self.borrowed_positions = sorted(self.borrowed)
+        self.unborrowed = tuple(k for k in range(n) if k not in self.borrowed)
+        self.copies = tuple(k for k in self.unborrowed if isinstance(self.inputs[k], torch.Tensor))
+
+    def matches(self, args: Sequence[Any]) -> bool:
+        """Whether a call with ``args`` has this instance's signature, given that the
+        caller guards the metadata of what lies at a borrowed address (Dynamo's guards):
+        the unborrowed arguments' signature, and the borrowed ones' addresses."""
+        return (
+            len(args) == len(self.ptrs)
+            and _partial_signature(args, self.unborrowed) == self.partial
+            and _at_addresses(args, self.ptrs, self.borrowed_positions)
+        )
 
     def idle(self) -> bool:
         """Whether nothing outside the runner holds an output (or a view of one)."""
         # Called on every replay: the addresses are kept, not looked up per call.
         return all(_storage_use_count(impl) <= count for _, impl, count in self.storages)
 
-    def fits(self, args: Sequence[Any]) -> bool:
-        """Whether every borrowed argument lies where the graph reads it, and no argument
-        it copies could be borrowed now: a backward's first call receives the forward's
-        first, ungraphed, outputs, so its first instance copies them; the next call, fed
-        by the forward's replay, records one that borrows, and the first gives way."""
-        return self._borrowed_in_place(args) and not any(
-            k not in self.borrowed and k not in self.copied and _borrowable(a)
-            for k, a in enumerate(args)
+    def fits(self, args: Sequence[Any], in_place: bool = False) -> bool:
+        """Whether every borrowed argument lies where the graph reads it (known when
+        ``in_place``: it ``matches``), and no argument it copies could be borrowed now: a
+        backward's first call receives the forward's first, ungraphed, outputs, so its
+        first instance copies them; the next call, fed by the forward's replay, records
+        one that borrows, and the first gives way. Last, every pinned weight copy must be
+        ready (its site refreshes one whose weight changed in place)."""
+        return (
+            (in_place or _at_addresses(args, self.ptrs, self.borrowed_positions))
+            and not any(k not in self.copied and _borrowable(args[k]) for k in self.copies)
+            and all(site.ready(copy) for site, copy in self.pins)
         )
-
-    def _borrowed_in_place(self, args: Sequence[Any]) -> bool:
-        return all(args[k].data_ptr() == address for k, address in self.borrowed.items())
 
     def settle(self) -> None:
         """Record the idle use counts (call when only the runner holds the outputs)."""
@@ -254,6 +318,20 @@ class CudaGraphRunner:
     plain_calls: int = 0
     """Calls that ran the program without a graph (first calls, exclusions, every
     instance held)."""
+    guarded: bool = False
+    """The caller guarantees that an argument's shape, strides, dtype and device are those
+    of the compiled graph's input wherever the argument is a parameter, a static input or
+    a graph's output (Dynamo's guards do, and the forward's graph fixes its outputs'):
+    such arguments are then checked by address only (see ``_key``), as Inductor's
+    CUDA-graph trees check them."""
+    replay_reads_inputs: bool = False
+    """The recorder's replay reruns the program on the instance's ``inputs`` (the tests'
+    stand-in): borrowed arguments are put there during a replay. A CUDA graph reads the
+    recorded addresses and needs nothing."""
+    last: tuple[tuple[object, ...], list[_Instance]] | None = None
+    """The signature of the last call that found instances, and its instance list: the
+    guarded check (``_key``) starts there, and a repeated signature skips hashing (a
+    tuple of 200 parameters' metadata costs more to hash than a replay)."""
 
     @property
     def source(self) -> str:
@@ -266,12 +344,33 @@ class CudaGraphRunner:
         return getattr(self.program, name)
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
-        return self._run(args, _signature(args))
+        return self._run(args, *self._key(args))
 
-    def _run(self, args: Sequence[Any], key: tuple[object, ...]) -> tuple[Any, ...]:
-        if key in self.plain:
+    def _key(self, args: Sequence[Any]) -> tuple[tuple[object, ...], _Instance | None]:
+        """The call's signature. Computed in full, it reads the shape, strides, dtype and
+        device of every argument, parameters included (0.3 ms a call at 200 parameters,
+        more than the graph replay); when the caller guards argument metadata
+        (``guarded``), a call that an instance of the last signature ``matches`` has that
+        signature, checked on the unborrowed arguments and the borrowed addresses only.
+        Returns the signature and the instance that matched, if any."""
+        if self.guarded and self.last is not None:
+            key, instances = self.last
+            for instance in instances:
+                if instance.matches(args):
+                    return key, instance
+        return _signature(args), None
+
+    def _run(
+        self, args: Sequence[Any], key: tuple[object, ...], matched: _Instance | None = None
+    ) -> tuple[Any, ...]:
+        if self.last is not None and key is self.last[0]:
+            instances = self.last[1]
+        elif key in self.plain:
             return self._plain(args)
-        instances = self.graphs.get(key)
+        else:
+            instances = self.graphs.get(key)
+            if instances is not None:
+                self.last = key, instances
         if instances is None:
             if not _recordable(args, not self.auto, self.device_type):
                 self.plain.add(key)
@@ -293,7 +392,7 @@ class CudaGraphRunner:
             return outputs
         entry = None
         for instance in [i for i in instances if i.idle()]:
-            if entry is None and instance.fits(args):
+            if entry is None and instance.fits(args, in_place=instance is matched):
                 entry = instance
                 continue
             # An idle instance that does not fit (a borrowed input moved: a parameter
@@ -312,9 +411,8 @@ class CudaGraphRunner:
                 return self._plain(args)
             instances.append(entry)
         entry.misses = 0
-        for k, value in enumerate(args):
-            if not isinstance(value, torch.Tensor) or k in entry.borrowed:
-                continue
+        for k in entry.copies:
+            value = args[k]
             seen = entry.last[k]
             if seen is not None and seen[0]() is value and seen[1] == value._version:
                 continue
@@ -332,13 +430,16 @@ class CudaGraphRunner:
                     f"{tuple(static.shape)} strides {static.stride()}): {e}"
                 ) from e
             entry.last[k] = (weakref.ref(value), value._version)
-        for k in entry.borrowed:
-            entry.inputs[k] = args[k]
-        try:
+        if not self.replay_reads_inputs:
             entry.replay()
-        finally:
+        else:
             for k in entry.borrowed:
-                entry.inputs[k] = None
+                entry.inputs[k] = args[k]
+            try:
+                entry.replay()
+            finally:
+                for k in entry.borrowed:
+                    entry.inputs[k] = None
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
@@ -349,11 +450,11 @@ class CudaGraphRunner:
         copies, so nothing else is held). A signature that runs without graphs hands the
         list to the program, which frees each input after its last use (a backward's
         saved activations), as without this runner."""
-        key = _signature(args)
-        if key in self.plain:
+        key, matched = self._key(args)
+        if (self.last is None or key is not self.last[0]) and key in self.plain:
             self.plain_calls += 1
             return self.program.boxed_call(args)
-        outputs = self._run(args, key)
+        outputs = self._run(args, key, matched)
         args.clear()
         return outputs
 
@@ -386,6 +487,7 @@ class CudaGraphRunner:
             # for this signature; the program itself is unaffected.
             self.plain.add(key)
             self.graphs.pop(key, None)
+            self.last = None
             return None
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
@@ -394,7 +496,19 @@ class CudaGraphRunner:
             static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
         instance = _Instance(
-            replay, static, outputs, last, borrowed=borrowed, spans=spans, copied=copied
+            replay,
+            static,
+            outputs,
+            last,
+            borrowed=borrowed,
+            spans=spans,
+            copied=copied,
+            partial=_partial_signature(args, [k for k in range(len(args)) if k not in borrowed]),
+            pins=[
+                (site, copy)
+                for site in self.program.weight_sites
+                if (copy := site.pin()) is not None
+            ],
         )
         instance.settle()
         return instance

@@ -43,6 +43,7 @@ from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
+from kiln.backends.triton.weight_layouts import ChannelsLastConvolution, weight_sites
 from kiln.cores import usable_cores
 from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.kernel.attributes import ConfigAttr
@@ -71,6 +72,9 @@ class TritonOptions:
     device: str | None = None
     """The device the program allocates on and moves its arguments to (the graph's, see
     :mod:`kiln.devices`); default: the current CUDA device, or the CPU when interpreting."""
+    guarded: bool = False
+    """The caller guards the metadata of parameters and static inputs (see
+    :attr:`~kiln.backends.triton.cudagraphs.CudaGraphRunner.guarded`)."""
 
 
 def default_cache_dir() -> Path:
@@ -267,6 +271,11 @@ class TritonProgram:
     runners: dict[str, KernelRunner]
     interpret: bool
     tuner: Autotuner | None = None
+    weight_sites: list[ChannelsLastConvolution] = field(
+        default_factory=list[ChannelsLastConvolution]
+    )
+    """The program's convolutions on cached channels-last weights (a CUDA graph pins
+    the copies it reads)."""
     call: Callable[[list[Any]], tuple[Any, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -337,9 +346,17 @@ def compile_program(
     loaded.default_device = program_device(options.device, interpret)  # pyright: ignore[reportAttributeAccessIssue]
     if not interpret and not options.autotune:
         precompile(generated.kernels, runners, options.compile_threads)
-    program = TritonProgram(generated.text, path, loaded, runners, interpret, tuner)
+    program = TritonProgram(
+        generated.text,
+        path,
+        loaded,
+        runners,
+        interpret,
+        tuner,
+        weight_sites=weight_sites(generated.namespace),
+    )
     if options.cuda_graphs and not interpret:
-        return CudaGraphRunner(program, auto=options.cuda_graphs == "auto")
+        return CudaGraphRunner(program, auto=options.cuda_graphs == "auto", guarded=options.guarded)
     return program
 
 

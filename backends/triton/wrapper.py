@@ -12,7 +12,9 @@ host scalar arithmetic, results); this module adds the Triton hooks:
 * ``kernel.launch @kernel0`` -> ``run_kiln_per_fused_sum_0(stream, x, buf0)``: a runner
   the runtime provides (it picks the grid and launches the compiled kernel);
 * ``kernel.reuse`` -> ``buf3 = reinterpret(buf0, shape)``;
-* an extern's result that a kernel reads -> ``on_device`` (ATen may make it on the CPU).
+* an extern's result that a kernel reads -> ``on_device`` (ATen may make it on the CPU);
+* a ``kiln.prepack`` convolution -> its site, which keeps the weight channels-last
+  (:mod:`kiln.backends.triton.weight_layouts`).
 
 Program arguments must be contiguous, but for those read through recorded strides
 (:mod:`kiln.dialects.aten.arg_layout`): ``as_buffer`` copies those that are not, and
@@ -21,6 +23,7 @@ Program arguments must be contiguous, but for those read through recorded stride
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,6 +37,7 @@ from kiln.backends.host.walker import (
     contiguous_stride_texts,
     py_tuple,
 )
+from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.kernel.program_ops import ExternOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.body_eval import torch_dtype
 
@@ -106,6 +110,14 @@ class WrapperPrinter(ProgramWalker):
         sizes = [v for v in op.args if not isinstance(v.type, MemRefType)]
         args = [self.name(v) for v in (*buffers, *op.outs, *sizes)]
         self.line(f"{runner}(stream, {', '.join(args)})")
+
+    def prepacked_site(self, op: AtenOp) -> Callable[..., Any] | None:
+        # Built once per program: the site keeps its channels-last weight across calls.
+        if op.overload_name != "aten::convolution.default":
+            return None
+        from kiln.backends.triton.weight_layouts import ChannelsLastConvolution
+
+        return ChannelsLastConvolution.of(op)
 
     def after_extern(self, op: ExternOp) -> None:
         """An extern's result that a kernel reads is moved to the program's device: ATen

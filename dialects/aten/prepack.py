@@ -7,9 +7,9 @@
 * ``kiln.prepack`` (unit, on an ``aten.convolution.default``, or an ``aten.mm.default`` /
   ``aten.addmm.default`` whose second operand is the transpose of a weight): the weight is
   a function argument (a parameter under AOTAutograd) that the backend may run through a
-  cached, oneDNN-prepacked copy. The op computes exactly what it computes without the
-  attribute (the interpreters ignore it); the C++ wrapper honours it, the Triton wrapper
-  does not (GPU behaviour is unchanged).
+  cached, oneDNN-prepacked copy (on the GPU, a convolution only: a cached channels-last
+  copy, :mod:`kiln.backends.triton.weight_layouts`). The op computes exactly what it
+  computes without the attribute (the interpreters ignore it).
 """
 
 from __future__ import annotations

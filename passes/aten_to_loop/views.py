@@ -110,7 +110,9 @@ def bounded_reshape(ctx: LoweringContext, ref: TensorRef, sizes: Sequence[Expr])
 
 def _view(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     ref = args.tensor("self")
-    sizes = args.result_sizes(0, infer_view_sizes(ref, args.value("size")))
+    # ``view(self, size)`` and ``reshape(self, shape)``: the same lowering.
+    requested = args.value("shape" if args.op.overload_name.startswith("aten::reshape") else "size")
+    sizes = args.result_sizes(0, infer_view_sizes(ref, requested))
     traced = ctx.traced_sizes(args.op, 0)
     if traced is not None and len(traced) == len(sizes):
         # Both are the size at run time; the one with fewer divisions compares

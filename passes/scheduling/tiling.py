@@ -21,7 +21,7 @@ import sympy
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import index_var, reduction_var
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import SIZE_HINT
 
@@ -85,6 +85,55 @@ def _stride(expr: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | None:
     return coefficient
 
 
+CONTIGUOUS_RUN = 32
+"""Elements a load must read contiguously, per run, to count as contiguous along a
+variable that also moves it by larger steps (see :func:`_runs_along`)."""
+
+
+def _runs_along(expr: sympy.Expr, var: sympy.Symbol) -> bool:
+    """Whether ``expr`` reads runs of at least :data:`CONTIGUOUS_RUN` consecutive
+    elements as ``var`` steps: a unit-coefficient ``var`` or ``var % P`` (``P`` a
+    multiple of the run), every other term depending on ``var`` only through
+    ``var // Q`` with ``Q`` a multiple of ``P`` (constant within a run). Swin's
+    patch-merging LayerNorm reduces over the concatenation of four 96-channel slices,
+    ``96*(r // 192) + r % 96 + 5376*((r // 96) % 2)``: contiguous in runs of 96, which
+    an affine test calls "not contiguous" (it ran as an outer reduction of 8-wide blocks,
+    98 us a call on the H200)."""
+    period: int | None = None
+    rest: list[sympy.Expr] = []
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        if not term.has(var):
+            continue
+        coefficient, factor = term.as_coeff_Mul()
+        unit = coefficient == 1 and period is None
+        if unit and factor == var:
+            period = 0  # plain var: contiguous throughout
+        elif (
+            unit
+            and isinstance(factor, sympy.Mod)
+            and factor.args[0] == var
+            and factor.args[1].is_Integer
+            and int(factor.args[1]) % CONTIGUOUS_RUN == 0
+        ):
+            period = int(factor.args[1])
+        else:
+            rest.append(cast(sympy.Expr, term))
+    if period is None:
+        return False
+    for term in rest:
+        quotients = [
+            q
+            for q in sympy.preorder_traversal(term)
+            if isinstance(q, FloorDiv) and q.args[0] == var and q.args[1].is_Integer
+        ]
+        if period == 0 or not quotients or any(int(q.args[1]) % period for q in quotients):
+            return False
+        stripped = term.xreplace({q: sympy.Dummy() for q in quotients})
+        if stripped.has(var):
+            return False
+    return True
+
+
 def _global_loads(kernel: KernelOp, node: LoopNestOp) -> list[LoadOp]:
     """Loads of the node that read the kernel's argument buffers (memory, not registers)."""
     globals_ = set(kernel.buffer_args())
@@ -95,7 +144,8 @@ def _global_loads(kernel: KernelOp, node: LoopNestOp) -> list[LoadOp]:
 
 
 def reduction_hint(kernel: KernelOp) -> str:
-    """``inner`` when some reduction reads contiguously along its last reduction variable."""
+    """``inner`` when some reduction reads contiguously along its last reduction variable
+    (in runs: :func:`_runs_along`)."""
     for node in kernel.nodes():
         if not isinstance(node, ReductionOp) or not node.reduction_sizes.data:
             continue
@@ -103,7 +153,7 @@ def reduction_hint(kernel: KernelOp) -> str:
         for load in _global_loads(kernel, node) or [
             op for op in node.body.walk() if isinstance(op, LoadOp)
         ]:
-            if _stride(load.index.data, last_r) == 1:
+            if _stride(load.index.data, last_r) == 1 or _runs_along(load.index.data, last_r):
                 return "inner"
     return "outer"
 

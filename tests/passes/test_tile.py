@@ -248,3 +248,24 @@ def test_nhwc_channel_sum_beside_a_pointwise_is_split() -> None:
         assert xblock > 1
     # the pointwise node runs in the first kernel of the split beside the partial sums
     assert any(len(k.nodes()) == 2 for k in reductions[::2])
+
+
+def test_reduction_over_contiguous_runs_is_inner() -> None:
+    # Swin's patch merging: the 2x2 neighbours' channels side by side, reduced by a
+    # LayerNorm. The reduction reads runs of 96 contiguous channels (index
+    # 96*(r // 192) + r % 96 + ...*((r // 96) % 2)): an inner, persistent reduction, not
+    # an outer one of 8-wide looped blocks.
+    text = """
+    func.func @forward(%x: tensor<2x8x8x96xf32>) -> tensor<2x4x4xf32> {
+      %0 = aten.view.default(%x, size = [2, 4, 2, 4, 2, 96]) : (tensor<2x8x8x96xf32>) -> tensor<2x4x2x4x2x96xf32>
+      %1 = aten.permute.default(%0, dims = [0, 1, 3, 4, 2, 5]) : (tensor<2x4x2x4x2x96xf32>) -> tensor<2x4x4x2x2x96xf32>
+      %2 = aten.reshape.default(%1, shape = [2, 4, 4, 384]) : (tensor<2x4x4x2x2x96xf32>) -> tensor<2x4x4x384xf32>
+      %3 = aten.sum.dim_IntList(%2, dim = [3]) : (tensor<2x4x4x384xf32>) -> tensor<2x4x4xf32>
+      func.return %3 : tensor<2x4x4xf32>
+    }
+    """
+    module, _ = assert_schedule_preserves(parse(lowered(text)), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.reduction_hint is not None
+    assert kernel.reduction_hint.data == "inner"
+    assert kernel.kernel_kind is KernelKind.PERSISTENT

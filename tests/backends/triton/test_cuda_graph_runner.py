@@ -5,6 +5,7 @@ idle instances are replayed, and which calls run without a graph."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,12 +17,14 @@ from kiln.backends.triton.cudagraphs import (
     MOVES_BEFORE_COPY,
     STALE_CALLS,
     CudaGraphRunner,
+    _at_addresses,  # pyright: ignore[reportPrivateUsage]
 )
 from kiln.dialects.aten.arg_layout import in_layout
 
 
 class FakeProgram:
     source = ""
+    weight_sites: Sequence[Any] = ()
 
     def __init__(self, fn: Callable[..., tuple[Any, ...]]) -> None:
         self.fn = fn
@@ -50,8 +53,26 @@ def fixed_memory_recorder(
     return replay, outputs
 
 
+_guarded = False
+"""Whether the runners made here trust the caller's guards (set per test by ``modes``)."""
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["signature", "guarded"])
+def modes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs twice: with the full signature of every call, and trusting the
+    caller's guards (Dynamo's: borrowed arguments are checked by address only)."""
+    monkeypatch.setattr(sys.modules[__name__], "_guarded", request.param)
+
+
+def make(program: FakeProgram, **kw: Any) -> CudaGraphRunner:
+    kw.setdefault("record", fixed_memory_recorder)
+    return CudaGraphRunner(
+        program, device_type="cpu", replay_reads_inputs=True, guarded=_guarded, **kw
+    )
+
+
 def runner(fn: Callable[..., tuple[Any, ...]], **kw: Any) -> CudaGraphRunner:
-    return CudaGraphRunner(FakeProgram(fn), record=fixed_memory_recorder, device_type="cpu", **kw)
+    return make(FakeProgram(fn), **kw)
 
 
 def affine(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -132,14 +153,14 @@ def test_auto_mode_falls_back_when_recording_fails() -> None:
     ) -> tuple[Callable[[], None], tuple[Any, ...]]:
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    f = CudaGraphRunner(FakeProgram(affine), record=failing, device_type="cpu", auto=True)
+    f = make(FakeProgram(affine), record=failing, auto=True)
     w = torch.randn(8)
     for _ in range(3):
         x = torch.randn(8)
         torch.testing.assert_close(f([x, w])[0], x * w + 1)
     assert f.plain_calls == 3
     assert not f.graphs
-    g = CudaGraphRunner(FakeProgram(affine), record=failing, device_type="cpu")
+    g = make(FakeProgram(affine), record=failing)
     with pytest.raises(RuntimeError, match="capturing"):
         g([torch.randn(8), w])
 
@@ -164,7 +185,7 @@ def test_boxed_calls_without_graphs_hand_the_argument_list_over() -> None:
         return (x * n,)
 
     program = FakeProgram(scale)
-    f = CudaGraphRunner(program, record=fixed_memory_recorder, device_type="cpu", auto=True)
+    f = make(program, auto=True)
     f([torch.randn(4), 2])  # the first call finds the signature excluded (a number)
     x = torch.randn(4)
     args: list[Any] = [x, 2]
@@ -203,7 +224,7 @@ def test_outputs_on_the_host_only_outside_a_recording_are_replayed() -> None:
         return x * 2, seed
 
     program = FakeProgram(attention_like)
-    f = CudaGraphRunner(program, record=capturing_recorder(capturing), device_type="cpu", auto=True)
+    f = make(program, record=capturing_recorder(capturing), auto=True)
     first = f([torch.randn(4)])
     assert first[1].device.type == "meta"  # the plain first call
     for _ in range(3):
@@ -232,7 +253,7 @@ def test_outputs_on_the_host_in_the_recording_run_without_a_graph() -> None:
     ) -> tuple[Callable[[], None], tuple[Any, ...]]:
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    g = CudaGraphRunner(FakeProgram(to_host), record=failing, device_type="cpu")
+    g = make(FakeProgram(to_host), record=failing)
     x = torch.randn(4)
     torch.testing.assert_close(g([x])[0], x * 2)  # a failed recording: plain, no error
     assert not g.graphs
@@ -334,3 +355,21 @@ def test_a_borrowed_input_that_keeps_moving_is_copied() -> None:
         torch.testing.assert_close(f([x, w])[0], x * w + 1)
     assert f.plain_calls == plain
     assert sum(f.recordings.values()) <= MAX_RECORDINGS
+
+
+def test_borrowed_addresses_are_read_by_position() -> None:
+    # Torch's C++ check (CUDA builds) and the Python fallback: ptrs[k] for args[k].
+    p, q = torch.randn(3), torch.randn(3)
+    args: list[Any] = [torch.randn(2), 3, p]
+    ptrs: list[int | None] = [None, None, p.data_ptr()]
+    assert _at_addresses(args, ptrs, [2])
+    assert not _at_addresses([args[0], 3, q], ptrs, [2])
+
+
+def test_a_guarded_call_with_new_unborrowed_metadata_records_its_own_graph() -> None:
+    f = runner(affine, auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    for x in [torch.randn(8), torch.randn(8), torch.randn(2, 8), torch.randn(2, 8)]:
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert len(f.graphs) == 2
+    assert f.plain_calls == 2  # each signature's first call

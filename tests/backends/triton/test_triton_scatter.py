@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from triton_checks import DEVICE, assert_close, check
+from triton_checks import DEVICE, assert_close, check, runs_bfloat16_constants
 
 
 def _index_put(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -79,6 +79,8 @@ i32 hit count (``tl.atomic_add`` of ints) then ``where``."""
 @pytest.mark.parametrize("name", sorted(STORES))
 def test_exact_store_scatter(name: str) -> None:
     fn, make = STORES[name]
+    if name.endswith("_bf16") and not runs_bfloat16_constants():
+        pytest.skip("this Triton's interpreter builds no bfloat16 constants (get_bf16)")
     from kiln.dialects.kernel import ExternOp
 
     compiled = check(fn, *make())

@@ -7,6 +7,7 @@ run them on the GPU.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,27 @@ def compile_capture(
     )
     program = build_triton_program(module, options=options)
     return Compiled(program, module, args, expected)
+
+
+@functools.cache
+def runs_bfloat16_constants() -> bool:
+    """Whether a kernel storing a bfloat16 constant runs here: always on a GPU; in
+    Triton's interpreter only where it builds bf16 constants (3.6's has no ``get_bf16``)."""
+    if DEVICE.type == "cuda":
+        return True
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fill(out: Any) -> None:
+        tl.store(out + tl.arange(0, 2), tl.full([2], 2.5, tl.bfloat16))
+
+    out = torch.zeros(2, dtype=torch.bfloat16)
+    try:
+        fill[(1,)](out)
+    except Exception:
+        return False
+    return bool((out == 2.5).all())
 
 
 def assert_close(actual: Any, expected: Any) -> None:

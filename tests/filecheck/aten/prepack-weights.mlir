@@ -64,3 +64,24 @@ builtin.module attributes {kiln.inference} {
     func.return %0 : tensor<?x4x?x?xf32>
   }
 }
+
+// -----
+
+// On the GPU (kiln.device): a convolution with a spatial kernel and a weight argument,
+// in any floating dtype, is marked (the Triton wrapper keeps its weight channels-last);
+// a 1x1 convolution (its OIHW weight is channels-last already) and linear layers (cuBLAS
+// reads a transposed weight in place) are not.
+// CHECK-LABEL: func.func @gpu
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) {kiln.prepack} : (tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16>
+// CHECK-NEXT:    %1 = aten.convolution.default(%x, %w1x1, {{.*}}) : (
+// CHECK-NEXT:    %wt = aten.permute.default(%v, dims = [1, 0])
+// CHECK-NEXT:    %2 = aten.mm.default(%y, %wt) :
+builtin.module attributes {kiln.inference, "kiln.device" = "cuda:0"} {
+  func.func @gpu(%x: tensor<2x3x6x6xbf16>, %w: tensor<4x3x3x3xbf16>, %w1x1: tensor<4x3x1x1xbf16>, %y: tensor<4x8xf32>, %v: tensor<16x8xf32>) -> (tensor<2x4x6x6xbf16>, tensor<2x4x6x6xbf16>, tensor<4x16xf32>) {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16>
+    %1 = aten.convolution.default(%x, %w1x1, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xbf16>, tensor<4x3x1x1xbf16>) -> tensor<2x4x6x6xbf16>
+    %wt = aten.permute.default(%v, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %2 = aten.mm.default(%y, %wt) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    func.return %0, %1, %2 : tensor<2x4x6x6xbf16>, tensor<2x4x6x6xbf16>, tensor<4x16xf32>
+  }
+}

@@ -1,0 +1,177 @@
+"""Convolutions on a cached channels-last weight (the Triton wrapper's ``kiln.prepack``
+site), on the CPU: the numbers are ``torch.convolution``'s, the copy is made once and
+refreshed after an in-place update, a replaced weight is copied anew, and a CUDA-graph
+instance (a stand-in that reads the pinned copy, as a graph reads its address) replays
+only while its copy is current."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+from triton_checks import DEVICE
+
+from kiln.backends.triton.cudagraphs import CudaGraphRunner
+from kiln.backends.triton.weight_layouts import ChannelsLastConvolution
+
+CL = torch.channels_last
+
+
+def _site() -> ChannelsLastConvolution:
+    return ChannelsLastConvolution(stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+
+
+def _conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.conv2d(x, w, padding=1)
+
+
+def _nhwc(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape).to(memory_format=CL)
+
+
+def test_channels_last_input_reads_a_cached_copy() -> None:
+    site = _site()
+    x, w = _nhwc(2, 8, 6, 6), torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+    with torch.no_grad():
+        torch.testing.assert_close(site(x, w, None), _conv(x, w))
+        copy = site.copy
+        assert copy is not None
+        assert copy.is_contiguous(memory_format=CL)
+        torch.testing.assert_close(site(_nhwc(2, 8, 6, 6), w, None).shape, (2, 4, 6, 6))
+        assert site.copy is copy  # made once
+
+
+def test_in_place_update_refreshes_the_copy_in_place() -> None:
+    site = _site()
+    x, w = _nhwc(2, 8, 6, 6), torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+    with torch.no_grad():
+        site(x, w, None)
+        copy = site.copy
+        w.mul_(-2)  # bumps w._version
+        torch.testing.assert_close(site(x, w, None), _conv(x, w))
+        assert site.copy is copy  # same memory: a graph reading it stays valid
+
+
+def test_a_replaced_weight_is_copied_anew() -> None:
+    site = _site()
+    x = _nhwc(2, 8, 6, 6)
+    with torch.no_grad():
+        site(x, torch.nn.Parameter(torch.randn(4, 8, 3, 3)), None)
+        w2 = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+        torch.testing.assert_close(site(x, w2, None), _conv(x, w2))
+
+
+def test_no_copy_where_aten_would_make_none() -> None:
+    site = _site()
+    w = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+    x = torch.randn(2, 8, 6, 6)  # NCHW input: ATen runs NCHW, no weight copy
+    with torch.no_grad():
+        torch.testing.assert_close(site(x, w, None), _conv(x, w))
+    assert site.copy is None
+    # Grad mode on a weight that requires grad: the copy would cut the autograd graph.
+    y = site(_nhwc(2, 8, 6, 6), w, None)
+    assert y.requires_grad
+    assert site.copy is None
+
+
+class _Program:
+    """``conv(x, w)`` through a site; remembers the arguments of its last run."""
+
+    source = ""
+
+    def __init__(self) -> None:
+        self.site = _site()
+        self.weight_sites = [self.site]
+        self.last: list[Any] = []
+
+    def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        self.last = list(args)
+        x, w = args
+        return (self.site(x, w, None),)
+
+    def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
+        values = list(args)
+        args.clear()
+        return self(values)
+
+
+def _address_reading_recorder(
+    program: _Program,
+) -> Callable[[Callable[[], tuple[Any, ...]]], tuple[Callable[[], None], tuple[Any, ...]]]:
+    """A stand-in graph that reads what a CUDA graph would: the static input and the
+    weight copy the recording used, by reference (their addresses)."""
+
+    def record(run: Callable[[], tuple[Any, ...]]) -> tuple[Callable[[], None], tuple[Any, ...]]:
+        outputs = run()
+        x, copy = program.last[0], program.site.copy
+        assert copy is not None
+
+        def replay() -> None:
+            outputs[0].copy_(_conv(x, copy))
+
+        return replay, outputs
+
+    return record
+
+
+def test_graph_replays_see_in_place_weight_updates_and_replacements() -> None:
+    program = _Program()
+    f = CudaGraphRunner(
+        program, record=_address_reading_recorder(program), device_type="cpu", guarded=True
+    )
+    w = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+    with torch.no_grad():
+        for _ in range(3):  # plain, recorded, replayed
+            x = _nhwc(2, 8, 6, 6)
+            torch.testing.assert_close(f([x, w])[0], _conv(x, w))
+        assert f.plain_calls == 1
+        (instance,) = next(iter(f.graphs.values()))
+        assert instance.pins
+        assert instance.pins[0][1] is program.site.copy
+        w.mul_(-2)
+        x = _nhwc(2, 8, 6, 6)
+        torch.testing.assert_close(f([x, w])[0], _conv(x, w))  # a replay, refreshed
+        assert f.plain_calls == 1
+        w2 = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+        for _ in range(3):
+            x = _nhwc(2, 8, 6, 6)
+            torch.testing.assert_close(f([x, w2])[0], _conv(x, w2))
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="cuDNN convolutions need a GPU")
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_gpu_cnn_runs_no_weight_copies_and_sees_updates(cuda_graphs: bool) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    import kiln
+
+    torch.manual_seed(0)
+    model = (
+        torch.nn.Sequential(
+            torch.nn.Conv2d(8, 16, 3, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 8, 3, stride=2),
+        )
+        .to(DEVICE, torch.bfloat16)
+        .eval()
+    )
+    compiled = kiln.compile(model, cuda_graphs=cuda_graphs, verbose=False)
+    tolerance = {"rtol": 2e-2, "atol": 2e-2}
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 8, 12, 12, device=DEVICE, dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), **tolerance)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            compiled(x)
+            torch.cuda.synchronize()
+        copies = [e.name for e in prof.events() if "direct_copy" in e.name]
+        if not cuda_graphs:  # a replay's kernels need not show by name
+            assert not copies, copies
+        model[3].weight.mul_(-0.5)  # in place: the cached copy is refreshed
+        x = torch.randn(2, 8, 12, 12, device=DEVICE, dtype=torch.bfloat16)
+        torch.testing.assert_close(compiled(x), model(x), **tolerance)
