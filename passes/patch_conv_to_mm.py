@@ -105,8 +105,11 @@ def _rewrite(op: AtenOp) -> SSAValue:
     ty = x.type
     assert isinstance(ty, TensorType)
     element: Attribute = ty.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    n, c, h, w = _static_shape(x, 4) or ()
-    out, _, kh, kw = _static_shape(weight, 4) or ()
+    x_shape, w_shape = _static_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    n, c, h, w = x_shape
+    out, _, kh, kw = w_shape
     hp, wp = h // kh, w // kw
     rows, depth = n * hp * wp, c * kh * kw
     point = InsertPoint.before(op)

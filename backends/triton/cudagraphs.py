@@ -77,7 +77,9 @@ class WeightSite(Protocol):
 
 class Program(Protocol):
     source: str
-    weight_sites: Sequence[WeightSite]
+
+    @property
+    def weight_sites(self) -> Sequence[WeightSite]: ...
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]: ...
 

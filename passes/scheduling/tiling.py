@@ -21,7 +21,7 @@ import sympy
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var
+from kiln.dialects.loop.expr import FloorDiv, as_int, index_var, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import SIZE_HINT
 
@@ -113,9 +113,9 @@ def _runs_along(expr: sympy.Expr, var: sympy.Symbol) -> bool:
             and isinstance(factor, sympy.Mod)
             and factor.args[0] == var
             and factor.args[1].is_Integer
-            and int(factor.args[1]) % CONTIGUOUS_RUN == 0
+            and as_int(factor.args[1]) % CONTIGUOUS_RUN == 0
         ):
-            period = int(factor.args[1])
+            period = as_int(factor.args[1])
         else:
             rest.append(cast(sympy.Expr, term))
     if period is None:
@@ -126,7 +126,7 @@ def _runs_along(expr: sympy.Expr, var: sympy.Symbol) -> bool:
             for q in sympy.preorder_traversal(term)
             if isinstance(q, FloorDiv) and q.args[0] == var and q.args[1].is_Integer
         ]
-        if period == 0 or not quotients or any(int(q.args[1]) % period for q in quotients):
+        if period == 0 or not quotients or any(as_int(q.args[1]) % period for q in quotients):
             return False
         stripped = term.xreplace({q: sympy.Dummy() for q in quotients})
         if stripped.has(var):
