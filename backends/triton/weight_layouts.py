@@ -31,7 +31,6 @@ from typing import Any
 
 import torch
 
-from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 
 
@@ -56,12 +55,8 @@ class ChannelsLastConvolution:
 
     @classmethod
     def of(cls, op: AtenOp) -> ChannelsLastConvolution:
-        args = {a.name: a for a in op.op_schema().arguments}
-
-        def value(name: str) -> Any:
-            return decode_value(args[name], op.arg_attr(name), ())
-
-        return cls(value("stride"), value("padding"), value("dilation"), value("groups"))
+        values = [op.static_arg(name) for name in ("stride", "padding", "dilation", "groups")]
+        return cls(*values)
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
         # Only where ATen would copy the weight: an input laid out channels-last (and
@@ -78,14 +73,23 @@ class ChannelsLastConvolution:
             x, weight, bias, self.stride, self.padding, self.dilation, False, [0, 0], self.groups
         )
 
+    def _adopted(self) -> torch.Tensor | None:
+        """The weight the copy was made of, if alive and still at the same address."""
+        weight = self.weight() if self.weight is not None else None
+        return weight if weight is not None and weight.data_ptr() == self.pointer else None
+
+    def _refresh(self, copy: torch.Tensor, weight: torch.Tensor) -> None:
+        """Bring ``copy`` up to an in-place update of ``weight``, in place: a graph
+        reading the copy stays valid."""
+        if weight._version != self.version:
+            copy.copy_(weight)
+            self.version = weight._version
+
     def _copy_of(self, weight: torch.Tensor) -> torch.Tensor:
-        ref, copy = self.weight, self.copy
-        if ref is not None and copy is not None and ref() is weight:
-            if weight.data_ptr() == self.pointer:
-                if weight._version != self.version:
-                    copy.copy_(weight)  # in place: a graph reading the copy stays valid
-                    self.version = weight._version
-                return copy
+        copy = self.copy
+        if copy is not None and self._adopted() is weight:
+            self._refresh(copy, weight)
+            return copy
         self.weight = weakref.ref(weight)
         self.pointer = weight.data_ptr()
         self.version = weight._version
@@ -100,12 +104,10 @@ class ChannelsLastConvolution:
         """Whether a graph that read ``pinned`` may replay: it is still this site's copy,
         of a live weight at the same address; refreshed first if the weight changed in
         place."""
-        weight = self.weight() if self.weight is not None else None
-        if self.copy is not pinned or weight is None or weight.data_ptr() != self.pointer:
+        weight = self._adopted()
+        if self.copy is not pinned or weight is None:
             return False
-        if weight._version != self.version:
-            pinned.copy_(weight)
-            self.version = weight._version
+        self._refresh(pinned, weight)
         return True
 
 
