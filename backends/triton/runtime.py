@@ -42,8 +42,8 @@ from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
 from kiln.backends.triton.launch import KernelRunner, KernelSpec
-from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
 from kiln.backends.triton.weight_layouts import ChannelsLastConvolution, weight_sites
+from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
 from kiln.cores import usable_cores
 from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.kernel.attributes import ConfigAttr

@@ -43,6 +43,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
     """Each family's lowerings by qualified overload name."""
     from kiln.passes.aten_to_loop import (
         collectives,
+        convolution,
         creation,
         indexing,
         pointwise,
@@ -61,6 +62,7 @@ def family_tables() -> dict[str, dict[str, Lowering]]:
         "pointwise": {name: guarded(lowering) for name, lowering in pointwise_table.items()},
         "reductions": reductions.LOWERINGS,
         "pooling": pooling.LOWERINGS,
+        "convolution": convolution.LOWERINGS,
         "views": views.LOWERINGS,
         "indexing": indexing.LOWERINGS,
         "creation": creation.LOWERINGS,

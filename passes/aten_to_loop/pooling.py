@@ -37,7 +37,7 @@ MAX_WINDOW = 49
 """Windows up to 7x7 unroll into one kernel; larger ones stay ATen."""
 
 
-def _pair(value: Any, default: Sequence[int] | None = None) -> tuple[int, int]:
+def pair(value: Any, default: Sequence[int] | None = None) -> tuple[int, int]:
     if isinstance(value, int):
         value = [value]
     values = list(value) if value is not None else []
@@ -57,10 +57,10 @@ class _Window:
 
     def __init__(self, x: TensorRef, args: OpArgs) -> None:
         self.x = x
-        self.kernel = _pair(args.value("kernel_size"))
-        self.stride = _pair(args.value("stride"), self.kernel)
-        self.padding = _pair(args.value("padding"), (0, 0))
-        self.dilation = _pair(args.value("dilation"), (1, 1))
+        self.kernel = pair(args.value("kernel_size"))
+        self.stride = pair(args.value("stride"), self.kernel)
+        self.padding = pair(args.value("padding"), (0, 0))
+        self.dilation = pair(args.value("dilation"), (1, 1))
         self.height, self.width = x.sizes[-2], x.sizes[-1]
 
     def positions(self, oh: Expr, ow: Expr) -> list[tuple[Expr, Expr]]:
@@ -90,7 +90,7 @@ class _Window:
         return bb.load(self.x, src, mask, float("-inf")), mask
 
 
-def _output(
+def image_output(
     ctx: LoweringContext,
     x: TensorRef,
     sizes: Sequence[Expr],
@@ -155,8 +155,8 @@ def _max_pool2d_with_indices(ctx: LoweringContext, args: OpArgs) -> list[Lowered
         return index
 
     return [
-        _output(ctx, x, sizes, args.result_dtype(0), values),
-        _output(ctx, x, sizes, args.result_dtype(1), indices),
+        image_output(ctx, x, sizes, args.result_dtype(0), values),
+        image_output(ctx, x, sizes, args.result_dtype(1), indices),
     ]
 
 
