@@ -83,7 +83,7 @@ from typing import Any, ClassVar
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -151,6 +151,39 @@ def _rank(value: SSAValue) -> int | None:
 def _arg(op: AtenOp, name: str) -> Any:
     spec = next(a for a in op.op_schema().arguments if a.name == name)
     return decode_value(spec, op.arg_attr(name), ())
+
+
+def _traced_sizes(value: SSAValue, shape: Sequence[int]) -> tuple[int | str, ...] | None:
+    """``shape`` with each symbolic dim the expression the importer recorded for it
+    (``kiln.traced_sizes`` on ``value``'s op), or None where it recorded none."""
+    owner = value.owner
+    traced = owner.attributes.get(TRACED_SIZES_ATTR) if isinstance(owner, Operation) else None
+    if not isinstance(traced, ArrayAttr) or not isinstance(value, OpResult):
+        return None
+    if value.index >= len(traced.data):
+        return None
+    per_result = traced.data[value.index]
+    if not isinstance(per_result, ArrayAttr) or len(per_result.data) != len(shape):
+        return None
+    sizes: list[int | str] = []
+    for dim, text in zip(shape, per_result.data, strict=True):
+        if dim >= 0:
+            sizes.append(dim)
+        elif isinstance(text, StringAttr) and text.data:
+            sizes.append(text.data)
+        else:
+            return None
+    return tuple(sizes)
+
+
+def _copy_traced(source: Operation, target: Operation, dims: Sequence[int]) -> None:
+    """``source``'s ``kiln.traced_sizes`` (one result) on ``target``, its dims permuted."""
+    traced = source.attributes.get(TRACED_SIZES_ATTR)
+    if not isinstance(traced, ArrayAttr) or len(traced.data) != 1:
+        return
+    (sizes,) = traced.data
+    if isinstance(sizes, ArrayAttr) and len(sizes.data) == len(dims):
+        target.attributes[TRACED_SIZES_ATTR] = ArrayAttr([ArrayAttr([sizes.data[d] for d in dims])])
 
 
 def _element_type(value: SSAValue) -> Attribute:
@@ -245,6 +278,9 @@ class _FunctionRewrite:
         self.channel_slices: set[SSAValue] = set()
         """Values of ``channels_last`` that are channel slices of an NHWC buffer (a
         ``split`` along C): NHWC views, but not dense buffers of their own."""
+        self.traced: dict[SSAValue, tuple[int | str, ...]] = {}
+        """Sizes (:meth:`sizes`) of the NCHW values this pass made in place of the
+        importer's (``_store_nhwc``), which carry no ``kiln.traced_sizes`` of their own."""
         self.keep_nchw = self._values_kept_nchw()
 
     # -- analysis ---------------------------------------------------------------------
@@ -268,6 +304,39 @@ class _FunctionRewrite:
         return keep
 
     # -- building ---------------------------------------------------------------------
+
+    def sizes(self, value: SSAValue) -> tuple[int | str, ...] | None:
+        """``value``'s sizes: static dims as ints, symbolic ones as the tracer's
+        expressions (``kiln.traced_sizes``, ``"s77"``), so that two symbolic sizes
+        compare equal only when the tracer gave them the same expression; None when a
+        symbolic size has no such record. An elementwise result has the sizes of an
+        operand of its own shape (the importer records none for it; dynamo specialises
+        sizes 0 and 1, so a symbolic dim never broadcasts)."""
+        shape = _tensor_shape(value)
+        if shape is None:
+            return None
+        if all(d >= 0 for d in shape):
+            return shape
+        chain: list[SSAValue] = []
+        found: tuple[int | str, ...] | None = None
+        while found is None:
+            found = self.traced.get(value)
+            if found is not None:
+                break
+            owner = value.owner
+            if isinstance(owner, AtenOp) and _is_elementwise(owner):
+                same = [v for v in owner.operands if _tensor_shape(v) == shape]
+                if not same:
+                    return None
+                chain.append(value)
+                value = same[0]
+                continue
+            found = _traced_sizes(value, shape)
+            if found is None:
+                return None
+        for v in chain:
+            self.traced[v] = found
+        return found
 
     def _insert(self, op: Operation, point: InsertPoint) -> SSAValue:
         Rewriter.insert_op(op, point)
@@ -488,6 +557,9 @@ class _FunctionRewrite:
     def _store_nhwc(self, old: SSAValue, nhwc: SSAValue, point: InsertPoint) -> SSAValue:
         """Replace ``old`` (NCHW) by the NCHW permute of ``nhwc``, its logical NHWC form."""
         nchw = self._permute(nhwc, NCHW, point)
+        sizes = self.sizes(old)
+        if sizes is not None:
+            self.traced[nchw] = sizes
         if old.name_hint:
             nhwc.name_hint = old.name_hint
             nchw.name_hint = f"{old.name_hint}_nchw"
@@ -566,26 +638,35 @@ class _FunctionRewrite:
             return False
         split_view, permute, clone, merge_view = chain
         x = op.operands[0]
-        x_shape, shape5 = _tensor_shape(x), _tensor_shape(split_view.results[0])
+        x_shape = _tensor_shape(x)
         assert x_shape is not None
-        assert shape5 is not None
-        n, c, h, w = x_shape
-        groups, per_group = shape5[1:3]
+        # The sizes as the views take them: ints, and the split view's own SSA sizes
+        # where they are symbolic (the same as x's, ``_shuffle_chain`` checked).
+        spec = next(a for a in split_view.op_schema().arguments if a.name == "size")
+        n, groups, per_group, h, w = decode_value(
+            spec, split_view.arg_attr("size"), split_view.sym_operands()
+        )
+        c = x_shape[1]
+        dims = {"n": x_shape[0], "h": x_shape[2], "w": x_shape[3]}
         point = InsertPoint.before(merge_view)
         element = _element_type(x)
         view = type(split_view).from_args(
             {"self": self.nhwc_of(x), "size": [n, h, w, groups, per_group]},
-            [TensorType(element, [n, h, w, groups, per_group])],
+            [TensorType(element, [dims["n"], dims["h"], dims["w"], groups, per_group])],
         )
+        _copy_traced(split_view, view, (0, 3, 4, 1, 2))
         self._insert(view, point)
         swapped = self._permute(view.results[0], (0, 1, 2, 4, 3), point)
         copy = type(clone).from_args(
             {"self": swapped, "memory_format": "contiguous_format"}, [swapped.type]
         )
+        _copy_traced(clone, copy, (0, 3, 4, 1, 2))
         self._insert(copy, point)
         merged = type(merge_view).from_args(
-            {"self": copy.results[0], "size": [n, h, w, c]}, [TensorType(element, [n, h, w, c])]
+            {"self": copy.results[0], "size": [n, h, w, c]},
+            [TensorType(element, [dims["n"], dims["h"], dims["w"], c])],
         )
+        _copy_traced(merge_view, merged, NHWC)
         self._insert(merged, point)
         # Materialized NHWC (a ``channels_last`` clone is a copy in ``lower-aten``; the
         # other clone is an alias there): the shuffle is one copy kernel, and what
@@ -595,6 +676,7 @@ class _FunctionRewrite:
         stored = type(clone).from_args(
             {"self": nchw_view, "memory_format": "channels_last"}, [merge_view.results[0].type]
         )
+        _copy_traced(merge_view, stored, (0, 1, 2, 3))
         self._insert(stored, point)
         for new, old in ((view, split_view), (copy, clone), (merged, merge_view), (stored, clone)):
             new.location = old.location
@@ -611,14 +693,16 @@ class _FunctionRewrite:
         """``(view, permute, clone, view)`` when ``op`` starts a channel shuffle of a
         channels-last tensor whose steps have no other users, else None."""
         x = op.operands[0]
-        x_shape = _tensor_shape(x)
-        shape5 = _tensor_shape(op.results[0])
-        if x not in self.channels_last or x_shape is None or shape5 is None:
+        x_sizes, sizes5 = self.sizes(x), self.sizes(op.results[0])
+        if x not in self.channels_last or x_sizes is None or sizes5 is None:
             return None
-        if any(d < 0 for d in x_shape) or len(shape5) != 5:
+        if len(x_sizes) != 4 or len(sizes5) != 5:
             return None
-        n, c, h, w = x_shape
-        if shape5[0] != n or shape5[3:] != (h, w) or shape5[1] * shape5[2] != c:
+        n, c, h, w = x_sizes
+        groups, per_group = sizes5[1:3]
+        if not all(isinstance(d, int) for d in (c, groups, per_group)):
+            return None
+        if sizes5[0] != n or sizes5[3:] != (h, w) or groups * per_group != c:  # pyright: ignore[reportOperatorIssue]
             return None
         steps: list[AtenOp] = [op]
         for expected in (_PERMUTE, _CLONE, _RESHAPES):
@@ -636,7 +720,7 @@ class _FunctionRewrite:
         memory_format = clone.arg_attr("memory_format")
         if isinstance(memory_format, StringAttr) and memory_format.data == "channels_last":
             return None
-        if _tensor_shape(merge.results[0]) != x_shape or self._keeps_nchw(merge):
+        if self.sizes(merge.results[0]) != x_sizes or self._keeps_nchw(merge):
             return None
         return view, permute, clone, merge
 
@@ -684,6 +768,9 @@ class _FunctionRewrite:
         for old, result in zip(op.results, new.results, strict=True):
             result.name_hint = old.name_hint
             nchw = self._permute(result, NCHW, InsertPoint.before(op))
+            sizes = self.sizes(old)
+            if sizes is not None:
+                self.traced[nchw] = sizes
             if old.name_hint:
                 nchw.name_hint = f"{old.name_hint}_nchw"
             old.replace_all_uses_with(nchw)

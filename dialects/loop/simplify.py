@@ -125,8 +125,10 @@ def _split_small_symbolic(
     flattened dim leaves under symbolic sizes: ``(32*s1*d0 + 32*d1 + d2) // (128*s1)``
     with ``d1 < s1``, ``d2 < 32`` is ``d0 // 4``. The candidates ``g`` are the common
     factors of the divisor with each term's size coefficient, most sizes first."""
-    if not _positive_size(divisor) or isinstance(divisor, sympy.Add):
+    if not _positive_size(divisor):
         return None
+    if isinstance(divisor, sympy.Add):
+        return _split_small_content(base, divisor, ranges)
     terms = [t for t in sympy.Add.make_args(sympy.expand(base))]
     if len(terms) < 2:
         return None
@@ -154,6 +156,34 @@ def _split_small_symbolic(
         if _within(rest, g, ranges):
             return g, sympy.Add(*big), rest
     return None
+
+
+def _split_small_content(
+    base: Expr, divisor: sympy.Add, ranges: Mapping[sympy.Symbol, Expr]
+) -> tuple[Expr, Expr, Expr] | None:
+    """:func:`_split_small_symbolic` for a divisor that is a sum of sizes with an integer
+    content ``g`` (``116*f + 116`` for ``f = (s1 - 1) // 16``, a strided convolution's
+    output size multiplied out): ``base = g*big + small`` with ``0 <= small < g``. What
+    a channel-last ``cat`` of matrix-product rows leaves under symbolic sizes:
+    ``(116*d2 + 116*d3 + d4 - 116) // (116*f + 116)`` with ``d4 < 116`` is
+    ``(d2 + d3 - 1) // (f + 1)`` (the division leaves the vectorized channel loop)."""
+    content, _ = divisor.primitive()
+    if not content.is_Integer or int(content) < 2:
+        return None
+    g = int(content)
+    terms = sympy.Add.make_args(sympy.expand(base))
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    if len(terms) < 2 or not all(c.is_Integer for c in coeffs):
+        return None
+    big = [t / g for t, c in zip(terms, coeffs, strict=True) if int(c) % g == 0]
+    small = [t for t, c in zip(terms, coeffs, strict=True) if int(c) % g != 0]
+    if not big or not small:
+        return None
+    rest = sympy.Add(*small)
+    lo, hi = _bounds(rest, ranges)
+    if lo is None or hi is None or lo < 0 or hi >= g:
+        return None
+    return sympy.Integer(g), sympy.Add(*big), rest
 
 
 def _join_divmod(e: sympy.Add) -> Expr:

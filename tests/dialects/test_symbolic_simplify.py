@@ -218,3 +218,29 @@ def test_multiples_of_a_constant_inside_a_compound_stride_divide_out() -> None:
     # A content that is not a multiple stays: (16*f + 16) // 32 is not exact.
     half = d1 * (16 * f + 16) + d3
     assert floordiv(half, 32) == FloorDiv(half, 32)
+
+
+def test_division_by_a_sum_of_sizes_leaves_the_channel_loop() -> None:
+    """A channels-last ``cat`` of matrix-product rows under symbolic sizes divides by
+    ``116*f + 116`` (``f = (s1 - 1) // 16``, a strided convolution's output size
+    multiplied out): the channel variable (``d4 < 116``) leaves the division, so the
+    division no longer depends on the vectorized loop (ShuffleNet-v2 dynamic). Checked
+    against Python's ``//`` and ``%`` at random points."""
+    s1 = var("s1")
+    f = floordiv(s1 - 1, 16)
+    d2, d3, d4 = var("d2"), var("d3"), var("d4")
+    ranges = {d2: f + 1, d3: sympy.Integer(2), d4: sympy.Integer(116)}
+    base = 116 * d2 + 116 * d3 + d4 - 116
+    div = simplify_with_ranges(floordiv(base, 116 * f + 116), ranges)
+    rem = simplify_with_ranges(mod(base, 116 * f + 116), ranges)
+    assert div == floordiv(d2 + d3 - 1, f + 1)
+    assert rem == d4 + 116 * mod(d2 + d3 - 1, f + 1)
+    rng = random.Random(0)
+    for _ in range(500):
+        size = rng.randint(1, 200)
+        point = {s1: size, d2: rng.randrange((size - 1) // 16 + 1), d3: rng.randrange(2)}
+        point[d4] = rng.randrange(116)
+        value = 116 * point[d2] + 116 * point[d3] + point[d4] - 116
+        divisor = 116 * ((size - 1) // 16) + 116
+        assert int(div.subs(point)) == value // divisor
+        assert int(rem.subs(point)) == value % divisor

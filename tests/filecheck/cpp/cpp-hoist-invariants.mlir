@@ -35,6 +35,31 @@ cpp.func @kernel0(%in_ptr0: memref<9xi64>, %in_ptr1: memref<20x64xf32>) outs(%ou
   }
   cpp.return
 }
+// Symbolic sizes (%s0, a size argument, at least 1): the part of an address that does
+// not depend on %x1 and divides by sizes moves out as a cpp.index the address adds (a
+// dynamic=True view divided per element before); not a division by a size that may be
+// zero (%s0 - 1), and not one of the loop variable itself.
+// CHECK-LABEL: cpp.func @symbolic
+// CHECK:         cpp.for serial (%x0) = (%c0) to (%s0) {
+// CHECK-NEXT:      %0 = cpp.index "116*(i0 // (i1 + 1)) + 116*((i0 + 3) % (2*i1 + 1))"(%x0, %s0)
+// CHECK-NEXT:      cpp.for simd (%x1) = (%c0) to (%c116) {
+// CHECK-NEXT:        %1 = cpp.load %in_ptr0["i0 + i1"](%x1, %0) : memref<?xf32>
+// CHECK-NEXT:        %2 = cpp.load %in_ptr0["i0 + 116*(i1 // i2) + i1 // (i2 - 1)"](%x1, %x0, %s0) : memref<?xf32>
+// CHECK-NEXT:        %3 = arith.addf %1, %2 : f32
+// CHECK-NEXT:        cpp.store %3, %out_ptr0["116*i0 + i1 // 8 + i1 // (i2 + 1)"](%x0, %x1, %s0) : memref<?xf32>
+cpp.func @symbolic(%in_ptr0: memref<?xf32>, %s0: index) outs(%out_ptr0: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c116 = arith.constant 116 : index
+  cpp.for serial (%x0) = (%c0) to (%s0) {
+    cpp.for simd (%x1) = (%c0) to (%c116) {
+      %0 = cpp.load %in_ptr0["i0 + 116*(i1 // (i2 + 1)) + 116*((i1 + 3) % (2*i2 + 1))"](%x1, %x0, %s0) : memref<?xf32>
+      %1 = cpp.load %in_ptr0["i0 + 116*(i1 // i2) + i1 // (i2 - 1)"](%x1, %x0, %s0) : memref<?xf32>
+      %2 = arith.addf %0, %1 : f32
+      cpp.store %2, %out_ptr0["116*i0 + i1 // (i2 + 1) + i1 // 8"](%x0, %x1, %s0) : memref<?xf32>
+    }
+  }
+  cpp.return
+}
 kernel.program @f(%w: memref<20x64xf32>, %i: memref<9xi64>) -> memref<9x64xf32> {
   %m = kernel.alloc : memref<9x64xf32>
   kernel.launch @kernel0(%i, %w) outs(%m) : (memref<9xi64>, memref<20x64xf32>) -> (memref<9x64xf32>)
