@@ -85,6 +85,12 @@ def groups(rows: Rows) -> dict[tuple[str, str, str], dict[str, dict[str, dict[st
         for model, rs in models.items():
             if mode.endswith(" dynamic") and "eager" not in rs and "eager" in static.get(model, {}):
                 rs["eager"] = static[model]["eager"]
+    # A ``--dynamic`` run's eager rows are static rows (eager compiles nothing): once its
+    # dynamic groups have them, a static group of eager rows alone says nothing more.
+    for size, mode, dtype in [k for k in out if not k[1].endswith(" dynamic")]:
+        eager_only = all(set(rs) == {"eager"} for rs in out[(size, mode, dtype)].values())
+        if eager_only and (size, f"{mode} dynamic", dtype) in out:
+            del out[(size, mode, dtype)]
     return out
 
 
@@ -521,7 +527,7 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
         group_backends = backends_in([r for rs in models.values() for r in rs.values()])
         out += ["", f"## {size} / {mode} / {dtype}", ""]
         if plots and any(_ms(r) for rs in models.values() for r in rs.values()):
-            name = f"speedup-{size}-{mode}-{dtype}.png"
+            name = f"speedup-{size}-{mode.replace(' ', '-')}-{dtype}.png"
             plot_speedup(models, group_backends, f"{size} {mode} {dtype}", folder / name)
             out += [f"![speedup {size} {mode} {dtype}]({rel}/{name})", ""]
         out += table(models, group_backends, cuda)

@@ -260,3 +260,16 @@ def test_dynamic_rows_are_a_group_of_their_own_against_static_eager(tmp_path: Pa
     assert "recompiles (kiln)" in dynamic
     # kiln's speedup over the static eager row: 4 ms / 1 ms.
     assert "| a | kiln | 4.000 | 1.000 | 4.00 |" in dynamic
+
+
+def test_a_dynamic_run_renders_no_table_of_eager_rows_alone(tmp_path: Path) -> None:
+    # What --dynamic writes: eager rows (static: eager compiles nothing) and the dynamic
+    # rows of the compilers. Before, the eager rows made a summary line of 0/0 passes
+    # and a table of their own.
+    rows = [_row("a", "eager", 4.0), _row("a", "kiln", 1.0, dynamic=True, recompiles=0)]
+    page = tmp_path / "d.md"
+    render({"runs": [], "rows": rows}, page, plots=False)
+    text = page.read_text()
+    assert "## small / infer / float32" not in text
+    assert "## small / infer dynamic / float32" in text
+    assert "| small | infer | float32 |" not in text
