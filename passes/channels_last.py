@@ -100,7 +100,7 @@ from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.prepack import is_prepacked
 from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
-from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR, traced_size_texts
 from kiln.dialects.aten.traits import (
     FollowsChannelsLast,
     NondeterministicSeeded,
@@ -156,21 +156,17 @@ def _arg(op: AtenOp, name: str) -> Any:
 def _traced_sizes(value: SSAValue, shape: Sequence[int]) -> tuple[int | str, ...] | None:
     """``shape`` with each symbolic dim the expression the importer recorded for it
     (``kiln.traced_sizes`` on ``value``'s op), or None where it recorded none."""
-    owner = value.owner
-    traced = owner.attributes.get(TRACED_SIZES_ATTR) if isinstance(owner, Operation) else None
-    if not isinstance(traced, ArrayAttr) or not isinstance(value, OpResult):
+    if not isinstance(value, OpResult):
         return None
-    if value.index >= len(traced.data):
-        return None
-    per_result = traced.data[value.index]
-    if not isinstance(per_result, ArrayAttr) or len(per_result.data) != len(shape):
+    texts = traced_size_texts(value.op, value.index)
+    if texts is None or len(texts) != len(shape):
         return None
     sizes: list[int | str] = []
-    for dim, text in zip(shape, per_result.data, strict=True):
+    for dim, text in zip(shape, texts, strict=True):
         if dim >= 0:
             sizes.append(dim)
-        elif isinstance(text, StringAttr) and text.data:
-            sizes.append(text.data)
+        elif text is not None:
+            sizes.append(text)
         else:
             return None
     return tuple(sizes)

@@ -11,6 +11,9 @@ a SymInt argument and the tensor dims that are the same symbol (``arg0_1 = s77``
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.ir import Operation
+
 SIZE_SYMBOL_ATTR = "kiln.size_symbol"
 """On a SymInt argument: its symbol (``"s77"``)."""
 SIZE_SYMBOLS_ATTR = "kiln.size_symbols"
@@ -25,4 +28,17 @@ and views these sizes, so that they compare structurally with the graph's own (a
 extern's result is not a fresh symbol, ``view(-1, 4, ...)`` of ``[s77, ...]`` is not
 ``4*(s77 // 4)``)."""
 
-__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR", "TRACED_SIZES_ATTR"]
+
+def traced_size_texts(op: Operation, index: int) -> list[str | None] | None:
+    """Result ``index``'s :data:`TRACED_SIZES_ATTR` entry: per dim the tracer's
+    expression, None where it recorded none (a static dim); None without the attribute."""
+    attr = op.attributes.get(TRACED_SIZES_ATTR)
+    if not isinstance(attr, ArrayAttr) or index >= len(attr.data):
+        return None
+    dims = attr.data[index]
+    if not isinstance(dims, ArrayAttr):
+        return None
+    return [t.data if isinstance(t, StringAttr) and t.data else None for t in dims.data]
+
+
+__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR", "TRACED_SIZES_ATTR", "traced_size_texts"]

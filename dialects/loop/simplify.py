@@ -162,28 +162,19 @@ def _split_small_content(
     base: Expr, divisor: sympy.Add, ranges: Mapping[sympy.Symbol, Expr]
 ) -> tuple[Expr, Expr, Expr] | None:
     """:func:`_split_small_symbolic` for a divisor that is a sum of sizes with an integer
-    content ``g`` (``116*f + 116`` for ``f = (s1 - 1) // 16``, a strided convolution's
-    output size multiplied out): ``base = g*big + small`` with ``0 <= small < g``. What
+    content (``116*f + 116`` for ``f = (s1 - 1) // 16``, a strided convolution's output
+    size multiplied out): :func:`_split_small_terms` by that content. What
     a channel-last ``cat`` of matrix-product rows leaves under symbolic sizes:
     ``(116*d2 + 116*d3 + d4 - 116) // (116*f + 116)`` with ``d4 < 116`` is
     ``(d2 + d3 - 1) // (f + 1)`` (the division leaves the vectorized channel loop)."""
     content, _ = divisor.primitive()
     if not content.is_Integer or int(content) < 2:
         return None
-    g = int(content)
-    terms = sympy.Add.make_args(sympy.expand(base))
-    coeffs = [t.as_coeff_Mul()[0] for t in terms]
-    if len(terms) < 2 or not all(c.is_Integer for c in coeffs):
+    split = _split_small_terms(sympy.expand(base), int(content), ranges)
+    if split is None:
         return None
-    big = [t / g for t, c in zip(terms, coeffs, strict=True) if int(c) % g == 0]
-    small = [t for t, c in zip(terms, coeffs, strict=True) if int(c) % g != 0]
-    if not big or not small:
-        return None
-    rest = sympy.Add(*small)
-    lo, hi = _bounds(rest, ranges)
-    if lo is None or hi is None or lo < 0 or hi >= g:
-        return None
-    return sympy.Integer(g), sympy.Add(*big), rest
+    g, big, small = split
+    return sympy.Integer(g), big, small
 
 
 def _join_divmod(e: sympy.Add) -> Expr:

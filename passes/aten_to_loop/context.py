@@ -22,7 +22,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
-    StringAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -31,7 +30,7 @@ from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NHWC
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
-from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
+from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR, traced_size_texts
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
@@ -468,17 +467,10 @@ class LoweringContext:
         """Result ``index``'s sizes as the tracer's shape environment gave them, over
         this function's size symbols (None per dim where unknown: static, or a symbol
         no argument binds); None without the importer's attribute."""
-        attr = op.attributes.get(TRACED_SIZES_ATTR)
-        if not isinstance(attr, ArrayAttr) or index >= len(attr.data):
+        texts = traced_size_texts(op, index)
+        if texts is None:
             return None
-        dims = attr.data[index]
-        if not isinstance(dims, ArrayAttr):
-            return None
-        out: list[Expr | None] = []
-        for text in dims.data:
-            out.append(
-                self._traced_size(text.data) if isinstance(text, StringAttr) and text.data else None
-            )
+        out = [self._traced_size(text) if text is not None else None for text in texts]
         return out if any(e is not None for e in out) else None
 
     def _traced_size(self, text: str) -> Expr | None:

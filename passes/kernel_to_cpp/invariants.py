@@ -150,6 +150,8 @@ def _split_address(
 ) -> tuple[sympy.Expr, sympy.Expr] | None:
     """``expr`` as (the terms that depend on the loop, the invariant terms) when the
     invariant terms hold a division that can move out, else None."""
+    if not expr.has(FloorDiv, sympy.Mod):  # most addresses: nothing to look at
+        return None
     # The kernel's index arguments are its symbolic sizes (``lower-to-cpp`` passes
     # them), at least 1 wherever the kernel runs (a 0 size empties its space).
     sizes = frozenset(
