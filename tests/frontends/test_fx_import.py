@@ -162,6 +162,18 @@ def test_ops_carry_the_traced_sizes() -> None:
             assert all(set(re.findall(r"s[0-9]+", t)) <= set(names) for t in used), op
 
 
+def test_the_function_records_the_traced_sizes_of_its_symbols() -> None:
+    """``kiln.size_hints``: each size symbol's value in the traced example (what
+    heuristics may read; the program holds for every size)."""
+    from kiln.dialects.aten.size_symbols import SIZE_SYMBOLS_ATTR, size_hints
+
+    gm, _ = capture_make_fx(lambda x: x.sum(0), torch.randn(8, 7), dynamic=True)
+    func = the_function(import_graph(gm))
+    assert func.arg_attrs is not None
+    names = [s.data for s in _attr(func.arg_attrs.data[-1].data[SIZE_SYMBOLS_ATTR])]
+    assert size_hints(func) == {names[0]: 8, names[1]: 7}
+
+
 def test_symbolic_placeholders_are_index_arguments() -> None:
     graph = torch.fx.Graph()
     x = graph.placeholder("x")

@@ -363,3 +363,55 @@ def test_softmax_of_an_empty_tensor_is_an_empty_tensor(
     assert isinstance(out, torch.Tensor)
     want = overload(x, 0, half_to_float)
     assert (out.dtype, out.shape, out.stride()) == (want.dtype, want.shape, want.stride())
+
+
+_ATTENTION = """
+func.func @f(%q: tensor<1x2x?x16xf32> {kiln.size_symbols = ["", "", "s0", ""]},
+             %k: tensor<1x2x?x16xf32> {kiln.size_symbols = ["", "", "s0", ""]},
+             %v: tensor<1x2x?x16xf32> {kiln.size_symbols = ["", "", "s0", ""]})
+    -> tensor<1x?x2x16xf32> HINTS {
+  %kt = aten.transpose.int(%k, dim0 = 1, dim1 = 2) {kiln.traced_sizes = [["", "s0", "", ""]]} : (tensor<1x2x?x16xf32>) -> tensor<1x?x2x16xf32>
+  %k2 = aten.transpose.int(%kt, dim0 = 1, dim1 = 2) {kiln.traced_sizes = [["", "", "s0", ""]]} : (tensor<1x?x2x16xf32>) -> tensor<1x2x?x16xf32>
+  %o, %lse = aten._scaled_dot_product_flash_attention_for_cpu.default(%q, %k2, %v, is_causal = true) {kiln.traced_sizes = [["", "", "s0", ""], ["", "", "s0"]]} : (tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>) -> (tensor<1x2x?x16xf32>, tensor<1x2x?xf32>)
+  %r = aten.transpose.int(%o, dim0 = 1, dim1 = 2) {kiln.traced_sizes = [["", "s0", "", ""]]} : (tensor<1x2x?x16xf32>) -> tensor<1x?x2x16xf32>
+  func.return %r : tensor<1x?x2x16xf32>
+}
+"""
+FLASH_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+
+
+@pytest.mark.parametrize(
+    ("hints", "kept"),
+    [
+        ("attributes {kiln.size_hints = {s0 = 12 : i64}}", False),
+        ("attributes {kiln.size_hints = {s0 = 64 : i64}}", True),
+        ("", True),  # no traced length: judged long
+    ],
+    ids=["short", "long", "unknown"],
+)
+def test_attention_of_a_symbolic_length_is_chosen_by_its_hint(hints: str, kept: bool) -> None:
+    """q, k and v of one traced length (``s0``, even where k went through transposes
+    that decompose first) share a size symbol, so the decomposition traces without a
+    guard; the traced length (``kiln.size_hints``) decides, as a static length does.
+    Either program computes eager's numbers at every length."""
+    module = Parser(make_context(), _ATTENTION.replace("HINTS", hints)).parse_module()
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    assert (FLASH_CPU in _overloads(module)) == kept
+    for length in (3, 12, 70):
+        q, k, v = (torch.randn(1, 2, length, 16) for _ in range(3))
+        (out,) = run_function(module, [q, k, v], "f")
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_decomposed_results_keep_the_traced_sizes() -> None:
+    """The op that computes a decomposed op's result takes its ``kiln.traced_sizes``
+    (the trace's own symbols are dropped): a transpose's permute still says ``s0``."""
+    text = _ATTENTION.replace("HINTS", "")
+    module = Parser(make_context(), text).parse_module()
+    DecomposePass(ops=("aten.transpose.int",)).apply(make_context(), module)
+    permutes = [op for op in module.walk() if op.name == "aten.permute.default"]
+    assert len(permutes) == 3
+    for permute in permutes:
+        assert str(permute.attributes["kiln.traced_sizes"]).count('"s0"') == 1

@@ -2,7 +2,8 @@
 
 - CPU flash attention stays one ATen call (``decompose`` keeps
   ``_scaled_dot_product_flash_attention_for_cpu``) instead of bmm + softmax + bmm from
-  64 x 64 scores per head on; shorter sequences still decompose (and fuse).
+  64 x 64 scores per head on; shorter sequences still decompose (and fuse), under
+  ``dynamic=True`` too, judged by the length the graph was traced at.
 - The NHWC buffer of a channels-last convolution (a permute of ATen's fresh result) is
   taken with a contiguity check only, not ``as_buffer``'s scan of the inputs' storages.
 """
@@ -83,6 +84,38 @@ def test_sdpa_on_cpu_runs_flash_attention_extern(length: int, kwargs: dict[str, 
         torch.testing.assert_close(compiled(*fresh), attention(*fresh), atol=1e-5, rtol=1e-5)
     externs = {name for stats in compile_history() for name in stats.externs}
     long = length * length >= 64 * 64
+    assert (FLASH_CPU in externs) == long
+    assert ("aten::bmm.default" in externs) == (not long)
+
+
+def _self_attention(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A transformer's attention: q, k, v of one sequence length, split from one
+    projection and transposed (the transposes decompose before the attention does)."""
+    batch, length = x.shape[0], x.shape[1]
+    q, k, v = (x @ w).view(batch, length, 3, 2, 16).permute(2, 0, 3, 1, 4).unbind(0)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).relu()
+
+
+@pytest.mark.parametrize(("first", "long"), [(12, False), (80, True)])
+def test_symbolic_sequence_length_attention_is_chosen_by_its_traced_length(
+    first: int, long: bool
+) -> None:
+    """With ``dynamic=True`` the sequence length is a symbol: attention first called
+    short decomposes as the static program's does (it was always kept as flash
+    attention, a slower call at these lengths), and first called long stays flash
+    attention; both compute eager's numbers at every later length without a recompile."""
+    w = torch.randn(32, 96)
+    torch._dynamo.reset()
+    reset_compile_history()
+    compiled = kiln.compile(_self_attention, dynamic=True, verbose=False)
+    with torch.no_grad():
+        for length in (first, 7, 33, 100):
+            x = torch.randn(2, length, 32)
+            # bmm + softmax against eager's flash attention: float32 rounding apart.
+            torch.testing.assert_close(compiled(x, w), _self_attention(x, w), atol=1e-4, rtol=1e-4)
+    history = compile_history()
+    assert len(history) == 1  # one graph for every length
+    externs = set(history[0].externs)
     assert (FLASH_CPU in externs) == long
     assert ("aten::bmm.default" in externs) == (not long)
 
