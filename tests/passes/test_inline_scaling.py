@@ -8,6 +8,8 @@ unchanged (producer, consumers) pair is weighed twice.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from fuse_checks import assert_results_close, random_inputs, schedule
@@ -39,9 +41,11 @@ def test_refused_producers_are_not_weighed_again(monkeypatch: pytest.MonkeyPatch
     weighed: list[tuple[tuple[object, str], ...]] = []
     original = inline.worth_inlining
 
-    def recording(producer: PointwiseOp, consumers: list[LoopNestOp], cpu: bool = False) -> bool:
+    def recording(
+        producer: PointwiseOp, consumers: list[LoopNestOp], cpu: bool = False, **kwargs: Any
+    ) -> bool:
         weighed.append(tuple((op, str(op)) for op in (producer, *consumers)))
-        return original(producer, consumers, cpu)
+        return original(producer, consumers, cpu, **kwargs)
 
     monkeypatch.setattr(inline, "worth_inlining", recording)
     before = module.clone()

@@ -95,7 +95,8 @@ def test_inline_producers_keeps_the_numbers(chunk: str) -> None:
     def nests(m: ModuleOp) -> int:
         return sum(isinstance(op, LoopNestOp) for op in m.walk())
 
-    assert nests(after) < nests(before)
+    # @product_alone shows a producer that stays (not worth recomputing).
+    assert (nests(after) < nests(before)) == (name != "product_alone")
 
 
 def test_inline_producers_refuses_aten_ir() -> None:

@@ -108,3 +108,64 @@ func.func @rolled(%x: memref<6x8x4xf32>) -> memref<6x8x4xf32> {
   }
   func.return %b : memref<6x8x4xf32>
 }
+
+// -----
+
+// Batch norm's backward: per channel, sum(g) and sum(g * (x - m)). Alone, the product
+// is stored (recomputing it reads g and x, more than it saves), but sum(g) reads g at
+// the same points, and the two reductions run in one kernel: the product is recomputed
+// in sum(g * (x - m)), which then reads g where its sibling does, and x.
+// CHECK-LABEL: func.func @batch_norm_grad
+// CHECK-NOT:     loop.pointwise
+// CHECK:         %s1 = loop.reduction sum [32] reduce [8, 8, 8] (%g)
+// CHECK:         %s2 = loop.reduction sum [32] reduce [8, 8, 8] (%g, %x, %m)
+// CHECK:           loop.load {{%[0-9]+}}["64*d0 + 2048*r0 + 8*r1 + r2"]
+// CHECK:           loop.load {{%[0-9]+}}["64*d0 + 2048*r0 + 8*r1 + r2"]
+// CHECK:           loop.load {{%[0-9]+}}["d0"]
+func.func @batch_norm_grad(%g: memref<8x32x8x8xf32>, %x: memref<8x32x8x8xf32>, %m: memref<32xf32>) -> (memref<32xf32>, memref<32xf32>) {
+  %p = loop.pointwise [8, 32, 8, 8] (%g, %x, %m) : (memref<8x32x8x8xf32>, memref<8x32x8x8xf32>, memref<32xf32>) -> memref<8x32x8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %in0: memref<8x32x8x8xf32>, %in1: memref<8x32x8x8xf32>, %in2: memref<32xf32>):
+    %0 = loop.load %in0["2048*d0 + 64*d1 + 8*d2 + d3"] : memref<8x32x8x8xf32>
+    %1 = loop.load %in1["2048*d0 + 64*d1 + 8*d2 + d3"] : memref<8x32x8x8xf32>
+    %2 = loop.load %in2["d1"] : memref<32xf32>
+    %3 = arith.subf %1, %2 : f32
+    %4 = arith.mulf %0, %3 : f32
+    loop.yield %4 : f32
+  }
+  %s1 = loop.reduction sum [32] reduce [8, 8, 8] (%g) : (memref<8x32x8x8xf32>) -> memref<32xf32> {
+  ^bb0(%d0: index, %r0: index, %r1: index, %r2: index, %in0: memref<8x32x8x8xf32>):
+    %0 = loop.load %in0["64*d0 + 2048*r0 + 8*r1 + r2"] : memref<8x32x8x8xf32>
+    loop.yield %0 : f32
+  }
+  %s2 = loop.reduction sum [32] reduce [8, 8, 8] (%p) : (memref<8x32x8x8xf32>) -> memref<32xf32> {
+  ^bb0(%d0: index, %r0: index, %r1: index, %r2: index, %in0: memref<8x32x8x8xf32>):
+    %0 = loop.load %in0["64*d0 + 2048*r0 + 8*r1 + r2"] : memref<8x32x8x8xf32>
+    loop.yield %0 : f32
+  }
+  func.return %s1, %s2 : memref<32xf32>, memref<32xf32>
+}
+
+// -----
+
+// The same product without the sibling reduction: recomputing it would read g and x
+// for one read of the product, so it stays a buffer.
+// CHECK-LABEL: func.func @product_alone
+// CHECK:         %p = loop.pointwise [8, 32, 8, 8]
+// CHECK:         %s2 = loop.reduction sum [32] reduce [8, 8, 8] (%p)
+func.func @product_alone(%g: memref<8x32x8x8xf32>, %x: memref<8x32x8x8xf32>, %m: memref<32xf32>) -> memref<32xf32> {
+  %p = loop.pointwise [8, 32, 8, 8] (%g, %x, %m) : (memref<8x32x8x8xf32>, memref<8x32x8x8xf32>, memref<32xf32>) -> memref<8x32x8x8xf32> {
+  ^bb0(%d0: index, %d1: index, %d2: index, %d3: index, %in0: memref<8x32x8x8xf32>, %in1: memref<8x32x8x8xf32>, %in2: memref<32xf32>):
+    %0 = loop.load %in0["2048*d0 + 64*d1 + 8*d2 + d3"] : memref<8x32x8x8xf32>
+    %1 = loop.load %in1["2048*d0 + 64*d1 + 8*d2 + d3"] : memref<8x32x8x8xf32>
+    %2 = loop.load %in2["d1"] : memref<32xf32>
+    %3 = arith.subf %1, %2 : f32
+    %4 = arith.mulf %0, %3 : f32
+    loop.yield %4 : f32
+  }
+  %s2 = loop.reduction sum [32] reduce [8, 8, 8] (%p) : (memref<8x32x8x8xf32>) -> memref<32xf32> {
+  ^bb0(%d0: index, %r0: index, %r1: index, %r2: index, %in0: memref<8x32x8x8xf32>):
+    %0 = loop.load %in0["64*d0 + 2048*r0 + 8*r1 + r2"] : memref<8x32x8x8xf32>
+    loop.yield %0 : f32
+  }
+  func.return %s2 : memref<32xf32>
+}
