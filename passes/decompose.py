@@ -19,10 +19,11 @@ An op is left alone, never approximated, when its decomposition cannot be traced
 its types (a failing decomposition) or would change its result types.
 
 Symbolic sizes (``tensor<?x8xf32>``, ``dynamic=True``): the decomposition is traced with
-a fresh size symbol per dynamic dimension (``make_fx`` in symbolic mode), so the traced
-body holds for every size: its sizes are read from its inputs (``aten.sym_size.int``).
-If tracing had to assume anything about a symbol (a guard such as ``s0 > 1``, or two
-dims being equal), the op is kept. Ops whose arguments are symbolic values
+a size symbol per distinct traced size (``make_fx`` in symbolic mode; dims the graph's
+tracer gave one expression, ``kiln.traced_sizes``, share a symbol), so the traced body
+holds for every size: its sizes are read from its inputs (``aten.sym_size.int``). If
+tracing had to assume anything about a symbol (a guard such as ``s0 > 1``, or two
+different sizes being equal), the op is kept. Ops whose arguments are symbolic values
 (``view(x, size = [%s, 8])``) are kept too.
 
 Choosing what to decompose: ``table`` picks a base table (``kiln``: PyTorch's core-ATen
@@ -39,12 +40,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+import sympy
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -58,7 +60,13 @@ from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dtype_support import eager_rejects
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.function_attrs import module_device
-from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR
+from kiln.dialects.aten.size_symbols import (
+    SIZE_SYMBOLS_ATTR,
+    TRACED_SIZES_ATTR,
+    size_hints,
+    traced_size_texts,
+)
+from kiln.dialects.loop.expr import ExprSyntaxError, parse_expr
 
 if TYPE_CHECKING:
     import torch
@@ -107,18 +115,26 @@ _FLASH_CPU_MIN_SCORES = 64 * 64
 
 
 def _only_short_attention(decomposition: Callable[..., Any]) -> Callable[..., Any]:
-    """The flash-attention decomposition, refused (the op stays one ATen call) for
-    long sequences and for symbolic sequence lengths."""
+    """The flash-attention decomposition, refused (the op stays one ATen call) for long
+    sequences. A symbolic sequence length is judged by the size the graph was traced at
+    (its hint, see :class:`SymbolicDims`): both programs are right at every length, the
+    hint only chooses the faster one for the sizes the model was first called with."""
 
     def decompose(query: torch.Tensor, key: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        lq, lk = query.shape[-2], key.shape[-2]
-        if not isinstance(lq, int) or not isinstance(lk, int):
-            raise NotImplementedError("symbolic sequence length: kept as flash attention")
-        if lq * lk >= _FLASH_CPU_MIN_SCORES:
+        lq, lk = _size_hint(query.shape[-2]), _size_hint(key.shape[-2])
+        if lq is None or lk is None or lq * lk >= _FLASH_CPU_MIN_SCORES:
             raise NotImplementedError("long sequence: kept as flash attention")
         return decomposition(query, key, *args, **kwargs)
 
     return decompose
+
+
+def _size_hint(size: Any) -> int | None:
+    """A static size, or a SymInt's example value (read without a guard)."""
+    if isinstance(size, int):
+        return size
+    hint = size.node.hint
+    return hint if isinstance(hint, int) else None
 
 
 def _when_not_training(decomposition: Callable[..., Any]) -> Callable[..., Any]:
@@ -384,11 +400,16 @@ def _decomposed_body(
     signature = _signature(op)
     if signature is None:
         return None
-    entry = (*signature, key, device)
+    flat_inputs = [v for vs in op.tensor_operands().values() for v in vs if v is not None]
+    symbolic = any(
+        d < 0 for v in flat_inputs if isinstance(v.type, TensorType) for d in v.type.get_shape()
+    )
+    dims = symbolic_dims(flat_inputs) if symbolic else None
+    entry = (*signature, dims, key, device)
     if entry in _TRACE_CACHE:
         _TRACE_CACHE.move_to_end(entry)
         return _TRACE_CACHE[entry]
-    traced = _trace(op, overload, table, key, device)
+    traced = _trace(op, overload, table, key, device, dims)
     _TRACE_CACHE[entry] = traced
     if len(_TRACE_CACHE) > _TRACE_CACHE_SIZE:
         _TRACE_CACHE.popitem(last=False)
@@ -396,7 +417,12 @@ def _decomposed_body(
 
 
 def _trace(
-    op: AtenOp, overload: Any, table: Decompositions, key: TableKey, device: str
+    op: AtenOp,
+    overload: Any,
+    table: Decompositions,
+    key: TableKey,
+    device: str,
+    dims: SymbolicDims | None,
 ) -> Traced | None:
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -439,18 +465,15 @@ def _trace(
         absent[:] = [i for i, r in enumerate(result) if r is None]  # pyright: ignore
         return tuple(r for r in result if r is not None)  # pyright: ignore
 
-    symbolic = any(
-        d < 0 for v in flat_inputs if isinstance(v.type, TensorType) for d in v.type.get_shape()
-    )
     try:
         # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
         # symbolic; an active fake mode would claim our example tensors).
         with _guards.tracing(None), _disable_current_modes():
-            examples, shape_env = _examples(flat_inputs, symbolic, device)
+            examples, shape_env = _examples(flat_inputs, dims, device)
             gm = make_fx(
                 fn,
                 decomposition_table=_with_prims(key),
-                tracing_mode="symbolic" if symbolic else "fake",
+                tracing_mode="fake" if dims is None else "symbolic",
             )(*examples)
         if shape_env is not None and shape_env.guards:
             return None  # the trace holds only for some sizes
@@ -487,29 +510,113 @@ def _trace(
     return Traced(func, tuple(absent))
 
 
-_SYMBOL_HINTS = (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
-"""Example sizes for symbolic dims: distinct, and not 0 or 1 (which PyTorch specializes)."""
+_SYMBOL_HINTS = (67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113)
+"""Example sizes for symbolic dims whose traced size is unknown (or 0 or 1, which PyTorch
+specializes): distinct, not 0 or 1, and long for a heuristic that reads them (attention
+of unknown length stays flash attention)."""
 
 
-def _examples(values: list[SSAValue], symbolic: bool, device: str) -> tuple[list[Any], Any]:
+@dataclass(frozen=True)
+class SymbolicDims:
+    """The sizes to trace a decomposition at: per tensor operand, per dim, the static size
+    or ``-1 - k`` for size symbol ``k``; and each symbol's example size. Dims the graph
+    traced as the same size share a symbol (a query and key of one sequence length), so
+    the decomposition may use their equality without a guard; each example size is the
+    graph's traced size where known (``kiln.size_hints``), made distinct per symbol."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    hints: tuple[int, ...]
+
+
+def symbolic_dims(values: list[SSAValue]) -> SymbolicDims:
+    """The :class:`SymbolicDims` of ``values`` (the op's tensor operands, in order)."""
+    keys: dict[str, int] = {}
+    hints: list[int] = []
+    fallback = iter(_SYMBOL_HINTS)
+    known = _known_hints(values)
+    shapes: list[tuple[int, ...]] = []
+    for n, value in enumerate(values):
+        assert isinstance(value.type, TensorType)
+        texts = _size_texts(value)
+        dims: list[int] = []
+        for i, d in enumerate(value.type.get_shape()):
+            if d >= 0:
+                dims.append(d)
+                continue
+            text = texts[i] if texts is not None and i < len(texts) else None
+            key = text if text is not None else f"#{n}.{i}"  # unknown: a symbol of its own
+            if key not in keys:
+                keys[key] = len(hints)
+                hint = _hint_of(text, known) if text is not None else None
+                if hint is None or hint < 2:
+                    hint = next(h for h in fallback if h not in hints)
+                while hint in hints:
+                    hint += 1
+                hints.append(hint)
+            dims.append(-1 - keys[key])
+        shapes.append(tuple(dims))
+    return SymbolicDims(tuple(shapes), tuple(hints))
+
+
+def _size_texts(value: SSAValue) -> list[str | None] | None:
+    """How the tracer spelled ``value``'s sizes: its defining op's ``kiln.traced_sizes``,
+    or a function argument's ``kiln.size_symbols``."""
+    if isinstance(value, OpResult):
+        return traced_size_texts(value.op, value.index)
+    if isinstance(value, BlockArgument):
+        function = value.block.parent_op()
+        if isinstance(function, FuncOp) and function.arg_attrs is not None:
+            names = function.arg_attrs.data[value.index].data.get(SIZE_SYMBOLS_ATTR)
+            if isinstance(names, ArrayAttr):
+                return [n.data or None for n in names.data if isinstance(n, StringAttr)]
+    return None
+
+
+def _known_hints(values: list[SSAValue]) -> dict[str, int]:
+    for value in values:
+        op: Operation | None = None
+        if isinstance(value, OpResult):
+            op = value.op
+        elif isinstance(value, BlockArgument):
+            op = value.block.parent_op()
+        while op is not None and not isinstance(op, FuncOp):
+            op = op.parent_op()
+        if op is not None:
+            return size_hints(op)
+    return {}
+
+
+def _hint_of(text: str, known: dict[str, int]) -> int | None:
+    try:
+        expr = parse_expr(text)
+    except ExprSyntaxError:
+        return None
+    if any(str(s) not in known for s in expr.free_symbols):
+        return None
+    value = expr.xreplace({s: sympy.Integer(known[str(s)]) for s in expr.free_symbols})
+    return int(cast(sympy.Integer, value)) if value.is_Integer else None
+
+
+def _examples(
+    values: list[SSAValue], dims: SymbolicDims | None, device: str
+) -> tuple[list[Any], Any]:
     """Example inputs for tracing on ``device``: empty tensors (fake ones off the CPU, so
-    that no GPU is needed), or fake tensors with one fresh symbol per dynamic dimension
-    (and the shape environment holding those symbols)."""
+    that no GPU is needed), or, with ``dims``, fake tensors of its size symbols (and the
+    shape environment holding those symbols)."""
     import torch
 
     from kiln.dialects.aten.dtypes import type_to_dtype
 
-    shapes: list[list[int]] = []
     dtypes: list[torch.dtype] = []
     for value in values:
         ty = value.type
         assert isinstance(ty, TensorType)
-        shapes.append(list(ty.get_shape()))
         dtypes.append(type_to_dtype(ty.element_type))
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     on_cpu = torch.device(device).type == "cpu"
-    if not symbolic:
+    if dims is None:
+        shapes = [list(cast(TensorType[Any], v.type).get_shape()) for v in values]
         if on_cpu:
             return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
         with FakeTensorMode():
@@ -518,30 +625,19 @@ def _examples(values: list[SSAValue], symbolic: bool, device: str) -> tuple[list
             ]
         return fakes, None
     from torch._dynamo.source import ConstantSource
-    from torch.fx.experimental.symbolic_shapes import (
-        DimDynamic,
-        ShapeEnv,
-        StatelessSymbolicContext,
-    )
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     shape_env = ShapeEnv(duck_shape=False)
-    mode = FakeTensorMode(shape_env=shape_env)
-    hints = iter(_SYMBOL_HINTS)
+    symbols: list[Any] = []
+    for k, hint in enumerate(dims.hints):
+        source = ConstantSource(f"decompose_size_{k}")
+        symbol = shape_env.create_symbol(hint, source, dynamic_dim=DimDynamic.DYNAMIC)
+        symbols.append(shape_env.create_symintnode(symbol, hint=hint, source=source))
     examples: list[Any] = []
-    for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
-        concrete = [d if d >= 0 else next(hints) for d in shape]
-        context = StatelessSymbolicContext(
-            dynamic_sizes=[DimDynamic.DYNAMIC if d < 0 else DimDynamic.STATIC for d in shape]
-        )
-        example = mode.from_tensor(
-            torch.empty(concrete, dtype=dtype),
-            symbolic_context=context,
-            source=ConstantSource(f"decompose_input_{k}"),
-        )
-        if not on_cpu:
-            with mode:
-                example = example.to(device)
-        examples.append(example)
+    with FakeTensorMode(shape_env=shape_env):
+        for shape, dtype in zip(dims.shapes, dtypes, strict=True):
+            sizes = [d if d >= 0 else symbols[-1 - d] for d in shape]
+            examples.append(torch.empty(sizes, dtype=dtype, device=device))
     return examples, shape_env
 
 
@@ -568,4 +664,36 @@ def _splice(op: AtenOp, traced: Traced, rewriter: PatternRewriter) -> None:
         clone = inner.clone(value_mapper=value_map)
         clone.location = op.location
         clones.append(clone)
+    _keep_traced_sizes(op, returned, clones)
     rewriter.replace(op, clones, returned)
+
+
+def _keep_traced_sizes(
+    op: AtenOp, returned: list[SSAValue | None], clones: list[Operation]
+) -> None:
+    """Give the ops that now compute ``op``'s results its ``kiln.traced_sizes`` (the
+    body's own were its trace's symbols), so that what reads them next (a decomposition
+    of a user, ``lower-aten``) still sees the graph's sizes."""
+    if TRACED_SIZES_ATTR not in op.attributes:
+        return
+    cloned = set(clones)
+    texts: dict[Operation, list[list[str]]] = {}
+    for i, value in enumerate(returned):
+        known = traced_size_texts(op, i)
+        if not isinstance(value, OpResult) or value.op not in cloned or known is None:
+            continue
+        per_result = texts.setdefault(
+            value.op,
+            [
+                [""] * len(cast(TensorType[Any], r.type).get_shape())
+                if isinstance(r.type, TensorType)
+                else []
+                for r in value.op.results
+            ],
+        )
+        if len(per_result[value.index]) == len(known):
+            per_result[value.index] = [t or "" for t in known]
+    for producer, per_result in texts.items():
+        producer.attributes[TRACED_SIZES_ATTR] = ArrayAttr(
+            [ArrayAttr([StringAttr(t) for t in dims]) for dims in per_result]
+        )

@@ -7,11 +7,17 @@ a SymInt argument and the tensor dims that are the same symbol (``arg0_1 = s77``
 
     func.func @forward(%arg0 : index {kiln.size_symbol = "s77"},
                        %x : tensor<?x?xf32> {kiln.size_symbols = ["s77", "s27"]})
+        attributes {kiln.size_hints = {s77 = 32 : i64, s27 = 8 : i64}}
+
+The function's ``kiln.size_hints`` are the sizes the graph was traced at (what Inductor
+calls size hints): heuristics may read them to choose between programs that are both
+right for every size (``decompose`` keeps long attention as one call), never to
+specialise.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr
 from xdsl.ir import Operation
 
 SIZE_SYMBOL_ATTR = "kiln.size_symbol"
@@ -19,6 +25,9 @@ SIZE_SYMBOL_ATTR = "kiln.size_symbol"
 SIZE_SYMBOLS_ATTR = "kiln.size_symbols"
 """On a tensor argument: per dim, the symbol its size is (``""`` where it is not a plain
 symbol)."""
+
+SIZE_HINTS_ATTR = "kiln.size_hints"
+"""On a ``func.func``: per size symbol of its arguments, the size it had when traced."""
 
 TRACED_SIZES_ATTR = "kiln.traced_sizes"
 """On an aten op: per result, per dim, the size the tracer's shape environment gave it, in
@@ -41,4 +50,19 @@ def traced_size_texts(op: Operation, index: int) -> list[str | None] | None:
     return [t.data if isinstance(t, StringAttr) and t.data else None for t in dims.data]
 
 
-__all__ = ["SIZE_SYMBOLS_ATTR", "SIZE_SYMBOL_ATTR", "TRACED_SIZES_ATTR", "traced_size_texts"]
+def size_hints(function: Operation) -> dict[str, int]:
+    """A function's :data:`SIZE_HINTS_ATTR`: symbol -> traced size (empty without it)."""
+    attr = function.attributes.get(SIZE_HINTS_ATTR)
+    if not isinstance(attr, DictionaryAttr):
+        return {}
+    return {k: v.value.data for k, v in attr.data.items() if isinstance(v, IntegerAttr)}
+
+
+__all__ = [
+    "SIZE_HINTS_ATTR",
+    "SIZE_SYMBOLS_ATTR",
+    "SIZE_SYMBOL_ATTR",
+    "TRACED_SIZES_ATTR",
+    "size_hints",
+    "traced_size_texts",
+]

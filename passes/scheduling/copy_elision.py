@@ -18,6 +18,12 @@ becomes::
       %v = aten.reshape.default(%mm_1, shape = [2, 64, 1024]) : (tensor<128x1024xf32>) -> tensor<2x64x1024xf32>
       kernel.yield %v : tensor<2x64x1024xf32>
     }
+
+Under dynamic shapes (``memref<?x2048xf32>`` copied into ``memref<1x?x2048xf32>``) the
+copy is folded where the element counts are provably equal
+(:class:`~kiln.passes.scheduling.buffer_sizes.BufferSizes`; an in-order copy could also
+take a prefix of a larger result), and the reshape takes the allocation's size operands
+(:func:`~kiln.passes.scheduling.reshape_in_place.reshape_extern_result`).
 """
 
 from __future__ import annotations
@@ -33,14 +39,16 @@ from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, Progra
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import flat_index, index_var
-from kiln.dialects.loop.ops import PointwiseOp
-from kiln.passes.scheduling.reshape_in_place import reshape_extern_result
+from kiln.dialects.loop.ops import PointwiseOp, is_contiguous_buffer
+from kiln.passes.scheduling.buffer_sizes import BufferSizes
+from kiln.passes.scheduling.reshape_in_place import defined_before, reshape_extern_result
 
 
 def _is_in_order_copy(kernel: KernelOp) -> bool:
-    """One pointwise node that loads its single input at the flat position it writes."""
+    """One pointwise node that loads its single input at the flat position it writes
+    (sizes may be the kernel's size symbols)."""
     nodes = kernel.nodes()
-    if len(nodes) != 1 or not isinstance(nodes[0], PointwiseOp) or kernel.sym_args():
+    if len(nodes) != 1 or not isinstance(nodes[0], PointwiseOp):
         return False
     node = nodes[0]
     ops = list(node.body.block.ops)
@@ -50,37 +58,39 @@ def _is_in_order_copy(kernel: KernelOp) -> bool:
     if load.mask is not None or len(load.operands) != 1 or ops[1].operands[0] is not load.result:
         return False
     sizes = [s.data for s in node.sizes.data]
-    if any(sympy.sympify(s).free_symbols for s in sizes):
-        return False
     identity = flat_index([index_var(k) for k in range(len(sizes))], sizes)
     return sympy.expand(load.index.data - identity) == 0
 
 
-def _static_same_size(a: MemRefType, b: MemRefType) -> bool:
-    if a.element_type != b.element_type or not a.has_static_shape() or not b.has_static_shape():
+def _same_count(source: SSAValue, target: SSAValue, sizes: BufferSizes) -> bool:
+    a, b = source.type, target.type
+    if not isinstance(a, MemRefType) or not isinstance(b, MemRefType):
         return False
-    return a.element_count() == b.element_count()
+    if a.element_type != b.element_type:
+        return False
+    if a.has_static_shape() and b.has_static_shape():
+        return a.element_count() == b.element_count()
+    return is_contiguous_buffer(a) and is_contiguous_buffer(b) and sizes.same_count(source, target)
 
 
 def elide_extern_copies(program: ProgramOp) -> int:
     """Fold in-order copies of extern results into the externs; returns how many."""
     folded = 0
+    sizes = BufferSizes()
     for launch in [op for op in program.body.block.ops if isinstance(op, LaunchOp)]:
-        if len(launch.args) != 1 or len(launch.outs) != 1:
+        buffers = [a for a in launch.args if isinstance(a.type, MemRefType)]
+        if len(buffers) != 1 or len(launch.outs) != 1:
             continue
-        source, target = launch.args[0], launch.outs[0]
+        source, target = buffers[0], launch.outs[0]
         extern, alloc = source.owner, target.owner
         if not isinstance(extern, ExternOp) or not isinstance(alloc, AllocOp):
             continue
-        if not source.has_one_use() or alloc.dynamic_sizes:
+        if not source.has_one_use() or not defined_before(list(alloc.dynamic_sizes), extern):
             continue
         kernel = SymbolTable.lookup_symbol(program, launch.kernel)
         if not isinstance(kernel, KernelOp) or not _is_in_order_copy(kernel):
             continue
-        source_type, target_type = source.type, target.type
-        if not isinstance(source_type, MemRefType) or not isinstance(target_type, MemRefType):
-            continue
-        if not _static_same_size(source_type, target_type):
+        if not _same_count(source, target, sizes):
             continue
         _fold(extern, source, alloc, launch)
         folded += 1
@@ -91,7 +101,7 @@ def _fold(extern: ExternOp, source: SSAValue, alloc: AllocOp, launch: LaunchOp) 
     target_type = alloc.result.type
     assert isinstance(target_type, MemRefType)
     index = next(k for k, r in enumerate(extern.outputs) if r is source)
-    replacement = reshape_extern_result(extern, index, target_type)
+    replacement = reshape_extern_result(extern, index, target_type, list(alloc.dynamic_sizes))
     replacement.outputs[index].name_hint = alloc.result.name_hint
     Rewriter.erase_op(launch)
     alloc.result.replace_all_uses_with(replacement.outputs[index])

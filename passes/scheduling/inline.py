@@ -14,7 +14,7 @@ a broadcast constant or mask feeding a reduction kernel, for example.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 import sympy
@@ -35,12 +35,12 @@ from kiln.dialects.loop.expr import (
     size_var,
     var_kind,
 )
-from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, segment_sizes
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, segment_sizes
 from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
-from kiln.passes.scheduling.legality import loop_ranges
+from kiln.passes.scheduling.legality import loop_ranges, same_index
 
 MAX_BODY_OPS = 8
 """Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
@@ -90,13 +90,19 @@ def _element_bytes(value: SSAValue) -> int:
 
 
 def worth_inlining(
-    producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool = False
+    producer: PointwiseOp,
+    consumers: Sequence[LoopNestOp],
+    cpu: bool = False,
+    siblings: Mapping[LoopNestOp, Sequence[LoopNestOp]] | None = None,
 ) -> bool:
     """Whether recomputing ``producer`` in every consumer moves fewer bytes than storing it.
 
     Per element: storing writes the element once and each consumer reads it; inlining
-    makes each consumer read what the producer reads instead. On the CPU (``cpu``) a
-    gather is not recomputed where a consumer broadcasts it (:func:`_broadcast_gather`).
+    makes each consumer read what the producer reads instead, except the inputs that a
+    sibling of the consumer already reads at those points (``siblings``: per consumer,
+    the reductions over the same space, which ``fuse`` runs in one kernel with it; see
+    :func:`_read_by_siblings`). On the CPU (``cpu``) a gather is not recomputed where a
+    consumer broadcasts it (:func:`_broadcast_gather`).
     """
     ops, expensive = _body_cost(producer)
     if ops > MAX_BODY_OPS or (expensive and len(consumers) > 1):
@@ -113,14 +119,59 @@ def worth_inlining(
         return False
     own = _bytes(producer.result)
     points = own // _element_bytes(producer.result)
-    inputs_bytes = 0
+    input_bytes: dict[SSAValue, int] = {}
     for outer, arg in zip(producer.inputs, producer.input_args(), strict=True):
         loads = sum(1 for use in arg.uses if isinstance(use.operation, LoadOp))
         # A broadcast or gathered input is read at most whole, at most once per load.
-        inputs_bytes += min(_bytes(outer), points * loads * _element_bytes(outer))
+        input_bytes[outer] = input_bytes.get(outer, 0) + min(
+            _bytes(outer), points * loads * _element_bytes(outer)
+        )
     store_cost = own * (1 + len(reads))
-    inline_cost = inputs_bytes * len(reads)
+    inline_cost = 0
+    for consumer, load in read_by:
+        shared = _read_by_siblings(producer, consumer, load, (siblings or {}).get(consumer, ()))
+        inline_cost += sum(b for outer, b in input_bytes.items() if outer not in shared)
     return inline_cost <= store_cost or inline_cost <= TINY_INLINE_BYTES
+
+
+def _read_by_siblings(
+    producer: PointwiseOp, consumer: LoopNestOp, load: LoadOp, siblings: Sequence[LoopNestOp]
+) -> set[SSAValue]:
+    """The producer's inputs that, inlined at ``load`` of ``consumer``, it would read only
+    where a sibling of the consumer (a reduction over the same space) already reads
+    them: fused into one kernel, those reads are shared. Batch norm's backward reduces
+    ``grad`` and ``grad * (x - mean)`` per channel; the product read back from memory
+    cost a kernel and two passes over the activations per batch norm, as it only paid
+    off counting reads its sibling makes anyway."""
+    if not siblings or load.indirect or load.mask is not None or producer.syms:
+        return set()
+    reads: dict[SSAValue, list[sympy.Expr]] = {}
+    for sibling in siblings:
+        for outer, arg in zip(sibling.inputs, sibling.input_args(), strict=True):
+            for use in arg.uses:
+                op = use.operation
+                if isinstance(op, LoadOp) and op.buffer is arg and not op.indirect:
+                    if op.mask is None:
+                        reads.setdefault(outer, []).append(op.index.data)
+    if not any(outer in reads for outer in producer.inputs):
+        return set()
+    sizes = [s.data for s in producer.sizes.data]
+    substitution = {index_var(k): c for k, c in enumerate(unflatten(load.index.data, sizes))}
+    ranges = loop_ranges(consumer)
+    shared: set[SSAValue] = set()
+    for outer, arg in zip(producer.inputs, producer.input_args(), strict=True):
+        loads = [use.operation for use in arg.uses if isinstance(use.operation, LoadOp)]
+        if outer in reads and loads and all(
+            not own.indirect
+            and own.mask is None
+            and any(
+                same_index(sympy.expand(own.index.data.xreplace(substitution)), index, ranges)
+                for index in reads[outer]
+            )
+            for own in loads
+        ):
+            shared.add(outer)
+    return shared
 
 
 def _points(loop: LoopNestOp) -> int | None:
@@ -475,6 +526,7 @@ def inline_cheap_producers(
     refused: set[tuple[tuple[Operation, int], ...]] = set()
     for _ in range(max_rounds):
         changed: set[Operation] = set()
+        same_space = _reductions_by_space(block)
         for producer in [op for op in block.ops if isinstance(op, PointwiseOp)]:
             result = producer.result
             # An op changed this round waits for the next (as a rebuilt op did, which
@@ -485,10 +537,14 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
-            key = tuple((op, changes.get(op, 0)) for op in (producer, *loops))
+            siblings = {
+                c: [s for s in same_space.get(_space(c), ()) if s is not c] for c in loops
+            }
+            weighed = [*loops, *(s for c in loops for s in siblings[c])]
+            key = tuple((op, changes.get(op, 0)) for op in (producer, *weighed))
             if key in refused:
                 continue
-            if not worth_inlining(producer, loops, cpu):
+            if not worth_inlining(producer, loops, cpu, siblings=siblings):
                 refused.add(key)
                 continue
             for consumer in loops:
@@ -502,6 +558,28 @@ def inline_cheap_producers(
         if not changed:
             break
     return inlined
+
+
+def _space(loop: LoopNestOp) -> tuple[object, ...] | None:
+    """What a reduction iterates over (sizes, reduction sizes, size operands); None for a
+    pointwise node."""
+    if not isinstance(loop, ReductionOp):
+        return None
+    return (
+        tuple(str(s) for s in loop.sizes.data),
+        tuple(str(s) for s in loop.reduction_sizes_list()),
+        tuple(loop.syms),
+    )
+
+
+def _reductions_by_space(block: Block) -> dict[tuple[object, ...], list[LoopNestOp]]:
+    groups: dict[tuple[object, ...], list[LoopNestOp]] = {}
+    for op in block.ops:
+        if isinstance(op, ReductionOp):
+            space = _space(op)
+            assert space is not None
+            groups.setdefault(space, []).append(op)
+    return groups
 
 
 __all__ = ["inline_cheap_producers", "inline_into", "worth_inlining"]

@@ -158,7 +158,7 @@ def _launch_counts(program: ProgramOp) -> Counter[str]:
     )
 
 
-def _defined_before(values: Sequence[SSAValue], op: Operation) -> bool:
+def defined_before(values: Sequence[SSAValue], op: Operation) -> bool:
     """Whether every value is available at ``op`` (an argument of its block or the
     result of an op before it there)."""
     block = op.parent_block()
@@ -222,7 +222,7 @@ def _dynamic_candidate(
                 or arg_type.element_type != out_type.element_type
                 or not is_contiguous_buffer(arg_type)
                 or not is_contiguous_buffer(out_type)
-                or not _defined_before(list(alloc.dynamic_sizes), arg.owner)  # pyright: ignore[reportArgumentType]
+                or not defined_before(list(alloc.dynamic_sizes), arg.owner)  # pyright: ignore[reportArgumentType]
                 or not reads_in_place(kernel, i, j)
                 or not sizes.same_count(arg, out)
                 or (arg_type == out_type and sizes.same_sizes(arg, out))

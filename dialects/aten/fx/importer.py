@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
     IndexType,
+    IntegerAttr,
     IntegerType,
     ModuleOp,
     NameLoc,
@@ -24,6 +25,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnknownLoc,
     i1,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
@@ -48,10 +50,12 @@ from kiln.dialects.aten.fx.symbolic import (
     SymbolicLowering,
     UnsupportedSymbolicOp,
     size_symbol_attrs,
+    size_symbol_hints,
     traced_size_attrs,
 )
 from kiln.dialects.aten.fx.types import NONE_TYPE, TypeConverter, UnsupportedValue
 from kiln.dialects.aten.result_layout import result_orders_attrs
+from kiln.dialects.aten.size_symbols import SIZE_HINTS_ATTR
 from kiln.dialects.aten.storage import STORAGE_ATTR
 
 ParamMode = Literal["inputs", "constants"]
@@ -148,6 +152,8 @@ class GraphImporter:
         }
         self._return: func.ReturnOp | None = None
         self._attributes: dict[str, Attribute] = {}
+        self._size_hints: dict[str, int] = {}
+        """Traced sizes of the placeholders' size symbols (``kiln.size_hints``)."""
         self._quantized: dict[torch.fx.Node, torch.dtype] = {}
         """Nodes whose tensors are quantized (their FakeTensors say float32)."""
 
@@ -173,6 +179,10 @@ class GraphImporter:
             arg_attrs=ArrayAttr(self._arg_attrs),
         )
         function.attributes.update(self._attributes)
+        if self._size_hints:
+            function.attributes[SIZE_HINTS_ATTR] = DictionaryAttr(
+                {k: IntegerAttr(v, i64) for k, v in sorted(self._size_hints.items())}
+            )
         return ModuleOp([function])
 
     def _import_node(self, node: torch.fx.Node, handler: Callable[[torch.fx.Node], None]) -> None:
@@ -259,6 +269,7 @@ class GraphImporter:
         val = self._meta_val(node)
         ty = self._types.value_type(val)
         attrs = {NAME_ATTR: StringAttr(node.name), **size_symbol_attrs(val)}
+        self._size_hints.update(size_symbol_hints(val))
         # A strided input (a saved activation of a training step) is read in place
         # (dialects/aten/arg_layout.py).
         attrs.update(arg_strides_attrs(val))

@@ -320,6 +320,21 @@ def size_symbol_attrs(val: object) -> dict[str, Attribute]:
     return {}
 
 
+def size_symbol_hints(val: object) -> dict[str, int]:
+    """The traced size of each plain symbol among a placeholder's sizes (a SymInt's own,
+    or a FakeTensor's dims): the shape environment's hint, where it has one."""
+    sizes = [val] if isinstance(val, torch.SymInt) else []
+    if isinstance(val, torch.Tensor):
+        sizes = list(val.size())
+    hints: dict[str, int] = {}
+    for size in sizes:
+        if isinstance(size, torch.SymInt) and getattr(size.node.expr, "is_Symbol", False):
+            hint = size.node.hint
+            if isinstance(hint, int):
+                hints[str(size.node.expr)] = hint
+    return hints
+
+
 def traced_size_attrs(val: object) -> dict[str, Attribute]:
     """The traced-sizes attribute of an op whose result(s) ``val`` (FakeTensors) have
     symbolic dims (see :data:`~kiln.dialects.aten.size_symbols.TRACED_SIZES_ATTR`);
