@@ -161,14 +161,18 @@ def _read_by_siblings(
     shared: set[SSAValue] = set()
     for outer, arg in zip(producer.inputs, producer.input_args(), strict=True):
         loads = [use.operation for use in arg.uses if isinstance(use.operation, LoadOp)]
-        if outer in reads and loads and all(
-            not own.indirect
-            and own.mask is None
-            and any(
-                same_index(sympy.expand(own.index.data.xreplace(substitution)), index, ranges)
-                for index in reads[outer]
+        if (
+            outer in reads
+            and loads
+            and all(
+                not own.indirect
+                and own.mask is None
+                and any(
+                    same_index(sympy.expand(own.index.data.xreplace(substitution)), index, ranges)
+                    for index in reads[outer]
+                )
+                for own in loads
             )
-            for own in loads
         ):
             shared.add(outer)
     return shared
@@ -537,9 +541,7 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
-            siblings = {
-                c: [s for s in same_space.get(_space(c), ()) if s is not c] for c in loops
-            }
+            siblings = {c: [s for s in same_space.get(_space(c), ()) if s is not c] for c in loops}
             weighed = [*loops, *(s for c in loops for s in siblings[c])]
             key = tuple((op, changes.get(op, 0)) for op in (producer, *weighed))
             if key in refused:
