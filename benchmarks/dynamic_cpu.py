@@ -110,6 +110,29 @@ def _zoo_vision(name: str, sizes: tuple[int, ...]) -> Model:
 for _vision in ("tv_resnet18", "tv_mobilenet_v2", "timm_vit_tiny"):
     MODELS[_vision] = _zoo_vision(_vision, (2, 8))
 
+
+def _zoo_language(name: str, sizes: tuple[int, ...]) -> Model:
+    """A language model of the dashboard's zoo (small: batch 1, width 128, 2 layers) with
+    the sequence length varying: token ids below 100 (every zoo vocabulary is larger),
+    one tensor per input the model takes (an encoder-decoder takes two)."""
+
+    def build() -> nn.Module:
+        return registry()[name].build("small")[0]
+
+    count: list[int] = []
+
+    def inputs(seq: int) -> tuple[torch.Tensor, ...]:
+        if not count:
+            count.append(len(registry()[name].build("small")[1]))
+        generator = torch.Generator().manual_seed(2)
+        return tuple(torch.randint(0, 100, (1, seq), generator=generator) for _ in range(count[0]))
+
+    return Model(name, build, inputs, sizes, "seq", warm_sizes=(16, 24))
+
+
+for _language in ("hf_distilbert", "hf_gpt2", "hf_llama", "hf_bart"):
+    MODELS[_language] = _zoo_language(_language, (32, 48))
+
 VARIANTS = ("kiln-static", "kiln-dynamic", "inductor-static", "inductor-dynamic")
 
 

@@ -541,7 +541,7 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
-            siblings = {c: [s for s in same_space.get(_space(c), ()) if s is not c] for c in loops}
+            siblings = {c: _siblings(c, same_space) for c in loops}
             weighed = [*loops, *(s for c in loops for s in siblings[c])]
             key = tuple((op, changes.get(op, 0)) for op in (producer, *weighed))
             if key in refused:
@@ -572,6 +572,14 @@ def _space(loop: LoopNestOp) -> tuple[object, ...] | None:
         tuple(str(s) for s in loop.reduction_sizes_list()),
         tuple(loop.syms),
     )
+
+
+def _siblings(
+    loop: LoopNestOp, same_space: dict[tuple[object, ...], list[LoopNestOp]]
+) -> list[LoopNestOp]:
+    """The other reductions over ``loop``'s space (none for a pointwise node)."""
+    space = _space(loop)
+    return [] if space is None else [s for s in same_space.get(space, ()) if s is not loop]
 
 
 def _reductions_by_space(block: Block) -> dict[tuple[object, ...], list[LoopNestOp]]:
