@@ -803,7 +803,14 @@ class ChannelsLastPass(ModulePass):
     results ATen lays out NHWC (``convolution_backward``) to NHWC. Off: on the H200
     (session 14, large fp32 training steps, torch 2.11) it made MobileNet-v2 take 521 ms
     a step against 16 ms without, ResNet-50 454 against 19, ResNet-18 207 against 8;
-    nearly all of it kernel time, cause not yet found."""
+    nearly all of it kernel time. Cause (session 19, profiler, ResNet-18 large: 181 ms of
+    kernels a step against 6.0): the batch norms' per-channel reductions over NHWC
+    activations (``welford`` statistics, ``sum(g)`` with ``sum(g * (x - m))``) are
+    kernels of several reductions, which ``tile`` does not split, so each ran as one
+    program of 64 channels over all N*H*W rows (42 ms for one launch). Splitting
+    multi-reduction kernels (or an outer-reduction strategy with many programs) comes
+    first; cuDNN's NHWC convolutions were faster in the same profile (no
+    ``nchwToNhwc`` transposes: 160 us of a 1.27 ms small ResNet-18 step)."""
     saved_nhwc_cpu: bool = False
     """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
     1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,
