@@ -71,15 +71,18 @@ def _rewrite_launches(module: ModuleOp, kernel: KernelOp, split: SplitKernels) -
             if launch.kernel.string_value() != name:
                 continue
             args, outs = list(launch.args), list(launch.outs)
-            partials = AllocOp(split.partial_type)
-            partials.result.name_hint = "partials"
-            first_outs: list[SSAValue] = [outs[k] for k in split.first_outputs if k is not None]
-            first = LaunchOp(split.first.sym_name.data, args, [*first_outs, partials.result])
-            second_args = [partials.result if k is None else args[k] for k in split.second_inputs]
+            allocs = [AllocOp(t) for t in split.partial_types]
+            for alloc in allocs:
+                alloc.result.name_hint = "partials"
+            partials = [a.result for a in allocs]
+            first_outs: list[SSAValue] = [outs[k] for k in split.first_outputs]
+            first = LaunchOp(split.first.sym_name.data, args, [*first_outs, *partials])
+            remaining = iter(partials)
+            second_args = [next(remaining) if k is None else args[k] for k in split.second_inputs]
             second = LaunchOp(
                 split.second.sym_name.data, second_args, [outs[k] for k in split.second_outputs]
             )
-            block.insert_ops_before([partials, first, second], launch)
+            block.insert_ops_before([*allocs, first, second], launch)
             block.erase_op(launch)
 
 

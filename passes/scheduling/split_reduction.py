@@ -6,11 +6,12 @@ kernel (kind ``split``) computes ``numel * S`` partial results over ``rnumel / S
 elements each, together with the pointwise prologue nodes fused before the reduction;
 a second kernel reduces the ``S`` partials of each output and runs the epilogue.
 
-Only kernels of this shape are split: one single-result reduction whose partials
-combine with the same reduction (sum, prod, max, min, any, all), nodes over the whole
-space that do not depend on it (before it, or after it as long as they do not read it),
-and epilogue nodes over the reduced space after it; static sizes, and ``S`` divides
-``rnumel``.
+Only kernels of this shape are split: single-result reductions whose partials combine
+with the same reduction (sum, prod, max, min, any, all; several, as batch norm's
+backward ``sum(g)`` and ``sum(g * (x - m))``, each with its own partials and combine),
+none reading another; nodes over the whole space that do not depend on them (computed
+where a reduction reads them, or beside them); and epilogue nodes over the reduced space
+after them; static sizes, and ``S`` divides ``rnumel``.
 
 Where the partials go: an *inner* reduction (contiguous along the reduced dimension,
 ``x.sum(-1)``, ``x.sum()``) keeps each output's ``S`` partials together
@@ -56,11 +57,14 @@ COMBINABLE = frozenset(
 class SplitKernels:
     first: KernelOp
     second: KernelOp
-    partial_type: MemRefType
-    first_outputs: list[int | None]
-    """For each result of ``first`` but the last (the partials): the original result index."""
+    partial_types: list[MemRefType]
+    """One partials buffer per reduction: the last results of ``first``, the first
+    arguments of ``second``, in this order."""
+    first_outputs: list[int]
+    """For each result of ``first`` before the partials: the original result index."""
     second_inputs: list[int | None]
-    """For each argument of ``second``: an original argument index, or None for the partials."""
+    """For each argument of ``second``: an original argument index, or None for a
+    partials buffer (the next one of :attr:`partial_types`)."""
     second_outputs: list[int]
 
 
@@ -75,59 +79,72 @@ class SplitParts:
     """The nodes of a kernel :func:`split_kernel` can split."""
 
     prologue: list[LoopNestOp]
-    """Nodes over the whole space before the reduction (it may read them)."""
+    """Nodes over the whole space before the first reduction, and later ones a reduction
+    reads (directly or through another): computed where the partial reductions read."""
     beside: list[LoopNestOp]
-    """Nodes over the whole space after the reduction that do not read it: they run in
-    the first kernel too."""
-    reduction: ReductionOp
+    """The other nodes over the whole space (after a reduction, not read by one, not
+    reading one): they run in the first kernel too, enumerating the space row-major."""
+    reductions: list[ReductionOp]
     epilogue: list[LoopNestOp]
-    """Nodes over the reduced space after the reduction: they run in the second kernel."""
+    """Nodes over the reduced space that read the reductions: they run in the second
+    kernel."""
 
 
 def split_parts(kernel: KernelOp, outer: bool = False) -> SplitParts | None:
     """How :func:`split_kernel` would split ``kernel`` (None: it cannot).
 
-    A node over the whole space fused after the reduction but not reading it (a
+    A node over the whole space fused after a reduction but not reading it (a
     batch-norm backward's ``grad * (x - mean)``, fused beside ``sum(grad)`` because both
-    read ``grad``) runs beside the partial reduction: left unsplit, such a kernel ran the
+    read ``grad``) runs beside the partial reductions: left unsplit, such a kernel ran the
     whole reduction in one program per block of channels (81 ms for one kernel of
     MobileNet-v2's training step on an H200)."""
     if kernel.kernel_kind is not KernelKind.REDUCTION or kernel.sym_args():
         return None
-    nodes = kernel.nodes()
-    reductions = [n for n in nodes if isinstance(n, ReductionOp)]
-    if len(reductions) != 1:
-        return None
-    red = reductions[0]
-    if red.kind.data not in COMBINABLE or len(red.outputs) != 1:
-        return None
-    position = nodes.index(red)
-    prologue = nodes[:position]
-    if any(_level(n) is not Level.XR for n in prologue):
-        return None
-    reduced: set[SSAValue] = set(red.results)
-    beside: list[LoopNestOp] = []
+    reductions: list[ReductionOp] = []
+    whole: list[LoopNestOp] = []
+    before_any: set[LoopNestOp] = set()
     epilogue: list[LoopNestOp] = []
-    for node in nodes[position + 1 :]:
-        if not any(v in reduced for v in node.operands):
-            if _level(node) is not Level.XR:
+    reduced: set[SSAValue] = set()
+    for node in kernel.nodes():
+        reads_reduced = any(v in reduced for v in node.operands)
+        if isinstance(node, ReductionOp):
+            if reads_reduced or node.kind.data not in COMBINABLE or len(node.outputs) != 1:
                 return None
-            beside.append(node)
-        elif _level(node) is Level.X:
+            reductions.append(node)
+            reduced.update(node.results)
+        elif reads_reduced:
+            if _level(node) is not Level.X:
+                return None
             reduced.update(node.results)
             epilogue.append(node)
+        elif _level(node) is Level.XR:
+            whole.append(node)
+            if not reductions:
+                before_any.add(node)
         else:
             return None
-    # The second kernel reads the kernel's arguments, the reduction and the epilogue only.
+    if not reductions:
+        return None
+    # The nodes before the first reduction, and the later whole-space nodes a reduction
+    # reads (directly or through one another).
+    read: set[SSAValue] = {v for r in reductions for v in r.operands}
+    prologue: list[LoopNestOp] = []
+    for node in reversed(whole):
+        if node in before_any or any(v in read for v in node.results):
+            prologue.append(node)
+            read.update(node.operands)
+    prologue.reverse()
+    beside = [n for n in whole if n not in prologue]
+    # The second kernel reads the kernel's arguments, the reductions and the epilogue only.
     args = set(kernel.body.block.args)
     if any(v not in args and v not in reduced for n in epilogue for v in n.operands):
         return None
-    # Nodes beside the reduction enumerate the space as an inner split does (see
+    # Nodes beside the reductions enumerate the space as an inner split does (see
     # split_kernel): an outer split's prologue does otherwise, so they must not read it.
     prologue_values = {v for n in prologue for v in n.results}
     if outer and any(v in prologue_values for n in beside for v in n.operands):
         return None
-    return SplitParts(prologue, beside, red, epilogue)
+    return SplitParts(prologue, beside, reductions, epilogue)
 
 
 def can_split(kernel: KernelOp, outer: bool = False) -> bool:
@@ -243,44 +260,49 @@ def split_kernel(
     chunk = sympy.Integer(int(rnumel) // splits)
     parts = split_parts(kernel, outer)
     assert parts is not None, f"@{kernel.sym_name.data} cannot be split"
-    before, red, after = parts.prologue + parts.beside, parts.reduction, parts.epilogue
+    whole = set(parts.prologue) | set(parts.beside)
     args = list(kernel.body.block.args)
     outputs = list(kernel.yield_op().values)
 
-    # First kernel: the prologue and the partial reduction over (x', r').
+    # First kernel: the whole-space nodes and the partial reductions over (x', r'), in
+    # the original order.
     first_block = Block(arg_types=[a.type for a in args])
     mapping: dict[SSAValue, SSAValue] = dict(zip(args, first_block.args, strict=True))
     for old, new in zip(args, first_block.args, strict=True):
         new.name_hint = old.name_hint
     # Point (x, r) of the first kernel is point (X, R) of the original one. The prologue
-    # is computed where the partial reduction reads it; nodes beside the reduction
-    # enumerate their space row-major (x * chunk + r is X * rnumel + R).
+    # is computed where the partial reductions read it; nodes beside them enumerate
+    # their space row-major (x * chunk + r is X * rnumel + R).
     row_major = {X: FloorDiv(X, splits), R: sympy.Mod(X, splits) * chunk + R}
     if outer:
         remap = {X: sympy.Mod(X, numel), R: FloorDiv(X, numel) * chunk + R}
     else:
         remap = row_major
-    for node in before:
-        clone = node.clone(value_mapper=mapping)
-        substitution = row_major if node in parts.beside else remap
-        clone.attributes[VARS_ATTR] = vars_attr(
-            [sympy.expand(e.xreplace(substitution)) for e in node_vars(node)]
-        )
-        first_block.add_op(clone)
-    partial = _partial_reduction(red, splits, chunk, outer)
-    partial.operands = tuple(mapping.get(v, v) for v in partial.operands)
-    partial_sizes = [s.data for s in partial.sizes.data]
-    partial.attributes[VARS_ATTR] = vars_attr(
-        node_kernel_vars(partial_sizes, [chunk], Level.RED, numel * splits, chunk)
-    )
-    first_block.add_op(partial)
-    first_outputs: list[int | None] = []
+    partials: list[ReductionOp] = []
+    for node in kernel.nodes():
+        if isinstance(node, ReductionOp):
+            partial = _partial_reduction(node, splits, chunk, outer)
+            partial.operands = tuple(mapping.get(v, v) for v in partial.operands)
+            partial_sizes = [s.data for s in partial.sizes.data]
+            partial.attributes[VARS_ATTR] = vars_attr(
+                node_kernel_vars(partial_sizes, [chunk], Level.RED, numel * splits, chunk)
+            )
+            first_block.add_op(partial)
+            partials.append(partial)
+        elif node in whole:
+            clone = node.clone(value_mapper=mapping)
+            substitution = row_major if node in parts.beside else remap
+            clone.attributes[VARS_ATTR] = vars_attr(
+                [sympy.expand(e.xreplace(substitution)) for e in node_vars(node)]
+            )
+            first_block.add_op(clone)
+    first_outputs: list[int] = []
     first_values: list[SSAValue] = []
     for k, value in enumerate(outputs):
-        if value.owner in before:
+        if value.owner in whole:
             first_values.append(mapping[value])
             first_outputs.append(k)
-    first_values.append(partial.outputs[0])
+    first_values += [p.outputs[0] for p in partials]
     first_block.add_op(YieldOp(*first_values))
     first = KernelOp(
         names[0],
@@ -292,30 +314,36 @@ def split_kernel(
         Region(first_block),
     )
 
-    # Second kernel: combine the partials, then the epilogue.
+    # Second kernel: combine each reduction's partials, then the epilogue.
+    after = parts.epilogue
     used_args = [a for a in args if any(a in n.operands for n in after)]
-    partial_type = partial.outputs[0].type
-    assert isinstance(partial_type, MemRefType)
-    second_block = Block(arg_types=[partial_type, *(a.type for a in used_args)])
-    second_block.args[0].name_hint = "partials"
+    partial_types: list[MemRefType] = []
+    for partial in partials:
+        partial_type = partial.outputs[0].type
+        assert isinstance(partial_type, MemRefType)
+        partial_types.append(partial_type)
+    second_block = Block(arg_types=[*partial_types, *(a.type for a in used_args)])
     mapping2: dict[SSAValue, SSAValue] = {}
-    for old, new in zip(used_args, second_block.args[1:], strict=True):
+    for old, new in zip(used_args, second_block.args[len(partials) :], strict=True):
         mapping2[old] = new
         new.name_hint = old.name_hint
-    combine = _combine(red, second_block.args[0], splits, outer)
-    sizes = [s.data for s in red.sizes.data]
-    combine.attributes[VARS_ATTR] = vars_attr(
-        node_kernel_vars(sizes, [sympy.Integer(splits)], Level.RED, numel, sympy.Integer(splits))
-    )
-    combine.outputs[0].name_hint = red.outputs[0].name_hint
-    second_block.add_op(combine)
-    mapping2[red.outputs[0]] = combine.outputs[0]
+    sizes_of_combine = [sympy.Integer(splits)]
+    for k, red in enumerate(parts.reductions):
+        second_block.args[k].name_hint = "partials"
+        combine = _combine(red, second_block.args[k], splits, outer)
+        sizes = [s.data for s in red.sizes.data]
+        combine.attributes[VARS_ATTR] = vars_attr(
+            node_kernel_vars(sizes, sizes_of_combine, Level.RED, numel, sympy.Integer(splits))
+        )
+        combine.outputs[0].name_hint = red.outputs[0].name_hint
+        second_block.add_op(combine)
+        mapping2[red.outputs[0]] = combine.outputs[0]
     for node in after:
         second_block.add_op(node.clone(value_mapper=mapping2))
     second_outputs: list[int] = []
     second_values: list[SSAValue] = []
     for k, value in enumerate(outputs):
-        if value.owner is red or value.owner in after:
+        if value.owner in parts.reductions or value.owner in after:
             second_values.append(mapping2[value])
             second_outputs.append(k)
     second_block.add_op(YieldOp(*second_values))
@@ -328,8 +356,9 @@ def split_kernel(
         [v.type for v in second_values],
         Region(second_block),
     )
-    second_inputs: list[int | None] = [None, *(args.index(a) for a in used_args)]
-    return SplitKernels(first, second, partial_type, first_outputs, second_inputs, second_outputs)
+    second_inputs: list[int | None] = [None] * len(partials)
+    second_inputs += [args.index(a) for a in used_args]
+    return SplitKernels(first, second, partial_types, first_outputs, second_inputs, second_outputs)
 
 
 __all__ = ["COMBINABLE", "SplitKernels", "SplitParts", "can_split", "split_kernel", "split_parts"]

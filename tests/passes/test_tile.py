@@ -9,6 +9,7 @@ from fuse_checks import assert_schedule_preserves, kernels, launches, parse, sch
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.kernel import KernelKind
+from kiln.dialects.loop.ops import ReductionOp
 from kiln.passes.scheduling.tiling import next_pow2, split_factor
 
 
@@ -269,3 +270,36 @@ def test_reduction_over_contiguous_runs_is_inner() -> None:
     assert kernel.reduction_hint is not None
     assert kernel.reduction_hint.data == "inner"
     assert kernel.kernel_kind is KernelKind.PERSISTENT
+
+
+def test_two_reductions_of_one_kernel_split_together() -> None:
+    """Batch norm's backward per channel: ``sum(g)`` and ``sum(g * (x - m))`` over NCHW,
+    one kernel (the product is recomputed in the second sum, which shares the first's
+    reads of ``g``). 4 channels of 32768 elements need a split; each sum gets partials
+    of its own in the first kernel and its own combine in the second (a kernel of two
+    reductions was never split: one program per channel over all N*H*W)."""
+    shape = "8x4x64x64xf32"
+    loop = parse(
+        lowered(
+            f"""
+            func.func @forward(%g: tensor<{shape}>, %x: tensor<{shape}>, %m: tensor<4x1x1xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
+              %s = aten.sum.dim_IntList(%g, dim = [0, 2, 3]) : (tensor<{shape}>) -> tensor<4xf32>
+              %d = aten.sub.Tensor(%x, %m) : (tensor<{shape}>, tensor<4x1x1xf32>) -> tensor<{shape}>
+              %p = aten.mul.Tensor(%g, %d) : (tensor<{shape}>, tensor<{shape}>) -> tensor<{shape}>
+              %s2 = aten.sum.dim_IntList(%p, dim = [0, 2, 3]) : (tensor<{shape}>) -> tensor<4xf32>
+              func.return %s, %s2 : tensor<4xf32>, tensor<4xf32>
+            }}
+            """
+        )
+    )
+    inputs = [torch.randn(8, 4, 64, 64) / 64, torch.randn(8, 4, 64, 64) / 64, torch.randn(4, 1, 1)]
+    module, trace = assert_schedule_preserves(loop, "fuse,tile", inputs=inputs)
+    first, second = kernels(module)
+    assert first.kernel_kind is KernelKind.SPLIT
+    assert sum(isinstance(n, ReductionOp) for n in first.nodes()) == 2
+    assert sum(isinstance(n, ReductionOp) for n in second.nodes()) == 2
+    assert [launch.kernel.string_value() for launch in launches(module)] == [
+        f"{first.sym_name.data}",
+        f"{second.sym_name.data}",
+    ]
+    assert trace.allocations == 4  # the two sums and their partials

@@ -72,3 +72,20 @@ def test_sum_of_products_of_nhwc_and_nchw(dtype: torch.dtype, height: int) -> No
 @pytest.mark.parametrize("height", [7, 24])
 def test_batch_norm_forward_statistics_over_nhwc(dtype: torch.dtype, height: int) -> None:
     check(bn_forward_stats, nhwc(height, dtype))
+
+
+def bn_backward_dot(
+    grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sum(grad)`` and ``sum(grad * (x - mean))`` without the product as a result: the
+    product is recomputed in the second sum, and both sums run in one kernel."""
+    grad_nhwc = grad.permute(0, 2, 3, 1)
+    return grad_nhwc.sum((0, 1, 2)), (grad_nhwc * (x.permute(0, 2, 3, 1) - mean)).sum((0, 1, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_two_batch_norm_sums_in_one_kernel_split_together(dtype: torch.dtype) -> None:
+    compiled = check(bn_backward_dot, nhwc(24, dtype), nhwc(24, dtype), torch.randn(C).to(dtype))
+    kinds = kernel_kinds(compiled)
+    assert kinds.count("split") == 1, kinds  # one first kernel, partials of both sums
+    assert "looped" not in kinds, kinds
