@@ -185,6 +185,7 @@ def reuse_freed(program: ProgramOp) -> None:
     after = list(itertools.accumulate(reversed(with_args), max))[::-1]
     ops = list(program.body.block.ops)
     block = program.body.block
+    sizes = BufferSizes()
     frees: dict[tuple[object, ...], list[tuple[int, FreeOp]]] = {}
     for i, op in enumerate(ops):
         if isinstance(op, FreeOp):
@@ -208,13 +209,11 @@ def reuse_freed(program: ProgramOp) -> None:
             old = free.buffer
             size = buffer_bytes(old)
             if size is None:
-                # Dynamic shape: only the very same sizes, freed right before.
-                owner = old.owner
-                if not (
-                    isinstance(owner, AllocOp)
-                    and tuple(owner.dynamic_sizes) == tuple(op.dynamic_sizes)
-                    and all(isinstance(o, FreeOp | AllocOp) for o in ops[f_pos:p])
-                ):
+                # Dynamic shape: the same type and provably the same sizes (the reuse
+                # takes the old buffer's shape). Their bytes are unknown here, so the
+                # peak is not weighed: the latest such free wins, as in Inductor's
+                # reuse of symbolic-size buffers.
+                if old.type != ty or not sizes.same_sizes(old, op.result):
                     continue
             elif hold + size > peak or hold_with_args + size > after[f_pos]:
                 break  # earlier frees would hold the memory even longer

@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from kiln.dialects.aten.attributes import SymRefAttr
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.kernel.kernel_ops import YieldOp
-from kiln.dialects.kernel.program_ops import AllocOp, ExternOp
+from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, ReuseOp
 from kiln.dialects.loop.expr import floordiv
 from kiln.dialects.loop.host_expr import arith_expr
 
@@ -93,6 +93,8 @@ class BufferSizes:
         if isinstance(owner, AllocOp):
             operands = iter(owner.dynamic_sizes)
             return [sympy.Integer(d) if d >= 0 else self.host(next(operands)) for d in shape]
+        if isinstance(owner, ReuseOp) and owner.source.type == ty:
+            return self.of_buffer(owner.source)  # the wrapper keeps the source's shape
         if isinstance(owner, ExternOp):
             yielded = owner.body.block.last_op
             assert isinstance(yielded, YieldOp)
