@@ -12,6 +12,7 @@ dashboard_isolate.py); without it, everything runs in this process.
     python benchmarks/dashboard.py --models hf_gpt2,tv_resnet18 --modes infer --iters 2
     python benchmarks/dashboard.py --check-only --dtypes float32   # correctness sweep, no timing
     python benchmarks/dashboard.py --models hf_gpt2 --dynamic      # torch.compile(dynamic=True)
+    python benchmarks/dashboard.py --models hf_gpt2 --shapes static,dynamic  # both, compared
     python benchmarks/dashboard.py --device cuda --scaling --layers 1,4,16,48 --no-zoo
     python benchmarks/dashboard.py --render-only --merge a.json b.json --json all.json \\
         --markdown docs/benchmarks/dashboard-h200.md
@@ -176,6 +177,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--dynamic", action="store_true", help="compile with torch.compile(dynamic=True)"
+    )
+    p.add_argument(
+        "--shapes",
+        default="",
+        help="static, dynamic or static,dynamic: each task compiled static and/or with"
+        " dynamic=True in one run (default: static; --dynamic means dynamic)",
     )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)
@@ -380,9 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     isolate = args.isolate or ("model" if cuda else "off")
     if args.jobs < 1 or (args.jobs > 1 and isolate == "off"):
         raise SystemExit("--jobs N needs N >= 1, and above 1 --isolate model or task")
-    settings = Settings(
-        args.iters, args.timeout, args.check_only, args.no_warm, args.dynamic, args.jobs
-    )
+    shapes = _shapes(args)
 
     paths = [*([args.json] if args.json and args.json.exists() else []), *args.merge]
     data = load_results(paths) if paths else {"runs": [], "rows": [], "scaling": []}
@@ -396,34 +401,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         "iters": args.iters,
         "isolate": isolate,
         "jobs": args.jobs,
-        "dynamic": args.dynamic,
+        "dynamic": shapes == ["dynamic"],
+        "shapes": shapes,
         "versions": versions(),
     }
     data["runs"].append(run_info)
     done = {row_key(r) for r in data["rows"]}
-    suffix = ("dynamic",) if args.dynamic else ()
 
-    def finished(key: TaskKey) -> bool:
+    def finished(key: TaskKey, dynamic: bool) -> bool:
+        suffix = ("dynamic",) if dynamic else ()
         return all((*key, b, *(suffix if b != "eager" else ())) in done for b in backends)
 
-    tasks: list[TaskKey] = [
-        (spec.name, size, mode, dtype)
-        for spec in ([] if args.no_zoo else specs)
-        for size in sizes
-        for mode in modes
-        for dtype in dtypes
-        if not (args.resume and finished((spec.name, size, mode, dtype)))
-    ]
+    # Per shape mode, the tasks still to run (eager's rows carry no shape: a dynamic
+    # pass measures eager again, and its row replaces the static pass's).
+    passes: list[tuple[bool, list[TaskKey]]] = []
+    for shape in shapes:
+        dynamic = shape == "dynamic"
+        passes.append(
+            (
+                dynamic,
+                [
+                    (spec.name, size, mode, dtype)
+                    for spec in ([] if args.no_zoo else specs)
+                    for size in sizes
+                    for mode in modes
+                    for dtype in dtypes
+                    if not (args.resume and finished((spec.name, size, mode, dtype), dynamic))
+                ],
+            )
+        )
+    tasks = [task for _, pass_tasks in passes for task in pass_tasks]
     report = Report(data, args.json, len(tasks))
     deadline = time.time() + args.deadline if args.deadline else 0.0
-    if isolate == "off":
-        stopped = run_inline(tasks, backends, settings, device, deadline, report)
-    else:
+    stopped: list[TaskKey] = []
+    for dynamic, pass_tasks in passes:
+        settings = Settings(
+            args.iters, args.timeout, args.check_only, args.no_warm, dynamic, args.jobs
+        )
+        if isolate == "off":
+            stopped += run_inline(pass_tasks, backends, settings, device, deadline, report)
+            continue
         # ``timeout``'s SIGTERM as Ctrl-C: the workers are killed, not left running.
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            stopped = run_isolated(
-                tasks, backends, settings, device, deadline, report, isolate, args.jobs
+            stopped += run_isolated(
+                pass_tasks, backends, settings, device, deadline, report, isolate, args.jobs
             )
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -450,6 +472,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _shapes(args: argparse.Namespace) -> list[str]:
+    """``--shapes`` as a list (``--dynamic`` alone: dynamic only; neither: static)."""
+    shapes = _csv(args.shapes) if args.shapes else (["dynamic"] if args.dynamic else ["static"])
+    if not shapes or any(s not in ("static", "dynamic") for s in shapes):
+        raise SystemExit(f"--shapes takes static, dynamic or both, not {args.shapes!r}")
+    if args.dynamic and "dynamic" not in shapes:
+        raise SystemExit("--dynamic contradicts --shapes static")
+    return list(dict.fromkeys(shapes))
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

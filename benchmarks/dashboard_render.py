@@ -463,6 +463,50 @@ def jobs_note(rows: Rows) -> list[str]:
     ]
 
 
+def dynamic_against_static(rows: Rows) -> list[str]:
+    """Per model measured both ways (``--shapes static,dynamic``): each compiler's static
+    speedup over its ``dynamic=True`` one (above 1: the dynamic compile runs slower; each
+    against its own paired eager steps), kiln against Inductor under ``dynamic=True``,
+    and the recompiles; empty without such pairs."""
+    out: list[str] = []
+    ratios: list[float] = []
+    all_groups = groups(rows)
+    for (size, mode, dtype), models in all_groups.items():
+        if not mode.endswith(" dynamic"):
+            continue
+        static = all_groups.get((size, mode.removesuffix(" dynamic"), dtype), {})
+        for model, rs in models.items():
+            srs = static.get(model)
+            if not srs:
+                continue
+            kiln = _ratio(_speedup(srs, "kiln"), _speedup(rs, "kiln"))
+            inductor = _ratio(_speedup(srs, "inductor"), _speedup(rs, "inductor"))
+            if kiln is None and inductor is None:
+                continue
+            if kiln is not None:
+                ratios.append(kiln)
+            recompiles = [str(rs.get(b, {}).get("recompiles", "-")) for b in ("kiln", "inductor")]
+            out.append(
+                f"| {model} | {size} | {mode.removesuffix(' dynamic')} | {dtype} | "
+                f"{fmt(_ms(srs.get('kiln')), '.3f')} | {fmt(_ms(rs.get('kiln')), '.3f')} | "
+                f"{fmt(kiln)} | {fmt(inductor)} | {fmt(_versus(rs, 'inductor', 'kiln'))} | "
+                f"{' / '.join(recompiles)} |"
+            )
+    if not out:
+        return []
+    within = sum(r <= 1.1 for r in ratios)
+    return [
+        f"Geomean kiln static/dynamic (speedups; above 1: dynamic slower) {fmt(geomean(ratios))};"
+        f" within 1.1x on {within} of {len(ratios)}.",
+        "",
+        "| model | size | mode | dtype | kiln static ms | kiln dynamic ms"
+        " | kiln static/dynamic | inductor static/dynamic | kiln/inductor (dynamic)"
+        " | recompiles kiln / inductor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *out,
+    ]
+
+
 def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
     rows: Rows = data.get("rows", [])
     runs = data.get("runs", [])
@@ -502,6 +546,9 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
     out += jobs_note(rows)
     out += ["", "## Summary (geomeans over the models where both sides passed)", "", *summary(rows)]
     out += ["", "## Worst five (kiln/Inductor)", "", *worst(rows)]
+    both = dynamic_against_static(rows)
+    if both:
+        out += ["", "## dynamic=True against static", "", *both]
     n_failed = sum(r["status"] != "pass" for r in rows)
     out += ["", f"## Failures ({n_failed} of {len(rows)} rows)", "", *failures(rows)]
     out += ["", "## Compile-time scaling (GPT-2, width 128, cold, fresh process each)", ""]

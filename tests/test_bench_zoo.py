@@ -273,3 +273,46 @@ def test_a_dynamic_run_renders_no_table_of_eager_rows_alone(tmp_path: Path) -> N
     assert "## small / infer / float32" not in text
     assert "## small / infer dynamic / float32" in text
     assert "| small | infer | float32 |" not in text
+
+
+def test_static_and_dynamic_in_one_run(tmp_path: Path) -> None:
+    """``--shapes static,dynamic``: every task compiled both ways in one command, and
+    the page compares each compiler's dynamic rows with its static ones (issue 21's
+    "within 1.1x of kiln's own static compile")."""
+    results, page = tmp_path / "r.json", tmp_path / "d.md"
+    argv = ["--models", "softmax", "--modes", "infer", "--dtypes", "float32"]
+    argv += ["--backends", "eager,kiln", "--iters", "2", "--no-warm", "--json", str(results)]
+    assert dashboard.main([*argv, "--shapes", "static,dynamic", "--markdown", str(page)]) == 0
+    rows = json.loads(results.read_text())["rows"]
+    got = {(r["backend"], bool(r.get("dynamic"))): r["status"] for r in rows}
+    assert got == {("eager", False): "pass", ("kiln", False): "pass", ("kiln", True): "pass"}
+    text = page.read_text()
+    assert "## dynamic=True against static" in text
+    assert "| softmax | small | infer | float32 |" in text
+    assert "within 1.1x on" in text
+    # --resume finds both shapes done; --dynamic and --shapes static contradict.
+    assert dashboard.main([*argv, "--shapes", "static,dynamic", "--resume"]) == 0
+    assert len(json.loads(results.read_text())["rows"]) == 3
+    with pytest.raises(SystemExit):
+        dashboard.main([*argv, "--shapes", "static", "--dynamic"])
+
+
+def test_dynamic_against_static_table() -> None:
+    from dashboard_render import dynamic_against_static
+
+    rows = [
+        _row("a", "eager", 4.0),
+        _row("a", "kiln", 2.0),
+        _row("a", "kiln", 2.5, dynamic=True, recompiles=0),
+        _row("a", "inductor", 2.0),
+        _row("a", "inductor", 2.0, dynamic=True, recompiles=1),
+    ]
+    lines = dynamic_against_static(rows)
+    # kiln: static speedup 2.0 over dynamic 1.6 = 1.25; Inductor 1.00; kiln/Inductor
+    # under dynamic=True 1.6 / 2.0.
+    assert "| a | small | infer | float32 | 2.000 | 2.500 | 1.25 | 1.00 | 0.80 | 0 / 1 |" in lines
+    assert lines[0].startswith(
+        "Geomean kiln static/dynamic (speedups; above 1: dynamic slower) 1.25;"
+    )
+    assert "within 1.1x on 0 of 1" in lines[0]
+    assert dynamic_against_static(rows[:2]) == []
