@@ -243,38 +243,6 @@ def test_isolated_rows_match_the_in_process_rows(tmp_path: Path) -> None:
     assert kiln["launches"] >= 1
 
 
-def test_dynamic_rows_are_a_group_of_their_own_against_static_eager(tmp_path: Path) -> None:
-    rows = [
-        _row("a", "eager", 4.0),
-        _row("a", "kiln", 2.0),
-        _row("a", "kiln", 1.0, dynamic=True, recompiles=3),
-    ]
-    merged = tmp_path / "m.json"
-    merged.write_text(json.dumps({"runs": [], "rows": rows}))
-    assert len(load_results([merged])["rows"]) == 3  # the dynamic row does not replace the static
-    page = tmp_path / "d.md"
-    render({"runs": [], "rows": rows}, page, plots=False)
-    text = page.read_text()
-    static, dynamic = text.split("## small / infer dynamic / float32")
-    assert "recompiles" not in static.split("## small / infer / float32")[1]
-    assert "recompiles (kiln)" in dynamic
-    # kiln's speedup over the static eager row: 4 ms / 1 ms.
-    assert "| a | kiln | 4.000 | 1.000 | 4.00 |" in dynamic
-
-
-def test_a_dynamic_run_renders_no_table_of_eager_rows_alone(tmp_path: Path) -> None:
-    # What --dynamic writes: eager rows (static: eager compiles nothing) and the dynamic
-    # rows of the compilers. Before, the eager rows made a summary line of 0/0 passes
-    # and a table of their own.
-    rows = [_row("a", "eager", 4.0), _row("a", "kiln", 1.0, dynamic=True, recompiles=0)]
-    page = tmp_path / "d.md"
-    render({"runs": [], "rows": rows}, page, plots=False)
-    text = page.read_text()
-    assert "## small / infer / float32" not in text
-    assert "## small / infer dynamic / float32" in text
-    assert "| small | infer | float32 |" not in text
-
-
 def test_static_and_dynamic_in_one_run(tmp_path: Path) -> None:
     """``--shapes static,dynamic``: every task compiled both ways in one command, and
     the page compares each compiler's dynamic rows with its static ones (issue 21's
@@ -295,24 +263,3 @@ def test_static_and_dynamic_in_one_run(tmp_path: Path) -> None:
     assert len(json.loads(results.read_text())["rows"]) == 3
     with pytest.raises(SystemExit):
         dashboard.main([*argv, "--shapes", "static", "--dynamic"])
-
-
-def test_dynamic_against_static_table() -> None:
-    from dashboard_render import dynamic_against_static
-
-    rows = [
-        _row("a", "eager", 4.0),
-        _row("a", "kiln", 2.0),
-        _row("a", "kiln", 2.5, dynamic=True, recompiles=0),
-        _row("a", "inductor", 2.0),
-        _row("a", "inductor", 2.0, dynamic=True, recompiles=1),
-    ]
-    lines = dynamic_against_static(rows)
-    # kiln: static speedup 2.0 over dynamic 1.6 = 1.25; Inductor 1.00; kiln/Inductor
-    # under dynamic=True 1.6 / 2.0.
-    assert "| a | small | infer | float32 | 2.000 | 2.500 | 1.25 | 1.00 | 0.80 | 0 / 1 |" in lines
-    assert lines[0].startswith(
-        "Geomean kiln static/dynamic (speedups; above 1: dynamic slower) 1.25;"
-    )
-    assert "within 1.1x on 0 of 1" in lines[0]
-    assert dynamic_against_static(rows[:2]) == []
