@@ -34,6 +34,7 @@ import dashboard  # noqa: E402
 import dashboard_isolate  # noqa: E402
 from dashboard_render import geomean, render  # noqa: E402
 from dashboard_results import load_results  # noqa: E402
+from test_bench_render import _row  # noqa: E402  (rows without the zoo)
 from zoo import registry  # noqa: E402
 
 
@@ -91,24 +92,6 @@ def test_check_only_run_and_render(tmp_path: Path) -> None:
     assert dashboard.main(["--render-only", "--json", str(results), "--markdown", str(page)]) == 0
     assert "## Failures (0 of 2 rows)" in page.read_text()
     assert "## small / infer / float32" in page.read_text()
-
-
-def _row(model: str, backend: str, ms: float | None, status: str = "pass", **extra: object) -> dict:
-    row = {
-        "model": model,
-        "source": "kiln",
-        "family": "op",
-        "size": "small",
-        "mode": "infer",
-        "dtype": "float32",
-        "backend": backend,
-        "device": "cpu",
-        "status": status,
-        "reason": None if status == "pass" else "boom",
-        "ms": ms,
-    }
-    row.update(extra)
-    return row
 
 
 def test_render_geomeans_worst_and_failures(tmp_path: Path) -> None:
