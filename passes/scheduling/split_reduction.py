@@ -6,10 +6,10 @@ kernel (kind ``split``) computes ``numel * S`` partial results over ``rnumel / S
 elements each, together with the pointwise prologue nodes fused before the reduction;
 a second kernel reduces the ``S`` partials of each output and runs the epilogue.
 
-Only kernels of this shape are split: single-result reductions whose partials combine
-with the same reduction (sum, prod, max, min, any, all; several, as batch norm's
-backward ``sum(g)`` and ``sum(g * (x - m))``, each with its own partials and combine),
-none reading another; nodes over the whole space that do not depend on them (computed
+Only kernels of this shape are split: reductions whose partials combine (sum, prod,
+max, min, any, all with the same reduction; ``welford`` with Chan's formula, see
+:func:`_combine_welford`; several, as batch norm's backward ``sum(g)`` and
+``sum(g * (x - m))``, each with its own partials and combine), none reading another; nodes over the whole space that do not depend on them (computed
 where a reduction reads them, or beside them); and epilogue nodes over the reduced space
 after them; static sizes, and ``S`` divides ``rnumel``.
 
@@ -27,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
+from xdsl.dialects.arith import AddfOp, DivfOp, MulfOp, SubfOp
 from xdsl.dialects.builtin import ArrayAttr, IndexType, MemRefType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from kiln.dialects.kernel.attributes import KernelKind
 from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, node_vars, vars_attr
@@ -36,7 +37,7 @@ from kiln.dialects.loop.attributes import IndexExprAttr, ReductionKind, Reductio
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, buffer_type
+from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, buffer_type
 from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.build import R, X, node_kernel_vars, unflatten
 from kiln.passes.scheduling.legality import Level, flat_index
@@ -58,8 +59,8 @@ class SplitKernels:
     first: KernelOp
     second: KernelOp
     partial_types: list[MemRefType]
-    """One partials buffer per reduction: the last results of ``first``, the first
-    arguments of ``second``, in this order."""
+    """One partials buffer per reduction result (three for a ``welford``): the last
+    results of ``first``, the first arguments of ``second``, in this order."""
     first_outputs: list[int]
     """For each result of ``first`` before the partials: the original result index."""
     second_inputs: list[int | None]
@@ -108,7 +109,7 @@ def split_parts(kernel: KernelOp, outer: bool = False) -> SplitParts | None:
     for node in kernel.nodes():
         reads_reduced = any(v in reduced for v in node.operands)
         if isinstance(node, ReductionOp):
-            if reads_reduced or node.kind.data not in COMBINABLE or len(node.outputs) != 1:
+            if reads_reduced or not _combinable(node):
                 return None
             reductions.append(node)
             reduced.update(node.results)
@@ -145,6 +146,11 @@ def split_parts(kernel: KernelOp, outer: bool = False) -> SplitParts | None:
     if outer and any(v in prologue_values for n in beside for v in n.operands):
         return None
     return SplitParts(prologue, beside, reductions, epilogue)
+
+
+def _combinable(red: ReductionOp) -> bool:
+    kind = red.kind.data
+    return (kind in COMBINABLE and len(red.outputs) == 1) or kind is ReductionKind.WELFORD
 
 
 def can_split(kernel: KernelOp, outer: bool = False) -> bool:
@@ -199,13 +205,11 @@ def _partial_reduction(
             elif isinstance(inner, IndexOp):
                 inner.expr = rewrite(inner.expr.data)
         new_block.add_op(clone)
-    out = red.outputs[0].type
-    assert isinstance(out, MemRefType)
     old_sizes = [s.data for s in red.sizes.data]
     sizes = [sympy.Integer(splits), *old_sizes] if outer else [*old_sizes, sympy.Integer(splits)]
     partial = ReductionOp.build(
         operands=[list(red.inputs), list(red.syms)],
-        result_types=[[buffer_type(out.element_type, sizes)]],
+        result_types=[[buffer_type(_element(out.type), sizes) for out in red.outputs]],
         properties={
             "kind": red.kind,
             "sizes": ArrayAttr(IndexExprAttr(sympy.sympify(s)) for s in sizes),
@@ -216,30 +220,59 @@ def _partial_reduction(
     return partial
 
 
-def _combine(red: ReductionOp, partials: SSAValue, splits: int, outer: bool) -> ReductionOp:
-    """Reduces the ``splits`` partials of each output with the same reduction."""
-    sizes = [s.data for s in red.sizes.data]
-    n_d = len(sizes)
-    block = Block(arg_types=[IndexType()] * (n_d + 1) + [partials.type])
-    d = [index_var(k) for k in range(n_d)]
+def _element(buffer: Attribute) -> Attribute:
+    assert isinstance(buffer, MemRefType)
+    return buffer.element_type
+
+
+def _partial_index(sizes: list[sympy.Expr], splits: int, outer: bool) -> sympy.Expr:
+    """Where partial ``r0`` of output ``d`` lies in a partials buffer."""
+    d = [index_var(k) for k in range(len(sizes))]
     if outer:
         numel: sympy.Expr = sympy.Integer(1)
         for size in sizes:
             numel = numel * size
-        index = reduction_var(0) * numel + flat_index(d, sizes)
-    else:
-        index = flat_index(d, sizes) * splits + reduction_var(0)
-    element = red.outputs[0].type
-    assert isinstance(element, MemRefType)
-    load = LoadOp.build(
-        operands=[block.args[-1], [], []],
-        result_types=[element.element_type],
-        properties={"index": IndexExprAttr(sympy.expand(index))},
+        return sympy.expand(reduction_var(0) * numel + flat_index(d, sizes))
+    return sympy.expand(flat_index(d, sizes) * splits + reduction_var(0))
+
+
+def _load(buffer: SSAValue, index: sympy.Expr) -> LoadOp:
+    return LoadOp.build(
+        operands=[buffer, [], []],
+        result_types=[_element(buffer.type)],
+        properties={"index": IndexExprAttr(sympy.sympify(index))},
     )
+
+
+def _reduction_block(n_d: int, inputs: list[SSAValue]) -> Block:
+    return Block(arg_types=[IndexType()] * (n_d + 1) + [v.type for v in inputs])
+
+
+def _sum_node(red: ReductionOp, inputs: list[SSAValue], block: Block, splits: int) -> ReductionOp:
+    value = block.last_op
+    assert value is not None and len(value.results) == 1
+    block.add_op(LoopYieldOp(value.results[0]))
+    return ReductionOp.build(
+        operands=[inputs, []],
+        result_types=[[red.outputs[0].type]],
+        properties={
+            "kind": ReductionKindAttr(ReductionKind.SUM),
+            "sizes": red.sizes,
+            "reduction_sizes": ArrayAttr([IndexExprAttr(sympy.Integer(splits))]),
+        },
+        regions=[Region(block)],
+    )
+
+
+def _combine(red: ReductionOp, partials: SSAValue, splits: int, outer: bool) -> ReductionOp:
+    """Reduces the ``splits`` partials of each output with the same reduction."""
+    sizes = [s.data for s in red.sizes.data]
+    block = Block(arg_types=[IndexType()] * (len(sizes) + 1) + [partials.type])
+    load = _load(block.args[-1], _partial_index(sizes, splits, outer))
     block.add_ops([load, LoopYieldOp(load.result)])
     combine = ReductionOp.build(
         operands=[[partials], []],
-        result_types=[[element]],
+        result_types=[[red.outputs[0].type]],
         properties={
             "kind": ReductionKindAttr(red.kind.data),
             "sizes": red.sizes,
@@ -248,6 +281,58 @@ def _combine(red: ReductionOp, partials: SSAValue, splits: int, outer: bool) -> 
         regions=[Region(block)],
     )
     return combine
+
+
+def _combine_welford(
+    red: ReductionOp, partials: list[SSAValue], splits: int, outer: bool
+) -> tuple[list[LoopNestOp], list[SSAValue]]:
+    """The nodes combining a ``welford``'s partial (mean, m2, count) triples, and the
+    values standing for its three results.
+
+    Chan et al.'s formula in two passes over the partials, which are sums:
+    ``n = sum(n_i)``, ``mean = sum(n_i * mean_i) / n``,
+    ``m2 = sum(m2_i + n_i * (mean_i - mean)^2)`` (the deviations from the combined mean,
+    not the cancellation-prone sum of squares). Every chunk holds ``rnumel / S``
+    elements, so ``n`` is never zero."""
+    sizes = [s.data for s in red.sizes.data]
+    n_d = len(sizes)
+    at = _partial_index(sizes, splits, outer)
+    here = flat_index([index_var(k) for k in range(n_d)], sizes)
+    mean_p, m2_p, count_p = partials
+
+    block = _reduction_block(n_d, [count_p])
+    block.add_op(_load(block.args[-1], at))
+    count = _sum_node(red, [count_p], block, splits)
+
+    block = _reduction_block(n_d, [mean_p, count_p])
+    m, n = _load(block.args[-2], at), _load(block.args[-1], at)
+    block.add_ops([m, n, MulfOp(n.result, m.result)])
+    weighted = _sum_node(red, [mean_p, count_p], block, splits)
+
+    inputs = [mean_p, m2_p, count_p, weighted.outputs[0], count.outputs[0]]
+    block = _reduction_block(n_d, inputs)
+    m_i, m2_i, n_i = (_load(a, at) for a in block.args[-5:-2])
+    total, n = _load(block.args[-2], here), _load(block.args[-1], here)
+    mean = DivfOp(total.result, n.result)
+    deviation = SubfOp(m_i.result, mean.result)
+    square = MulfOp(deviation.result, deviation.result)
+    weighted_square = MulfOp(n_i.result, square.result)
+    block.add_ops([m_i, m2_i, n_i, total, n, mean, deviation, square, weighted_square])
+    block.add_op(AddfOp(m2_i.result, weighted_square.result))
+    m2 = _sum_node(red, inputs, block, splits)
+
+    out = [weighted.outputs[0], count.outputs[0]]
+    block = Block(arg_types=[IndexType()] * n_d + [v.type for v in out])
+    total, n = _load(block.args[-2], here), _load(block.args[-1], here)
+    mean = DivfOp(total.result, n.result)
+    block.add_ops([total, n, mean, LoopYieldOp(mean.result)])
+    mean_node = PointwiseOp.build(
+        operands=[out, []],
+        result_types=[red.outputs[0].type],
+        properties={"sizes": red.sizes},
+        regions=[Region(block)],
+    )
+    return [count, weighted, m2, mean_node], [mean_node.result, m2.outputs[0], count.outputs[0]]
 
 
 def split_kernel(
@@ -302,7 +387,7 @@ def split_kernel(
         if value.owner in whole:
             first_values.append(mapping[value])
             first_outputs.append(k)
-    first_values += [p.outputs[0] for p in partials]
+    first_values += [out for p in partials for out in p.outputs]
     first_block.add_op(YieldOp(*first_values))
     first = KernelOp(
         names[0],
@@ -319,25 +404,37 @@ def split_kernel(
     used_args = [a for a in args if any(a in n.operands for n in after)]
     partial_types: list[MemRefType] = []
     for partial in partials:
-        partial_type = partial.outputs[0].type
-        assert isinstance(partial_type, MemRefType)
-        partial_types.append(partial_type)
+        for out in partial.outputs:
+            assert isinstance(out.type, MemRefType)
+            partial_types.append(out.type)
+    n_partials = len(partial_types)
     second_block = Block(arg_types=[*partial_types, *(a.type for a in used_args)])
     mapping2: dict[SSAValue, SSAValue] = {}
-    for old, new in zip(used_args, second_block.args[len(partials) :], strict=True):
+    for old, new in zip(used_args, second_block.args[n_partials:], strict=True):
         mapping2[old] = new
         new.name_hint = old.name_hint
-    sizes_of_combine = [sympy.Integer(splits)]
-    for k, red in enumerate(parts.reductions):
-        second_block.args[k].name_hint = "partials"
-        combine = _combine(red, second_block.args[k], splits, outer)
+    unread = iter(second_block.args[:n_partials])
+    for red in parts.reductions:
         sizes = [s.data for s in red.sizes.data]
-        combine.attributes[VARS_ATTR] = vars_attr(
-            node_kernel_vars(sizes, sizes_of_combine, Level.RED, numel, sympy.Integer(splits))
-        )
-        combine.outputs[0].name_hint = red.outputs[0].name_hint
-        second_block.add_op(combine)
-        mapping2[red.outputs[0]] = combine.outputs[0]
+        red_partials = [next(unread) for _ in red.outputs]
+        for arg in red_partials:
+            arg.name_hint = "partials"
+        if red.kind.data is ReductionKind.WELFORD:
+            nodes, values = _combine_welford(red, red_partials, splits, outer)
+        else:
+            combine = _combine(red, red_partials[0], splits, outer)
+            nodes, values = [combine], [combine.outputs[0]]
+        for node in nodes:
+            level = Level.RED if isinstance(node, ReductionOp) else Level.X
+            node.attributes[VARS_ATTR] = vars_attr(
+                node_kernel_vars(
+                    sizes, [sympy.Integer(splits)], level, numel, sympy.Integer(splits)
+                )
+            )
+            second_block.add_op(node)
+        for old_value, new_value in zip(red.outputs, values, strict=True):
+            new_value.name_hint = old_value.name_hint
+            mapping2[old_value] = new_value
     for node in after:
         second_block.add_op(node.clone(value_mapper=mapping2))
     second_outputs: list[int] = []
@@ -356,7 +453,7 @@ def split_kernel(
         [v.type for v in second_values],
         Region(second_block),
     )
-    second_inputs: list[int | None] = [None] * len(partials)
+    second_inputs: list[int | None] = [None] * n_partials
     second_inputs += [args.index(a) for a in used_args]
     return SplitKernels(first, second, partial_types, first_outputs, second_inputs, second_outputs)
 

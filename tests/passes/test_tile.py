@@ -303,3 +303,29 @@ def test_two_reductions_of_one_kernel_split_together() -> None:
         f"{second.sym_name.data}",
     ]
     assert trace.allocations == 4  # the two sums and their partials
+
+
+@pytest.mark.parametrize(("shape", "dims"), [("8x4x64x64", "[0, 2, 3]"), ("8x64x64x4", "[0, 1, 2]")])
+def test_welford_statistics_split_with_chan_s_combine(shape: str, dims: str) -> None:
+    """Batch norm's forward statistics (``var_mean``: one ``welford`` reduction) over
+    32768 elements a channel, NCHW (inner) and NHWC (outer): the first kernel writes
+    per-chunk mean, m2 and count, the second combines them by Chan's formula (sums of
+    the counts, of count * mean, and of m2 plus count * squared deviation from the
+    combined mean). Unsplit, one program per channel read every element."""
+    text = f"""
+    func.func @forward(%x: tensor<{shape}xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
+      %v, %m = aten.var_mean.correction(%x, dim = {dims}, correction = 0) : (tensor<{shape}xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+      func.return %v, %m : tensor<4xf32>, tensor<4xf32>
+    }}
+    """
+    sizes = [int(s) for s in shape.split("x")]
+    # far from zero: a combine by sums of squares would lose the variance
+    inputs = [torch.randn(*sizes) * 3 + 50]
+    module, trace = assert_schedule_preserves(parse(lowered(text)), "fuse,tile", inputs=inputs)
+    first, second = kernels(module)
+    assert first.kernel_kind is KernelKind.SPLIT
+    (welford,) = [n for n in first.nodes() if isinstance(n, ReductionOp) and len(n.outputs) == 3]
+    assert all(str(out.type).count("x") == 2 for out in welford.outputs)  # [4, S] or [S, 4]
+    combine = [n for n in second.nodes() if isinstance(n, ReductionOp)]
+    assert {n.kind.data.value for n in combine} == {"sum"}
+    assert trace.allocations == 2 + len(first.function_type.outputs.data)

@@ -89,3 +89,24 @@ def test_two_batch_norm_sums_in_one_kernel_split_together(dtype: torch.dtype) ->
     kinds = kernel_kinds(compiled)
     assert kinds.count("split") == 1, kinds  # one first kernel, partials of both sums
     assert "looped" not in kinds, kinds
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_batch_norm_statistics_split_by_chan_s_formula(
+    dtype: torch.dtype, channels_last: bool
+) -> None:
+    """The forward's ``welford`` statistics over many elements a channel (1728 NHWC, an
+    outer reduction; 12288 NCHW, an inner one) split like sums: partial (mean, m2, count)
+    triples, combined by Chan's formula in the second kernel.
+    Unsplit, one program per block of channels read all N*H*W elements (42 ms a launch
+    for ResNet-18's large batch norms on an H200). A mean far from zero checks that the
+    combine takes deviations from the combined mean, not a sum of squares."""
+    height = 24 if channels_last else 64
+    x = (torch.randn(N, C, height, height) + 100).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    compiled = check(lambda x: torch.var_mean(x, (0, 2, 3), correction=0), x)
+    kinds = kernel_kinds(compiled)
+    assert kinds.count("split") == 1, kinds
+    assert "looped" not in kinds, kinds
