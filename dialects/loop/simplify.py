@@ -179,7 +179,10 @@ def _split_small_content(
 
 def _join_divmod(e: sympy.Add) -> Expr:
     """``c*b*(x // b) + c*(x % b)`` -> ``c*x`` (repeatedly; ``c`` may hold sizes:
-    ``32*s2*((x // s2) % s1) + 32*s1*s2*(x // (s1*s2))`` is ``32*s2*(x // s2)``)."""
+    ``32*s2*((x // s2) % s1) + 32*s1*s2*(x // (s1*s2))`` is ``32*s2*(x // s2)``), and
+    ``c*(x % b) + c*b*((x // b) % m)`` -> ``c*(x % (b*m))`` (Inductor's merge of
+    ``ModularIndexing``: a chunk of a reduction over two contiguous dims, ``r % 112 +
+    112*((r // 112) % 112)``, reads runs of 12544, not of 112)."""
     terms = list(sympy.Add.make_args(e))
     changed = True
     while changed:
@@ -189,6 +192,12 @@ def _join_divmod(e: sympy.Add) -> Expr:
             if core is None:
                 continue
             x, b = core.args
+            if (merged := _mod_partner(terms, coeff * b, FloorDiv(x, b))) is not None:
+                terms.remove(t)
+                terms.remove(merged[0])
+                terms.append(coeff * mod(x, b * merged[1]))
+                changed = True
+                break
             partner = coeff * b * FloorDiv(x, b)
             if partner in terms:
                 partners = [partner]
@@ -205,6 +214,15 @@ def _join_divmod(e: sympy.Add) -> Expr:
             changed = True
             break
     return sympy.Add(*terms)
+
+
+def _mod_partner(terms: list[Expr], coefficient: Expr, quotient: Expr) -> tuple[Expr, Expr] | None:
+    """The term ``coefficient * (quotient % m)`` and its ``m``, else None."""
+    for u in terms:
+        c, core = _mod_factor(u)
+        if core is not None and core.args[0] == quotient and sympy.expand(c - coefficient) == 0:
+            return u, core.args[1]
+    return None
 
 
 def _spread_partner(terms: list[Expr], coefficient: Expr, quotient: Expr) -> list[Expr] | None:

@@ -176,7 +176,9 @@ def transposed_split(kernel: KernelOp) -> sympy.Expr | None:
             for k in range(last):
                 if sizes[k] == 1 or _stride(load.index.data, index_var(k)) != 1:
                     continue
-                if _stride(load.index.data, index_var(last)) == 1:
+                # stride 1 along the last dim: not transposed; 0: a broadcast (batch
+                # norm's per-channel parameters over NCHW), which a 1-D block reads as well
+                if _stride(load.index.data, index_var(last)) in (0, 1):
                     continue
                 ynumel = sympy.Integer(1)
                 for size in sizes[: k + 1]:
