@@ -41,14 +41,11 @@ from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
 from kiln.passes.scheduling.legality import loop_ranges, same_index
-from kiln.passes.scheduling.tiling import OUTER_XBLOCK, split_factor
 
 MAX_BODY_OPS = 8
 """Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
 MAX_READS = 4
 """At most this many loads of the producer's buffer, over all consumers."""
-GPU_SM_COUNT = 132
-"""Parallel units ``tile`` plans for by default (an H100 or H200)."""
 TINY_INLINE_BYTES = 4096
 """Recomputing a producer whose inputs its consumers then read this many bytes more, or
 fewer, is always worth it: it may save the producer its own launch (microseconds on a
@@ -544,7 +541,7 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
-            siblings = {c: _siblings(c, same_space, cpu) for c in loops}
+            siblings = {c: _siblings(c, same_space) for c in loops}
             weighed = [*loops, *(s for c in loops for s in siblings[c])]
             key = tuple((op, changes.get(op, 0)) for op in (producer, *weighed))
             if key in refused:
@@ -578,25 +575,17 @@ def _space(loop: LoopNestOp) -> tuple[object, ...] | None:
 
 
 def _siblings(
-    loop: LoopNestOp, same_space: dict[tuple[object, ...], list[LoopNestOp]], cpu: bool
+    loop: LoopNestOp, same_space: dict[tuple[object, ...], list[LoopNestOp]]
 ) -> list[LoopNestOp]:
-    """The other reductions over ``loop``'s space (none for a pointwise node). None on
-    the GPU for a reduction ``tile`` would split: it splits kernels of one reduction only,
-    and two reductions fused unsplit run a program per output over the whole reduction
-    (a large batch norm's statistics)."""
+    """The other reductions over ``loop``'s space (none for a pointwise node). ``tile``
+    splits a kernel of several reductions as it splits one of one (each with its own
+    partials), so the pair fused runs as fast as either alone (ResNet-18's training step
+    at batch 32 on an H200: 6.90 ms of kernels with the credit off where tile splits,
+    6.18 ms with it on)."""
     space = _space(loop)
-    if space is None or (not cpu and _splits_on_gpu(loop)):
+    if space is None:
         return []
     return [s for s in same_space.get(space, ()) if s is not loop]
-
-
-def _splits_on_gpu(loop: LoopNestOp) -> bool:
-    numel = sympy.Mul(*(s.data for s in loop.sizes.data))
-    rnumel = sympy.Mul(*(s.data for s in loop.reduction_sizes_list()))
-    if not numel.is_Integer or not rnumel.is_Integer:
-        return True
-    n, r = int(numel), int(rnumel)
-    return any(split_factor(n, r, GPU_SM_COUNT, per) > 1 for per in (1, OUTER_XBLOCK))
 
 
 def _reductions_by_space(block: Block) -> dict[tuple[object, ...], list[LoopNestOp]]:
