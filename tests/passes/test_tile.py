@@ -329,3 +329,17 @@ def test_welford_statistics_split_with_chan_s_combine(shape: str, dims: str) -> 
     combine = [n for n in second.nodes() if isinstance(n, ReductionOp)]
     assert {n.kind.data.value for n in combine} == {"sum"}
     assert trace.allocations == 2 + len(first.function_type.outputs.data)
+
+
+@pytest.mark.parametrize(("columns", "xblock"), [(64, 8), (512, 16), (4096, 64)])
+def test_outer_reductions_of_few_outputs_take_narrower_blocks(columns: int, xblock: int) -> None:
+    """Column sums of 512 rows (too short to split): 64 outputs a program left a batch
+    norm's statistics over NHWC with 64 channels one program for the whole GPU (30 us a
+    launch on an H200 for 2x64x16x16); now blocks narrow to 8 outputs until there are 32
+    programs, reading 512 elements a step either way."""
+    module, _ = assert_schedule_preserves(parse(lowered(reduction((512, columns), 0))), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.LOOPED
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("XBLOCK") == xblock
+    assert kernel.tiling.value("RBLOCK") == 512 // xblock

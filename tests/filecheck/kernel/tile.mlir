@@ -82,8 +82,9 @@ kernel.program @looped(%x: memref<8x2048xf32>) -> memref<8xf32> {
 
 // -----
 
-// Reducing over the outer dimension reads with a stride: an outer reduction.
-// CHECK: kernel.kernel @kernel0 looped [8] x [1024] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 8, RBLOCK = 8, num_warps = 1, num_stages = 1>, configs = [{{.*}}], reduction_hint = "outer"}
+// Reducing over the outer dimension reads with a stride: an outer reduction. 8 outputs:
+// one program of 8 (never fewer per program), over 64 rows a step (a 512-element block).
+// CHECK: kernel.kernel @kernel0 looped [8] x [1024] ({{.*}}) -> ({{.*}}) attributes {tiling = #kernel.config<XBLOCK = 8, RBLOCK = 64, num_warps = 2, num_stages = 1>, configs = [{{.*}}], reduction_hint = "outer"}
 kernel.kernel @kernel0 reduction [8] x [1024] (%x: memref<1024x8xf32>) -> (memref<8xf32>) {
   %0 = loop.reduction sum [8] reduce [1024] (%x) {kernel.vars = [#loop.expr<"d0">, #loop.expr<"r0">]} : (memref<1024x8xf32>) -> memref<8xf32> {
   ^bb0(%d0: index, %r0: index, %in0: memref<1024x8xf32>):
