@@ -343,3 +343,15 @@ def test_outer_reductions_of_few_outputs_take_narrower_blocks(columns: int, xblo
     assert kernel.tiling is not None
     assert kernel.tiling.value("XBLOCK") == xblock
     assert kernel.tiling.value("RBLOCK") == 512 // xblock
+
+
+@pytest.mark.parametrize(("columns", "xblock"), [(96, 8), (2048, 32), (8192, 128)])
+def test_persistent_outer_reductions_keep_programs(columns: int, xblock: int) -> None:
+    """Column sums of 32 rows (one block of rows): the widest block (128 columns) made
+    MobileNet-v2's NHWC batch norms over 96 channels one program; now the widest that
+    leaves 32 programs, else 8 columns."""
+    module, _ = assert_schedule_preserves(parse(lowered(reduction((32, columns), 0))), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.PERSISTENT
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("XBLOCK") == xblock
