@@ -796,21 +796,19 @@ class ChannelsLastPass(ModulePass):
     it turns into a matrix product does not run in ``Slow2d``, so it does not keep the
     function NCHW. Set it false when the pipeline leaves that pass out."""
 
-    saved_nhwc: bool = False
+    saved_nhwc: bool = True
     """On the GPU: return the results listed in ``kiln.free_layout_outputs`` (a training
     forward's saved activations) channels-last where they are stored so, and rewrite the
     pointwise ops on channels-last arguments (a backward's saved activations) and on
-    results ATen lays out NHWC (``convolution_backward``) to NHWC. Off: on the H200
-    (session 14, large fp32 training steps, torch 2.11) it made MobileNet-v2 take 521 ms
-    a step against 16 ms without, ResNet-50 454 against 19, ResNet-18 207 against 8;
-    nearly all of it kernel time. Cause (session 19, profiler, ResNet-18 large: 181 ms of
-    kernels a step against 6.0): the batch norms' per-channel reductions over NHWC
-    activations (``welford`` statistics, ``sum(g)`` with ``sum(g * (x - m))``) are
-    kernels of several reductions, which ``tile`` does not split, so each ran as one
-    program of 64 channels over all N*H*W rows (42 ms for one launch). Splitting
-    multi-reduction kernels (or an outer-reduction strategy with many programs) comes
-    first; cuDNN's NHWC convolutions were faster in the same profile (no
-    ``nchwToNhwc`` transposes: 160 us of a 1.27 ms small ResNet-18 step)."""
+    results ATen lays out NHWC (``convolution_backward``) to NHWC, so that cuDNN's
+    backward convolutions read NHWC (no ``nchwToNhwc`` / ``nhwcToNchw`` transposes).
+    On since session 20: H200, float32 training steps, kernel ms off / on (`9fa2354`,
+    torch 2.11): ResNet-18 small 1.265 / 1.246, large 6.19 / 4.81, ResNet-50 small 2.67 /
+    2.45, MobileNet-v2 small 1.61 / 1.52, ShuffleNet-v2 small 1.49 / 1.53. It was off
+    (session 14: 25x slower steps) because the batch norms' per-channel reductions over
+    NHWC (``welford`` statistics, ``sum(g)`` with ``sum(g * (x - m))``) ran as one program
+    of 64 channels over all N*H*W rows (42 ms a launch): ``tile`` now splits kernels of
+    several reductions and welford statistics, and outer reductions keep 32 programs."""
     saved_nhwc_cpu: bool = False
     """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
     1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,

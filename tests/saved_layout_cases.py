@@ -18,8 +18,8 @@ from kiln.compiler import DEFAULT_PIPELINE, CompiledGraph
 SAVED_NHWC = DEFAULT_PIPELINE.replace(
     "channels-last", "channels-last{saved-nhwc=true saved-nhwc-cpu=true}"
 )
-"""The default pipeline with saved activations channels-last on the GPU and the CPU (off
-by default on both: ``channels-last``'s ``saved-nhwc`` and ``saved-nhwc-cpu``)."""
+"""The default pipeline with saved activations channels-last on the GPU and the CPU
+(``channels-last``'s ``saved-nhwc``, on by default, and ``saved-nhwc-cpu``, off)."""
 
 
 class SmallCnn(torch.nn.Module):

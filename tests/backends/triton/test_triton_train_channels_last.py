@@ -19,8 +19,8 @@ from triton_checks import DEVICE
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
     """The forward returned every saved activation NCHW (a copy back from the NHWC
     buffers its convolutions compute) and the backward read them so; now they stay
-    channels-last from the forward to the backward, with no copy (with ``saved-nhwc``,
-    off by default)."""
+    channels-last from the forward to the backward, with no copy (``saved-nhwc``, on by
+    default on the GPU)."""
     torch.manual_seed(0)
     options = {
         "executor": "triton",
