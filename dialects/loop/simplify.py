@@ -192,7 +192,7 @@ def _join_divmod(e: sympy.Add) -> Expr:
             if core is None:
                 continue
             x, b = core.args
-            if (merged := _mod_partner(terms, coeff * b, FloorDiv(x, b))) is not None:
+            if (merged := _mod_partner(terms, coeff * b, cast(Expr, FloorDiv(x, b)))) is not None:
                 terms.remove(t)
                 terms.remove(merged[0])
                 terms.append(coeff * mod(x, b * merged[1]))
@@ -221,7 +221,7 @@ def _mod_partner(terms: list[Expr], coefficient: Expr, quotient: Expr) -> tuple[
     for u in terms:
         c, core = _mod_factor(u)
         if core is not None and core.args[0] == quotient and sympy.expand(c - coefficient) == 0:
-            return u, core.args[1]
+            return u, cast(Expr, core.args[1])
     return None
 
 

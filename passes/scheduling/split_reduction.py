@@ -24,12 +24,13 @@ block's lanes then spanned only XBLOCK/S columns: docs/benchmarks/design-notes.m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy
 from xdsl.dialects.arith import AddfOp, DivfOp, MulfOp, SubfOp
 from xdsl.dialects.builtin import ArrayAttr, IndexType, MemRefType
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from kiln.dialects.kernel.attributes import KernelKind
 from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, node_vars, vars_attr
@@ -250,7 +251,8 @@ def _reduction_block(n_d: int, inputs: list[SSAValue]) -> Block:
 
 def _sum_node(red: ReductionOp, inputs: list[SSAValue], block: Block, splits: int) -> ReductionOp:
     value = block.last_op
-    assert value is not None and len(value.results) == 1
+    assert value is not None
+    assert len(value.results) == 1
     block.add_op(LoopYieldOp(value.results[0]))
     return ReductionOp.build(
         operands=[inputs, []],
@@ -284,7 +286,7 @@ def _combine(red: ReductionOp, partials: SSAValue, splits: int, outer: bool) -> 
 
 
 def _combine_welford(
-    red: ReductionOp, partials: list[SSAValue], splits: int, outer: bool
+    red: ReductionOp, partials: Sequence[SSAValue], splits: int, outer: bool
 ) -> tuple[list[LoopNestOp], list[SSAValue]]:
     """The nodes combining a ``welford``'s partial (mean, m2, count) triples, and the
     values standing for its three results.

@@ -305,7 +305,9 @@ def test_two_reductions_of_one_kernel_split_together() -> None:
     assert trace.allocations == 4  # the two sums and their partials
 
 
-@pytest.mark.parametrize(("shape", "dims"), [("8x4x64x64", "[0, 2, 3]"), ("8x64x64x4", "[0, 1, 2]")])
+@pytest.mark.parametrize(
+    ("shape", "dims"), [("8x4x64x64", "[0, 2, 3]"), ("8x64x64x4", "[0, 1, 2]")]
+)
 def test_welford_statistics_split_with_chan_s_combine(shape: str, dims: str) -> None:
     """Batch norm's forward statistics (``var_mean``: one ``welford`` reduction) over
     32768 elements a channel, NCHW (inner) and NHWC (outer): the first kernel writes
