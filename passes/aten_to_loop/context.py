@@ -622,8 +622,13 @@ class OpArgs:
     def tensors(self, name: str) -> list[TensorRef | None]:
         return [None if v is None else self.ctx.ref(v) for v in self.op.tensor_operands()[name]]
 
-    def value(self, name: str) -> Any:
-        """A non-tensor argument (symbolic ints as sympy symbols; floats stay floats)."""
+    def value(self, name: str, symbolic_float: bool = False) -> Any:
+        """A non-tensor argument (symbolic ints as sympy symbols; floats stay floats).
+
+        A float computed on the host from a size (``sym_float(s0)``: the count a mean
+        divides by under ``dynamic=True``) is a :class:`SymFloat` where the caller takes
+        one (``symbolic_float``: it converts the size in the body); any other symbolic
+        float has no loop-level form (NoLowering: the op runs as ATen)."""
         spec = next(a for a in self.op.op_schema().arguments if a.name == name)
         syms: list[Any] = []
         for v in self.op.sym_operands():
@@ -631,13 +636,26 @@ class OpArgs:
             if isinstance(lowered.type, IndexType | IntegerType):
                 syms.append(self.ctx.size_expr(lowered))
             else:
-                syms.append(_SymbolicFloat())
+                syms.append(self._size_as_float(lowered) or _SymbolicFloat())
         value = decode_value(spec, self.op.arg_attr(name), syms)
-        if isinstance(value, _SymbolicFloat) or (
-            isinstance(value, list) and any(isinstance(v, _SymbolicFloat) for v in value)  # pyright: ignore[reportUnknownVariableType]
+        values: list[Any] = value if isinstance(value, list) else [value]  # pyright: ignore[reportUnknownVariableType]
+        if any(
+            isinstance(v, _SymbolicFloat) or (isinstance(v, SymFloat) and not symbolic_float)
+            for v in values
         ):
             raise NoLowering(f"argument '{name}' is a symbolic float")
         return value
+
+    def _size_as_float(self, value: SSAValue) -> SymFloat | None:
+        """``sitofp(index_cast(size))`` (or ``sitofp`` of an integer size) as a SymFloat."""
+        if not isinstance(value.owner, arith.SIToFPOp):
+            return None
+        source = value.owner.input
+        if isinstance(source.owner, arith.IndexCastOp):
+            source = source.owner.input
+        if not isinstance(source.type, IndexType | IntegerType):
+            return None
+        return SymFloat(self.ctx.size_expr(source))
 
     def result_type(self, index: int = 0) -> TensorType[Attribute]:
         ty = self.op.result_types[index]
@@ -677,7 +695,16 @@ class _SymbolicFloat:
     """Placeholder for a SymFloat argument (no loop-level representation)."""
 
 
+@dataclass(frozen=True)
+class SymFloat:
+    """A float argument that is an integer size converted on the host (``sym_float``):
+    its value is ``float(expr)``, which a loop body computes from the size."""
+
+    expr: Expr
+
+
 __all__ = [
+    "SymFloat",
     "Lowering",
     "LoweringContext",
     "LoweringError",

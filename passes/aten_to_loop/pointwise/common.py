@@ -15,14 +15,14 @@ import sympy
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.passes.aten_to_loop.body import BodyBuilder
-from kiln.passes.aten_to_loop.context import Lowered, LoweringContext, OpArgs
+from kiln.passes.aten_to_loop.context import Lowered, LoweringContext, OpArgs, SymFloat
 from kiln.passes.aten_to_loop.tensors import ONE, TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, compute_type, is_bool, is_float, promote
 
 Expr = sympy.Expr
 Value = SSAValue
-Operand = TensorRef | int | float | bool | Expr
-"""A tensor, or a Python (or symbolic int) scalar argument."""
+Operand = TensorRef | int | float | bool | Expr | SymFloat
+"""A tensor, or a Python (or symbolic int, or size-valued float) scalar argument."""
 Formula = Callable[[BodyBuilder, list[Value]], Value]
 Binary = Callable[[BodyBuilder, Value, Value], Value]
 
@@ -43,6 +43,8 @@ def broadcast_sizes(shapes: Sequence[Sequence[Expr]]) -> list[Expr]:
 
 def scalar(bb: BodyBuilder, value: Any, ty: Attribute) -> Value:
     """A Python or symbolic scalar argument as a value of ``ty``."""
+    if isinstance(value, SymFloat):
+        value = value.expr  # an integer size: converted exactly as float(size) is
     if isinstance(value, sympy.Expr) and not value.is_Number:
         return bb.index_as(value, ty)
     if isinstance(value, sympy.Expr):
@@ -78,7 +80,7 @@ def elementwise(
 def promoted(operands: Sequence[Operand]) -> Attribute:
     tensors = tuple((o.dtype, o.rank) for o in operands if isinstance(o, TensorRef))
     scalars = tuple(
-        int if isinstance(o, sympy.Expr) else type(o)
+        float if isinstance(o, SymFloat) else int if isinstance(o, sympy.Expr) else type(o)
         for o in operands
         if not isinstance(o, TensorRef)
     )
@@ -118,7 +120,7 @@ def operand(args: OpArgs, name: str) -> Operand | None:
     values = args.op.tensor_operands().get(name)
     if values is not None:
         return args.ctx.ref(values[0]) if values and values[0] is not None else None
-    return args.value(name)
+    return args.value(name, symbolic_float=True)
 
 
 def required(args: OpArgs, name: str) -> Operand:

@@ -5,6 +5,7 @@ sizes, and the size of index expressions through long chains of views."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -305,3 +306,36 @@ def test_attention_output_copy_and_softmax_rows_do_not_divide(tmp_path: Path) ->
         options={"debug_dir": str(tmp_path)},
     )
     assert not _division_lines(tmp_path)
+
+
+def _size_floats(x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Floats computed from sizes on the host, as decompositions make them: a mean's
+    count (``var_mean``), an int tensor plus a float (promotes to float), a comparison."""
+    width = float(x.shape[1])
+    return (
+        *torch.var_mean(x, 1, correction=1),
+        n + width / 2,
+        x > width / 8,
+        torch.clamp(x * 2, max=width),
+    )
+
+
+def test_floats_of_sizes_run_in_kernels() -> None:
+    """``x.sum(1) / sym_float(s1)`` ran as an ATen ``div.Scalar`` call under
+    ``dynamic=True`` (the symbolic float had no loop-level form): now the size is
+    converted in the kernel, exactly as ``float(size)``."""
+    from kiln.compiler import last_compile_stats
+
+    compiled: Any = torch.compile(
+        _size_floats, backend="kiln", dynamic=True, options={"verbose": False, "executor": "cpp"}
+    )
+    with torch._dynamo.config.patch(cache_size_limit=64):
+        for rows, width in [(3, 7), (4, 10), (2, 13)]:
+            x = torch.randn(rows, width) * 4
+            n = torch.randint(-5, 5, (rows, 1))
+            expected, actual = _size_floats(x, n), compiled(x, n)
+            for a, e in zip(actual, expected, strict=True):
+                assert a.dtype == e.dtype
+                torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+    stats = last_compile_stats()
+    assert not stats.externs, stats.externs
