@@ -704,11 +704,11 @@ class SymFloat:
 
 
 __all__ = [
-    "SymFloat",
     "Lowering",
     "LoweringContext",
     "LoweringError",
     "NoLowering",
     "OpArgs",
+    "SymFloat",
     "compute_type",
 ]
