@@ -392,11 +392,11 @@ def test_cpu_convolutions_aten_runs_with_its_reference_kernel_stay_nchw() -> Non
     channels-last input copies the NCHW weight channels-last on every call (ResNet-18 at
     64x64: 31 ms against 16 ms NCHW): on the CPU such a function stays NCHW; on a GPU
     (cuDNN) it still becomes NHWC."""
-    from kiln.passes.channels_last import _cpu_backend  # pyright: ignore[reportPrivateUsage]
+    from kiln.passes.channels_last_parts.cpu_heuristics import cpu_convolution_backend
 
     module = parse(SMALL_BATCH_ONE)
     conv = next(op for op in module.walk() if isinstance(op, AtenOp))
-    assert _cpu_backend(conv) == "Slow2d"
+    assert cpu_convolution_backend(conv) == "Slow2d"
     assert_pass_output(ChannelsLastPass(), SMALL_BATCH_ONE, SMALL_BATCH_ONE)
     on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + SMALL_BATCH_ONE + "}"
     assert "aten.permute" in printed(run_pass(ChannelsLastPass(), on_gpu)[1])
@@ -404,7 +404,7 @@ def test_cpu_convolutions_aten_runs_with_its_reference_kernel_stay_nchw() -> Non
     # converts too.
     batch_two = next(op for op in parse(CONV_RELU_CONV).walk() if isinstance(op, AtenOp))
     converted = "aten.permute" in printed(run_pass(ChannelsLastPass(), CONV_RELU_CONV)[1])
-    assert converted == (_cpu_backend(batch_two) != "Slow2d")
+    assert converted == (cpu_convolution_backend(batch_two) != "Slow2d")
 
 
 # ConvNeXt: a depthwise convolution, LayerNorm over channels on the NHWC permute, then

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 
-from kiln.passes.channels_last import _PermuteLeaves  # pyright: ignore[reportPrivateUsage]
+from kiln.passes.channels_last_parts.saved_nhwc import PermuteLeaves
 
 
 def _wrapped(text: str, leaves: set[int]) -> str:
-    tree = _PermuteLeaves(leaves).visit(ast.parse(text, mode="eval"))
+    tree = PermuteLeaves(leaves).visit(ast.parse(text, mode="eval"))
     return ast.unparse(ast.fix_missing_locations(tree))
 
 

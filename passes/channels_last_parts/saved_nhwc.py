@@ -1,0 +1,179 @@
+"""``channels-last``'s saved NHWC activations: free-layout results returned as their NHWC
+tensors (and ``kiln.outputs`` rewritten for them), a backward's channels-last arguments and
+the results the importer records as laid out NHWC."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from kiln.dialects.aten.arg_layout import arg_strides
+from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR
+from kiln.dialects.aten.memory_format import NCHW, NHWC
+from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
+from kiln.passes.channels_last_parts.aten_helpers import is_elementwise, tensor_rank, tensor_shape
+from kiln.passes.channels_last_parts.rewrite_state import RewriteState
+
+_CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
+
+
+class SavedNhwc(RewriteState):
+    """Free-layout results returned NHWC, and values a backward receives or ATen returns
+    channels-last."""
+
+    def _recorded_nhwc(self, op: AtenOp) -> None:
+        """4-D results the importer records as laid out NHWC (``kiln.result_orders``: a
+        backward's ``convolution_backward`` or pool backward on channels-last tensors),
+        which ``lower-aten`` yields as NHWC buffers."""
+        if is_elementwise(op):
+            return  # lowered to a kernel, which writes the order it is given
+        if op.overload_name == _CONVOLUTION_BACKWARD:
+            self._image_for_weight_gradient(op)
+        for k, result in enumerate(op.results):
+            if tensor_rank(result) == 4 and result_order(op, k) == tuple(NHWC):
+                self.channels_last.add(result)
+
+    def _image_for_weight_gradient(self, op: AtenOp) -> None:
+        """The first convolution's weight gradient reads a channels-last output gradient
+        and the NCHW image (a function argument, saved as it came): ATen would copy the
+        gradient to the image's layout, so the image (3 channels, the smaller tensor) is
+        copied channels-last instead, as the forward does. Only where no input gradient
+        is computed: its recorded layout (NCHW) would cost a copy of it."""
+        grad_output, x = op.operands[0], op.operands[1]
+        if (
+            self.convert_inputs
+            and grad_output in self.channels_last
+            and isinstance(x, BlockArgument)
+            and x not in self.channels_last
+            and tensor_rank(x) == 4
+            and not isinstance(op.results[0].type, TensorType)
+        ):
+            clone = op_class("clone.default")
+            assert clone is not None
+            copy = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
+            # Right before its reader: the copy is not held through the whole backward.
+            op.operands[1] = self._insert(copy, InsertPoint.before(op))
+            if x.name_hint:
+                op.operands[1].name_hint = f"{x.name_hint}_nhwc"
+            # ATen then lays the weight gradient out channels-last too: the extern yields
+            # it so (the importer recorded it for the NCHW image), no copy at the call.
+            _record_result_order(op, 1, NHWC)
+
+    def _return_free_nhwc(self) -> bool:
+        """Returns each free-layout result stored channels-last as its NHWC tensor (no copy
+        back to NCHW); ``returned_nhwc`` lists them."""
+        ret = self.block.last_op
+        if not isinstance(ret, ReturnOp):
+            return False
+        for k, value in enumerate(ret.operands):
+            if (
+                k in self.free_outputs
+                and value in self.channels_last
+                and value not in self.keep_nchw
+                and not isinstance(value, BlockArgument)
+                and tensor_rank(value) == 4
+            ):
+                ret.operands[k] = self.nhwc_of(value)
+                self.returned_nhwc.append(k)
+        return bool(self.returned_nhwc)
+
+
+def _record_result_order(op: AtenOp, index: int, order: Sequence[int]) -> None:
+    """Records in ``kiln.result_orders`` that ATen lays ``op``'s result ``index`` out in
+    ``order`` (a wrong record costs a copy, never a wrong number)."""
+    found = op.attributes.get(RESULT_ORDERS_ATTR)
+    entries: list[Attribute] = (
+        list(found.data) if isinstance(found, ArrayAttr) else [ArrayAttr([])] * len(op.results)  # pyright: ignore[reportUnknownArgumentType]
+    )
+    entries[index] = ArrayAttr([IntegerAttr(d, 64) for d in order])
+    op.attributes[RESULT_ORDERS_ATTR] = ArrayAttr(entries)
+
+
+def channels_last_args(func: FuncOp) -> list[SSAValue]:
+    """The 4-D arguments the importer records with channels-last strides."""
+    args = func.body.block.args
+    found: list[SSAValue] = []
+    for k, arg in enumerate(args):
+        shape = tensor_shape(arg)
+        attrs = func.arg_attrs.data[k] if func.arg_attrs is not None else None
+        strides = arg_strides(attrs)
+        if shape is not None and strides is not None and _is_channels_last(shape, strides):
+            found.append(arg)
+    return found
+
+
+def _is_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether static ``strides`` lay a 4-D ``shape`` out densely in NHWC order (dims of
+    size 1 are free)."""
+    if len(shape) != 4 or any(d < 0 for d in shape):
+        return False
+    expected = 1
+    for dim in reversed(NHWC):
+        if shape[dim] != 1 and strides[dim] != expected:
+            return False
+        expected *= shape[dim]
+    return True
+
+
+def alias_bases(func: FuncOp) -> frozenset[int]:
+    """The returned values that ``kiln.outputs`` replays views on (``alias(...)``, from
+    ``output-layout``): a view op such as ``view`` may need its base contiguous."""
+    structure = func.attributes.get(OUTPUTS_ATTR)
+    if not isinstance(structure, StringAttr) or "alias(" not in structure.data:
+        return frozenset()
+    bases: set[int] = set()
+    for node in ast.walk(ast.parse(structure.data, mode="eval")):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "alias" and len(node.args) > 1:
+                base = node.args[1]
+                if isinstance(base, ast.Constant) and type(base.value) is int:
+                    bases.add(base.value)
+    return frozenset(bases)
+
+
+def permute_returned(func: FuncOp, indices: Sequence[int]) -> None:
+    """The function's type and ``kiln.outputs`` after results ``indices`` became NHWC."""
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    func.function_type = func.function_type.__class__.from_lists(
+        list(func.function_type.inputs.data), [v.type for v in ret.operands]
+    )
+    structure = func.attributes.get(OUTPUTS_ATTR)
+    leaves = set(indices)
+    text = structure.data if isinstance(structure, StringAttr) else None
+    tree = ast.parse(
+        text if text is not None else f"({', '.join(map(str, range(len(ret.operands))))},)",
+        mode="eval",
+    )
+    tree = PermuteLeaves(leaves).visit(tree)
+    func.attributes[OUTPUTS_ATTR] = StringAttr(ast.unparse(ast.fix_missing_locations(tree)))
+
+
+class PermuteLeaves(ast.NodeTransformer):
+    """Wraps each leaf ``k`` (a returned value's index) of a ``kiln.outputs`` expression in
+    ``permute(k, (0, 3, 1, 2))``: only leaves, not the dims of a ``permute`` or the
+    result index of an ``alias``."""
+
+    def __init__(self, leaves: set[int]) -> None:
+        self.leaves = leaves
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        position = {"permute": 0, "alias": 1}.get(name or "")
+        if position is None:
+            return self.generic_visit(node)
+        node.args[position] = self.visit(node.args[position])
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is int and node.value in self.leaves:
+            dims = ast.Tuple([ast.Constant(d) for d in NCHW], ast.Load())
+            return ast.Call(ast.Name("permute", ast.Load()), [node, dims], [])
+        return node
