@@ -4,6 +4,7 @@ kernels."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -614,4 +615,30 @@ def test_returned_shuffle_and_split_keep_nchw() -> None:
         (2, 2, 4, 6, 6),
         (2, 8, 6, 6),
     ]
+    assert_same_numbers(before, after)
+
+
+def test_a_channel_slice_a_convolution_reads_is_copied_compact() -> None:
+    """A 1x1 convolution too large for ``conv1x1-to-mm`` (more rows than its MAX_ROWS)
+    on an NHWC channel slice: ATen got the strided slice, returned NCHW, and the branch
+    ran NCHW up to the concatenation, which read it transposed (ShuffleNet-v2 at batch
+    32 on the CPU: 0.56x Inductor). Now the slice is copied into a compact NHWC buffer
+    and the convolution and its consumers stay channels-last."""
+    # batch 128: 4608 rows
+    text = re.sub(r"tensor<2x", "tensor<128x", CHANNEL_SHUFFLE).replace(
+        "size = [2, ", "size = [128, "
+    )
+    before, after = run_pass(ChannelsLastPass(), text)
+    pointwise = _aten_ops(after, "aten::convolution.default")[1]
+    compact = pointwise.operands[0].owner
+    assert isinstance(compact, AtenOp)
+    assert compact.overload_name == "aten::clone.default"
+    assert compact.arg_attr("memory_format") == StringAttr("channels_last")
+    # the ReLU after it runs on its NHWC form
+    (relu,) = [
+        op
+        for op in _aten_ops(after, "aten::relu.default")
+        if _shape(op.results[0]) == (128, 6, 6, 4)
+    ]
+    assert relu is not None
     assert_same_numbers(before, after)
