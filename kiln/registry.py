@@ -56,6 +56,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "cpp-drop-proven-checks": ("kiln.passes.cpp_drop_proven_checks", "CppDropProvenChecksPass"),
     "cpp-hoist-invariants": ("kiln.passes.cpp_hoist_invariants", "CppHoistInvariantsPass"),
     "cpp-reciprocals": ("kiln.passes.cpp_reciprocals", "CppReciprocalsPass"),
+    "cpp-uniform-masks": ("kiln.passes.cpp_uniform_masks", "CppUniformMasksPass"),
     "lower-to-triton": ("kiln.passes.lower_to_triton", "LowerToTritonPass"),
 }
 

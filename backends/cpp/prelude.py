@@ -111,10 +111,12 @@ KILN_INLINE int32_t kiln_fptosi32(double x) {
   return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN;
 }
 
-// a if a is NaN, else b if b is NaN (a > b and a < b are false), else the larger:
-// two compares and a blend per vector (a reduction's accumulator chain is one of them).
-template <typename T> KILN_INLINE T kiln_maximumf(T a, T b) { return (a > b || a != a) ? a : b; }
-template <typename T> KILN_INLINE T kiln_minimumf(T a, T b) { return (a < b || a != a) ? a : b; }
+// a if a is NaN, else b if b is NaN, else the larger (b on ties): compares and blends
+// per vector (a reduction's accumulator chain is one of them). Spelled as three nested
+// choices: GCC (-fno-trapping-math) left a chain of `(a > b || a != a) ? a : b`, the
+// same function, scalar in a 3x3 max pool over NHWC (18.5 against 1.7 ms a call).
+template <typename T> KILN_INLINE T kiln_maximumf(T a, T b) { return (a != a) ? a : ((b != b) ? b : ((a > b) ? a : b)); }
+template <typename T> KILN_INLINE T kiln_minimumf(T a, T b) { return (a != a) ? a : ((b != b) ? b : ((a < b) ? a : b)); }
 
 // erf for float, inline so that loops vectorize it without a call (libmvec's erff cost
 // half the time of a GELU kernel). |x| < 0.875: x * P(x^2); up to erfc(x) < 2^-25 (where

@@ -65,6 +65,7 @@ from kiln.passes.kernel_to_cpp.space import (
 from kiln.passes.kernel_to_cpp.stash import Stash, plan_stashes
 from kiln.passes.kernel_to_cpp.tiling import narrow_inner, tile_side, tiled_loops, transposed_dim
 from kiln.passes.kernel_to_cpp.transpose_tiles import stage_transposed_loads
+from kiln.passes.kernel_to_cpp.uniform_masks import version_uniform_masks
 
 
 @dataclass
@@ -483,13 +484,14 @@ class KernelLowering:
 
 def lower_kernel(kernel: KernelOp, options: CppOptions, rewrites: bool = True) -> FuncOp:
     """``kernel`` as a ``cpp.func``; ``rewrites``: then run the cpp-level rewrites (the
-    ``cpp-drop-proven-checks``, ``cpp-hoist-invariants`` and ``cpp-reciprocals`` passes) on
-    it, as ``lower-to-cpp`` does."""
+    ``cpp-drop-proven-checks``, ``cpp-hoist-invariants``, ``cpp-reciprocals`` and
+    ``cpp-uniform-masks`` passes) on it, as ``lower-to-cpp`` does."""
     func = KernelLowering(kernel, options).lower()
     if rewrites:
         drop_proven_checks(func)
         hoist_invariants(func)
         use_reciprocals(func)
+        version_uniform_masks(func)
     return func
 
 

@@ -29,6 +29,7 @@ from kiln.dialects.loop.ops import LoopNestOp
 from kiln.passes.cpp_drop_proven_checks import CppDropProvenChecksPass
 from kiln.passes.cpp_hoist_invariants import CppHoistInvariantsPass
 from kiln.passes.cpp_reciprocals import CppReciprocalsPass
+from kiln.passes.cpp_uniform_masks import CppUniformMasksPass
 from kiln.passes.elide_extern_copies import ElideExternCopiesPass
 from kiln.passes.inline_producers import InlineProducersPass
 from kiln.passes.kernel_to_cpp.kernel import lower_kernel
@@ -76,6 +77,7 @@ def _printed(module: ModuleOp) -> str:
         ("cpp-drop-proven-checks", CppDropProvenChecksPass),
         ("cpp-hoist-invariants", CppHoistInvariantsPass),
         ("cpp-reciprocals", CppReciprocalsPass),
+        ("cpp-uniform-masks", CppUniformMasksPass),
     ],
 )
 def test_registered(name: str, cls: type[ModulePass]) -> None:
@@ -146,13 +148,21 @@ def _cpp_inputs(name: str) -> list[torch.Tensor]:
         ]
     if name == "cpp-hoist-invariants":
         return [torch.randn(20, 64, generator=generator), torch.randint(0, 20, (9,))]
+    if name == "cpp-uniform-masks":
+        return [torch.randn(6, 8, generator=generator)]
     y = torch.randn(6, generator=generator)
     # Divisors y + 1 of every kind: zero, subnormal, huge, and normal ones.
     y[1], y[2], y[3] = -1.0, -1.0 + 2.0**-24, 3e38
     return [torch.randn(6, 8, generator=generator), y]
 
 
-def _cpp_eager(name: str, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _cpp_eager(
+    name: str, x: torch.Tensor, y: torch.Tensor | None = None
+) -> tuple[torch.Tensor, ...]:
+    if name == "cpp-uniform-masks":  # the max of each row and its neighbours, 0 outside
+        padded = torch.nn.functional.pad(x, (0, 0, 1, 1))
+        return (torch.maximum(torch.maximum(padded[:-2], padded[1:-1]), padded[2:]),)
+    assert y is not None
     if name == "cpp-drop-proven-checks":
         squares = y[torch.arange(9) ** 2 % 9].to(x.dtype)
         return torch.roll(x, -3, 0), x[y] + squares[:, None]
@@ -167,6 +177,7 @@ def _cpp_eager(name: str, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tenso
         ("cpp-drop-proven-checks", CppDropProvenChecksPass()),
         ("cpp-hoist-invariants", CppHoistInvariantsPass()),
         ("cpp-reciprocals", CppReciprocalsPass()),
+        ("cpp-uniform-masks", CppUniformMasksPass()),
     ],
 )
 def test_cpp_rewrites_keep_the_numbers(
@@ -240,6 +251,6 @@ def test_lower_to_cpp_is_the_lowering_then_its_rewrites() -> None:
             lower_kernel(kernel, CppOptions(threads=2, lanes=8), rewrites=False), kernel
         )
         block.erase_op(kernel)
-    _run(steps, "cpp-drop-proven-checks,cpp-hoist-invariants,cpp-reciprocals")
+    _run(steps, "cpp-drop-proven-checks,cpp-hoist-invariants,cpp-reciprocals,cpp-uniform-masks")
     assert "reciprocal" in _printed(whole)
     assert _printed(steps) == _printed(whole)

@@ -7,6 +7,8 @@
   their guard (:mod:`kiln.passes.kernel_to_cpp.invariants`, ``emit.py``);
 * the NaN-propagating max/min of the prelude, its inline float ``erf``, and wide
   reduction accumulators;
+* vector loops whose masks are uniform over their lanes, versioned with plain loads
+  where every mask holds (:mod:`kiln.passes.kernel_to_cpp.uniform_masks`);
 * index checks the loop bounds prove, dropped (:mod:`kiln.passes.kernel_to_cpp.bounds`),
   and loop dims split at the divisors of the index (``split_by_periods``).
 """
@@ -116,6 +118,21 @@ def test_max_min_of_nan_and_signed_zeros_match_eager() -> None:
         ],
         make,
     )
+
+
+def test_padded_max_pool_with_nans_matches_eager() -> None:
+    """A 3x3 max pool, padded, over channels-last data: interior windows run the
+    unmasked version of the vector loop (``cpp-uniform-masks``), border ones the masked
+    original; NaNs propagate in both, wherever in the window they are."""
+
+    def make() -> tuple[torch.Tensor]:
+        x = torch.randn(2, 24, 9, 11)
+        x[0, 3, 4, 5] = float("nan")  # interior
+        x[1, 7, 0, 0] = float("nan")  # corner
+        x[1, 8, 2, 0] = float("-inf")
+        return (x.contiguous(memory_format=torch.channels_last),)
+
+    check(lambda x: [F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, 1, 1)], make)
 
 
 @pytest.mark.parametrize("length", [1, 15, 16, 17, 40, 64, 65, 200, 1000])
