@@ -7,7 +7,6 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.memory_format import NCHW
 from kiln.dialects.aten.ops import AtenOp
@@ -56,12 +55,7 @@ class ConvolutionLayout(RewriteState):
     def _compact_slice(self, x: SSAValue, op: AtenOp) -> SSAValue:
         """``clone(x, memory_format = "channels_last")`` of a channel slice, right before
         the convolution reading it (``lower-aten`` copies it into an NHWC buffer)."""
-        clone = op_class("clone.default")
-        assert clone is not None
-        copy = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
-        found = self._insert(copy, InsertPoint.before(op))
-        if x.name_hint:
-            found.name_hint = f"{x.name_hint}_compact"
+        found = self._channels_last_clone(x, InsertPoint.before(op), "_compact")
         self.channels_last.add(found)
         return found
 
@@ -69,12 +63,7 @@ class ConvolutionLayout(RewriteState):
         """``clone(x, memory_format = "channels_last")`` once per function argument."""
         found = self.input_clones.get(x)
         if found is None:
-            clone = op_class("clone.default")
-            assert clone is not None
-            op = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
-            found = self._insert(op, InsertPoint.at_start(self.block))
-            if x.name_hint:
-                found.name_hint = f"{x.name_hint}_nhwc"
+            found = self._channels_last_clone(x, InsertPoint.at_start(self.block), "_nhwc")
             self.input_clones[x] = found
             self.channels_last.add(found)
         return found

@@ -145,6 +145,17 @@ class RewriteState:
         self.created.append(op)
         return op.results[0]
 
+    def _channels_last_clone(self, x: SSAValue, point: InsertPoint, suffix: str) -> SSAValue:
+        """``clone(x, memory_format = "channels_last")`` at ``point`` (``lower-aten``
+        copies it into an NHWC buffer), named after ``x`` with ``suffix``."""
+        clone = op_class("clone.default")
+        assert clone is not None
+        copy = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
+        found = self._insert(copy, point)
+        if x.name_hint:
+            found.name_hint = f"{x.name_hint}{suffix}"
+        return found
+
     def _after_definition(self, value: SSAValue) -> InsertPoint:
         owner = value.owner
         if isinstance(owner, Operation):

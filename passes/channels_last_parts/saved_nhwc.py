@@ -13,7 +13,6 @@ from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from kiln.dialects.aten.arg_layout import arg_strides
-from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
@@ -55,13 +54,8 @@ class SavedNhwc(RewriteState):
             and tensor_rank(x) == 4
             and not isinstance(op.results[0].type, TensorType)
         ):
-            clone = op_class("clone.default")
-            assert clone is not None
-            copy = clone.from_args({"self": x, "memory_format": "channels_last"}, [x.type])
             # Right before its reader: the copy is not held through the whole backward.
-            op.operands[1] = self._insert(copy, InsertPoint.before(op))
-            if x.name_hint:
-                op.operands[1].name_hint = f"{x.name_hint}_nhwc"
+            op.operands[1] = self._channels_last_clone(x, InsertPoint.before(op), "_nhwc")
             # ATen then lays the weight gradient out channels-last too: the extern yields
             # it so (the importer recorded it for the NCHW image), no copy at the call.
             _record_result_order(op, 1, NHWC)

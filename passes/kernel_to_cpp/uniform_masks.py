@@ -21,6 +21,7 @@ from __future__ import annotations
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, UnitAttr, i1
 from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import Rewriter
 
 from kiln.dialects.cpp.attributes import LoopKind
 from kiln.dialects.cpp.func_ops import FuncOp
@@ -58,12 +59,7 @@ def _assume_true(loop: ForOp, masks: list[SSAValue]) -> None:
             plain = LoadOp(
                 op.buffer, op.index.data, list(op.indices), checked=op.checked is not None
             )
-            plain.result.name_hint = op.result.name_hint
-            assert op.parent is not None
-            op.parent.insert_op_before(plain, op)
-            op.result.replace_all_uses_with(plain.result)
-            op.detach()
-            op.erase()
+            Rewriter.replace_op(op, plain)
 
 
 def version_uniform_masks(func: FuncOp) -> None:
