@@ -9,6 +9,9 @@ eager itself in another layout tells the two apart.
     python benchmarks/accuracy_gate.py --model tv_shufflenet_v2_x1_0 --variants eager-cl,kiln
     python benchmarks/accuracy_gate.py --device cuda --variants eager-cl --no-tf32
     python benchmarks/accuracy_gate.py --variants kiln-triton --gpu-layouts
+    python benchmarks/accuracy_gate.py --device cuda --variants kiln \
+        --pipeline "$(python -c 'import kiln.compiler as c; print(c.DEFAULT_PIPELINE)' \
+                      | sed 's/channels-last/channels-last{saved-nhwc=false}/')"
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ def main() -> None:
         action="store_true",
         help="channels-last decides as on the GPU (saved activations NHWC) on any device",
     )
+    p.add_argument(
+        "--pipeline",
+        help="kiln's pass pipeline, e.g. the default with channels-last{saved-nhwc=false}",
+    )
     args = p.parse_args()
     if args.no_tf32:
         torch.backends.cudnn.allow_tf32 = False
@@ -67,6 +74,8 @@ def main() -> None:
             fn = model
         else:
             options: dict[str, Any] = {"verbose": False}
+            if args.pipeline:
+                options["pipeline"] = args.pipeline
             if variant.startswith("kiln-"):
                 options["executor"] = variant.removeprefix("kiln-")
             fn = torch.compile(model, backend="kiln", options=options)
