@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import zoo
 from dashboard_task import Reference, Task, accuracy, clone_all
 
+from kiln.frontends.dynamo import kiln_backend
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -78,7 +80,7 @@ def main() -> None:
                 options["pipeline"] = args.pipeline
             if variant.startswith("kiln-"):
                 options["executor"] = variant.removeprefix("kiln-")
-            fn = torch.compile(model, backend="kiln", options=options)
+            fn = torch.compile(model, backend=kiln_backend, options=options)
         acc = accuracy(task, clone_all(task.step(fn, model, x)), ref)
         print(f"{variant}: {acc.err_eager:.1e} vs eager; {acc.reason or 'passes'}", flush=True)
 
