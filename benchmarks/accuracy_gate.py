@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 import zoo
-from dashboard_task import Reference, Task, accuracy, clone_all
+from dashboard_task import Reference, Task, accuracy, channels_last, clone_all
 
 from kiln.frontends.dynamo import kiln_backend
 
@@ -57,9 +57,9 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
     if args.gpu_layouts:
-        import kiln.passes.channels_last as channels_last
+        import kiln.passes.channels_last as channels_last_pass
 
-        channels_last._on_gpu = lambda module: True  # pyright: ignore[reportPrivateUsage]
+        channels_last_pass._on_gpu = lambda module: True  # pyright: ignore[reportPrivateUsage]
     spec = zoo.registry()[args.model]
     base, inputs = spec.build(args.size)
     task = Task(spec, args.size, "train", args.dtype, torch.device(args.device), base, inputs)
@@ -69,10 +69,7 @@ def main() -> None:
         torch._dynamo.reset()
         model, x = task.instance()
         if variant == "eager-cl":
-            model.to(memory_format=torch.channels_last)  # pyright: ignore[reportCallIssue]
-            x = tuple(
-                t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in x
-            )
+            model, x = channels_last(model, x)
             fn = model
         else:
             options: dict[str, Any] = {"verbose": False}

@@ -99,3 +99,43 @@ def test_float64_check_holds_a_near_tie_to_eagers_spread_not_to_eagers_luck() ->
     assert acc.reason is not None
     assert "tensor 2 of 3" in acc.reason
     assert "perturbed eager's" in acc.reason
+
+
+def test_spread_of_a_convolution_model_includes_eager_channels_last() -> None:
+    # cuDNN's NHWC convolutions round in TF32 where the NCHW ones did not: a backend that
+    # keeps activations channels-last is held to eager channels-last's spread too.
+    from dashboard_task import PERTURBED_RUNS, perturbed_references
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3)
+    image = torch.randn(2, 3, 6, 6)
+    task = Task(
+        registry()["softmax"], "small", "train", "float32", torch.device("cpu"), conv, (image,)
+    )
+    seen: list[bool] = []
+    step = task.step
+
+    def recording_step(fn: object, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> object:
+        seen.append(inputs[0].is_contiguous(memory_format=torch.channels_last))
+        return step(fn, model, inputs)  # pyright: ignore[reportArgumentType]
+
+    task.step = recording_step  # pyright: ignore[reportAttributeAccessIssue]
+    runs = perturbed_references(task, Reference([], 0.0))
+    assert seen == [False] * PERTURBED_RUNS + [True]
+    assert len(runs) == PERTURBED_RUNS + 1
+    # The channels-last run computes the same step: within float32 rounding of a plain one.
+    plain = step(conv, conv, (image.requires_grad_(False),))
+    assert len(runs[-1]) == len(plain)
+    for got, want in zip(runs[-1], plain, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    # Without 4-D inputs, only the perturbed runs.
+    flat = Task(
+        registry()["softmax"],
+        "small",
+        "train",
+        "float32",
+        torch.device("cpu"),
+        nn.Linear(3, 2),
+        (torch.randn(4, 3),),
+    )
+    assert len(perturbed_references(flat, Reference([], 0.0))) == PERTURBED_RUNS
