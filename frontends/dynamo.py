@@ -21,6 +21,10 @@ which outputs are saved for the backward only, the strides it returns them with 
 reported to AOTAutograd, which re-strides the backward's example inputs, and the
 backward is compiled for those (:mod:`kiln.frontends.saved_layout`).
 
+Writes to inputs (batch norm's running statistics) stay in AOTAutograd's graphs; kiln
+does them after the program, a ``torch._foreach_copy_`` per dtype instead of a copy per
+buffer (:mod:`kiln.frontends.input_mutations`).
+
 ```python
 model = torch.compile(model, backend="kiln", options={"debug_dir": "/tmp/kiln"})
 y = model(x)                       # prints: kiln: forward_0: 53 FX nodes -> 9 kernels, ...
@@ -38,6 +42,7 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.input_aliases import InputAliases
+from kiln.frontends.input_mutations import InputMutations
 from kiln.frontends.saved_layout import (
     report_output_strides,
     restride_placeholders,
@@ -77,11 +82,13 @@ def kiln_backend(
             aot_seconds = time.perf_counter() - handed_over[0]
             if kind == "backward":
                 restride_placeholders(fx_graph, inputs)
-            aliases = InputAliases(fx_graph)
             saved = saved_for_backward(fx_graph) if kind == "forward" else ()
+            mutations = InputMutations(fx_graph)
+            graph, count = mutations.written_back(fx_graph)
+            aliases = InputAliases(graph)
             with unset_fake_temporarily():
                 compiled = compile_graph(
-                    aliases.forwarding_inputs(fx_graph),
+                    aliases.forwarding_inputs(graph),
                     inputs,
                     opts,
                     name=f"{kind}_{graph_id}",
@@ -92,7 +99,9 @@ def kiln_backend(
                 )
             if saved:
                 views = [alias.output for alias in aliases.aliases]
-                report_output_strides(fx_graph, saved, compiled.output_strides, views)
+                strides = compiled.output_strides
+                strides = strides[:count] if strides is not None else None
+                report_output_strides(fx_graph, saved, strides, views)
             handed_over[0] = time.perf_counter()
 
             def run(args: list[Any]) -> Any:
@@ -100,8 +109,11 @@ def kiln_backend(
                 # reference, so the program frees each input (a saved activation, in
                 # a backward graph) after its last use, as Inductor's wrappers do.
                 captured = aliases.capture(args)
+                targets = mutations.capture(args)
                 outputs = compiled.run(args)
-                return outputs if captured is None else aliases.apply(outputs, captured)
+                if captured is not None:
+                    outputs = aliases.apply(outputs, captured)
+                return outputs if targets is None else mutations.apply(outputs, targets, count)
 
             run._boxed_call = True  # pyright: ignore[reportFunctionMemberAccess]
             return run
@@ -113,6 +125,8 @@ def kiln_backend(
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
         partition_fn=partition,
+        # Writes to inputs stay in the graph, for kiln to do (InputMutations).
+        keep_inference_input_mutations=True,
     )
     # AOTAutograd's tracing builds as much as kiln's compile (FakeTensors, FX nodes, a
     # graph per pass over the model): full collections during it traverse Dynamo's and

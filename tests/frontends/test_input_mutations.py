@@ -1,0 +1,155 @@
+"""Writes to graph inputs (batch norm's running statistics, buffers updated in
+``forward``) done by kiln after the program, grouped (:mod:`kiln.frontends.input_mutations`)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from kiln.frontends.dynamo import kiln_backend
+from kiln.frontends.input_mutations import InputMutations, write_back
+
+_COPY = torch.ops.aten.copy_.default
+
+
+def _bn_net() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 4, 3),
+        nn.BatchNorm2d(4),
+    )
+
+
+def _steps(model: nn.Module, fn: nn.Module, images: list[torch.Tensor]) -> list[torch.Tensor]:
+    got: list[torch.Tensor] = []
+    for x in images:
+        model.zero_grad(set_to_none=True)
+        y = fn(x)
+        y.backward(torch.randn(y.shape, generator=torch.Generator().manual_seed(1)))
+        got += [y.detach(), *(p.grad for p in model.parameters() if p.grad is not None)]
+    return got
+
+
+def test_batch_norm_training_updates_running_statistics_as_eager() -> None:
+    torch.manual_seed(0)
+    eager = _bn_net()
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend=kiln_backend, options={"verbose": False})
+    images = [torch.randn(2, 3, 10, 10) * (k + 1) + k for k in range(3)]
+    got, want = _steps(model, compiled, images), _steps(eager, eager, images)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    for (name, buf), (_, ref) in zip(model.named_buffers(), eager.named_buffers(), strict=True):
+        torch.testing.assert_close(buf, ref, rtol=1e-5, atol=1e-6, msg=name)
+    assert int(model[1].num_batches_tracked) == 3  # pyright: ignore[reportArgumentType]
+
+
+def test_buffer_writes_are_grouped_not_a_copy_per_buffer() -> None:
+    """AOTAutograd wrote each updated buffer back with its own ``copy_`` after the
+    compiled forward (6 for two batch norms: 60 launches a ResNet-18 step on the GPU).
+    Now kiln writes them after its program: one ``_foreach_copy_`` per dtype (a single
+    launch on CUDA; on the CPU it copies tensor by tensor inside)."""
+    torch.manual_seed(0)
+    model = _bn_net()
+    compiled = torch.compile(model, backend=kiln_backend, options={"verbose": False})
+    x = torch.randn(2, 3, 10, 10)
+    compiled(x).sum().backward()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        compiled(x)
+    events = prof.events()
+    grouped = [e for e in events if e.name == "aten::_foreach_copy_"]
+    alone = [
+        e
+        for e in events
+        if e.name == "aten::copy_"
+        and (e.cpu_parent is None or e.cpu_parent.name != "aten::_foreach_copy_")
+    ]
+    assert len(grouped) == 2  # float32 statistics, int64 counters
+    assert alone == []
+
+
+class _Counter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x.sum(0))  # a write nothing returns
+        self.calls += 1  # a write whose result becomes the buffer again (returned)
+        return x * 2
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_inference_buffer_updates(dynamic: bool) -> None:
+    torch.manual_seed(0)
+    counter, eager = _Counter(), _Counter()
+    compiled = torch.compile(
+        counter, backend=kiln_backend, dynamic=dynamic, options={"verbose": False}
+    )
+    with torch.no_grad():
+        for rows in (4, 5, 6):
+            x = torch.randn(rows, 3)
+            torch.testing.assert_close(compiled(x), eager(x))
+    torch.testing.assert_close(counter.total, eager.total)
+    assert int(counter.calls) == 3
+
+
+def _graph(read_after: bool) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    buf, x = graph.placeholder("buf"), graph.placeholder("x")
+    new = graph.call_function(torch.ops.aten.add.Tensor, (buf, x))
+    graph.call_function(_COPY, (buf, new))
+    out = graph.call_function(torch.ops.aten.mul.Tensor, (buf if read_after else x, 2))
+    graph.output((out,))
+    return torch.fx.GraphModule(nn.Module(), graph)
+
+
+def test_writes_become_trailing_outputs() -> None:
+    gm = _graph(read_after=False)
+    mutations = InputMutations(gm)
+    assert mutations.targets == [0]
+    written, count = mutations.written_back(gm)
+    assert count == 1
+    assert not any(n.target is _COPY for n in written.graph.nodes)
+    buf, x = torch.randn(3), torch.randn(3)
+    args = [buf, x]
+    targets = mutations.capture(args)
+    assert targets is not None
+    want_buf = buf + x
+    outputs = written(*args)
+    assert len(outputs) == 2
+    result = mutations.apply(outputs, targets, count)
+    torch.testing.assert_close(result[0], x * 2)
+    assert len(result) == 1
+    torch.testing.assert_close(buf, want_buf)
+
+
+def test_a_write_read_after_stays_in_the_graph() -> None:
+    # Moving this write past the program would make ``mul`` read the old value.
+    gm = _graph(read_after=True)
+    mutations = InputMutations(gm)
+    assert mutations.targets == []
+    assert mutations.written_back(gm) == (gm, 1)
+
+
+def test_write_back_of_casts_broadcasts_and_groups() -> None:
+    torch.manual_seed(0)
+    floats = [torch.zeros(4), torch.zeros(2, 3)]
+    ints = torch.zeros(3, dtype=torch.int64)
+    wide = torch.zeros(2, 3)
+    strided = torch.zeros(3, 2).t()
+    values = [torch.randn(4), torch.randn(2, 3), torch.tensor([1.9, -2.5, 3.0]), torch.randn(3)]
+    strided_value = torch.randn(2, 3)
+    write_back([*floats, ints, wide, strided], [*values, strided_value])
+    torch.testing.assert_close(floats[0], values[0])
+    torch.testing.assert_close(floats[1], values[1])
+    torch.testing.assert_close(ints, values[2].to(torch.int64))  # cast as copy_ does
+    torch.testing.assert_close(wide, values[3].expand(2, 3))  # broadcast as copy_ does
+    torch.testing.assert_close(strided, strided_value)
