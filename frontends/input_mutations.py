@@ -132,7 +132,7 @@ def write_back(targets: Sequence[torch.Tensor], values: Sequence[Any]) -> None:
                 target.copy_(value)
     with torch.no_grad():
         for group_targets, group_values in groups.values():
-            torch._foreach_copy_(group_targets, group_values)  # pyright: ignore[reportPrivateUsage]
+            torch._foreach_copy_(group_targets, group_values)  # pyright: ignore[reportPrivateUsage, reportPrivateImportUsage]
 
 
 __all__ = ["InputMutations", "write_back"]

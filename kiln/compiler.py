@@ -35,7 +35,9 @@ Options (``options={...}`` in ``torch.compile``, keyword arguments of ``kiln.com
                      oneDNN-prepacked weights, cached per call site and repacked when the
                      weight tensor, its version counter or its data pointer changes (default
                      on; pass ``prepack-weights``); on the GPU, channels-last convolutions
-                     read a cached channels-last copy of the weight, kept the same way. An update that bypasses the version
+                     (inference and training, forward and backward) read a cached
+                     channels-last copy of the weight, one per weight, kept the same way
+                     (a backward reads its forward's copy). An update that bypasses the version
                      counter (``w.data.mul_(2)``) is not seen: turn this off then
 ===================  ==========================================================================
 """
@@ -326,7 +328,13 @@ def compile_graph(
         _dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
     devices = graph_devices(gm, example_inputs)
     program_device = gpu_device(devices)
-    prepack = inference and options.prepack_weights
+    # The module attribute that lets prepack-weights mark convolutions: inference graphs
+    # everywhere; training graphs on the GPU (channels-last weight copies).
+    prepack: str | None = None
+    if options.prepack_weights and (inference or program_device is not None):
+        from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
+
+        prepack = INFERENCE_ATTR if inference else TRAINING_ATTR
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
     # imports nothing (kiln.fx_key). A graph it cannot describe (dynamic shapes, ...) is
@@ -345,7 +353,7 @@ def compile_graph(
         if description is not None:
             context = (
                 f"device {program_device}",
-                f"inference prepack {prepack}",
+                f"inference prepack {prepack == 'kiln.inference'}",
                 f"free layout {list(free_layout_outputs)}",
             )
             cache_key = graph_cache.graph_key(description, options, "cpp", context)
@@ -405,7 +413,7 @@ def compile_graph(
     stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
     stats.launches = sum(1 for op in module.walk() if op.name == "kernel.launch")
     stats.externs = extern_overloads(module)
-    # Only the C++ wrapper honours kiln.prepack (Triton programs run plain convolutions).
+    # The C++ wrapper's oneDNN-packed ops (not the Triton wrapper's channels-last copies).
     stats.prepacked = prepacked_ops(module) if stats.executor == "cpp" else 0
     structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
     strides = returned_strides(module, structure) if free_layout_outputs else None
@@ -421,7 +429,7 @@ def compile_graph(
 def _mark(
     module: ModuleOp,
     program_device: torch.device | None,
-    prepack: bool,
+    prepack: str | None,
     free_layout_outputs: Sequence[int] = (),
 ) -> None:
     """What the driver adds to an imported module before the pipeline (and to the graph
@@ -442,10 +450,8 @@ def _mark(
     if program_device is not None:
         # Passes that make tensors (decompositions) make them where the program runs.
         module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
-    if prepack:
-        from kiln.dialects.aten.prepack import INFERENCE_ATTR
-
-        module.attributes[INFERENCE_ATTR] = UnitAttr()
+    if prepack is not None:
+        module.attributes[prepack] = UnitAttr()
 
 
 def _from_graph_cache(
@@ -455,7 +461,7 @@ def _from_graph_cache(
     stats: GraphStats,
     start: float,
     program_device: torch.device | None,
-    prepack: bool,
+    prepack: str | None,
     free_layout_outputs: Sequence[int] = (),
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit

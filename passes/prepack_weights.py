@@ -50,7 +50,13 @@ call (an elementwise copy kernel per 3x3 convolution: 17 of ResNet-18's 62 kerne
 50 of its 225 us a call in bfloat16 on the H200); the Triton wrapper's site keeps that
 copy, with the same identity/version/pointer checks
 (:mod:`kiln.backends.triton.weight_layouts`). Any floating dtype; linear layers are not
-marked (cuBLAS reads a transposed weight as it lies).
+marked (cuBLAS reads a transposed weight as it lies). On the GPU training graphs are
+marked too (``kiln.training``, written by the driver for AOTAutograd's forward and
+backward graphs with the option on), and so is a backward's ``convolution_backward``
+of a weight argument: the copies are kept per weight, so the backward reads the copy
+its forward made (ATen copied each weight twice a step, once for each)::
+
+    %gi, %gw, %gb = aten.convolution_backward.default(%g, %x, %w, ...) {kiln.prepack} : ...
 """
 
 from __future__ import annotations
@@ -74,10 +80,11 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import INFERENCE_ATTR, mark_prepacked
+from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR, mark_prepacked
 from kiln.passes.unfuse_addmm import is_one
 
 CONVOLUTION = "aten::convolution.default"
+CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
 
 def _f32(value: SSAValue | None, rank: int) -> bool:
@@ -141,6 +148,26 @@ def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
     )
 
 
+def packable_backward(op: AtenOp, func: FuncOp) -> bool:
+    """``op`` is a ``convolution_backward`` whose weight (a function argument, static,
+    with a spatial kernel) the Triton wrapper may read as the channels-last copy its
+    forward made."""
+    if op.overload_name != CONVOLUTION_BACKWARD or op.sym_operands():
+        return False
+    if op.static_arg("transposed") is not False:
+        return False
+    tensors = op.tensor_operands()
+    grad, x, weight = tensors["grad_output"][0], tensors["input"][0], tensors["weight"][0]
+    if not (_float(weight, 4) and _static(weight)) or _spatial(weight) <= 1:
+        return False
+    return (
+        _float(grad, 4)
+        and _float(x, 4)
+        and isinstance(weight, BlockArgument)
+        and weight.owner is func.body.block
+    )
+
+
 LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})
 
 
@@ -199,9 +226,10 @@ class PrepackWeightsPass(ModulePass):
     (docs/benchmarks/cpu-profile.md), so it is off unless asked for."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not self.force and INFERENCE_ATTR not in op.attributes:
-            return
         on_gpu = not runs_on_cpu(op)
+        allowed = INFERENCE_ATTR in op.attributes or (on_gpu and TRAINING_ATTR in op.attributes)
+        if not self.force and not allowed:
+            return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
         max_rows = 0 if on_gpu else self.linear_max_rows
         for func in op.walk():
@@ -209,6 +237,8 @@ class PrepackWeightsPass(ModulePass):
                 continue
             for inner in func.body.block.ops:
                 if isinstance(inner, AtenOp) and (
-                    packable(inner, func, on_gpu) or packable_linear(inner, func, max_rows)
+                    packable(inner, func, on_gpu)
+                    or packable_linear(inner, func, max_rows)
+                    or (on_gpu and packable_backward(inner, func))
                 ):
                     mark_prepacked(inner)

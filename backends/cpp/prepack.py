@@ -232,6 +232,8 @@ def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     """The call site of a ``kiln.prepack`` op (None: run it as it is written)."""
     if op.overload_name == "aten::convolution.default":
         return PackedConvolution.for_op(op) if available() else None
+    if op.overload_name not in ("aten::mm.default", "aten::addmm.default"):
+        return None  # a GPU-only mark (convolution_backward)
     if not linear_available():
         return None
     tensors = op.tensor_operands()

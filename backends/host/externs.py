@@ -160,7 +160,12 @@ class _Body:
             return True
         if not isinstance(op, AtenOp):
             return False
-        call = self._prepacked_call(op) or self._direct_call(op)
+        prepacked = self._prepacked_call(op)
+        if prepacked is not None and len(op.results) > 1:
+            targets = ", ".join(self.name(r) for r in op.results)
+            self.lines.append(f"({targets}) = {prepacked}")
+            return True
+        call = prepacked or self._direct_call(op)
         if call is None:
             plan = self.constant(build_plan(op))
             operands = ", ".join(self.name(v) for v in op.operands)
@@ -172,8 +177,9 @@ class _Body:
         return True
 
     def _prepacked_call(self, op: AtenOp) -> str | None:
-        """A ``kiln.prepack`` convolution through the backend's call site (the C++
-        wrapper's cached oneDNN-packed weight); None where the backend has none."""
+        """A ``kiln.prepack`` convolution (or, on the GPU, ``convolution_backward``)
+        through the backend's call site (the C++ wrapper's cached oneDNN-packed weight,
+        the Triton wrapper's channels-last copy); None where the backend has none."""
         if self.prepacked is None or not is_prepacked(op):
             return None
         site = self.prepacked(op)
@@ -182,6 +188,8 @@ class _Body:
         tensors = op.tensor_operands()
         if op.overload_name == "aten::convolution.default":
             operands = [tensors["input"], tensors["weight"], tensors.get("bias", [])]
+        elif op.overload_name == "aten::convolution_backward.default":
+            operands = [tensors["grad_output"], tensors["input"], tensors["weight"]]
         else:  # mm / addmm of the weight's transpose: the site takes the weight itself
             weight = _transposed_source(tensors["mat2"][0])
             if weight is None:

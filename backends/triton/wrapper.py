@@ -112,12 +112,10 @@ class WrapperPrinter(ProgramWalker):
         self.line(f"{runner}(stream, {', '.join(args)})")
 
     def prepacked_site(self, op: AtenOp) -> Callable[..., Any] | None:
-        # Built once per program: the site keeps its channels-last weight across calls.
-        if op.overload_name != "aten::convolution.default":
-            return None
-        from kiln.backends.triton.weight_layouts import ChannelsLastConvolution
+        # Built once per program: the site reads its weight's channels-last copy.
+        from kiln.backends.triton.weight_layouts import prepacked_site
 
-        return ChannelsLastConvolution.of(op)
+        return prepacked_site(op)
 
     def after_extern(self, op: ExternOp) -> None:
         """An extern's result that a kernel reads is moved to the program's device: ATen

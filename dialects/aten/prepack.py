@@ -4,12 +4,17 @@
   graph (AOTAutograd's ``inference_compiler``: grad mode off, or no input requiring
   grad) and weight prepacking is allowed (the ``prepack_weights`` option). Without it
   ``prepack-weights`` changes nothing (``prepack-weights{force=true}`` ignores it).
+* ``kiln.training`` (unit, on the ``builtin.module``): the driver compiled a training
+  graph (a forward or backward) and weight prepacking is allowed; only the GPU's
+  channels-last weight copies use it (they are made in a step's forward and read by its
+  backward).
 * ``kiln.prepack`` (unit, on an ``aten.convolution.default``, or an ``aten.mm.default`` /
-  ``aten.addmm.default`` whose second operand is the transpose of a weight): the weight is
-  a function argument (a parameter under AOTAutograd) that the backend may run through a
-  cached, oneDNN-prepacked copy (on the GPU, a convolution only: a cached channels-last
-  copy, :mod:`kiln.backends.triton.weight_layouts`). The op computes exactly what it
-  computes without the attribute (the interpreters ignore it).
+  ``aten.addmm.default`` whose second operand is the transpose of a weight, or on the GPU
+  an ``aten.convolution_backward.default``): the weight is a function argument (a
+  parameter under AOTAutograd) that the backend may run through a cached,
+  oneDNN-prepacked copy (on the GPU, convolutions only: a cached channels-last copy,
+  :mod:`kiln.backends.triton.weight_layouts`). The op computes exactly what it computes
+  without the attribute (the interpreters ignore it).
 """
 
 from __future__ import annotations
@@ -19,8 +24,16 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 INFERENCE_ATTR = "kiln.inference"
+TRAINING_ATTR = "kiln.training"
 PREPACK_ATTR = "kiln.prepack"
-PREPACKABLE = frozenset({"aten.convolution.default", "aten.mm.default", "aten.addmm.default"})
+PREPACKABLE = frozenset(
+    {
+        "aten.convolution.default",
+        "aten.convolution_backward.default",
+        "aten.mm.default",
+        "aten.addmm.default",
+    }
+)
 """The ops ``kiln.prepack`` may mark."""
 
 
@@ -48,4 +61,11 @@ def mark_prepacked(op: Operation) -> None:
     verify_prepack(op)
 
 
-__all__ = ["INFERENCE_ATTR", "PREPACK_ATTR", "is_prepacked", "mark_prepacked", "verify_prepack"]
+__all__ = [
+    "INFERENCE_ATTR",
+    "PREPACK_ATTR",
+    "TRAINING_ATTR",
+    "is_prepacked",
+    "mark_prepacked",
+    "verify_prepack",
+]

@@ -14,7 +14,11 @@ import torch
 from triton_checks import DEVICE
 
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
-from kiln.backends.triton.weight_layouts import ChannelsLastConvolution
+from kiln.backends.triton.weight_layouts import (
+    ChannelsLastConvolution,
+    ChannelsLastConvolutionBackward,
+    WeightCopies,
+)
 
 CL = torch.channels_last
 
@@ -74,6 +78,51 @@ def test_no_copy_where_aten_would_make_none() -> None:
     y = site(_nhwc(2, 8, 6, 6), w, None)
     assert y.requires_grad
     assert site.copy is None
+
+
+def _backward_site(copies: WeightCopies) -> ChannelsLastConvolutionBackward:
+    return ChannelsLastConvolutionBackward(
+        bias_sizes=[0],
+        stride=[1, 1],
+        padding=[1, 1],
+        dilation=[1, 1],
+        groups=1,
+        output_mask=[True, True, False],
+        copies=copies,
+    )
+
+
+def _conv_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> Any:
+    return torch.ops.aten.convolution_backward.default(
+        g, x, w, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False]
+    )
+
+
+def test_backward_reads_the_copy_its_forward_made() -> None:
+    """ATen copied each weight to channels-last twice a training step on the GPU, for
+    the forward's convolution and again for the backward's ``convolution_backward``;
+    the copies are kept per weight, so the backward site reads the forward's."""
+    copies = WeightCopies()
+    forward = ChannelsLastConvolution([1, 1], [1, 1], [1, 1], 1, copies)
+    backward = _backward_site(copies)
+    w = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+    for step in range(2):
+        x, g = _nhwc(2, 8, 6, 6), _nhwc(2, 4, 6, 6)
+        with torch.no_grad():
+            torch.testing.assert_close(forward(x, w, None), _conv(x, w))
+            made = forward.copy
+            got, want = backward(g, x, w), _conv_backward(g, x, w)
+        assert backward.copy is made
+        assert got[2] is None
+        assert want[2] is None
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[1], want[1])
+        if step == 0:
+            with torch.no_grad():
+                w.sub_(0.1 * got[1])  # an optimizer step: refreshed in place, once
+    assert forward.copy is backward.copy
+    assert forward.copy is not None
+    torch.testing.assert_close(forward.copy, w.detach())
 
 
 class _Program:
@@ -176,3 +225,55 @@ def test_gpu_cnn_runs_no_weight_copies_and_sees_updates(cuda_graphs: bool) -> No
         conv.weight.mul_(-0.5)  # in place: the cached copy is refreshed
         x = torch.randn(2, 8, 12, 12, device=DEVICE, dtype=torch.bfloat16)
         torch.testing.assert_close(compiled(x), model(x), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="cuDNN convolutions need a GPU")
+def test_gpu_training_step_copies_each_weight_once() -> None:
+    """A training step (forward, backward, optimizer step) copied each 3x3 weight to
+    channels-last twice (ATen, in the forward's and the backward's convolution); now
+    once, in the forward after the optimizer's update, and the backward reads that copy.
+    Gradients and batch-norm statistics stay eager's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+
+    def net() -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(8, 16, 3, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 16, 3, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 8, 3, stride=2),
+        ).to(DEVICE)
+
+    model = net()
+    eager = net()
+    eager.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="kiln", options={"verbose": False})
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
+
+    def step(fn: Callable[..., Any], m: torch.nn.Module, opt: torch.optim.Optimizer) -> Any:
+        opt.zero_grad(set_to_none=True)
+        y = fn(x)
+        y.backward(torch.ones_like(y))
+        opt.step()
+        return y.detach()
+
+    for k in range(4):
+        x = torch.randn(4, 8, 12, 12, device=DEVICE)
+        if k == 3:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                got = step(compiled, model, optimizers[0])
+                torch.cuda.synchronize()
+            copies = [e.name for e in prof.events() or () if "direct_copy" in e.name]
+            assert len(copies) <= 3, copies  # one per 3x3 weight (was 6)
+        else:
+            got = step(compiled, model, optimizers[0])
+        want = step(eager, eager, optimizers[1])
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)  # TF32 convolutions
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), eager.state_dict().items(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2, msg=name)

@@ -85,3 +85,38 @@ builtin.module attributes {kiln.inference, "kiln.device" = "cuda:0"} {
     func.return %0, %1, %2 : tensor<2x4x6x6xbf16>, tensor<2x4x6x6xbf16>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// A GPU training graph (kiln.training): its convolutions, and a backward's
+// convolution_backward of a weight argument, are marked: the Triton wrapper keeps one
+// channels-last copy per weight, made by the forward and read by the backward. A
+// backward on a weight computed in the graph, or with a 1x1 weight, stays plain.
+// CHECK-LABEL: func.func @gpu_training
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) {kiln.prepack} :
+// CHECK-NEXT:    %gi, %gw, %gb = aten.convolution_backward.default(%g, %x, %w, {{.*}}) {kiln.prepack} :
+// CHECK-NEXT:    %w2 = aten.neg.default(%w)
+// CHECK-NEXT:    %gi2, %gw2, %gb2 = aten.convolution_backward.default(%g, %x, %w2, {{.*}}) : (
+// CHECK-NEXT:    %gi3, %gw3, %gb3 = aten.convolution_backward.default(%g, %x, %w1x1, {{.*}}) : (
+builtin.module attributes {kiln.training, "kiln.device" = "cuda:0"} {
+  func.func @gpu_training(%x: tensor<2x4x6x6xf32>, %w: tensor<4x4x3x3xf32>, %g: tensor<2x4x6x6xf32>, %w1x1: tensor<4x4x1x1xf32>) -> (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>, tensor<4x4x3x3xf32>, tensor<4x4x1x1xf32>) {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x6x6xf32>
+    %gi, %gw, %gb = aten.convolution_backward.default(%g, %x, %w, bias_sizes = [0], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [true, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>, none)
+    %w2 = aten.neg.default(%w) : (tensor<4x4x3x3xf32>) -> tensor<4x4x3x3xf32>
+    %gi2, %gw2, %gb2 = aten.convolution_backward.default(%g, %x, %w2, bias_sizes = [0], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [true, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>, none)
+    %gi3, %gw3, %gb3 = aten.convolution_backward.default(%g, %x, %w1x1, bias_sizes = [0], stride = [1, 1], padding = [0, 0], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [false, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<4x4x1x1xf32>) -> (none, tensor<4x4x1x1xf32>, none)
+    func.return %0, %gi, %gw, %gw2, %gw3 : tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<4x4x3x3xf32>, tensor<4x4x3x3xf32>, tensor<4x4x1x1xf32>
+  }
+}
+
+// -----
+
+// On the CPU a training graph is left as it is (oneDNN packs per call in training).
+// CHECK-LABEL: func.func @cpu_training
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) : (
+builtin.module attributes {kiln.training} {
+  func.func @cpu_training(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32> {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+    func.return %0 : tensor<2x4x6x6xf32>
+  }
+}
