@@ -235,6 +235,8 @@ def test_gpu_training_step_copies_each_weight_once() -> None:
     Gradients and batch-norm statistics stay eager's."""
     from torch.profiler import ProfilerActivity, profile
 
+    from kiln.frontends.dynamo import kiln_backend
+
     torch.manual_seed(0)
 
     def net() -> torch.nn.Module:
@@ -251,7 +253,7 @@ def test_gpu_training_step_copies_each_weight_once() -> None:
     model = net()
     eager = net()
     eager.load_state_dict(model.state_dict())
-    compiled = torch.compile(model, backend="kiln", options={"verbose": False})
+    compiled = torch.compile(model, backend=kiln_backend, options={"verbose": False})
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
 
     def step(fn: Callable[..., Any], m: torch.nn.Module, opt: torch.optim.Optimizer) -> Any:
