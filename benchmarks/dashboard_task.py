@@ -130,12 +130,25 @@ class Task:
         model.zero_grad(set_to_none=True)
         for x in inputs:
             x.grad = None
+        _updated(model)
         outs = [o for o in flatten(fn(*inputs)) if o.requires_grad]
         torch.autograd.backward(outs, [self.output_grad(o) for o in outs])
         params = [p for p in model.parameters() if p.requires_grad]
         leaves = [x for x in inputs if x.requires_grad]
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params + leaves]
         return [o.detach() for o in outs] + grads
+
+
+def _updated(model: nn.Module) -> None:
+    """Mark every parameter updated in place, as the optimizer step between two training
+    steps does (its version counter moves; no kernel runs): a cache keyed on it (kiln's
+    channels-last weight copies on the GPU) is refreshed at every timed step, as in a
+    training loop, not reused across steps the optimizer would separate."""
+    from torch.autograd.graph import increment_version
+
+    with torch.no_grad():
+        for p in model.parameters():
+            increment_version(p)
 
 
 def optimizer_step(task: Task) -> Callable[[], Any] | None:
