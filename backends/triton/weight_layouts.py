@@ -85,13 +85,24 @@ def _copies_weight(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Where ATen would copy the weight: an input laid out channels-last (and
     unambiguously so: an input both contiguous and channels-last, C or H*W of 1, runs
     as it is), a weight that is not; never under grad mode for a weight that requires
-    grad (the copy would cut the autograd graph)."""
+    grad (the copy would cut the autograd graph).
+
+    Only a parameter (or an input Dynamo marks static) is copied: a CUDA graph reads
+    those at their own address, but copies any other tensor argument into a static input
+    at each replay, after the pins were checked, so a copy kept of the static input was
+    one call behind (kiln-cg read the previous call's weight). Any other weight is left
+    to ATen, whose copy is then part of the graph."""
     return (
-        x.is_contiguous(memory_format=torch.channels_last)
+        (isinstance(weight, torch.nn.Parameter) or _static_input(weight))
+        and x.is_contiguous(memory_format=torch.channels_last)
         and not x.is_contiguous()
         and not weight.is_contiguous(memory_format=torch.channels_last)
         and not (weight.requires_grad and torch.is_grad_enabled())
     )
+
+
+def _static_input(value: torch.Tensor) -> bool:
+    return getattr(value, "_dynamo_static_input_type", None) is not None
 
 
 class ChannelsLastConvolution:

@@ -154,11 +154,12 @@ def _address_reading_recorder(
 
     def record(run: Callable[[], tuple[Any, ...]]) -> tuple[Callable[[], None], tuple[Any, ...]]:
         outputs = run()
-        x, copy = program.last[0], program.site.copy
-        assert copy is not None
+        # The copy the site read, else the weight itself (the static input or the
+        # caller's tensor: the recording's argument list holds it during a replay).
+        x, copy, static = program.last[0], program.site.pin(), program.last
 
         def replay() -> None:
-            outputs[0].copy_(_conv(x, copy))
+            outputs[0].copy_(_conv(x, copy if copy is not None else static[1]))
 
         return replay, outputs
 
@@ -187,6 +188,23 @@ def test_graph_replays_see_in_place_weight_updates_and_replacements() -> None:
         for _ in range(3):
             x = _nhwc(2, 8, 6, 6)
             torch.testing.assert_close(f([x, w2])[0], _conv(x, w2))
+
+
+def test_graph_replays_read_each_call_s_plain_tensor_weight() -> None:
+    """A weight passed as a plain tensor (not a parameter) is copied into the graph's
+    static input at each replay, after the pins are checked: the site's copy of that
+    static input was one call behind, and kiln-cg read the previous call's weight,
+    silently. Such a weight is not cached (ATen's copy is part of the graph)."""
+    program = _Program()
+    f = CudaGraphRunner(
+        program, record=_address_reading_recorder(program), device_type="cpu", guarded=True
+    )
+    with torch.no_grad():
+        for _ in range(4):  # plain, recorded, replayed twice
+            x, w = _nhwc(2, 8, 6, 6), torch.randn(4, 8, 3, 3)
+            torch.testing.assert_close(f([x, w])[0], _conv(x, w))
+    assert f.plain_calls == 1
+    assert program.site.copy is None
 
 
 @pytest.mark.skipif(DEVICE.type != "cuda", reason="cuDNN convolutions need a GPU")
