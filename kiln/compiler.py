@@ -330,11 +330,10 @@ def compile_graph(
     program_device = gpu_device(devices)
     # The module attribute that lets prepack-weights mark convolutions: inference graphs
     # everywhere; training graphs on the GPU (channels-last weight copies).
-    prepack: str | None = None
+    # (Named, not imported: a graph-cache hit imports no dialect.)
+    prepack: Literal["inference", "training"] | None = None
     if options.prepack_weights and (inference or program_device is not None):
-        from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
-
-        prepack = INFERENCE_ATTR if inference else TRAINING_ATTR
+        prepack = "inference" if inference else "training"
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
     # imports nothing (kiln.fx_key). A graph it cannot describe (dynamic shapes, ...) is
@@ -353,7 +352,7 @@ def compile_graph(
         if description is not None:
             context = (
                 f"device {program_device}",
-                f"inference prepack {prepack == 'kiln.inference'}",
+                f"inference prepack {prepack == 'inference'}",
                 f"free layout {list(free_layout_outputs)}",
             )
             cache_key = graph_cache.graph_key(description, options, "cpp", context)
@@ -429,7 +428,7 @@ def compile_graph(
 def _mark(
     module: ModuleOp,
     program_device: torch.device | None,
-    prepack: str | None,
+    prepack: Literal["inference", "training"] | None,
     free_layout_outputs: Sequence[int] = (),
 ) -> None:
     """What the driver adds to an imported module before the pipeline (and to the graph
@@ -451,7 +450,9 @@ def _mark(
         # Passes that make tensors (decompositions) make them where the program runs.
         module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
     if prepack is not None:
-        module.attributes[prepack] = UnitAttr()
+        from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
+
+        module.attributes[INFERENCE_ATTR if prepack == "inference" else TRAINING_ATTR] = UnitAttr()
 
 
 def _from_graph_cache(
@@ -461,7 +462,7 @@ def _from_graph_cache(
     stats: GraphStats,
     start: float,
     program_device: torch.device | None,
-    prepack: str | None,
+    prepack: Literal["inference", "training"] | None,
     free_layout_outputs: Sequence[int] = (),
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
