@@ -161,6 +161,12 @@ class _Instance:
     ptrs: list[int | None] = field(default_factory=list[int | None])
     """Per position: the address a borrowed argument must lie at (None elsewhere)."""
     borrowed_positions: list[int] = field(default_factory=list[int])
+    returned: dict[int, int] = field(default_factory=dict[int, int])
+    """Outputs that are a borrowed input itself: output position -> input position. A
+    replay returns the caller's argument there, not an alias of it: a training forward
+    returns its weights for the backward, which must receive the parameters themselves
+    (a channels-last weight copy is kept per parameter, and a detached alias is a new
+    tensor at every step)."""
     pins: list[tuple[WeightSite, torch.Tensor]] = field(
         default_factory=list[tuple[WeightSite, torch.Tensor]]
     )
@@ -445,7 +451,14 @@ class CudaGraphRunner:
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
-        return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
+        return tuple(
+            args[entry.returned[i]]
+            if i in entry.returned
+            else o.detach()
+            if isinstance(o, torch.Tensor)
+            else o
+            for i, o in enumerate(entry.outputs)
+        )
 
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
         """AOTAutograd's boxed convention: the list is emptied (replays read the static
@@ -494,6 +507,7 @@ class CudaGraphRunner:
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
+        returned = {i: k for i, o in enumerate(outputs) for k in borrowed if o is static[k]}
         for k in borrowed:  # keep addresses, not tensors
             static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
@@ -506,6 +520,7 @@ class CudaGraphRunner:
             spans=spans,
             copied=copied,
             partial=_partial_signature(args, [k for k in range(len(args)) if k not in borrowed]),
+            returned=returned,
             pins=[
                 (site, copy)
                 for site in self.program.weight_sites

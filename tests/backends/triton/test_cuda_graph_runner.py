@@ -373,3 +373,19 @@ def test_a_guarded_call_with_new_unborrowed_metadata_records_its_own_graph() -> 
         torch.testing.assert_close(f([x, w])[0], x * w + 1)
     assert len(f.graphs) == 2
     assert f.plain_calls == 2  # each signature's first call
+
+
+def test_a_parameter_returned_by_a_replay_is_the_parameter_itself() -> None:
+    """A training forward returns its weights for the backward. A replay returned a
+    detached alias of each, a new tensor at every step, and the backward received no
+    parameters: its channels-last weight copies, kept per parameter, missed (a weight
+    copied twice a step instead of once)."""
+    w = torch.nn.Parameter(torch.randn(8))
+    f = runner(lambda x, weight: (x * weight.detach(), weight), auto=True)
+    with torch.no_grad():
+        for step in range(4):  # plain, recorded, replayed twice
+            x = torch.randn(8)
+            y, weight = f([x, w])
+            torch.testing.assert_close(y, x * w)
+            assert weight is w, step
+    assert f.plain_calls == 1
