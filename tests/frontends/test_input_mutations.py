@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -156,3 +157,77 @@ def test_write_back_of_casts_broadcasts_and_groups() -> None:
     torch.testing.assert_close(ints, values[2].to(torch.int64))  # cast as copy_ does
     torch.testing.assert_close(wide, values[3].expand(2, 3))  # broadcast as copy_ does
     torch.testing.assert_close(strided, strided_value)
+
+
+def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.add_(y)
+    return x * 2
+
+
+def _slice_mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x[1:3].mul_(y[:2])
+    return x.sum()
+
+
+def _copy_transposed(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.copy_(y.t())
+    return x + 1
+
+
+def _view_and_clamp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.view(-1).add_(1)
+    y.clamp_(min=0)
+    return (x * y).sum(0)
+
+
+def _read_between_writes(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x.add_(1)
+    z = x * y
+    x.mul_(3)
+    return z, x
+
+
+def _index_put(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    idx = torch.tensor([0, 2, 2, 3])
+    x.index_put_((idx,), y, accumulate=True)
+    return x
+
+
+_MUTATING = [_add, _slice_mul, _copy_transposed, _view_and_clamp, _read_between_writes, _index_put]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("fn", _MUTATING, ids=[f.__name__.strip("_") for f in _MUTATING])
+def test_functions_writing_their_inputs_match_eager(fn: Any, dynamic: bool) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    shapes = {
+        _copy_transposed: ((3, 4), (4, 3)),
+        _slice_mul: ((5, 3), (4, 3)),
+        _index_put: ((5, 3), (4, 3)),
+    }.get(fn, ((4, 3), (4, 3)))
+    args = [torch.randn(s) for s in shapes]
+    eager_args = [a.clone() for a in args]
+    compiled = torch.compile(fn, backend=kiln_backend, dynamic=dynamic, options={"verbose": False})
+    with torch.no_grad():
+        want = fn(*eager_args)
+        got = compiled(*args)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(args, eager_args, strict=True):
+        torch.testing.assert_close(a, b)  # the inputs written as eager writes them
+
+
+def test_a_write_through_one_of_two_aliased_inputs() -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a.add_(1)
+        return b * 2
+
+    torch._dynamo.reset()
+    base = torch.randn(8)
+    eager_base = base.clone()
+    compiled = torch.compile(fn, backend=kiln_backend, options={"verbose": False})
+    with torch.no_grad():
+        want = fn(eager_base[:6], eager_base[2:])
+        got = compiled(base[:6], base[2:])
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(base, eager_base)
