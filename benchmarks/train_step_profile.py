@@ -1,0 +1,104 @@
+"""Where a training step's GPU time goes: summed CUDA kernel time per step, kiln against
+Inductor, with the top kernels by time.
+
+The step is the dashboard's (``benchmarks/dashboard_task.py``): gradients set to None,
+every parameter's version counter moved (as the optimizer step it stands for moves it),
+forward, backward with a fixed output gradient. Backends: ``inductor``, ``kiln``, and
+kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
+(``prepack_weights=False``: ATen copies each weight channels-last at every convolution).
+
+    python benchmarks/train_step_profile.py --models tv_resnet18,tv_mobilenet_v2 \\
+        --backends kiln,kiln-nocg,inductor --top 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.autograd.graph import increment_version
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import zoo
+
+from kiln.frontends.dynamo import kiln_backend
+
+
+def _output(out: Any) -> torch.Tensor:
+    return out.logits if hasattr(out, "logits") else out
+
+
+def _step(model: torch.nn.Module, fn: Any, inputs: tuple[Any, ...], grad: torch.Tensor) -> None:
+    model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for param in model.parameters():
+            increment_version(param)
+    _output(fn(*inputs)).backward(grad)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--models", default="tv_resnet18")
+    p.add_argument("--size", default="small")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--backends", default="kiln,inductor")
+    p.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm ones)")
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--device", default="cuda", help="cpu: a smoke run (no kernels to count)")
+    args = p.parse_args()
+    dtype = getattr(torch, args.dtype)
+    for name in args.models.split(","):
+        for backend in args.backends.split(","):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            model, inputs = zoo.registry()[name].build(args.size)
+            device = torch.device(args.device)
+            model = model.to(device).train().to(dtype)
+            inputs = tuple(
+                x.to(device, dtype) if x.is_floating_point() else x.to(device) for x in inputs
+            )
+            if backend == "inductor":
+                fn = torch.compile(model)
+            else:
+                options: dict[str, Any] = {"verbose": False}
+                if "-nocg" in backend:
+                    options["cuda_graphs"] = False
+                if "-nopack" in backend:
+                    options["prepack_weights"] = False
+                fn = torch.compile(model, backend=kiln_backend, options=options)
+            grad = torch.randn_like(_output(fn(*inputs)))
+
+            for _ in range(3):
+                _step(model, fn, inputs, grad)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+                for _ in range(args.steps):
+                    _step(model, fn, inputs, grad)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+            kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+            for event in prof.events():
+                if event.device_type == torch.autograd.DeviceType.CUDA:
+                    kernels[event.name][0] += event.device_time_total / args.steps
+                    kernels[event.name][1] += 1
+            total = sum(v[0] for v in kernels.values()) / 1e3
+            launches = sum(v[1] for v in kernels.values()) / args.steps
+            print(
+                f"## {name} {args.size} {args.dtype} {backend}: kernels {total:.3f} ms a step, "
+                f"{launches:.0f} launches",
+                flush=True,
+            )
+            ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
+            for kernel, (us, count) in ranked[: args.top]:
+                print(f"   {us:8.1f} us {count // args.steps:4d}x {kernel[:110]}")
+
+
+if __name__ == "__main__":
+    main()
