@@ -19,8 +19,11 @@ apply on CUDA) in place of a launch per buffer::
     copy_ = aten.copy_.default(primals_4, add)            # removed; ``add`` is returned
     copy__1 = aten.copy_.default(primals_5, getitem_3)    # removed; ``getitem_3`` too
 
-A ``copy_`` that something after it reads the input of, or whose target is not a graph
-input, stays in the graph (kiln falls back to ATen for it).
+AOTAutograd writes each mutated input once, at the end of its graph, so every write it
+keeps is taken out. A ``copy_`` that something after it reads the input of, or whose
+target is not a graph input, would stay in the graph, where ``lower-aten`` refuses an
+input read after an in-place write (a clear error, not a wrong answer); two writes to
+one input write the last.
 """
 
 from __future__ import annotations
@@ -103,7 +106,10 @@ class InputMutations:
                 f"kiln: the compiled graph returned {len(values)} values for "
                 f"{len(targets)} input mutations"
             )
-        write_back(targets, values)
+        # One write per input, the last (AOTAutograd writes each input once; a repeat
+        # in one grouped launch would race).
+        last = {position: k for k, position in enumerate(self.targets)}
+        write_back([targets[k] for k in last.values()], [values[k] for k in last.values()])
         kept = list(outputs)[:count]  # pyright: ignore[reportUnknownArgumentType]
         return type(outputs)(kept) if isinstance(outputs, tuple) else kept  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
 

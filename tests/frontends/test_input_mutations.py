@@ -231,3 +231,23 @@ def test_a_write_through_one_of_two_aliased_inputs() -> None:
         got = compiled(base[:6], base[2:])
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(base, eager_base)
+
+
+def test_two_writes_to_one_input_leave_the_last() -> None:
+    graph = torch.fx.Graph()
+    buf, x = graph.placeholder("buf"), graph.placeholder("x")
+    first = graph.call_function(torch.ops.aten.add.Tensor, (buf, x))
+    graph.call_function(_COPY, (buf, first))
+    second = graph.call_function(torch.ops.aten.mul.Tensor, (first, 2))
+    graph.call_function(_COPY, (buf, second))
+    graph.output((x,))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    mutations = InputMutations(gm)
+    assert mutations.targets == [0, 0]
+    written, count = mutations.written_back(gm)
+    b, v = torch.randn(3), torch.randn(3)
+    want = (b + v) * 2
+    targets = mutations.capture([b, v])
+    assert targets is not None
+    mutations.apply(written(b, v), targets, count)
+    torch.testing.assert_close(b, want)
