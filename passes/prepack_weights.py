@@ -61,6 +61,7 @@ its forward made (ATen copied each weight twice a step, once for each)::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -121,51 +122,52 @@ def _spatial(value: SSAValue | None) -> int:
     return shape[2] * shape[3]
 
 
-def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
-    """``op`` is a convolution whose weight the wrapper may keep prepacked (on the
-    GPU: in the memory format cuDNN needs; any floating dtype there)."""
-    if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
-        return False
-    spec = next(a for a in op.op_schema().arguments if a.name == "transposed")
-    if decode_value(spec, op.arg_attr("transposed"), ()) is not False:
-        return False
-    tensors = op.tensor_operands()
-    x, weight = tensors["input"][0], tensors["weight"][0]
-    bias = tensors["bias"][0] if tensors.get("bias") else None
-    floating = _float if on_gpu else _f32
-    if not (floating(weight, 4) and _static(weight)) or _spatial(weight) <= 1:
-        # 1x1: ATen's own path ran these 2-4x faster than the packed oneDNN call here
-        # (docs/benchmarks/cpu-profile.md); on the GPU an OIHW 1x1 weight is already
-        # channels-last.
-        return False
-    # The input's and result's sizes may be symbolic: the site packs per input size.
+def _spatial_weight_argument(
+    weight: SSAValue | None, func: FuncOp, floating: Callable[[SSAValue | None, int], bool]
+) -> bool:
+    """``weight`` is a static 4-D function argument with a spatial kernel (not 1x1: ATen's
+    own path ran those 2-4x faster than the packed oneDNN call here,
+    docs/benchmarks/cpu-profile.md; on the GPU an OIHW 1x1 weight is already
+    channels-last)."""
     return (
-        floating(x, 4)
-        and (bias is None or (floating(bias, 1) and _static(bias)))
-        and floating(op.results[0], 4)
+        floating(weight, 4)
+        and _static(weight)
+        and _spatial(weight) > 1
         and isinstance(weight, BlockArgument)
         and weight.owner is func.body.block
     )
 
 
+def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
+    """``op`` is a convolution whose weight the wrapper may keep prepacked (on the
+    GPU: in the memory format cuDNN needs; any floating dtype there)."""
+    if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
+        return False
+    if op.static_arg("transposed") is not False:
+        return False
+    tensors = op.tensor_operands()
+    x, weight = tensors["input"][0], tensors["weight"][0]
+    bias = tensors["bias"][0] if tensors.get("bias") else None
+    floating = _float if on_gpu else _f32
+    # The input's and result's sizes may be symbolic: the site packs per input size.
+    return (
+        _spatial_weight_argument(weight, func, floating)
+        and floating(x, 4)
+        and (bias is None or (floating(bias, 1) and _static(bias)))
+        and floating(op.results[0], 4)
+    )
+
+
 def packable_backward(op: AtenOp, func: FuncOp) -> bool:
-    """``op`` is a ``convolution_backward`` whose weight (a function argument, static,
-    with a spatial kernel) the Triton wrapper may read as the channels-last copy its
-    forward made."""
+    """``op`` is a ``convolution_backward`` whose weight the Triton wrapper may read as
+    the channels-last copy its forward made."""
     if op.overload_name != CONVOLUTION_BACKWARD or op.sym_operands():
         return False
     if op.static_arg("transposed") is not False:
         return False
     tensors = op.tensor_operands()
     grad, x, weight = tensors["grad_output"][0], tensors["input"][0], tensors["weight"][0]
-    if not (_float(weight, 4) and _static(weight)) or _spatial(weight) <= 1:
-        return False
-    return (
-        _float(grad, 4)
-        and _float(x, 4)
-        and isinstance(weight, BlockArgument)
-        and weight.owner is func.body.block
-    )
+    return _spatial_weight_argument(weight, func, _float) and _float(grad, 4) and _float(x, 4)
 
 
 LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})

@@ -161,15 +161,13 @@ class _Body:
         if not isinstance(op, AtenOp):
             return False
         prepacked = self._prepacked_call(op)
-        if prepacked is not None and len(op.results) > 1:
-            targets = ", ".join(self.name(r) for r in op.results)
-            self.lines.append(f"({targets}) = {prepacked}")
-            return True
         call = prepacked or self._direct_call(op)
+        returns_tuple = call is None or (prepacked is not None and len(op.results) > 1)
         if call is None:
             plan = self.constant(build_plan(op))
             operands = ", ".join(self.name(v) for v in op.operands)
             call = f"{plan}.run(({operands}{',' if len(op.operands) == 1 else ''}))"
+        if returns_tuple:
             targets = ", ".join(self.name(r) for r in op.results)
             self.lines.append(f"({targets}{',' if len(op.results) == 1 else ''}) = {call}")
         else:

@@ -262,12 +262,21 @@ backward borrows what a forward's graph wrote (what Inductor's CUDA-graph tree k
 keeping both in one tree). Entries leave with their instances."""
 
 
+def stays_put(value: torch.Tensor) -> bool:
+    """Whether ``value`` is a parameter or a buffer (Dynamo's static inputs): a graph
+    reads it where it lies; any other argument is copied into a static input at each
+    replay (a cache keyed on such an argument would see the static copy)."""
+    return isinstance(value, torch.nn.Parameter) or bool(
+        getattr(value, "_dynamo_static_input_type", None)
+    )
+
+
 def _borrowable(value: Any) -> bool:
     """Whether ``value`` is expected at the same address at the next call: a parameter or
     buffer, or an output of a graph (see the module docstring)."""
     if not isinstance(value, torch.Tensor):
         return False
-    if isinstance(value, torch.nn.Parameter) or getattr(value, "_dynamo_static_input_type", None):
+    if stays_put(value):
         return True
     return value.untyped_storage().data_ptr() in _GRAPH_OUTPUTS
 
@@ -531,4 +540,4 @@ class CudaGraphRunner:
         return instance
 
 
-__all__ = ["CudaGraphRunner", "record_cuda_graph"]
+__all__ = ["CudaGraphRunner", "record_cuda_graph", "stays_put"]

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from kiln.backends.triton.cudagraphs import stays_put
 from kiln.dialects.aten.ops import AtenOp
 
 
@@ -93,16 +94,12 @@ def _copies_weight(x: torch.Tensor, weight: torch.Tensor) -> bool:
     one call behind (kiln-cg read the previous call's weight). Any other weight is left
     to ATen, whose copy is then part of the graph."""
     return (
-        (isinstance(weight, torch.nn.Parameter) or _static_input(weight))
+        stays_put(weight)
         and x.is_contiguous(memory_format=torch.channels_last)
         and not x.is_contiguous()
         and not weight.is_contiguous(memory_format=torch.channels_last)
         and not (weight.requires_grad and torch.is_grad_enabled())
     )
-
-
-def _static_input(value: torch.Tensor) -> bool:
-    return getattr(value, "_dynamo_static_input_type", None) is not None
 
 
 class ChannelsLastConvolution:
