@@ -5,7 +5,8 @@ The step is the dashboard's (``benchmarks/dashboard_task.py``): gradients set to
 every parameter's version counter moved (as the optimizer step it stands for moves it),
 forward, backward with a fixed output gradient. Backends: ``inductor``, ``kiln``, and
 kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
-(``prepack_weights=False``: ATen copies each weight channels-last at every convolution).
+(``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
+``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call).
 
     python benchmarks/train_step_profile.py --models tv_resnet18,tv_mobilenet_v2 \\
         --backends kiln,kiln-nocg,inductor --top 20
@@ -71,6 +72,8 @@ def main() -> None:
                     options["cuda_graphs"] = False
                 if "-nopack" in backend:
                     options["prepack_weights"] = False
+                if "-autotune" in backend:
+                    options["autotune"] = True
                 fn = torch.compile(model, backend=kiln_backend, options=options)
             grad = torch.randn_like(_output(fn(*inputs)))
 
