@@ -50,6 +50,12 @@ TINY_INLINE_BYTES = 4096
 """Recomputing a producer whose inputs its consumers then read this many bytes more, or
 fewer, is always worth it: it may save the producer its own launch (microseconds on a
 GPU, where moving 4 KB takes nanoseconds), as for the masks of an embedding's backward."""
+GPU_LAUNCH_BYTES = 1 << 20
+"""On a GPU, inlining is worth up to this many bytes of extra traffic over storing: a
+producer kept costs a kernel of its own (a launch, and 1 to 2 us of kernel time however
+small it is), while an H200 moves 1 MB in a third of a microsecond. ReLU's backward mask
+(``x <= 0``, a bool buffer its batch norm's reduction and its gradient both read) was one
+kernel per batch norm of a CNN's training step; Inductor recomputes it in both."""
 
 _TRANSCENDENTAL = (
     xmath.ExpOp,
@@ -102,7 +108,8 @@ def worth_inlining(
     sibling of the consumer already reads at those points (``siblings``: per consumer,
     the reductions over the same space, which ``fuse`` runs in one kernel with it; see
     :func:`_read_by_siblings`). On the CPU (``cpu``) a gather is not recomputed where a
-    consumer broadcasts it (:func:`_broadcast_gather`).
+    consumer broadcasts it (:func:`_broadcast_gather`); on a GPU up to
+    :data:`GPU_LAUNCH_BYTES` more traffic is worth the kernel the producer would cost.
     """
     ops, expensive = _body_cost(producer)
     if ops > MAX_BODY_OPS or (expensive and len(consumers) > 1):
@@ -131,7 +138,8 @@ def worth_inlining(
     for consumer, load in read_by:
         shared = _read_by_siblings(producer, consumer, load, (siblings or {}).get(consumer, ()))
         inline_cost += sum(b for outer, b in input_bytes.items() if outer not in shared)
-    return inline_cost <= store_cost or inline_cost <= TINY_INLINE_BYTES
+    slack = 0 if cpu else GPU_LAUNCH_BYTES
+    return inline_cost <= store_cost + slack or inline_cost <= TINY_INLINE_BYTES
 
 
 def _read_by_siblings(
