@@ -22,6 +22,10 @@ periods and the middle one's kernels repeated for the others, with checks that f
 back to the full schedule (:mod:`kiln.passes.scheduling.stamp`; ``stamp=false`` turns
 it off); the program then carries ``kiln.stamped_fuse``.
 
+On a GPU, tiny pointwise kernels of one size that nothing connects (a batch norm's
+``num_batches_tracked += 1``, one per layer) then run as one kernel
+(:mod:`kiln.passes.scheduling.tiny_kernels`).
+
 Options: ``max-nodes`` caps the nodes per kernel (``max-nodes=1``: one loop node per
 kernel, no fusion, no inlining); ``inline=false`` turns inlining off; ``report`` prints
 every candidate pair considered and why it was or was not fused, on stderr:
@@ -58,6 +62,7 @@ from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
 from kiln.passes.scheduling.stamp import stamp_fuse
+from kiln.passes.scheduling.tiny_kernels import merge_tiny_kernels
 
 
 class FuseError(DiagnosticException):
@@ -113,6 +118,8 @@ class FusePass(ModulePass):
                 inline_producers(func, cpu=cpu)
             graph = build_graph(func)
             result = schedule(graph, self.max_nodes, cpu) if self.max_nodes > 1 else unfused(graph)
+        if not cpu and self.max_nodes > 1:
+            result = merge_tiny_kernels(graph, result, self.max_nodes)
         if self.report:
             print(f"fuse: @{func.sym_name.data}: {len(graph.nodes)} nodes", file=sys.stderr)
             if stamped is not None:

@@ -1,0 +1,52 @@
+"""The GPU's own scheduling decisions, run as Triton kernels and compared with eager.
+
+A module marked for a GPU (``kiln.device = "cuda"``) gets decisions the CPU does not:
+ReLU's backward mask recomputed in both its consumers (``GPU_LAUNCH_BYTES`` in
+:mod:`kiln.passes.scheduling.inline`) and tiny independent kernels merged
+(:mod:`kiln.passes.scheduling.tiny_kernels`). The tests of those passes check them in
+kiln's interpreters; here the generated Triton code computes eager's numbers (in
+Triton's interpreter on the CI machine, on the GPU with ``KILN_TRITON_DEVICE=cuda``).
+"""
+
+from __future__ import annotations
+
+import torch
+from triton_checks import DEVICE, PIPELINE, assert_close, capture, run_pipeline
+from xdsl.dialects.builtin import StringAttr
+
+from kiln.dialects.aten.function_attrs import DEVICE_ATTR
+from kiln.dialects.aten.fx import import_graph
+from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.targets import build_triton_program
+
+
+def _step(
+    c0: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor, y: torch.Tensor, g: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """Three batch norms' ``num_batches_tracked += 1`` and a ReLU + batch norm backward."""
+    masked = torch.where(y <= 0, torch.zeros_like(g), g)
+    total = masked.sum((0, 2, 3))
+    dx = masked - total[None, :, None, None] * y
+    return c0 + 1, c1 + 1, c2 + 1, total, dx
+
+
+def test_gpu_decisions_compute_eager_s_numbers() -> None:
+    counters = [torch.tensor(k + 7, dtype=torch.int64) for k in range(3)]
+    y, g = torch.randn(2, 16, 8, 8), torch.randn(2, 16, 8, 8)
+    inputs = [*counters, y, g]
+    module = import_graph(capture(_step, *inputs).gm)
+    module.attributes[DEVICE_ATTR] = StringAttr("cuda")
+    run_pipeline(module, PIPELINE)
+    kernels = [op for op in module.ops if isinstance(op, KernelOp)]
+    bool_outputs = [
+        k.sym_name.data for k in kernels if any("xi1" in str(t) for t in k.function_type.outputs)
+    ]
+    assert bool_outputs == []  # the mask is recomputed, not stored
+    counter_kernels = [
+        k.sym_name.data for k in kernels if str(k.numel.data) == "1" and len(k.body.block.ops) > 0
+    ]
+    assert len(counter_kernels) == 1, counter_kernels  # the three counters, merged
+    program = build_triton_program(module)
+    got = program([x.clone().to(DEVICE) for x in inputs])
+    for actual, expected in zip(got, _step(*inputs), strict=True):
+        assert_close(actual, expected)
