@@ -252,8 +252,9 @@ def test_gpu_training_step_copies_each_weight_once(cuda_graphs: str | bool) -> N
     channels-last twice (ATen, in the forward's and the backward's convolution); now
     once, in the forward after the optimizer's update, and the backward reads that copy.
     Outputs, gradients, weights and batch-norm statistics stay eager's at every step: a
-    copy one update behind would show. TF32 is off so that float32 tolerances hold over
-    several steps."""
+    copy one update behind would show (lr * grad, percents). TF32 is off so that float32
+    tolerances hold over several steps; reduction order alone moved one weight gradient
+    element by 4e-4 at the fifth step on an H200."""
     from torch.profiler import ProfilerActivity, profile
 
     from kiln.frontends.dynamo import kiln_backend
@@ -311,11 +312,11 @@ def test_gpu_training_step_copies_each_weight_once(cuda_graphs: str | bool) -> N
                 got = step(compiled, model, optimizers[0])
             want = step(eager, eager, optimizers[1])
             torch.testing.assert_close(
-                got, want, rtol=1e-4, atol=1e-4, msg=lambda m, k=k: f"step {k}: {m}"
+                got, want, rtol=1e-3, atol=1e-3, msg=lambda m, k=k: f"step {k}: {m}"
             )
     finally:
         torch.backends.cudnn.allow_tf32 = tf32
     for (name, a), (_, b) in zip(
         model.state_dict().items(), eager.state_dict().items(), strict=True
     ):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, msg=name)
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, msg=name)
