@@ -58,6 +58,14 @@ class Group:
         return self.nodes[0]
 
 
+def group_label(graph: ScheduleGraph, group: Group) -> str:
+    """How reports name a group: its first nodes' names."""
+    names = [graph.nodes[i].name for i in group.nodes]
+    if len(names) > 4:
+        names = [*names[:3], f"... {len(names) - 3} more"]
+    return "[" + ", ".join(names) + "]"
+
+
 @dataclass
 class MergePlan:
     numel: sympy.Expr
@@ -153,10 +161,7 @@ class Scheduler:
     # -- naming ------------------------------------------------------------------------
 
     def label(self, group: Group) -> str:
-        names = [self.graph.nodes[i].name for i in group.nodes]
-        if len(names) > 4:
-            names = [*names[:3], f"... {len(names) - 3} more"]
-        return "[" + ", ".join(names) + "]"
+        return group_label(self.graph, group)
 
     # -- scoring -----------------------------------------------------------------------
 
@@ -469,4 +474,4 @@ def unfused(graph: ScheduleGraph) -> FusionResult:
     return FusionResult(scheduler.ordered_groups())
 
 
-__all__ = ["Decision", "FusionResult", "Group", "Scheduler", "schedule", "unfused"]
+__all__ = ["Decision", "FusionResult", "Group", "group_label", "Scheduler", "schedule", "unfused"]
