@@ -42,9 +42,7 @@ def test_gpu_decisions_compute_eager_s_numbers() -> None:
         k.sym_name.data for k in kernels if any("xi1" in str(t) for t in k.function_type.outputs)
     ]
     assert bool_outputs == []  # the mask is recomputed, not stored
-    counter_kernels = [
-        k.sym_name.data for k in kernels if str(k.numel.data) == "1" and len(k.body.block.ops) > 0
-    ]
+    counter_kernels = [k.sym_name.data for k in kernels if str(k.numel.data) == "1"]
     assert len(counter_kernels) == 1, counter_kernels  # the three counters, merged
     program = build_triton_program(module)
     got = program([x.clone().to(DEVICE) for x in inputs])
