@@ -474,4 +474,4 @@ def unfused(graph: ScheduleGraph) -> FusionResult:
     return FusionResult(scheduler.ordered_groups())
 
 
-__all__ = ["Decision", "FusionResult", "Group", "group_label", "Scheduler", "schedule", "unfused"]
+__all__ = ["Decision", "FusionResult", "Group", "Scheduler", "group_label", "schedule", "unfused"]
