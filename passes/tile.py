@@ -4,7 +4,7 @@ For every ``kernel.kernel`` (after ``fuse``), chooses with the heuristics of
 :mod:`kiln.passes.scheduling.tiling`:
 
 * the reduction strategy: ``persistent`` (the whole reduction in one block: ``rnumel`` up
-  to 1024 for inner reductions, 64 for outer ones), ``looped`` (a loop over ``RBLOCK``
+  to 1024 for inner reductions, 512 for outer ones), ``looped`` (a loop over ``RBLOCK``
   chunks), or ``split`` (a large reduction with a small output becomes two kernels, see
   :mod:`kiln.passes.scheduling.split_reduction`; the program launches both);
 * ``reduction_hint``: ``inner`` (contiguous along the reduction) or ``outer``;
@@ -18,7 +18,8 @@ kernel.kernel @kernel0 persistent [4] x [8] (...) -> (...) attributes {configs =
 ```
 
 Options: ``sm-count`` (parallel units of the target, for the split decision; an H100
-has 132), ``split=false`` never splits reductions.
+has 132), ``split=false`` never splits reductions. A module marked for a GPU
+(``kiln.device``) splits outer reductions into shorter chunks than one for the CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.kernel.attributes import KernelKind, KernelKindAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import AllocOp, LaunchOp, ProgramOp
@@ -39,6 +41,8 @@ from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, split_kernel
 from kiln.passes.scheduling.tiling import (
+    GPU_OUTER_SPLIT_MIN_CHUNK,
+    OUTER_SPLIT_MIN_CHUNK,
     OUTER_XBLOCK,
     Tiling,
     hint,
@@ -102,6 +106,7 @@ class TilePass(ModulePass):
             raise TileError(f"tile: sm-count must be positive, got {self.sm_count}")
         require_kernel_level(op, self.name)
         names = {k.sym_name.data for k in op.ops if isinstance(k, KernelOp)}
+        outer_min_chunk = OUTER_SPLIT_MIN_CHUNK if runs_on_cpu(op) else GPU_OUTER_SPLIT_MIN_CHUNK
         for kernel in [k for k in op.ops if isinstance(k, KernelOp)]:
             if kernel.tiling is not None:
                 continue  # tiled already
@@ -114,7 +119,11 @@ class TilePass(ModulePass):
             if self.split and kind is KernelKind.REDUCTION and can_split(kernel, outer):
                 per_program = OUTER_XBLOCK if outer else 1
                 splits = split_factor(
-                    hint(kernel.numel.data), hint(kernel.rnumel.data), self.sm_count, per_program
+                    hint(kernel.numel.data),
+                    hint(kernel.rnumel.data),
+                    self.sm_count,
+                    per_program,
+                    outer_min_chunk,
                 )
             if splits > 1:
                 self._split(op, kernel, splits, names)

@@ -2,7 +2,8 @@
 
 The numbers start from Inductor's (``torch/_inductor/runtime/triton_heuristics.py`` and
 ``choices.py``): a reduction is *persistent* (one block holds the whole reduction) up to
-``rnumel`` 1024 when it reads contiguously along the reduction (``inner``), 64 otherwise;
+``rnumel`` 1024 when it reads contiguously along the reduction (``inner``), 512 otherwise
+(:data:`PERSISTENT_OUTER_MAX`);
 pointwise blocks are ``max(256, min(numel / 128, 1024))``; persistent configs try
 ``XBLOCK`` in 1, 8, 32, 128 within 4096 elements per block; looped reductions try
 Inductor's (1, 2048), (64, 64), (8, 512) and (64, 4) shapes. A large reduction with a
@@ -26,8 +27,16 @@ from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import SIZE_HINT
 
 PERSISTENT_INNER_MAX = 1024
-PERSISTENT_OUTER_MAX = 64
 PERSISTENT_BLOCK_ELEMENTS = 4096
+OUTER_MIN_XBLOCK = 8
+"""Outputs (neighbours in memory) per program of an outer reduction: 8 floats fill a
+32-byte sector."""
+PERSISTENT_OUTER_MAX = PERSISTENT_BLOCK_ELEMENTS // OUTER_MIN_XBLOCK
+"""Outer reductions up to this length are persistent: a block of OUTER_MIN_XBLOCK
+neighbouring outputs still holds the whole reduction. Batch norm statistics and their
+backward sums over NHWC activations (64 to 960 channels of 128 or 512 rows in a small
+CNN's training step) ran looped before, 8 iterations of dependent loads in each of a
+handful of programs (docs/benchmarks/design-notes.md)."""
 MAX_XBLOCK = 4096
 MAX_YBLOCK = 1024
 GRID_Y_LIMIT = 65535
@@ -42,6 +51,11 @@ OUTER_SPLIT_MIN_RNUMEL = 1024
 program covers OUTER_XBLOCK outputs, so even long-ish reductions leave the GPU idle
 (measured: docs/benchmarks/design-notes.md)."""
 OUTER_SPLIT_MIN_CHUNK = 256
+"""Rows per chunk, at least, of a split outer reduction on the CPU."""
+GPU_OUTER_SPLIT_MIN_CHUNK = 64
+"""Rows per chunk, at least, of a split outer reduction on a GPU: batch norm statistics
+over 2048 NHWC rows of 64 channels split 32 ways rather than 8
+(docs/benchmarks/design-notes.md)."""
 MAX_SPLITS = 512
 
 
@@ -201,21 +215,25 @@ warps measured faster for such short rows; rows of 4096 and more (softmax, layer
 stay best at 8 (docs/benchmarks/design-notes.md)."""
 
 
-def split_factor(numel: int, rnumel: int, sm_count: int, outputs_per_program: int = 1) -> int:
+def split_factor(
+    numel: int,
+    rnumel: int,
+    sm_count: int,
+    outputs_per_program: int = 1,
+    outer_min_chunk: int = OUTER_SPLIT_MIN_CHUNK,
+) -> int:
     """How many chunks to split a reduction into (1: do not split).
 
     Parallelism is counted in programs: an outer reduction covers ``outputs_per_program``
     outputs per program, so 4096 column maxima are only 64 programs and need splitting
     on a 132-SM GPU (a small fraction of copy bandwidth unsplit). Outer
     reductions split from shorter lengths and into shorter chunks
-    (:data:`OUTER_SPLIT_MIN_RNUMEL`).
+    (:data:`OUTER_SPLIT_MIN_RNUMEL`, ``outer_min_chunk``).
     """
     programs = max(1, numel // outputs_per_program)
     outer = outputs_per_program > 1
     min_rnumel, min_chunk = (
-        (OUTER_SPLIT_MIN_RNUMEL, OUTER_SPLIT_MIN_CHUNK)
-        if outer
-        else (SPLIT_MIN_RNUMEL, SPLIT_MIN_CHUNK)
+        (OUTER_SPLIT_MIN_RNUMEL, outer_min_chunk) if outer else (SPLIT_MIN_RNUMEL, SPLIT_MIN_CHUNK)
     )
     if rnumel <= min_rnumel or programs >= 2 * sm_count:
         return 1
@@ -260,9 +278,6 @@ def _cap(where: str, xblock: int, rnumel: int) -> int:
 OUTER_MIN_PROGRAMS = 32
 """Programs a looped outer reduction should have at least, at no fewer than
 :data:`OUTER_MIN_XBLOCK` outputs each."""
-OUTER_MIN_XBLOCK = 8
-"""Outputs (neighbours in memory) per program of an outer reduction: 8 floats fill a
-32-byte sector."""
 
 
 def _outer_shape(numel: int) -> tuple[int, int, int | None]:
@@ -334,6 +349,8 @@ def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling
 
 
 __all__ = [
+    "GPU_OUTER_SPLIT_MIN_CHUNK",
+    "OUTER_SPLIT_MIN_CHUNK",
     "Tiling",
     "hint",
     "next_pow2",

@@ -36,7 +36,8 @@ def reduction(shape: tuple[int, int], dim: int) -> str:
         ((4, 1024), 1, KernelKind.PERSISTENT, "inner"),
         ((4, 4096), 1, KernelKind.LOOPED, "inner"),
         ((32, 4), 0, KernelKind.PERSISTENT, "outer"),
-        ((128, 4), 0, KernelKind.LOOPED, "outer"),
+        ((512, 4), 0, KernelKind.PERSISTENT, "outer"),
+        ((1024, 4), 0, KernelKind.LOOPED, "outer"),
     ],
 )
 def test_reduction_strategy(shape: tuple[int, int], dim: int, kind: KernelKind, hint: str) -> None:
@@ -212,6 +213,25 @@ def test_outer_reductions_count_programs_not_outputs_when_splitting() -> None:
     assert split_factor(64 * 128, 1024, 132, OUTER_XBLOCK) == 1
 
 
+def test_gpu_splits_outer_reductions_into_shorter_chunks() -> None:
+    """Batch norm statistics over NHWC rows (2048 rows of 64 channels: ResNet-18's
+    first batch norm in a small training step) split 32 ways on a GPU, 8 on the CPU; on
+    the H200 the shorter chunks took 4 % off the training step's kernel time."""
+    text = reduction((2048, 64), 0)
+    on_cuda = (
+        text.replace("func.func", 'builtin.module attributes {kiln.device = "cuda"} {\n func.func')
+        + "}"
+    )
+    inputs = [torch.randn(2048, 64) / 16]
+    for module_text, splits in ((text, 8), (on_cuda, 32)):
+        module, _ = assert_schedule_preserves(
+            parse(lowered(module_text)), "fuse,tile", inputs=inputs
+        )
+        first, second = kernels(module)
+        assert first.kernel_kind is KernelKind.SPLIT
+        assert str(second.rnumel.data) == str(splits)
+
+
 NHWC = "3x24x24x24xf32"
 """An activation stored channels-last, as ``channels-last`` writes it: ``[N, H, W, C]``."""
 
@@ -335,11 +355,14 @@ def test_welford_statistics_split_with_chan_s_combine(shape: str, dims: str) -> 
 
 @pytest.mark.parametrize(("columns", "xblock"), [(64, 8), (512, 16), (4096, 64)])
 def test_outer_reductions_of_few_outputs_take_narrower_blocks(columns: int, xblock: int) -> None:
-    """Column sums of 512 rows (too short to split): 64 outputs a program left a batch
-    norm's statistics over NHWC with 64 channels one program for the whole GPU (30 us a
-    launch on an H200 for 2x64x16x16); now blocks narrow to 8 outputs until there are 32
-    programs, reading 512 elements a step either way."""
-    module, _ = assert_schedule_preserves(parse(lowered(reduction((512, columns), 0))), "fuse,tile")
+    """Column sums of 1024 rows (too long to be persistent, too short to split): 64
+    outputs a program left a batch norm's statistics over NHWC with 64 channels one
+    program for the whole GPU (30 us a launch on an H200 for 2x64x16x16); now blocks
+    narrow to 8 outputs until there are 32 programs, reading 512 elements a step either
+    way."""
+    module, _ = assert_schedule_preserves(
+        parse(lowered(reduction((1024, columns), 0))), "fuse,tile"
+    )
     (kernel,) = kernels(module)
     assert kernel.kernel_kind is KernelKind.LOOPED
     assert kernel.tiling is not None
