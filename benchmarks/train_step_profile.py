@@ -7,6 +7,8 @@ forward, backward with a fixed output gradient. Backends: ``inductor``, ``kiln``
 kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
 (``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
 ``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call).
+``--tiling NAME=VALUE,...`` sets constants of ``kiln.passes.scheduling.tiling`` before
+compiling (with the graph cache off), for sweeps of the tiling heuristics.
 
     python benchmarks/train_step_profile.py --models tv_resnet18,tv_mobilenet_v2 \\
         --backends kiln,kiln-nocg,inductor --top 20
@@ -43,6 +45,16 @@ def _step(model: torch.nn.Module, fn: Any, inputs: tuple[Any, ...], grad: torch.
     _output(fn(*inputs)).backward(grad)
 
 
+def _set_tiling(spec: str) -> None:
+    from kiln.passes.scheduling import tiling
+
+    for item in filter(None, spec.split(",")):
+        name, value = item.split("=")
+        if not isinstance(getattr(tiling, name, None), int):
+            raise SystemExit(f"--tiling: {name} is not an integer constant of tiling.py")
+        setattr(tiling, name, int(value))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--models", default="tv_resnet18")
@@ -52,8 +64,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm ones)")
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--device", default="cuda", help="cpu: a smoke run (no kernels to count)")
+    p.add_argument(
+        "--tiling",
+        default="",
+        help="NAME=INT,... constants of kiln.passes.scheduling.tiling to set (a sweep)",
+    )
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
+    _set_tiling(args.tiling)
     for name in args.models.split(","):
         for backend in args.backends.split(","):
             torch._dynamo.reset()
@@ -67,7 +85,7 @@ def main() -> None:
             if backend == "inductor":
                 fn = torch.compile(model)
             else:
-                options: dict[str, Any] = {"verbose": False}
+                options: dict[str, Any] = {"verbose": False, "graph_cache": not args.tiling}
                 if "-nocg" in backend:
                     options["cuda_graphs"] = False
                 if "-nopack" in backend:

@@ -41,8 +41,6 @@ from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, split_kernel
 from kiln.passes.scheduling.tiling import (
-    GPU_OUTER_SPLIT_MIN_CHUNK,
-    OUTER_SPLIT_MIN_CHUNK,
     OUTER_XBLOCK,
     Tiling,
     hint,
@@ -106,7 +104,7 @@ class TilePass(ModulePass):
             raise TileError(f"tile: sm-count must be positive, got {self.sm_count}")
         require_kernel_level(op, self.name)
         names = {k.sym_name.data for k in op.ops if isinstance(k, KernelOp)}
-        outer_min_chunk = OUTER_SPLIT_MIN_CHUNK if runs_on_cpu(op) else GPU_OUTER_SPLIT_MIN_CHUNK
+        gpu = not runs_on_cpu(op)
         for kernel in [k for k in op.ops if isinstance(k, KernelOp)]:
             if kernel.tiling is not None:
                 continue  # tiled already
@@ -123,7 +121,7 @@ class TilePass(ModulePass):
                     hint(kernel.rnumel.data),
                     self.sm_count,
                     per_program,
-                    outer_min_chunk,
+                    gpu,
                 )
             if splits > 1:
                 self._split(op, kernel, splits, names)

@@ -220,7 +220,7 @@ def split_factor(
     rnumel: int,
     sm_count: int,
     outputs_per_program: int = 1,
-    outer_min_chunk: int = OUTER_SPLIT_MIN_CHUNK,
+    gpu: bool = False,
 ) -> int:
     """How many chunks to split a reduction into (1: do not split).
 
@@ -228,12 +228,14 @@ def split_factor(
     outputs per program, so 4096 column maxima are only 64 programs and need splitting
     on a 132-SM GPU (a small fraction of copy bandwidth unsplit). Outer
     reductions split from shorter lengths and into shorter chunks
-    (:data:`OUTER_SPLIT_MIN_RNUMEL`, ``outer_min_chunk``).
+    (:data:`OUTER_SPLIT_MIN_RNUMEL`; on a GPU :data:`GPU_OUTER_SPLIT_MIN_CHUNK`).
     """
     programs = max(1, numel // outputs_per_program)
     outer = outputs_per_program > 1
     min_rnumel, min_chunk = (
-        (OUTER_SPLIT_MIN_RNUMEL, outer_min_chunk) if outer else (SPLIT_MIN_RNUMEL, SPLIT_MIN_CHUNK)
+        (OUTER_SPLIT_MIN_RNUMEL, GPU_OUTER_SPLIT_MIN_CHUNK if gpu else OUTER_SPLIT_MIN_CHUNK)
+        if outer
+        else (SPLIT_MIN_RNUMEL, SPLIT_MIN_CHUNK)
     )
     if rnumel <= min_rnumel or programs >= 2 * sm_count:
         return 1
@@ -349,8 +351,6 @@ def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling
 
 
 __all__ = [
-    "GPU_OUTER_SPLIT_MIN_CHUNK",
-    "OUTER_SPLIT_MIN_CHUNK",
     "Tiling",
     "hint",
     "next_pow2",
