@@ -45,6 +45,16 @@ def test_gpu_decisions_compute_eager_s_numbers() -> None:
     counter_kernels = [k.sym_name.data for k in kernels if str(k.numel.data) == "1"]
     assert len(counter_kernels) == 1, counter_kernels  # the three counters, merged
     program = build_triton_program(module)
+    # The merged counters load all three values before storing any (a store between
+    # them would serialise three memory round trips: Triton must assume they alias).
+    (counter_source,) = [
+        part for part in program.source.split("@triton.jit") if "def kiln_poi_fused_add" in part
+    ]
+    lines = counter_source.splitlines()
+    loads = [k for k, line in enumerate(lines) if "tl.load(" in line]
+    stores = [k for k, line in enumerate(lines) if "tl.store(" in line]
+    assert len(loads) == len(stores) == 3
+    assert max(loads) < min(stores)
     got = program([x.clone().to(DEVICE) for x in inputs])
     for actual, expected in zip(got, _step(*inputs), strict=True):
         assert_close(actual, expected)

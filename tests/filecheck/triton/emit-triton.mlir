@@ -3,7 +3,8 @@
 
 // The issue's command prints a Python module a person can read: a kernel named for
 // what it fuses, under a comment block naming the kernel.kernel and its nodes, then the
-// wrapper that allocates, launches and returns.
+// wrapper that allocates, launches and returns. A kernel's stores come after all of its
+// loads and arithmetic (a store would otherwise serialise the loads after it).
 
 func.func @forward(%x: tensor<4x8xf32>, %y: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
   %add = aten.add.Tensor(%x, %y) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
@@ -32,9 +33,9 @@ func.func @forward(%x: tensor<4x8xf32>, %y: tensor<8xf32>) -> (tensor<4x8xf32>, 
 // CHECK-NEXT:      [[Y:tmp[0-9]+]] = tl.load(in_ptr1 + rindex, rmask, other=0.0)
 // CHECK-NEXT:      [[ADD:tmp[0-9]+]] = [[X]] + [[Y]]
 // CHECK-NEXT:      [[RELU:tmp[0-9]+]] = tl.maximum([[ADD]], 0.0, tl.PropagateNan.ALL)
-// CHECK-NEXT:      tl.store(out_ptr0 + [[OFF]], [[RELU]], [[MASK]])
 // CHECK-NEXT:      [[MASKED:tmp[0-9]+]] = tl.where(rmask, [[RELU]], 0.0)
 // CHECK-NEXT:      [[SUM:tmp[0-9]+]] = tl.sum([[MASKED]], 1)
+// CHECK-NEXT:      tl.store(out_ptr0 + [[OFF]], [[RELU]], [[MASK]])
 // CHECK-NEXT:      tl.store(out_ptr1 + xindex, [[SUM]][:, None], xmask)
 // CHECK:       def call(args):
 // CHECK-NEXT:      x, y = args
