@@ -276,7 +276,11 @@ def test_gpu_training_step_copies_each_weight_once(cuda_graphs: str | bool) -> N
     eager = net()
     eager.load_state_dict(model.state_dict())
     options = {"verbose": False, "cuda_graphs": cuda_graphs}
-    compiled = torch.compile(model, backend=kiln_backend, options=options)
+    # Static explicitly: after another test of the process compiled a Sequential, dynamo
+    # would compile this one dynamic (automatic dynamic), whose weights are not cached
+    # (six copies; seen under pytest-xdist on the H200).
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=kiln_backend, options=options, dynamic=False)
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, eager)]
 
     def step(fn: Callable[..., Any], m: torch.nn.Module, opt: torch.optim.Optimizer) -> Any:
