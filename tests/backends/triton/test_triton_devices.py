@@ -24,13 +24,9 @@ from triton_checks import DEVICE
 
 import kiln
 from kiln.backends.triton.runtime import as_buffer
-from kiln.compiler import (
-    CompileError,
-    CompileOptions,
-    _check_triton_devices,  # pyright: ignore[reportPrivateUsage]
-    compile_graph,
-)  # pyright: ignore[reportPrivateUsage]
+from kiln.compiler import CompileError, CompileOptions, compile_graph
 from kiln.devices import graph_devices
+from kiln.executors import check_triton_devices
 
 ON_GPU = DEVICE.type == "cuda"
 gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs KILN_TRITON_DEVICE=cuda and a GPU")
@@ -88,10 +84,10 @@ def test_cpu_scalar_input_of_a_cuda_graph_is_no_compile_error(
     with FakeTensorMode():
         gm = make_fx(lambda x, s: x * s)(torch.empty(3, device="cuda"), torch.empty(()))
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    _check_triton_devices("g", [torch.randn(3), torch.randn(())], graph_devices(gm))
+    check_triton_devices("g", [torch.randn(3), torch.randn(())], graph_devices(gm))
     cpu = make_fx(lambda x: x * 2.0)(torch.randn(3))
     with pytest.raises(CompileError, match="input 0 is on cpu"):
-        _check_triton_devices("g", [torch.randn(3)], graph_devices(cpu))
+        check_triton_devices("g", [torch.randn(3)], graph_devices(cpu))
 
 
 def test_extern_scalar_read_by_a_kernel_is_moved_to_the_device() -> None:
