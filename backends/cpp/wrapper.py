@@ -66,7 +66,13 @@ from kiln.backends.cpp.runtime import ERROR_INDEX as ERROR_INDEX
 from kiln.backends.cpp.runtime import bad_argument as _bad_argument
 from kiln.backends.cpp.runtime import kernel_failed as _kernel_failed
 from kiln.backends.host.externs import REINTERPRET
-from kiln.backends.host.walker import ProgramWalker, WrapperError, contiguous_strides, py_tuple
+from kiln.backends.host.walker import (
+    ProgramWalker,
+    WrapperError,
+    contiguous_stride_texts,
+    contiguous_strides,
+    py_tuple,
+)
 from kiln.dialects.aten.arg_layout import in_layout
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
@@ -115,7 +121,6 @@ class _Writer(ProgramWalker):
     def prologue(self) -> None:
         self.namespace.update(
             {
-                "_empty": torch.empty,
                 "_empty_strided": EMPTY_STRIDED_CPU,
                 "_reinterpret": REINTERPRET,
                 "_kernel_failed": _kernel_failed,
@@ -156,16 +161,20 @@ class _Writer(ProgramWalker):
         self.line(f"if not {name}.is_contiguous(): {name} = {name}.contiguous()")
 
     def allocate(self, ty: MemRefType, shape: list[str]) -> str:
-        if ty.has_static_shape():
-            strides = contiguous_strides(ty.get_shape())
-            return f"_empty_strided({py_tuple(shape)}, {strides}, {self.dtype(ty)})"
-        return f"_empty({py_tuple(shape)}, dtype={self.dtype(ty)})"
+        return f"_empty_strided({py_tuple(shape)}, {self._strides(ty, shape)}, {self.dtype(ty)})"
 
     def view(self, source: str, ty: MemRefType, shape: list[str]) -> str:
+        return f"_reinterpret({source}, {py_tuple(shape)}, {self._strides(ty, shape)}, 0)"
+
+    @staticmethod
+    def _strides(ty: MemRefType, shape: list[str]) -> str:
+        """Row-major strides: numbers, or under symbolic sizes products of the size
+        variables, so that symbolic buffers take the fast allocation and view too
+        (``torch.empty`` and ``Tensor.view`` took twice as long a call: 13 allocations
+        and 8 views were 20 us of a 0.8 ms LLaMA call under ``dynamic=True``)."""
         if ty.has_static_shape():
-            strides = contiguous_strides(ty.get_shape())
-            return f"_reinterpret({source}, {py_tuple(shape)}, {strides}, 0)"
-        return f"{source}.view({py_tuple(shape)})"
+            return str(contiguous_strides(ty.get_shape()))
+        return py_tuple(contiguous_stride_texts(shape))
 
     def prepacked_site(self, op: AtenOp) -> Callable[..., Any] | None:
         # Built once per program: the site keeps its packed weight across calls.
