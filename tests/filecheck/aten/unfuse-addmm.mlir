@@ -61,3 +61,26 @@ func.func @scaled(%b: tensor<8xf32>, %x: tensor<4x16xf32>, %w: tensor<16x8xf32>)
   %1 = aten.relu.default(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
   func.return %1 : tensor<4x8xf32>
 }
+
+// Under dynamic shapes the traced graph reads sizes with sym_size.int: a read of the
+// sizes (the same for mm + add) does not keep the addmm (DistilBERT's projections).
+// CHECK-LABEL: func.func @size_read
+// CHECK-NEXT:    %mm = aten.mm.default(%x, %w)
+// CHECK-NEXT:    %0 = aten.add.Tensor(%mm, %b)
+// CHECK-NEXT:    %n = aten.sym_size.int(%0, dim = 0)
+// CHECK-NEXT:    %1 = aten.relu.default(%0)
+func.func @size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> (tensor<?x8xf32>, index) {
+  %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %n = aten.sym_size.int(%0, dim = 0) : (tensor<?x8xf32>) -> index
+  %1 = aten.relu.default(%0) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  func.return %1, %n : tensor<?x8xf32>, index
+}
+
+// Read only for its sizes, the product has no pointwise consumer to take the bias.
+// CHECK-LABEL: func.func @only_size_read
+// CHECK-NEXT:    %0 = aten.addmm.default(%b, %x, %w)
+func.func @only_size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> index {
+  %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %n = aten.sym_size.int(%0, dim = 0) : (tensor<?x8xf32>) -> index
+  func.return %n : index
+}
