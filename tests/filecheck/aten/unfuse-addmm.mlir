@@ -69,18 +69,20 @@ func.func @scaled(%b: tensor<8xf32>, %x: tensor<4x16xf32>, %w: tensor<16x8xf32>)
 // CHECK-NEXT:    %0 = aten.add.Tensor(%mm, %b)
 // CHECK-NEXT:    %n = aten.sym_size.int(%0, dim = 0)
 // CHECK-NEXT:    %1 = aten.relu.default(%0)
-func.func @size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> (tensor<?x8xf32>, index) {
+func.func @size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> tensor<?x2x4xf32> {
   %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
   %n = aten.sym_size.int(%0, dim = 0) : (tensor<?x8xf32>) -> index
   %1 = aten.relu.default(%0) : (tensor<?x8xf32>) -> tensor<?x8xf32>
-  func.return %1, %n : tensor<?x8xf32>, index
+  %2 = aten.view.default(%1, size = [%n, 2, 4]) : (tensor<?x8xf32>, index) -> tensor<?x2x4xf32>
+  func.return %2 : tensor<?x2x4xf32>
 }
 
 // Read only for its sizes, the product has no pointwise consumer to take the bias.
 // CHECK-LABEL: func.func @only_size_read
 // CHECK-NEXT:    %0 = aten.addmm.default(%b, %x, %w)
-func.func @only_size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> index {
+func.func @only_size_read(%b: tensor<8xf32>, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> tensor<?x16xf32> {
   %0 = aten.addmm.default(%b, %x, %w) : (tensor<8xf32>, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
   %n = aten.sym_size.int(%0, dim = 0) : (tensor<?x8xf32>) -> index
-  func.return %n : index
+  %1 = aten.view.default(%x, size = [%n, 16]) : (tensor<?x16xf32>, index) -> tensor<?x16xf32>
+  func.return %1 : tensor<?x16xf32>
 }
