@@ -93,7 +93,8 @@ def _builder(node: ast.expr) -> Builder:
                 return None
             return view(b, **arguments) if result is None else view(b, **arguments)[result]
 
-        return aliased
+        root = _root_index(node)
+        return aliased if root is None else _strided_replay(aliased, root)
     if isinstance(node, ast.Call) and not node.keywords:
         cls = _resolve_type(node.func)
         items = [_builder(a) for a in node.args]
@@ -102,6 +103,61 @@ def _builder(node: ast.expr) -> Builder:
             return lambda values: cls(*(item(values) for item in items))
         return lambda values: cls([item(values) for item in items])
     raise OutputStructureError(f"unexpected {ast.dump(node)} in {OUTPUTS_ATTR}")
+
+
+def _root_index(node: ast.expr) -> int | None:
+    """The returned value a chain of ``alias``/``permute`` nodes views (None: another
+    kind of node)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id not in ("alias", "permute") or len(node.args) < 2:
+            return None
+        node = node.args[1] if node.func.id == "alias" else node.args[0]
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+_MAX_GEOMETRIES = 64
+"""Root layouts remembered per view (beyond them, the memory starts over)."""
+_Geometry = tuple[tuple[int, ...], tuple[int, ...], int]
+"""A view's sizes, strides and storage offset relative to its root's."""
+
+
+def _strided_replay(replay: Builder, root_index: int) -> Builder:
+    """``replay`` (a chain of view ops from returned value ``root_index``), done once per
+    layout of the root and then as one ``as_strided`` of the root: the same view of the
+    same memory. A training forward returns dozens of views of its results as saved
+    tensors (GPT-2 small: 45, through chains of up to four view ops at ~2 us an
+    operator call: 0.3 ms of a 2.8 ms training step on the CPU)."""
+    geometries: dict[tuple[Any, ...], _Geometry | None] = {}
+
+    def replayed(values: Sequence[Any]) -> Any:
+        root = values[root_index]
+        if root is None:
+            return replay(values)
+        key = (root.shape, root.stride(), root.dtype, root.device)
+        if key in geometries:
+            geometry = geometries[key]
+            if geometry is not None:
+                size, stride, offset = geometry
+                return root.as_strided(size, stride, root.storage_offset() + offset)
+            return replay(values)
+        view = replay(values)
+        if len(geometries) >= _MAX_GEOMETRIES:
+            geometries.clear()  # a dynamic-shape graph called at ever new sizes
+        same_memory = (
+            hasattr(view, "as_strided")
+            and view.dtype == root.dtype
+            and view.untyped_storage().data_ptr() == root.untyped_storage().data_ptr()
+        )
+        geometries[key] = (
+            (tuple(view.shape), tuple(view.stride()), view.storage_offset() - root.storage_offset())
+            if same_memory
+            else None
+        )
+        return view
+
+    return replayed
 
 
 def _alias_call(node: ast.Call) -> tuple[Callable[..., Any], dict[str, Any], int | None]:
