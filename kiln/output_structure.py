@@ -145,11 +145,14 @@ def _strided_replay(replay: Builder, root_index: int) -> Builder:
         view = replay(values)
         if len(geometries) >= _MAX_GEOMETRIES:
             geometries.clear()  # a dynamic-shape graph called at ever new sizes
-        same_memory = (
-            hasattr(view, "as_strided")
-            and view.dtype == root.dtype
-            and view.untyped_storage().data_ptr() == root.untyped_storage().data_ptr()
-        )
+        try:
+            same_memory = (
+                hasattr(view, "as_strided")
+                and view.dtype == root.dtype
+                and view.untyped_storage().data_ptr() == root.untyped_storage().data_ptr()
+            )
+        except (RuntimeError, NotImplementedError):  # no storage to compare (fake, meta)
+            same_memory = False
         geometries[key] = (
             (tuple(view.shape), tuple(view.stride()), view.storage_offset() - root.storage_offset())
             if same_memory
