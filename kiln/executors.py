@@ -68,13 +68,13 @@ def build_runner(
     stages = stages if stages is not None else {}
     if executor == "interpret":
         return _interpreter(module), "interpret", None
+    if executor in ("cpp", "triton") and not any(op.name == "kernel.program" for op in module.ops):
+        if options.executor == "auto":
+            return _interpreter(module), "interpret", None  # the pipeline stopped before fuse
+        raise CompileError(
+            f"executor {executor!r} runs kernel-level IR: the pipeline must include fuse"
+        )
     if executor == "cpp":
-        if not any(op.name == "kernel.program" for op in module.ops):
-            if options.executor == "auto":
-                return _interpreter(module), "interpret", None  # the pipeline stopped before fuse
-            raise CompileError(
-                "executor 'cpp' runs kernel-level IR: the pipeline must include fuse"
-            )
         from kiln.backends.cpp.compiler import CompilerNotFound
         from kiln.targets import build_cpp_program
 
@@ -90,16 +90,8 @@ def build_runner(
         dump(debug, "wrapper.py", program.python_source)
         return program.run, "cpp", program
     if executor == "triton":
-        from kiln.backends.triton.runtime import TritonOptions
+        from kiln.backends.triton.runtime import TritonOptions, interpreting
         from kiln.targets import build_triton_program
-
-        if not any(op.name == "kernel.program" for op in module.ops):
-            if options.executor == "auto":
-                return _interpreter(module), "interpret", None  # the pipeline stopped before fuse
-            raise CompileError(
-                "executor 'triton' runs kernel-level IR: the pipeline must include fuse"
-            )
-        from kiln.backends.triton.runtime import interpreting
 
         triton_options = TritonOptions(
             autotune=options.autotune,

@@ -45,7 +45,7 @@ from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.traits import Pointwise, ViewLike, has_aten_trait
 
-_METADATA = frozenset({"aten::sym_size.int", "aten::sym_numel", "aten::sym_numel.default"})
+_METADATA = frozenset({"aten::sym_size.int", "aten::sym_numel.default"})
 """Ops that read only a tensor's sizes, the same for ``mm`` + ``add``: under
 ``dynamic=True`` the traced graph reads a projection's sequence length with
 ``sym_size.int`` (DistilBERT's queries and keys kept ``addmm``, 0.02 ms of a 0.75 ms call)."""
