@@ -73,7 +73,9 @@ def test_leaves_a_disabled_or_already_frozen_collector_alone() -> None:
     threshold = gc.get_threshold()
     with frozen_heap():
         assert gc.get_threshold() == threshold
-    assert gc.get_freeze_count() == frozen
+    # An unfreeze would leave 0; frozen objects that die meanwhile (another thread's, a
+    # finalizer's) leave the count too, so it is not compared exactly.
+    assert gc.get_freeze_count() > frozen // 2
 
 
 def test_compile_graph_runs_its_passes_frozen(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,7 +58,7 @@ def _simplify_node(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr
     args = [_simplify(a, ranges, memo) for a in operands(e)]
     if isinstance(e, FloorDiv | sympy.Mod):
         base, divisor = args
-        lo, hi = _bounds(base, ranges)
+        lo, hi = integer_bounds(base, ranges)
         if divisor.is_Integer and lo is not None and hi is not None and lo >= 0:
             d = int(divisor)
             if isinstance(e, FloorDiv):
@@ -110,7 +110,7 @@ def _split_small_terms(
         if not big or not small:
             continue
         rest = sympy.Add(*small)
-        lo, hi = _bounds(rest, ranges)
+        lo, hi = integer_bounds(rest, ranges)
         if lo is not None and hi is not None and lo >= 0 and hi < g:
             return g, sympy.Add(*[t / g for t in big]), rest
     return None
@@ -270,7 +270,7 @@ Bounds = tuple[int | None, int | None]
 """Inclusive integer bounds ``(lo, hi)``, None where unknown."""
 
 
-def _bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Bounds:
+def integer_bounds(e: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> Bounds:
     """Integer bounds of ``e`` knowing ``0 <= v < ranges[v]`` (None where unknown)."""
 
     def of(symbol: sympy.Symbol) -> Bounds:

@@ -43,7 +43,7 @@ from kiln.dialects.loop.body_ops import CheckIndexOp as LoopCheckIndexOp
 from kiln.dialects.loop.body_ops import IndexOp as LoopIndexOp
 from kiln.dialects.loop.body_ops import LoadOp as LoopLoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import index_var, reduction_var, size_var, var
+from kiln.dialects.loop.expr import FloorDiv, index_var, reduction_var, size_var, var
 from kiln.dialects.loop.ops import LoopNestOp, ScatterOp
 from kiln.passes.kernel_to_cpp.analysis import KernelAnalysis, Level, analyze, flat_index
 from kiln.passes.kernel_to_cpp.bounds import drop_proven_checks
@@ -63,6 +63,7 @@ from kiln.passes.kernel_to_cpp.space import (
     to_kernel_symbols,
 )
 from kiln.passes.kernel_to_cpp.stash import Stash, plan_stashes
+from kiln.passes.kernel_to_cpp.thresholds import threshold
 from kiln.passes.kernel_to_cpp.tiling import narrow_inner, tile_side, tiled_loops, transposed_dim
 from kiln.passes.kernel_to_cpp.transpose_tiles import stage_transposed_loads
 from kiln.passes.kernel_to_cpp.uniform_masks import version_uniform_masks
@@ -152,6 +153,9 @@ class KernelLowering:
                     out.append(self._compose_with(node, op.index.data, vars_[node], space))
                 elif isinstance(op, LoopIndexOp):
                     out.append(self._compose_with(node, op.expr.data, vars_[node], space))
+                elif isinstance(op, arith.CmpiOp) and (t := threshold(op)) is not None:
+                    # As the division it is (``thresholds``): the space splits there.
+                    out.append(self._compose_with(node, t.quotient(t.expr), vars_[node], space))
             if any(r in self.analysis.yielded for r in node.results):
                 sizes, _ = node_sizes_in_kernel(node, self.kernel)
                 out.append(simplify(flat_index(vars_[node][: len(sizes)], sizes), space.ranges()))
@@ -449,6 +453,10 @@ class KernelLowering:
                 mapping[op.result] = self.load_global(node, op, emit, env, values, mapping)
             elif isinstance(op, LoopIndexOp):
                 mapping[op.result] = emit.index(self.compose(node, op.expr.data), env)
+            elif isinstance(op, arith.CmpiOp) and (
+                compared := self._threshold(node, op, emit, env)
+            ):
+                mapping[op.result] = compared
             elif isinstance(op, LoopCheckIndexOp):
                 index = mapping[op.index]
                 emit.add(CppCheckIndexOp(index, emit.index(self.compose(node, op.size.data), env)))
@@ -456,6 +464,21 @@ class KernelLowering:
             else:
                 emit.add(op.clone(value_mapper=mapping))
         raise AssertionError(f"{node.name} body has no loop.yield")
+
+    def _threshold(
+        self, node: LoopNestOp, op: arith.CmpiOp, emit: Emitter, env: Env
+    ) -> SSAValue | None:
+        """``op`` (an index compared with a constant ``T``) as ``E // T < 1`` where the
+        quotient simplifies to no division over the loops (``thresholds``); None
+        otherwise."""
+        t = threshold(op)
+        if t is None:
+            return None
+        quotient = self.compose(node, t.quotient(t.expr))
+        if quotient.has(FloorDiv, sympy.Mod):
+            return None
+        predicate = "slt" if t.below else "sge"
+        return emit.value(arith.CmpiOp(emit.index(quotient, env), emit.const(1), predicate))
 
     def load_global(
         self,

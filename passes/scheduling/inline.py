@@ -41,6 +41,7 @@ from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
 from kiln.passes.scheduling.legality import loop_ranges, same_index
+from kiln.passes.scheduling.mask_facts import mask_facts
 
 MAX_BODY_OPS = 8
 """Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
@@ -361,9 +362,16 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         # the loop variables hold wherever the inlined body counts, e.g. ``d3 < 16``
         # for the first half of a ``cat`` (RoPE's ``cat([-x2, x1])``), which drops the
         # per-element ``//`` and ``%`` of the producer's unflattened position.
-        masked_ranges = mask_ranges(load, outer_ranges)
+        # Where the mask bounds an expression (``d3 // 2 + 58*(d3 % 2) >= 58``, the
+        # second input of a ``cat`` after a channel shuffle), the coordinates are
+        # simplified knowing it (``mask_facts``).
+        facts = mask_facts(load, outer_ranges)
+        masked_ranges = dict(facts.ranges)
         ranges = gather_ranges(load.indirect, masked_ranges)
-        coordinates = unflatten(load.index.data, producer_sizes)
+        coordinates = [
+            facts.simplify(c, ranges)
+            for c in unflatten(facts.write(load.index.data), producer_sizes)
+        ]
         substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
         mapping: dict[SSAValue, SSAValue] = {
             arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
@@ -400,9 +408,7 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
                 # The clone's indirect indices: its own, then the consumer's (shifted).
                 clone_ranges = gather_ranges([*clone.indirect, *load.indirect], masked_ranges)
                 clone.index = IndexExprAttr(
-                    simplify_with_ranges(
-                        sympy.expand(substitute(clone.index.data, moved)), clone_ranges
-                    )
+                    facts.simplify(sympy.expand(substitute(clone.index.data, moved)), clone_ranges)
                 )
                 if load.indirect or load.mask is not None:
                     mapping[inner.results[0]] = _retarget(clone, load, block)
@@ -424,51 +430,6 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         else:
             block.erase_arg(arg)
     _set_operands(consumer, keep_inputs, syms)
-
-
-_UPPER = {"slt": 0, "ult": 0, "sle": 1, "ule": 1}
-"""``d < c`` (or ``d <= c``) predicates of ``arith.cmpi``, as the bound's offset."""
-_LOWER_SWAPPED = {"sgt": 0, "ugt": 0, "sge": 1, "uge": 1}
-"""``c > d`` (or ``c >= d``): the same bounds with the operands swapped."""
-
-
-def mask_ranges(
-    load: LoadOp, ranges: dict[sympy.Symbol, sympy.Expr]
-) -> dict[sympy.Symbol, sympy.Expr]:
-    """``ranges`` narrowed by the upper bounds on loop variables that ``load``'s mask
-    implies (a conjunction of ``loop.index`` comparisons), valid wherever the masked
-    load reads; the same dict when the mask says nothing."""
-    if load.mask is None:
-        return ranges
-    narrowed = dict(ranges)
-    pending = [load.mask]
-    while pending:
-        owner = pending.pop().owner
-        if isinstance(owner, arith.AndIOp):
-            pending += [owner.lhs, owner.rhs]
-            continue
-        if not isinstance(owner, arith.CmpiOp):
-            continue
-        predicate = arith.CMPI_COMPARISON_OPERATIONS[owner.predicate.value.data]
-        lhs, rhs = owner.lhs.owner, owner.rhs.owner
-        if predicate in _LOWER_SWAPPED:
-            lhs, rhs = rhs, lhs
-            offset = _LOWER_SWAPPED[predicate]
-        elif predicate in _UPPER:
-            offset = _UPPER[predicate]
-        else:
-            continue
-        if not (isinstance(lhs, IndexOp) and isinstance(rhs, IndexOp)):
-            continue
-        v, bound = lhs.expr.data, rhs.expr.data + offset
-        if not isinstance(v, sympy.Symbol) or v not in narrowed:
-            continue
-        if any(var_kind(s)[0] != "s" for s in bound.free_symbols):  # pyright: ignore[reportArgumentType]
-            continue
-        # Only a bound provably tighter (sizes are positive): never a loose one.
-        if bound.is_positive and (narrowed[v] - bound).is_nonnegative:
-            narrowed[v] = bound
-    return narrowed
 
 
 def _retarget(load: LoadOp, consumer_load: LoadOp, block: Block) -> SSAValue:

@@ -149,7 +149,7 @@ def _cpp_inputs(name: str) -> list[torch.Tensor]:
     if name == "cpp-hoist-invariants":
         return [torch.randn(20, 64, generator=generator), torch.randint(0, 20, (9,))]
     if name == "cpp-uniform-masks":
-        return [torch.randn(6, 8, generator=generator)]
+        return [torch.randn(*shape, generator=generator) for shape in ((6, 8), (1, 8), (1, 8))]
     y = torch.randn(6, generator=generator)
     # Divisors y + 1 of every kind: zero, subnormal, huge, and normal ones.
     y[1], y[2], y[3] = -1.0, -1.0 + 2.0**-24, 3e38
@@ -157,11 +157,14 @@ def _cpp_inputs(name: str) -> list[torch.Tensor]:
 
 
 def _cpp_eager(
-    name: str, x: torch.Tensor, y: torch.Tensor | None = None
+    name: str, x: torch.Tensor, y: torch.Tensor | None = None, z: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, ...]:
     if name == "cpp-uniform-masks":  # the max of each row and its neighbours, 0 outside
+        assert y is not None
+        assert z is not None
         padded = torch.nn.functional.pad(x, (0, 0, 1, 1))
-        return (torch.maximum(torch.maximum(padded[:-2], padded[1:-1]), padded[2:]),)
+        rows = torch.maximum(torch.maximum(padded[:-2], padded[1:-1]), padded[2:])
+        return rows, torch.cat([y, z])  # and a cat of two rows
     assert y is not None
     if name == "cpp-drop-proven-checks":
         squares = y[torch.arange(9) ** 2 % 9].to(x.dtype)

@@ -281,3 +281,32 @@ def test_a_transpose_onto_a_narrow_inner_dim_vectorizes_along_the_wide_one() -> 
     kernel = program.cpp_source.split('extern "C" int kernel', 1)[1]
     simd = kernel.split("#pragma omp simd", 1)[1]
     assert "< 116;" in simd.split("\n")[1]
+
+
+def _shuffle_unit(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Two ShuffleNet-v2 units over channels-last data: concatenate, shuffle the two
+    groups of channels, split, concatenate with a branch, shuffle again."""
+    n, h, w, k = a.shape
+    x = torch.cat([a, torch.relu(b + c)], dim=3)
+    x = x.view(n, h, w, 2, k).transpose(3, 4).reshape(n, h, w, 2 * k)
+    first, second = x.chunk(2, dim=3)
+    y = torch.cat([first, torch.relu(second) * 2], dim=3)
+    return y.view(n, h, w, 2, k).transpose(3, 4).reshape(n, h, w, 2 * k)
+
+
+def test_a_channel_shuffle_between_cats_divides_nothing_and_selects_inputs_per_block() -> None:
+    """ShuffleNet-v2's units: each ``cat`` input's load, inlined through the shuffle's
+    view, unflattened a channel that the mask bounds but the loop does not
+    (``(28*d1 + d2 + d3 % 2 - 1) // 784`` at every element: the large ShuffleNet's worst
+    kernel, 9 ms a call, now 3); the comparisons selecting the inputs split the channel
+    loop at the offsets, and each input's block is a vectorized loop of plain loads."""
+    program = check(
+        _shuffle_unit,
+        lambda: (torch.randn(2, 3, 5, 58), torch.randn(2, 3, 5, 58), torch.randn(58)),
+        runs=2,
+    )
+    kernels = program.cpp_source[program.cpp_source.index("// kernel0") :]
+    assert "kiln_floordiv" not in kernels
+    assert "kiln_mod" not in kernels
+    assert " % " not in kernels
+    assert "selected" in kernels

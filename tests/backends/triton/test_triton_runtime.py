@@ -170,6 +170,10 @@ def test_default_cuda_graphs_keep_held_outputs_and_train_like_eager() -> None:
     from kiln.backends.triton.cudagraphs import CudaGraphRunner
     from kiln.frontends.dynamo import kiln_backend
 
+    # A Sequential compiled by an earlier test of the process would make dynamo compile
+    # this one dynamic (automatic dynamic), which records no CUDA graphs: start fresh, as
+    # a user's first compile does.
+    torch._dynamo.reset()  # pyright: ignore[reportPrivateImportUsage]
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 8)
