@@ -37,6 +37,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "channels-last": ("kiln.passes.channels_last", "ChannelsLastPass"),
     "prepack-weights": ("kiln.passes.prepack_weights", "PrepackWeightsPass"),
     "conv1x1-to-mm": ("kiln.passes.conv1x1_to_mm", "Conv1x1ToMmPass"),
+    "conv-epilogue": ("kiln.passes.conv_epilogue", "ConvEpiloguePass"),
     "patch-conv-to-mm": ("kiln.passes.patch_conv_to_mm", "PatchConvToMmPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),

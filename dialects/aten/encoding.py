@@ -105,6 +105,11 @@ def encode_value(
         if kind is ArgKind.FLOAT_LIST:
             return DenseArrayBase.from_list(f64, [float(v) for v in items])
         return DenseArrayBase.from_list(i1, [int(bool(v)) for v in items])
+    if kind is ArgKind.SCALAR_LIST:
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        if any(v is None or isinstance(v, SSAValue) for v in items):
+            raise ArgEncodingError(f"cannot store {spec.name}={value!r}: constants only")
+        return ArrayAttr(_scalar_attr(v, ArgKind.SCALAR) for v in items)
     if kind is ArgKind.SCALAR_TYPE:
         if isinstance(value, TypeAttribute):
             return value
@@ -195,6 +200,7 @@ _ALLOWED: dict[ArgKind, Callable[[Attribute], bool]] = {
     ArgKind.INT_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == i64,
     ArgKind.FLOAT_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == f64,
     ArgKind.BOOL_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == i1,
+    ArgKind.SCALAR_LIST: lambda a: isinstance(a, ArrayAttr),
     ArgKind.SCALAR_TYPE: lambda a: isinstance(a, TypeAttribute),
     ArgKind.LAYOUT: lambda a: isinstance(a, StringAttr),
     ArgKind.MEMORY_FORMAT: lambda a: isinstance(a, StringAttr),
@@ -204,6 +210,7 @@ _ALLOWED: dict[ArgKind, Callable[[Attribute], bool]] = {
 }
 
 _ELEMENT_KIND = {
+    ArgKind.SCALAR_LIST: ArgKind.SCALAR,
     ArgKind.INT_LIST: ArgKind.INT,
     ArgKind.FLOAT_LIST: ArgKind.FLOAT,
     ArgKind.BOOL_LIST: ArgKind.BOOL,

@@ -35,6 +35,8 @@ class ArgKind(Enum):
     BOOL = "bool"
     BOOL_LIST = "bool[]"
     SCALAR = "Scalar"
+    SCALAR_LIST = "Scalar?[]"
+    """oneDNN's post-op arguments (``mkldnn::_convolution_pointwise``'s ``scalars``)."""
     SCALAR_TYPE = "ScalarType"
     LAYOUT = "Layout"
     MEMORY_FORMAT = "MemoryFormat"
@@ -65,6 +67,7 @@ _LIST_KINDS = frozenset(
         ArgKind.INT_LIST,
         ArgKind.FLOAT_LIST,
         ArgKind.BOOL_LIST,
+        ArgKind.SCALAR_LIST,
     }
 )
 
@@ -204,6 +207,8 @@ def parse_type(type_str: str) -> tuple[ArgKind, bool, bool, int | None]:
     list_optional = m["opt2"] is not None
     if base is ArgKind.TENSOR and elem_optional:
         return ArgKind.OPT_TENSOR_LIST, list_optional, mutable, fixed_len
+    if base is ArgKind.SCALAR and elem_optional:
+        return ArgKind.SCALAR_LIST, list_optional, mutable, fixed_len
     if elem_optional:
         return ArgKind.UNSUPPORTED, list_optional, mutable, fixed_len
     kind = _LIST_OF.get(base, ArgKind.UNSUPPORTED)
