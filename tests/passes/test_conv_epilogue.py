@@ -76,3 +76,22 @@ def test_small_convolutions_stay_as_they_were(tmp_path: Path) -> None:
         x = torch.randn(2, 8, 32, 32)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)  # pyright: ignore[reportCallIssue]
     assert FUSED not in _wrapper(debug)
+
+
+@pytest.mark.parametrize("activation", [nn.SiLU(), nn.Hardswish(), nn.GELU(), nn.GELU("tanh")])
+def test_smooth_activations_run_as_post_ops_within_float32_rounding(
+    activation: nn.Module, tmp_path: Path
+) -> None:
+    """EfficientNet's SiLU, MobileNet-v3's hardswish, GELU: oneDNN's post-ops, not ATen's
+    kernels, so equal to eager within float32 rounding rather than bit for bit."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), activation
+    )  # fmt: skip
+    randomize_batch_norms(model)
+    model.eval()
+    compiled, debug = _compile(model, tmp_path)
+    with torch.no_grad():
+        x = torch.randn(1, 8, 256, 256)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)  # pyright: ignore[reportCallIssue]
+    assert _wrapper(debug).count(FUSED) == 1
