@@ -60,24 +60,22 @@ algorithms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float32Type,
-    IndexType,
     ModuleOp,
     StringAttr,
     TensorType,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.builder import AtenBuilder
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
@@ -175,69 +173,6 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-def _tensor(shape: list[int]) -> TensorType[Attribute]:
-    return TensorType(Float32Type(), shape)
-
-
-Size = int | SSAValue
-"""A size argument: static, or an ``index`` value."""
-
-
-def _static(size: Size) -> int:
-    return size if isinstance(size, int) else DYNAMIC_INDEX
-
-
-class _Builder:
-    """Inserts new ops before one point."""
-
-    def __init__(self, point: InsertPoint, location: Any) -> None:
-        self.point = point
-        self.location = location
-
-    def _insert(self, op: Operation, name: str) -> SSAValue:
-        op.location = self.location
-        Rewriter.insert_op(op, self.point)
-        op.results[0].name_hint = name
-        return op.results[0]
-
-    def __call__(
-        self, overload: str, args: dict[str, Any], shape: list[Size], name: str
-    ) -> SSAValue:
-        cls = op_class(overload)
-        assert cls is not None
-        return self._insert(cls.from_args(args, [_tensor([_static(d) for d in shape])]), name)
-
-    def size(self, tensor: SSAValue, dim: int, static: int, name: str) -> Size:
-        """Dim ``dim`` of ``tensor``: ``static`` when it is, else its ``sym_size.int``."""
-        if static != DYNAMIC_INDEX:
-            return static
-        cls = op_class("sym_size.int")
-        assert cls is not None
-        return self._insert(cls.from_args({"self": tensor, "dim": dim}, [IndexType()]), name)
-
-    def product(self, factors: list[Size], name: str) -> Size:
-        """The product of ``factors``: an int when all are static, else ``arith.muli``s
-        (static factors folded into one constant, so that the expression is the sizes')."""
-        constant = 1
-        values: list[SSAValue] = []
-        for factor in factors:
-            if isinstance(factor, int):
-                constant *= factor
-            else:
-                values.append(factor)
-        if not values:
-            return constant
-        if constant != 1:
-            values.append(
-                self._insert(arith.ConstantOp.from_int_and_width(constant, IndexType()), "c")
-            )
-        result = values[0]
-        for k, value in enumerate(values[1:], 2):
-            hint = name if k == len(values) else f"{name}_partial"
-            result = self._insert(arith.MuliOp(result, value), hint)
-        return result
-
-
 def _rewrite(op: AtenOp) -> SSAValue:
     """``op`` (a pointwise convolution of an NHWC-stored input) as views around one ``mm``;
     returns the NCHW view of the product that replaces its result."""
@@ -250,7 +185,7 @@ def _rewrite(op: AtenOp) -> SSAValue:
     assert x_shape is not None
     assert w_shape is not None
     c, out = x_shape[1], w_shape[0]
-    build = _Builder(InsertPoint.before(op), op.location)
+    build = AtenBuilder(InsertPoint.before(op), op.location)
     n = build.size(x, 0, x_shape[0], "batch")
     h = build.size(x, 2, x_shape[2], "height")
     w = build.size(x, 3, x_shape[3], "width")

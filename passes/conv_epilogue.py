@@ -37,25 +37,24 @@ convolution that became a matrix product stays one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, Float32Type, IntegerAttr, ModuleOp, TensorType, i64
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.builder import AtenBuilder
 from kiln.dialects.aten.function_attrs import runs_on_cpu
+from kiln.dialects.aten.memory_format import NHWC
 from kiln.dialects.aten.ops import AtenOp, GenericOp
 from kiln.dialects.aten.prepack import INFERENCE_ATTR
 from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR
 
-NHWC = (0, 2, 3, 1)
 FUSED = "mkldnn::_convolution_pointwise"
 
 MIN_OUTPUT = 1 << 20
@@ -133,25 +132,6 @@ def _per_channel(value: SSAValue, channels: int) -> bool:
     )
 
 
-class _Builder:
-    def __init__(self, point: InsertPoint, location: Any) -> None:
-        self.point = point
-        self.location = location
-
-    def insert(self, op: Operation, name: str) -> SSAValue:
-        op.location = self.location
-        Rewriter.insert_op(op, self.point)
-        op.results[0].name_hint = name
-        return op.results[0]
-
-    def __call__(
-        self, overload: str, args: dict[str, Any], shape: Sequence[int], name: str
-    ) -> SSAValue:
-        cls = op_class(overload)
-        assert cls is not None
-        return self.insert(cls.from_args(args, [TensorType(Float32Type(), list(shape))]), name)
-
-
 def _tail(perm: AtenOp, channels: int) -> _Epilogue | None:
     """The affine ops and activation reading ``perm`` (the convolution's NHWC view), each
     value read by the next alone; None when there is nothing to fold."""
@@ -196,13 +176,13 @@ def _tail(perm: AtenOp, channels: int) -> _Epilogue | None:
     if len(tail.ops) == 1 and tail.attr == "none":
         return None  # one affine op alone: its kernel is as cheap as the fold
     tail.scale, tail.shift = _fold(
-        terms, channels, _Builder(InsertPoint.before(tail.ops[-1]), perm.location)
+        terms, channels, AtenBuilder(InsertPoint.before(tail.ops[-1]), perm.location)
     )
     return tail
 
 
 def _fold(
-    terms: list[tuple[str, SSAValue]], channels: int, build: _Builder
+    terms: list[tuple[str, SSAValue]], channels: int, build: AtenBuilder
 ) -> tuple[SSAValue | None, SSAValue | None]:
     """``a`` and ``c`` of ``a * y + c`` after ``terms`` (each as a ``[C]`` vector)."""
     scale: SSAValue | None = None
@@ -272,7 +252,7 @@ def _rewrite(conv: AtenOp, perm: AtenOp, tail: _Epilogue) -> None:
     w_shape = _shape(w)
     assert w_shape is not None
     last = tail.ops[-1]
-    build = _Builder(InsertPoint.before(last), conv.location)
+    build = AtenBuilder(InsertPoint.before(last), conv.location)
     channels = tail.channels
     weight, shift = w, tail.shift
     if tail.scale is not None:
@@ -282,7 +262,7 @@ def _rewrite(conv: AtenOp, perm: AtenOp, tail: _Epilogue) -> None:
             [channels, 1, 1, 1],
             "epilogue_scale_w",
         )
-        weight = build("mul.Tensor", {"self": w, "other": column}, w_shape, "epilogue_weight")
+        weight = build("mul.Tensor", {"self": w, "other": column}, list(w_shape), "epilogue_weight")
         if bias is not None:
             bias = build(
                 "mul.Tensor", {"self": bias, "other": tail.scale}, [channels], "epilogue_bias"
@@ -315,7 +295,10 @@ def _rewrite(conv: AtenOp, perm: AtenOp, tail: _Epilogue) -> None:
     )
     y = build.insert(fused, conv.results[0].name_hint or "conv_fused")
     nhwc = build(
-        "permute.default", {"self": y, "dims": list(NHWC)}, _nhwc_shape(perm), f"{y.name_hint}_nhwc"
+        "permute.default",
+        {"self": y, "dims": list(NHWC)},
+        list(_nhwc_shape(perm)),
+        f"{y.name_hint}_nhwc",
     )
     last.results[0].replace_all_uses_with(nhwc)
     for op in [*reversed(tail.ops), perm, conv]:
