@@ -18,11 +18,19 @@ becomes::
     %y = aten.convolution.default(%x, %w, %b, ...) {kiln.prepack} : (...) -> tensor<1x32x56x56xf32>
 
 Convolutions with a 1x1 kernel are left to ATen (measured 2-4x faster here than the
-packed call). Linear layers with few rows, when asked (option ``linear-max-rows``,
-default 0: none, it lost end to end on BERT and ViT here):
-``mm(x, t(w))`` and ``addmm(b, x, t(w))`` of a weight argument ``w`` run as oneDNN's
-packed GEMM (``mkldnn._linear_pointwise`` on ``mkldnn._reorder_linear_weight(w,
-rows)``, as under Inductor's freezing), which skips packing ``w`` at every call.
+packed call). Linear layers: ``mm(x, t(w))`` and ``addmm(b, x, t(w))`` of a weight
+argument ``w`` run on oneDNN's packed GEMM (``mkldnn._linear_pointwise`` on
+``mkldnn._reorder_linear_weight(w, rows)``, as under Inductor's freezing), which skips
+packing ``w`` at every call, where that is faster on this machine (option ``linear``):
+
+* ``auto`` (the default): layers of at least :data:`AUTO_MIN_ROWS` rows, when this CPU
+  runs oneDNN's packed GEMM faster than ATen's ``mm`` (MKL), as measured once per
+  process by :mod:`kiln.backends.cpp.gemm_calibration`: 1.2-1.4x faster per product on
+  an AMD EPYC VM here, slower on the Intel Xeon VMs of earlier sessions. Fewer rows
+  lost end to end on both (BERT and LLaMA at 32 tokens).
+* ``always`` / ``never``;
+* ``linear-max-rows=N`` (N > 0) marks every linear layer of at most N rows, whatever
+  ``linear`` says.
 
 It runs before ``channels-last``, which keeps a function NCHW when ATen would run one of
 its convolutions in ``Slow2d`` but does not count a marked one (it runs in oneDNN).
@@ -171,6 +179,27 @@ def packable_backward(op: AtenOp, func: FuncOp) -> bool:
 
 
 LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})
+AUTO_MIN_ROWS = 128
+"""``linear=auto`` leaves smaller products to ATen: at 32 rows (BERT, LLaMA at the
+dashboard's small size) the packed call lost end to end even where it won at 512."""
+
+
+def _no_rows(rows: int) -> bool:
+    return False
+
+
+class _Lazy:
+    """A row predicate made on first use: ``auto`` measures the machine only for a
+    module that has a linear layer to decide on."""
+
+    def __init__(self, make: Callable[[], Callable[[int], bool]]) -> None:
+        self.make = make
+        self.predicate: Callable[[int], bool] | None = None
+
+    def __call__(self, rows: int) -> bool:
+        if self.predicate is None:
+            self.predicate = self.make()
+        return self.predicate(rows)
 
 
 def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
@@ -192,9 +221,9 @@ def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     )
 
 
-def packable_linear(op: AtenOp, func: FuncOp, max_rows: int) -> bool:
+def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int], bool]) -> bool:
     """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
-    2-D weight argument ``w``, with at most ``max_rows`` rows."""
+    2-D weight argument ``w``, with a row count ``rows`` accepts."""
     if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
         return False
     tensors = op.tensor_operands()
@@ -207,9 +236,9 @@ def packable_linear(op: AtenOp, func: FuncOp, max_rows: int) -> bool:
     return (
         _static_f32(x, 2)
         and x is not None
-        and x.type.get_shape()[0] <= max_rows  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
         and _static_f32(op.results[0], 2)
         and _transposed_argument(tensors["mat2"][0], func)
+        and rows(x.type.get_shape()[0])  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
     )
 
 
@@ -221,11 +250,32 @@ class PrepackWeightsPass(ModulePass):
 
     force: bool = False
     """Mark without the driver's ``kiln.inference`` (kiln-opt, tests)."""
+    linear: str = "auto"
+    """Linear layers (``mm``/``addmm`` of a transposed weight argument) on oneDNN's packed
+    GEMM: ``auto`` (at least :data:`AUTO_MIN_ROWS` rows, where this CPU measures it
+    faster than ATen's ``mm``), ``always`` or ``never``."""
     linear_max_rows: int = 0
-    """Mark linear layers (``mm``/``addmm`` of a transposed weight argument) of at most
-    this many rows (default 0: none). oneDNN's packed GEMM won 20-35% over ``mm`` alone
-    at 17 rows, but made BERT and ViT (17 tokens) 15-20% slower end to end here
-    (docs/benchmarks/cpu-profile.md), so it is off unless asked for."""
+    """If above 0: mark every linear layer of at most this many rows, whatever
+    ``linear`` says (oneDNN's packed GEMM won 20-35% over ``mm`` alone at 17 rows on an
+    Intel VM, but made BERT and ViT at 17 tokens 15-20% slower end to end there,
+    docs/benchmarks/cpu-profile.md)."""
+
+    def linear_rows(self) -> Callable[[int], bool]:
+        """Which row counts of a CPU linear layer to mark."""
+        if self.linear_max_rows > 0:
+            return lambda rows: rows <= self.linear_max_rows
+        if self.linear == "always":
+            return lambda rows: True
+        if self.linear == "never":
+            return lambda rows: False
+        if self.linear != "auto":
+            raise ValueError(
+                f"prepack-weights: linear={self.linear!r} (expected auto, always or never)"
+            )
+        from kiln.backends.cpp.gemm_calibration import packed_linear_faster
+
+        faster = packed_linear_faster()
+        return lambda rows: faster and rows >= AUTO_MIN_ROWS
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         on_gpu = not runs_on_cpu(op)
@@ -233,14 +283,14 @@ class PrepackWeightsPass(ModulePass):
         if not self.force and not allowed:
             return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
-        max_rows = 0 if on_gpu else self.linear_max_rows
+        rows = _no_rows if on_gpu else _Lazy(self.linear_rows)
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue
             for inner in func.body.block.ops:
                 if isinstance(inner, AtenOp) and (
                     packable(inner, func, on_gpu)
-                    or packable_linear(inner, func, max_rows)
+                    or packable_linear(inner, func, rows)
                     or (on_gpu and packable_backward(inner, func))
                 ):
                     mark_prepacked(inner)

@@ -146,7 +146,7 @@ class _Mlp(nn.Module):
 
 
 def test_linear_layers_run_packed_and_see_in_place_updates() -> None:
-    """Off by default (slower end to end here); ``linear-max-rows`` turns it on."""
+    """Layers this small are left to ATen by default; ``linear-max-rows`` packs them."""
     model = _Mlp().eval()
     pipeline = DEFAULT_PIPELINE.replace("prepack-weights", "prepack-weights{linear-max-rows=64}")
     compiled = _compile(model, pipeline=pipeline)
@@ -198,3 +198,67 @@ def test_option_off_and_float64_run_plain_convolutions() -> None:
     with torch.no_grad():
         _check(compiled, model64, torch.randn(1, 3, 8, 8, dtype=torch.float64))
     assert [s.prepacked for s in compile_history()] == [0]
+
+
+class _Wide(nn.Module):
+    """Linear layers of 256 rows (``linear=auto`` considers them), one with a bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(64, 96)
+        self.fc2 = nn.Linear(96, 32, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+@pytest.mark.parametrize("faster", [True, False])
+def test_auto_linear_follows_this_machines_calibration(
+    monkeypatch: pytest.MonkeyPatch, faster: bool
+) -> None:
+    """The default (``linear=auto``) packs linear layers of >= AUTO_MIN_ROWS rows exactly
+    when the machine's measurement says oneDNN is faster; eager's numbers either way,
+    and after an in-place weight update."""
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: faster)
+    model = _Wide().eval()
+    compiled = _compile(model, graph_cache=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(4, 64, 64))
+        assert [s.prepacked for s in compile_history()] == [2 if faster else 0]
+        model.fc1.weight.mul_(-0.5)
+        _check(compiled, model, torch.randn(4, 64, 64))
+
+
+def test_auto_linear_leaves_small_layers_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    model = _Wide().eval()
+    compiled = _compile(model, graph_cache=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 16, 64))  # 32 rows
+    assert [s.prepacked for s in compile_history()] == [0]
+
+
+def test_calibration_measures_both_gemms_once() -> None:
+    from kiln.backends.cpp.gemm_calibration import (
+        MIN_GAIN,
+        calibration,
+        packed_linear_faster,
+    )
+
+    measured = calibration()
+    assert measured is not None
+    assert measured.mm_ms > 0 and measured.packed_ms > 0
+    assert calibration() is measured  # once per process
+    assert packed_linear_faster() == (measured.mm_ms >= MIN_GAIN * measured.packed_ms)
+    assert "1024x768x768" in measured.describe()
+
+
+def test_bad_linear_option_is_a_clear_error() -> None:
+    from kiln.passes.prepack_weights import PrepackWeightsPass
+
+    with pytest.raises(ValueError, match="linear='sometimes'"):
+        PrepackWeightsPass(linear="sometimes").linear_rows()

@@ -1,0 +1,102 @@
+"""Which float32 GEMM is faster on this CPU: ATen's ``mm`` or oneDNN's packed linear.
+
+ATen's CPU ``mm`` calls MKL's ``sgemm`` (in the x86 wheels). MKL picks its kernels by
+CPU vendor: on an AMD EPYC (Zen 4, AVX-512) VM here it ran at 125-150 GFLOP/s where
+oneDNN's ``mkldnn._linear_pointwise`` on a weight packed by
+``mkldnn._reorder_linear_weight`` ran at 175-207 (4096 x 768 x 3072: 118.5 against 101.0
+ms; DistilBERT at batch 8 x 512 ran 1.3x faster end to end with every linear layer
+packed). On the Intel Xeon VMs of earlier sessions the packed GEMM lost (DistilBERT 4 %
+slower end to end). So ``prepack-weights`` asks, in its default ``linear=auto`` mode,
+what this machine measures: one 1024 x 768 x 768 product each way, alternated, the
+median of :data:`ROUNDS`, once per process (about 0.1 s here), and packs linear layers
+only where oneDNN wins by :data:`MIN_GAIN` or more.
+
+The measurement is what :func:`calibration` returns (``kiln.explain`` and the compile
+summary can show it); :func:`packed_linear_faster` is its verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+SHAPE = (1024, 768, 768)
+"""Rows, inner size, columns of the measured product: a linear layer of a base-width
+transformer at a few hundred tokens (big enough that per-call overheads do not decide)."""
+ROUNDS = 7
+MIN_GAIN = 1.05
+"""oneDNN must be this much faster to be chosen: below it, run-to-run noise could flip
+the choice between processes, and MKL's ``mm`` needs no packed copy of the weight. (The
+medians here: 1.12-1.42x in favour of oneDNN over four processes.)"""
+
+
+@dataclass(frozen=True)
+class GemmCalibration:
+    mm_ms: float
+    """ATen ``mm(x, w.t())``, median of the rounds."""
+    packed_ms: float
+    """oneDNN ``_linear_pointwise`` on the packed weight, median of the rounds."""
+
+    @property
+    def packed_faster(self) -> bool:
+        return self.mm_ms >= MIN_GAIN * self.packed_ms
+
+    def describe(self) -> str:
+        rows, inner, cols = SHAPE
+        verdict = "packs linear layers" if self.packed_faster else "keeps ATen's mm"
+        return (
+            f"{rows}x{inner}x{cols} float32 GEMM: ATen mm {self.mm_ms:.2f} ms, "
+            f"oneDNN packed {self.packed_ms:.2f} ms ({verdict})"
+        )
+
+
+def _median_ms(times: list[float]) -> float:
+    # The median, not the best: MKL's time here was bimodal between rounds (12 or 16 ms
+    # at 2048 rows), and its best alone sometimes came within 10 % of oneDNN's.
+    return statistics.median(times) * 1e3
+
+
+@functools.cache
+def calibration() -> GemmCalibration | None:
+    """The measurement (None where this torch has no oneDNN linear)."""
+    from kiln.backends.cpp.prepack import linear_available
+
+    if not linear_available():
+        return None
+    rows, inner, cols = SHAPE
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, inner, generator=generator)
+    weight = torch.randn(cols, inner, generator=generator)
+    with torch.no_grad():
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+        linear = torch.ops.mkldnn._linear_pointwise
+
+        def run_mm() -> None:
+            torch.mm(x, weight.t())
+
+        def run_packed() -> None:
+            linear(x, packed, None, "none", [], "")
+
+        mm_times: list[float] = []
+        packed_times: list[float] = []
+        run_mm()
+        run_packed()
+        for _ in range(ROUNDS):
+            for run, times in ((run_mm, mm_times), (run_packed, packed_times)):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+    return GemmCalibration(_median_ms(mm_times), _median_ms(packed_times))
+
+
+def packed_linear_faster() -> bool:
+    """Whether oneDNN's packed GEMM beats ATen's ``mm`` here (measured once per process)."""
+    measured = calibration()
+    return measured is not None and measured.packed_faster
+
+
+__all__ = ["MIN_GAIN", "SHAPE", "GemmCalibration", "calibration", "packed_linear_faster"]
