@@ -128,6 +128,7 @@ def compile_graph(
     prepack: Literal["inference", "training"] | None = None
     if options.prepack_weights and (inference or program_device is not None):
         prepack = "inference" if inference else "training"
+    packed_linear = prepack == "inference" and program_device is None and _faster_packed_gemm(gm)
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
     # imports nothing (kiln.fx_key). A graph it cannot describe (dynamic shapes, ...) is
@@ -147,13 +148,22 @@ def compile_graph(
             context = (
                 f"device {program_device}",
                 f"inference prepack {prepack == 'inference'}",
+                f"packed linear {packed_linear}",
                 f"free layout {list(free_layout_outputs)}",
             )
             cache_key = graph_cache.graph_key(description, options, "cpp", context)
         stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
         if cache_key is not None:
             hit = _from_graph_cache(
-                cache_key, gm, options, stats, start, program_device, prepack, free_layout_outputs
+                cache_key,
+                gm,
+                options,
+                stats,
+                start,
+                program_device,
+                prepack,
+                free_layout_outputs,
+                packed_linear,
             )
             if hit is not None:
                 return hit
@@ -172,7 +182,7 @@ def compile_graph(
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = count_ops(module)
-    _mark(module, program_device, prepack, free_layout_outputs)
+    _mark(module, program_device, prepack, free_layout_outputs, packed_linear)
 
     if cached and not described:
         key_start = time.perf_counter()
@@ -181,7 +191,15 @@ def compile_graph(
         if cache_key is not None:
             stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
             hit = _from_graph_cache(
-                cache_key, gm, options, stats, start, program_device, prepack, free_layout_outputs
+                cache_key,
+                gm,
+                options,
+                stats,
+                start,
+                program_device,
+                prepack,
+                free_layout_outputs,
+                packed_linear,
             )
             if hit is not None:
                 return hit
@@ -219,11 +237,29 @@ def compile_graph(
     return compiled
 
 
+_LINEAR_TARGETS = ("mm.default", "addmm.default")
+
+
+def _faster_packed_gemm(gm: torch.fx.GraphModule) -> bool:
+    """Whether the CPU inference graph ``gm`` has a matrix product and this machine runs
+    oneDNN's packed GEMM faster than ATen's ``mm`` (measured once per process, only for a
+    graph with a product to decide on)."""
+    if not any(
+        node.op == "call_function" and str(node.target).endswith(_LINEAR_TARGETS)
+        for node in gm.graph.nodes
+    ):
+        return False
+    from kiln.backends.cpp.gemm_calibration import packed_linear_faster
+
+    return packed_linear_faster()
+
+
 def _mark(
     module: ModuleOp,
     program_device: torch.device | None,
     prepack: Literal["inference", "training"] | None,
     free_layout_outputs: Sequence[int] = (),
+    packed_linear: bool = False,
 ) -> None:
     """What the driver adds to an imported module before the pipeline (and to the graph
     cache's key with it)."""
@@ -247,6 +283,10 @@ def _mark(
         from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
 
         module.attributes[INFERENCE_ATTR if prepack == "inference" else TRAINING_ATTR] = UnitAttr()
+    if packed_linear:
+        from kiln.dialects.aten.prepack import PACKED_LINEAR_ATTR
+
+        module.attributes[PACKED_LINEAR_ATTR] = UnitAttr()
 
 
 def _from_graph_cache(
@@ -258,6 +298,7 @@ def _from_graph_cache(
     program_device: torch.device | None,
     prepack: Literal["inference", "training"] | None,
     free_layout_outputs: Sequence[int] = (),
+    packed_linear: bool = False,
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
     imports no IR module: the entry names the traced constants to pass (``lifted``) and
@@ -282,7 +323,7 @@ def _from_graph_cache(
         from kiln.dialects.aten.fx import import_graph
 
         again = import_graph(gm)
-        _mark(again, program_device, prepack, free_layout_outputs)
+        _mark(again, program_device, prepack, free_layout_outputs, packed_linear)
         _run_pipeline(again, options, GraphStats(name=name), None, name)
         return again
 

@@ -23,11 +23,12 @@ argument ``w`` run on oneDNN's packed GEMM (``mkldnn._linear_pointwise`` on
 ``mkldnn._reorder_linear_weight(w, rows)``, as under Inductor's freezing), which skips
 packing ``w`` at every call, where that is faster on this machine (option ``linear``):
 
-* ``auto`` (the default): layers of at least :data:`AUTO_MIN_ROWS` rows, when this CPU
-  runs oneDNN's packed GEMM faster than ATen's ``mm`` (MKL), as measured once per
-  process by :mod:`kiln.backends.cpp.gemm_calibration`: 1.2-1.4x faster per product on
-  an AMD EPYC VM here, slower on the Intel Xeon VMs of earlier sessions. Fewer rows
-  lost end to end on both (BERT and LLaMA at 32 tokens).
+* ``auto`` (the default): layers of at least :data:`AUTO_MIN_ROWS` rows in a module
+  the driver marked ``kiln.packed_linear``: it does when this CPU runs oneDNN's packed
+  GEMM faster than ATen's ``mm`` (MKL), as measured once per process by
+  :mod:`kiln.backends.cpp.gemm_calibration` (1.14-1.38x faster on an AMD EPYC VM here,
+  slower on the Intel Xeon VMs of earlier sessions). Fewer rows lost end to end on both
+  (BERT and LLaMA at 32 tokens).
 * ``always`` / ``never``;
 * ``linear-max-rows=N`` (N > 0) marks every linear layer of at most N rows, whatever
   ``linear`` says.
@@ -89,7 +90,12 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR, mark_prepacked
+from kiln.dialects.aten.prepack import (
+    INFERENCE_ATTR,
+    PACKED_LINEAR_ATTR,
+    TRAINING_ATTR,
+    mark_prepacked,
+)
 from kiln.passes.unfuse_addmm import is_one
 
 CONVOLUTION = "aten::convolution.default"
@@ -184,24 +190,6 @@ AUTO_MIN_ROWS = 128
 dashboard's small size) the packed call lost end to end even where it won at 512."""
 
 
-def _no_rows(rows: int) -> bool:
-    return False
-
-
-class _Lazy:
-    """A row predicate made on first use: ``auto`` measures the machine only for a
-    module that has a linear layer to decide on."""
-
-    def __init__(self, make: Callable[[], Callable[[int], bool]]) -> None:
-        self.make = make
-        self.predicate: Callable[[int], bool] | None = None
-
-    def __call__(self, rows: int) -> bool:
-        if self.predicate is None:
-            self.predicate = self.make()
-        return self.predicate(rows)
-
-
 def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     """``value`` is ``t(w)`` / ``permute(w, [1, 0])`` of a 2-D function argument ``w``."""
     owner = value.owner if value is not None else None
@@ -252,16 +240,16 @@ class PrepackWeightsPass(ModulePass):
     """Mark without the driver's ``kiln.inference`` (kiln-opt, tests)."""
     linear: str = "auto"
     """Linear layers (``mm``/``addmm`` of a transposed weight argument) on oneDNN's packed
-    GEMM: ``auto`` (at least :data:`AUTO_MIN_ROWS` rows, where this CPU measures it
-    faster than ATen's ``mm``), ``always`` or ``never``."""
+    GEMM: ``auto`` (at least :data:`AUTO_MIN_ROWS` rows, in a module marked
+    ``kiln.packed_linear``), ``always`` or ``never``."""
     linear_max_rows: int = 0
     """If above 0: mark every linear layer of at most this many rows, whatever
     ``linear`` says (oneDNN's packed GEMM won 20-35% over ``mm`` alone at 17 rows on an
     Intel VM, but made BERT and ViT at 17 tokens 15-20% slower end to end there,
     docs/benchmarks/cpu-profile.md)."""
 
-    def linear_rows(self) -> Callable[[int], bool]:
-        """Which row counts of a CPU linear layer to mark."""
+    def linear_rows(self, module: ModuleOp) -> Callable[[int], bool]:
+        """Which row counts of a CPU linear layer of ``module`` to mark."""
         if self.linear_max_rows > 0:
             return lambda rows: rows <= self.linear_max_rows
         if self.linear == "always":
@@ -272,9 +260,7 @@ class PrepackWeightsPass(ModulePass):
             raise ValueError(
                 f"prepack-weights: linear={self.linear!r} (expected auto, always or never)"
             )
-        from kiln.backends.cpp.gemm_calibration import packed_linear_faster
-
-        faster = packed_linear_faster()
+        faster = PACKED_LINEAR_ATTR in module.attributes
         return lambda rows: faster and rows >= AUTO_MIN_ROWS
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -283,7 +269,7 @@ class PrepackWeightsPass(ModulePass):
         if not self.force and not allowed:
             return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
-        rows = _no_rows if on_gpu else _Lazy(self.linear_rows)
+        rows = self.linear_rows(op) if not on_gpu else (lambda rows: False)
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue

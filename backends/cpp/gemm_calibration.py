@@ -31,7 +31,7 @@ ROUNDS = 7
 MIN_GAIN = 1.05
 """oneDNN must be this much faster to be chosen: below it, run-to-run noise could flip
 the choice between processes, and MKL's ``mm`` needs no packed copy of the weight. (The
-medians here: 1.12-1.42x in favour of oneDNN over four processes.)"""
+medians here: 1.14-1.38x in favour of oneDNN in five processes.)"""
 
 
 @dataclass(frozen=True)

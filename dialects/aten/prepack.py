@@ -26,6 +26,10 @@ from xdsl.utils.exceptions import VerifyException
 INFERENCE_ATTR = "kiln.inference"
 TRAINING_ATTR = "kiln.training"
 PREPACK_ATTR = "kiln.prepack"
+PACKED_LINEAR_ATTR = "kiln.packed_linear"
+"""On a module: this machine runs oneDNN's packed GEMM faster than ATen's ``mm`` (the
+driver's measurement, :mod:`kiln.backends.cpp.gemm_calibration`), so ``prepack-weights``
+in its default ``linear=auto`` mode marks linear layers too."""
 PREPACKABLE = frozenset(
     {
         "aten.convolution.default",
@@ -63,6 +67,7 @@ def mark_prepacked(op: Operation) -> None:
 
 __all__ = [
     "INFERENCE_ATTR",
+    "PACKED_LINEAR_ATTR",
     "PREPACK_ATTR",
     "TRAINING_ATTR",
     "is_prepacked",

@@ -251,14 +251,17 @@ def test_calibration_measures_both_gemms_once() -> None:
 
     measured = calibration()
     assert measured is not None
-    assert measured.mm_ms > 0 and measured.packed_ms > 0
+    assert measured.mm_ms > 0
+    assert measured.packed_ms > 0
     assert calibration() is measured  # once per process
     assert packed_linear_faster() == (measured.mm_ms >= MIN_GAIN * measured.packed_ms)
     assert "1024x768x768" in measured.describe()
 
 
 def test_bad_linear_option_is_a_clear_error() -> None:
+    from xdsl.dialects.builtin import ModuleOp
+
     from kiln.passes.prepack_weights import PrepackWeightsPass
 
     with pytest.raises(ValueError, match="linear='sometimes'"):
-        PrepackWeightsPass(linear="sometimes").linear_rows()
+        PrepackWeightsPass(linear="sometimes").linear_rows(ModuleOp([]))

@@ -1,25 +1,44 @@
-// RUN: kiln-opt %s -p 'prepack-weights{linear=always}' | filecheck %s --check-prefix=ALWAYS
-// RUN: kiln-opt %s -p 'prepack-weights{linear=never}' | filecheck %s --check-prefix=NEVER
-// RUN: kiln-opt %s -p 'prepack-weights{linear=never linear-max-rows=8}' | filecheck %s --check-prefix=CAP
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights' | filecheck %s --check-prefix=AUTO
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear=always}' | filecheck %s --check-prefix=ALWAYS
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear=never}' | filecheck %s --check-prefix=NEVER
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear=never linear-max-rows=8}' | filecheck %s --check-prefix=CAP
 
-// Linear layers x @ t(w) of a weight argument on oneDNN's packed GEMM: `linear=always`
-// marks them whatever their size, `never` none, and a positive `linear-max-rows` marks
-// those of at most that many rows whatever `linear` says. (The default, `auto`, marks
-// layers of >= 128 rows where this machine measures oneDNN faster than ATen's mm: not
-// fixed enough for a text test; tests/backends/cpp/test_prepack_weights.py checks it.)
-// ALWAYS-LABEL: func.func @linear
+// Linear layers x @ t(w) of a weight argument on oneDNN's packed GEMM. The default,
+// `linear=auto`, marks layers of >= 128 rows in a module the driver marked
+// kiln.packed_linear (this machine measured oneDNN's packed GEMM faster than ATen's mm:
+// kiln.backends.cpp.gemm_calibration), none elsewhere; `always` marks every one, `never`
+// none, and a positive `linear-max-rows` those of at most that many rows whatever
+// `linear` says.
+// AUTO-LABEL:   func.func @measured_faster
+// AUTO:           aten.mm.default(%x, %wt) :
+// AUTO-NEXT:      aten.addmm.default(%b, %y, %wt) {kiln.prepack} :
+// ALWAYS-LABEL: func.func @measured_faster
 // ALWAYS:         aten.mm.default(%x, %wt) {kiln.prepack} :
 // ALWAYS-NEXT:    aten.addmm.default(%b, %y, %wt) {kiln.prepack} :
-// NEVER-LABEL:  func.func @linear
+// NEVER-LABEL:  func.func @measured_faster
 // NEVER-NOT:      kiln.prepack
-// CAP-LABEL:    func.func @linear
+// CAP-LABEL:    func.func @measured_faster
 // CAP:            aten.mm.default(%x, %wt) {kiln.prepack} :
 // CAP-NEXT:       aten.addmm.default(%b, %y, %wt) :
-builtin.module attributes {kiln.inference} {
-  func.func @linear(%x: tensor<4x8xf32>, %y: tensor<256x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> (tensor<4x16xf32>, tensor<256x16xf32>) {
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @measured_faster(%x: tensor<4x8xf32>, %y: tensor<256x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> (tensor<4x16xf32>, tensor<256x16xf32>) {
     %wt = aten.permute.default(%w, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
     %0 = aten.mm.default(%x, %wt) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
     %1 = aten.addmm.default(%b, %y, %wt) : (tensor<16xf32>, tensor<256x8xf32>, tensor<8x16xf32>) -> tensor<256x16xf32>
     func.return %0, %1 : tensor<4x16xf32>, tensor<256x16xf32>
+  }
+}
+
+// -----
+
+// AUTO-LABEL:   func.func @not_measured_faster
+// AUTO-NOT:       kiln.prepack
+// ALWAYS-LABEL: func.func @not_measured_faster
+// ALWAYS:         aten.addmm.default(%b, %y, %wt) {kiln.prepack} :
+builtin.module attributes {kiln.inference} {
+  func.func @not_measured_faster(%y: tensor<256x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> tensor<256x16xf32> {
+    %wt = aten.permute.default(%w, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %0 = aten.addmm.default(%b, %y, %wt) : (tensor<16xf32>, tensor<256x8xf32>, tensor<8x16xf32>) -> tensor<256x16xf32>
+    func.return %0 : tensor<256x16xf32>
   }
 }
