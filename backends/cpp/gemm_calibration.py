@@ -54,6 +54,17 @@ class GemmCalibration:
         )
 
 
+def linear_available() -> bool:
+    """Whether this torch runs oneDNN linear layers on prepacked weights. (Here, not in
+    :mod:`kiln.backends.cpp.prepack`: the driver asks before a graph-cache hit, which must
+    import none of kiln's IR modules.)"""
+    return bool(
+        torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
+
+
 def _median_ms(times: list[float]) -> float:
     # The median, not the best: MKL's time here was bimodal between rounds (12 or 16 ms
     # at 2048 rows), and its best alone sometimes came within 10 % of oneDNN's.
@@ -63,8 +74,6 @@ def _median_ms(times: list[float]) -> float:
 @functools.cache
 def calibration() -> GemmCalibration | None:
     """The measurement (None where this torch has no oneDNN linear)."""
-    from kiln.backends.cpp.prepack import linear_available
-
     if not linear_available():
         return None
     rows, inner, cols = SHAPE
@@ -99,4 +108,11 @@ def packed_linear_faster() -> bool:
     return measured is not None and measured.packed_faster
 
 
-__all__ = ["MIN_GAIN", "SHAPE", "GemmCalibration", "calibration", "packed_linear_faster"]
+__all__ = [
+    "MIN_GAIN",
+    "SHAPE",
+    "GemmCalibration",
+    "calibration",
+    "linear_available",
+    "packed_linear_faster",
+]

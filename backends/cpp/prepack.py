@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from kiln.backends.cpp.gemm_calibration import linear_available
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
 
@@ -219,15 +220,6 @@ class PackedLinear:
         return self.linear(x, self.packed, bias, "none", [], "")
 
 
-def linear_available() -> bool:
-    """Whether this torch runs oneDNN linear layers on prepacked weights."""
-    return bool(
-        torch.backends.mkldnn.is_available()
-        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-    )
-
-
 def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     """The call site of a ``kiln.prepack`` op (None: run it as it is written)."""
     if op.overload_name == "aten::convolution.default":
@@ -243,4 +235,11 @@ def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     return PackedLinear(rows)  # pyright: ignore[reportUnknownArgumentType]
 
 
-__all__ = ["SIZES_KEPT", "PackedConvolution", "PackedLinear", "available", "prepacked_site"]
+__all__ = [
+    "SIZES_KEPT",
+    "PackedConvolution",
+    "PackedLinear",
+    "available",
+    "linear_available",
+    "prepacked_site",
+]
