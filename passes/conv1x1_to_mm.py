@@ -71,7 +71,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -79,8 +79,14 @@ from kiln.dialects.aten.builder import AtenBuilder
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import is_prepacked
+from kiln.dialects.aten.prepack import (
+    INFERENCE_ATTR,
+    PACKED_LINEAR_ATTR,
+    is_prepacked,
+    mark_prepacked,
+)
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
+from kiln.passes.prepack_weights import AUTO_MIN_ROWS
 
 CONVOLUTION = "aten::convolution.default"
 _PERMUTE = "aten::permute.default"
@@ -173,9 +179,11 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-def _rewrite(op: AtenOp) -> SSAValue:
+def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     """``op`` (a pointwise convolution of an NHWC-stored input) as views around one ``mm``;
-    returns the NCHW view of the product that replaces its result."""
+    returns the NCHW view of the product that replaces its result. ``pack``: mark the
+    product ``kiln.prepack`` when its weight is a function argument and it has at least
+    ``AUTO_MIN_ROWS`` static rows (see the module docstring)."""
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     assert x is not None
@@ -204,6 +212,14 @@ def _rewrite(op: AtenOp) -> SSAValue:
         product = build(
             "addmm.default", {"self": bias, "mat1": x2, "mat2": wt}, [rows, out], "addmm"
         )
+    if (
+        pack
+        and isinstance(rows, int)
+        and rows >= AUTO_MIN_ROWS
+        and isinstance(weight, BlockArgument)
+        and isinstance(product.owner, AtenOp)
+    ):
+        mark_prepacked(product.owner)
     y_nhwc = build(
         "view.default", {"self": product, "size": [n, h, w, out]}, [n, h, w, out], "y_nhwc"
     )
@@ -211,7 +227,7 @@ def _rewrite(op: AtenOp) -> SSAValue:
     return build("permute.default", {"self": y_nhwc, "dims": list(NCHW)}, [n, out, h, w], name)
 
 
-def _rewrite_block(block: Block) -> None:
+def _rewrite_block(block: Block, pack: bool) -> None:
     nhwc: set[SSAValue] = set()
     """Values ``lower-aten`` stores NHWC because an op made them from such a value."""
     for op in list(block.ops):
@@ -220,7 +236,7 @@ def _rewrite_block(block: Block) -> None:
         first = op.operands[0] if op.operands else None
         input_nhwc = first is not None and _stored_nhwc(first, nhwc)
         if input_nhwc and is_pointwise_convolution(op) and not _returned(op.results[0]):
-            replacement = _rewrite(op)
+            replacement = _rewrite(op, pack)
             op.results[0].replace_all_uses_with(replacement)
             Rewriter.erase_op(op)
             continue
@@ -232,9 +248,9 @@ def _on_gpu(module: ModuleOp) -> bool:
     return not runs_on_cpu(module)
 
 
-def _rewrite_function(func: FuncOp) -> None:
+def _rewrite_function(func: FuncOp, pack: bool) -> None:
     if func.body.blocks:
-        _rewrite_block(func.body.block)
+        _rewrite_block(func.body.block, pack)
 
 
 @dataclass(frozen=True)
@@ -247,8 +263,10 @@ class Conv1x1ToMmPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if _on_gpu(op):
             return
+        # prepack-weights' linear=auto, for the products made here (it runs before).
+        pack = INFERENCE_ATTR in op.attributes and PACKED_LINEAR_ATTR in op.attributes
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            _rewrite_function(func)
+            _rewrite_function(func, pack)
 
 
 __all__: list[str] = ["Conv1x1ToMmPass", "is_pointwise_convolution"]

@@ -174,7 +174,8 @@ class PackedConvolution:
 
 class PackedLinear:
     """``site(x, weight, bias)``: ``x @ weight.T (+ bias)`` for a ``kiln.prepack``
-    ``mm``/``addmm`` whose second operand is the transpose of a weight argument, on the
+    ``mm``/``addmm`` whose second operand is the transpose of a weight argument (2-D, or
+    a 1x1 convolution's ``[O, C, 1, 1]``), on the
     weight packed for this site's row count by oneDNN (``mkldnn._reorder_linear_weight``,
     ``mkldnn._linear_pointwise``: what Inductor's freezing emits where it does not use
     MKL's packed GEMM; measured faster than MKL's here, docs/benchmarks/cpu-profile.md)."""
@@ -209,10 +210,12 @@ class PackedLinear:
             or weight._version != self.version
             or weight.data_ptr() != self.pointer
         ):
+            # A 1x1 convolution's [O, C, 1, 1] weight (conv1x1-to-mm) is the [O, C] matrix.
+            matrix = weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
             if weight.requires_grad and torch.is_grad_enabled():
-                return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+                return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
             with torch.no_grad():
-                self.packed = self.reorder(weight, self.batch)
+                self.packed = self.reorder(matrix, self.batch)
             self.weight = weakref.ref(weight)
             self.version = weight._version
             self.pointer = weight.data_ptr()

@@ -414,12 +414,15 @@ def _in_place_call(op: ExternOp, donated: Sequence[bool], writer: _Body) -> str 
 
 def _transposed_source(value: SSAValue | None) -> SSAValue | None:
     """``w`` when ``value`` is ``as_strided(w, [K, N], [1, K])`` of a 2-D ``[N, K]`` body
-    argument (how ``lower-aten`` writes ``w.T``); None otherwise."""
+    argument (how ``lower-aten`` writes ``w.T``), or of a 1x1 convolution's ``[N, K, 1,
+    1]`` weight (``conv1x1-to-mm``'s product); None otherwise."""
     owner = value.owner if value is not None else None
     if not isinstance(owner, AtenOp) or owner.overload_name != "aten::as_strided.default":
         return None
     source = owner.operands[0]
     shape = source.type.get_shape() if isinstance(source.type, TensorType) else ()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if len(shape) == 4 and tuple(shape[2:]) == (1, 1):  # pyright: ignore[reportUnknownArgumentType]
+        shape = shape[:2]  # pyright: ignore[reportUnknownVariableType]
     if len(shape) != 2 or owner.sym_operands():  # pyright: ignore[reportUnknownArgumentType]
         return None
     specs = {a.name: a for a in owner.op_schema().arguments}

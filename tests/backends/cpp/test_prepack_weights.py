@@ -265,3 +265,36 @@ def test_bad_linear_option_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match="linear='sometimes'"):
         PrepackWeightsPass(linear="sometimes").linear_rows(ModuleOp([]))
+
+
+class _Pointwise(nn.Module):
+    """A 3x3 then 1x1 convolutions (the 1x1s become products: conv1x1-to-mm), 512 rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 24, 1)
+        self.conv3 = nn.Conv2d(24, 8, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv3(F.relu(self.conv2(F.relu(self.conv1(x))))).sigmoid()
+
+
+def test_auto_linear_packs_pointwise_convolutions_made_products(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """conv1x1-to-mm's products of a 1x1 weight argument run packed under linear=auto
+    (the site packs the [O, C, 1, 1] weight as its [O, C] matrix); in-place updates of
+    that 4-D weight are seen."""
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    model = _Pointwise().eval()
+    compiled = _compile(model, graph_cache=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 3, 16, 16))
+        # conv1 (3x3, packed as a convolution) and both 1x1 products.
+        assert [s.prepacked for s in compile_history()] == [3]
+        model.conv2.weight.mul_(-0.5)
+        model.conv3.weight.copy_(torch.randn_like(model.conv3.weight))
+        _check(compiled, model, torch.randn(2, 3, 16, 16))

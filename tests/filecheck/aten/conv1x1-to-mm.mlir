@@ -115,3 +115,20 @@ func.func @pooled(%x: tensor<2x8x5x5xf32>, %w: tensor<4x8x1x1xf32>, %b: tensor<4
   %r = aten.relu.default(%s) : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
   func.return %r : tensor<2x4x1x1xf32>
 }
+
+// -----
+
+// In an inference module the driver marked kiln.packed_linear (this machine runs oneDNN's
+// packed GEMM faster than ATen's mm), a product of >= 128 rows with a weight argument is
+// marked kiln.prepack, as prepack-weights{linear=auto} marks linear layers (it runs
+// before this pass); the C++ wrapper packs the [O, C, 1, 1] weight as its [O, C] matrix.
+// CHECK-LABEL: func.func @packed
+// CHECK:         aten.addmm.default(%b, %x_rows, %w_t) {kiln.prepack} : (tensor<8xf32>, tensor<512x4xf32>, tensor<4x8xf32>) -> tensor<512x8xf32>
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @packed(%x: tensor<2x4x16x16xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<2x8x16x16xf32> {
+    %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+    %conv = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x16x16xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x16x16xf32>
+    %r = aten.relu.default(%conv) : (tensor<2x8x16x16xf32>) -> tensor<2x8x16x16xf32>
+    func.return %r : tensor<2x8x16x16xf32>
+  }
+}
