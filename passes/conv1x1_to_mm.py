@@ -52,6 +52,14 @@ expressions (``s0*s1*s1`` rows of an ``[s0, s1, s1, C]`` buffer: a view, no copy
     ...
     %y_nhwc = aten.view.default(%mm, size = [%batch, %height, %width, 8]) : (tensor<?x8xf32>, index, index, index) -> tensor<?x?x?x8xf32>
 
+In an inference module the driver marked ``kiln.packed_linear`` (this machine runs
+oneDNN's packed GEMM faster than ATen's ``mm``: :mod:`kiln.backends.cpp.gemm_calibration`),
+a product of at least ``AUTO_MIN_ROWS`` static rows whose weight is a function argument
+is marked ``kiln.prepack``, as ``prepack-weights{linear=auto}`` marks linear layers (it
+runs before this pass): the C++ wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O,
+C]`` matrix once and repacks when it changes (1.03-1.30x faster per product on an AMD
+EPYC VM, docs/benchmarks/cpu-profile.md, "Session 25").
+
 The channel counts (the weight's) must be static. Numbers change only by rounding (a different
 summation order in the same float32 dot products), as between ATen's own convolution
 algorithms.

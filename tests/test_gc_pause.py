@@ -54,9 +54,12 @@ def test_nested_blocks_unfreeze_once_at_the_outermost() -> None:
     before = _state()
     with frozen_heap():
         frozen = gc.get_freeze_count()
+        # An inner unfreeze would leave 0; frozen objects that die meanwhile (another
+        # thread's, a finalizer's) leave the count too (2 of 1.47 million once), so it is
+        # not compared exactly.
         with frozen_heap():
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen  # the inner exit left it frozen
+            assert gc.get_freeze_count() > frozen // 2
+        assert gc.get_freeze_count() > frozen // 2  # the inner exit left it frozen
     assert _state() == before
 
 
