@@ -128,7 +128,12 @@ def compile_graph(
     prepack: Literal["inference", "training"] | None = None
     if options.prepack_weights and (inference or program_device is not None):
         prepack = "inference" if inference else "training"
-    packed_linear = prepack == "inference" and program_device is None and _faster_packed_gemm(gm)
+    marks = _DriverMarks(
+        program_device,
+        prepack,
+        tuple(free_layout_outputs),
+        packed_linear=prepack == "inference" and program_device is None and _faster_packed_gemm(gm),
+    )
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
     # imports nothing (kiln.fx_key). A graph it cannot describe (dynamic shapes, ...) is
@@ -145,26 +150,10 @@ def compile_graph(
         description = describe_graph(gm)
         described = description is not None
         if description is not None:
-            context = (
-                f"device {program_device}",
-                f"inference prepack {prepack == 'inference'}",
-                f"packed linear {packed_linear}",
-                f"free layout {list(free_layout_outputs)}",
-            )
-            cache_key = graph_cache.graph_key(description, options, "cpp", context)
+            cache_key = graph_cache.graph_key(description, options, "cpp", marks.key_context())
         stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
         if cache_key is not None:
-            hit = _from_graph_cache(
-                cache_key,
-                gm,
-                options,
-                stats,
-                start,
-                program_device,
-                prepack,
-                free_layout_outputs,
-                packed_linear,
-            )
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks)
             if hit is not None:
                 return hit
 
@@ -182,7 +171,7 @@ def compile_graph(
     if debug is not None:  # printing a module costs as much as a pass: only when asked
         dump(debug, "00_aten.mlir", str(module))
     stats.pass_ops["import"] = count_ops(module)
-    _mark(module, program_device, prepack, free_layout_outputs, packed_linear)
+    marks.apply(module)
 
     if cached and not described:
         key_start = time.perf_counter()
@@ -190,17 +179,7 @@ def compile_graph(
         stats.stage_seconds["graph-key"] += time.perf_counter() - key_start
         if cache_key is not None:
             stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
-            hit = _from_graph_cache(
-                cache_key,
-                gm,
-                options,
-                stats,
-                start,
-                program_device,
-                prepack,
-                free_layout_outputs,
-                packed_linear,
-            )
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks)
             if hit is not None:
                 return hit
 
@@ -255,39 +234,54 @@ def _faster_packed_gemm(gm: torch.fx.GraphModule) -> bool:
     return packed_linear_faster()
 
 
-def _mark(
-    module: ModuleOp,
-    program_device: torch.device | None,
-    prepack: Literal["inference", "training"] | None,
-    free_layout_outputs: Sequence[int] = (),
-    packed_linear: bool = False,
-) -> None:
+@dataclass(frozen=True)
+class _DriverMarks:
     """What the driver adds to an imported module before the pipeline (and to the graph
     cache's key with it)."""
-    from xdsl.dialects.func import FuncOp
 
-    from kiln.dialects.aten.function_attrs import (
-        DEVICE_ATTR,
-        FREE_LAYOUT_OUTPUTS_ATTR,
-        free_layout_attr,
-    )
+    program_device: torch.device | None
+    prepack: Literal["inference", "training"] | None
+    free_layout_outputs: tuple[int, ...] = ()
+    packed_linear: bool = False
 
-    if free_layout_outputs:
-        for func in module.ops:
-            if isinstance(func, FuncOp):
-                func.attributes[FREE_LAYOUT_OUTPUTS_ATTR] = free_layout_attr(free_layout_outputs)
+    def key_context(self) -> tuple[str, ...]:
+        """The marks as the graph cache's key reads them (a key made from the FX graph
+        sees no module)."""
+        return (
+            f"device {self.program_device}",
+            f"inference prepack {self.prepack == 'inference'}",
+            f"packed linear {self.packed_linear}",
+            f"free layout {list(self.free_layout_outputs)}",
+        )
 
-    if program_device is not None:
-        # Passes that make tensors (decompositions) make them where the program runs.
-        module.attributes[DEVICE_ATTR] = StringAttr(str(program_device))
-    if prepack is not None:
-        from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
+    def apply(self, module: ModuleOp) -> None:
+        from xdsl.dialects.func import FuncOp
 
-        module.attributes[INFERENCE_ATTR if prepack == "inference" else TRAINING_ATTR] = UnitAttr()
-    if packed_linear:
-        from kiln.dialects.aten.prepack import PACKED_LINEAR_ATTR
+        from kiln.dialects.aten.function_attrs import (
+            DEVICE_ATTR,
+            FREE_LAYOUT_OUTPUTS_ATTR,
+            free_layout_attr,
+        )
 
-        module.attributes[PACKED_LINEAR_ATTR] = UnitAttr()
+        if self.free_layout_outputs:
+            for func in module.ops:
+                if isinstance(func, FuncOp):
+                    func.attributes[FREE_LAYOUT_OUTPUTS_ATTR] = free_layout_attr(
+                        self.free_layout_outputs
+                    )
+
+        if self.program_device is not None:
+            # Passes that make tensors (decompositions) make them where the program runs.
+            module.attributes[DEVICE_ATTR] = StringAttr(str(self.program_device))
+        if self.prepack is not None:
+            from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
+
+            attr = INFERENCE_ATTR if self.prepack == "inference" else TRAINING_ATTR
+            module.attributes[attr] = UnitAttr()
+        if self.packed_linear:
+            from kiln.dialects.aten.prepack import PACKED_LINEAR_ATTR
+
+            module.attributes[PACKED_LINEAR_ATTR] = UnitAttr()
 
 
 def _from_graph_cache(
@@ -296,10 +290,7 @@ def _from_graph_cache(
     options: CompileOptions,
     stats: GraphStats,
     start: float,
-    program_device: torch.device | None,
-    prepack: Literal["inference", "training"] | None,
-    free_layout_outputs: Sequence[int] = (),
-    packed_linear: bool = False,
+    marks: _DriverMarks,
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
     imports no IR module: the entry names the traced constants to pass (``lifted``) and
@@ -324,7 +315,7 @@ def _from_graph_cache(
         from kiln.dialects.aten.fx import import_graph
 
         again = import_graph(gm)
-        _mark(again, program_device, prepack, free_layout_outputs, packed_linear)
+        marks.apply(again)
         _run_pipeline(again, options, GraphStats(name=name), None, name)
         return again
 

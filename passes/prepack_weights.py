@@ -269,7 +269,7 @@ class PrepackWeightsPass(ModulePass):
         if not self.force and not allowed:
             return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
-        rows = self.linear_rows(op) if not on_gpu else (lambda rows: False)
+        rows = (lambda _: False) if on_gpu else self.linear_rows(op)
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue

@@ -11,8 +11,9 @@ what this machine measures: one 1024 x 768 x 768 product each way, alternated, t
 median of :data:`ROUNDS`, once per process (about 0.1 s here), and packs linear layers
 only where oneDNN wins by :data:`MIN_GAIN` or more.
 
-The measurement is what :func:`calibration` returns (``kiln.explain`` and the compile
-summary can show it); :func:`packed_linear_faster` is its verdict.
+The measurement is what :func:`calibration` returns (``describe()`` reads it out);
+:func:`packed_linear_faster` is its verdict, which the driver writes on the module as
+``kiln.packed_linear``.
 """
 
 from __future__ import annotations
