@@ -1,9 +1,10 @@
-"""Where a training step's GPU time goes: summed CUDA kernel time per step, kiln against
-Inductor, with the top kernels by time.
+"""Where a training step's (or, with ``--mode infer``, an inference call's) GPU time goes:
+summed CUDA kernel time per step, kiln against Inductor, with the top kernels by time.
 
 The step is the dashboard's (``benchmarks/dashboard_task.py``): gradients set to None,
 every parameter's version counter moved (as the optimizer step it stands for moves it),
-forward, backward with a fixed output gradient. Backends: ``inductor``, ``kiln``, and
+forward, backward with a fixed output gradient. ``--mode infer`` times the dashboard's
+inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends: ``inductor``, ``kiln``, and
 kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
 (``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
 ``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call).
@@ -45,6 +46,12 @@ def _step(model: torch.nn.Module, fn: Any, inputs: tuple[Any, ...], grad: torch.
     _output(fn(*inputs)).backward(grad)
 
 
+def _infer(model: torch.nn.Module, fn: Any, inputs: tuple[Any, ...], grad: torch.Tensor) -> None:
+    del model, grad
+    with torch.no_grad():
+        fn(*inputs)
+
+
 def _set_tiling(spec: str) -> None:
     from kiln.passes.scheduling import tiling
 
@@ -60,6 +67,7 @@ def main() -> None:
     p.add_argument("--models", default="tv_resnet18")
     p.add_argument("--size", default="small")
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--mode", choices=("train", "infer"), default="train")
     p.add_argument("--backends", default="kiln,inductor")
     p.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm ones)")
     p.add_argument("--top", type=int, default=15)
@@ -78,7 +86,9 @@ def main() -> None:
             torch.manual_seed(0)
             model, inputs = zoo.registry()[name].build(args.size)
             device = torch.device(args.device)
-            model = model.to(device).train().to(dtype)
+            model = model.to(device).to(dtype)
+            model = model.train() if args.mode == "train" else model.eval()
+            step = _step if args.mode == "train" else _infer
             inputs = tuple(
                 x.to(device, dtype) if x.is_floating_point() else x.to(device) for x in inputs
             )
@@ -93,15 +103,16 @@ def main() -> None:
                 if "-autotune" in backend:
                     options["autotune"] = True
                 fn = torch.compile(model, backend=kiln_backend, options=options)
-            grad = torch.randn_like(_output(fn(*inputs)))
+            with torch.set_grad_enabled(args.mode == "train"):
+                grad = torch.randn_like(_output(fn(*inputs)))
 
             for _ in range(3):
-                _step(model, fn, inputs, grad)
+                step(model, fn, inputs, grad)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
                 for _ in range(args.steps):
-                    _step(model, fn, inputs, grad)
+                    step(model, fn, inputs, grad)
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
@@ -112,7 +123,7 @@ def main() -> None:
             total = sum(v[0] for v in kernels.values()) / 1e3
             launches = sum(v[1] for v in kernels.values()) / args.steps
             print(
-                f"## {name} {args.size} {args.dtype} {backend}: kernels {total:.3f} ms a step, "
+                f"## {name} {args.size} {args.mode} {args.dtype} {backend}: kernels {total:.3f} ms a step, "
                 f"{launches:.0f} launches",
                 flush=True,
             )

@@ -103,8 +103,7 @@ class Scheduler:
         self.graph = graph
         self.max_nodes = max_nodes
         self.cpu = cpu
-        """Whether the kernels run on the CPU (a per-element division costs the
-        vectorized loop there: :func:`static_inner_clash`)."""
+        """Whether the kernels run on the CPU (for reasons only)."""
         self.groups: dict[int, Group] = {}
         self.group_of: list[int] = []
         for node in graph.nodes:
@@ -244,11 +243,15 @@ class Scheduler:
                     "their symbolic shapes have no common loop nest "
                     f"({', '.join(str(list(s)) for s in shapes)}): a division per element"
                 )
-            if self.cpu and static_inner_clash(shapes):
+            if static_inner_clash(shapes):
+                cost = (
+                    "in the vectorized loop on the CPU"
+                    if self.cpu
+                    else "and a gather per element on the GPU"
+                )
                 return (
                     "their shapes share no innermost loop "
-                    f"({', '.join(str(list(s)) for s in shapes)}): a division per element "
-                    "in the vectorized loop on the CPU"
+                    f"({', '.join(str(list(s)) for s in shapes)}): a division per element " + cost
                 )
         mismatch = self._check_reads(a, b, levels, rnumel)
         if mismatch is not None:

@@ -304,6 +304,34 @@ def _outer_persistent(candidates: list[ConfigAttr], numel: int) -> ConfigAttr:
     return wide[0]
 
 
+SHORT_ROW_BLOCK_ELEMENTS = 1024
+"""Elements an inner persistent reduction's block covers at least, in whole rows, when
+its rows are short (:data:`SHORT_ROW_MAX`): ``XBLOCK`` of 8, 32 or 128 rows, Inductor's
+candidates. One row a program ran a single warp over 64 elements: Swin-tiny's window
+softmax (301056 rows of 49, bfloat16, batch 32) took 182 us a call on the H200 against
+Inductor's 72 us; ConvNeXt-atto's depthwise convolution + layer norm kernels 0.98 ms a
+call in all, 0.48 ms now. 512 and 2048 measured the same (docs/benchmarks/design-notes.md)."""
+
+
+SHORT_ROW_MAX = 512
+"""Rows whose block (``RBLOCK``) is this long or longer keep a program each, as
+Inductor's inner persistent reductions do from 256 elements; rows of 129 to 256 shared
+programs best on the H200 (ConvNeXt-atto's 160 channels: 1.04 -> 0.87 ms a call),
+rows of 257 to 512 did not (ViT-S's 384: 1.10 -> 1.13 ms)."""
+
+
+def _inner_persistent(candidates: list[ConfigAttr], rblock: int) -> ConfigAttr:
+    """One row per program for row blocks of :data:`SHORT_ROW_MAX` and more; shorter rows
+    the narrowest candidate whose block holds :data:`SHORT_ROW_BLOCK_ELEMENTS`, else the
+    widest (candidates are ordered by ``XBLOCK``)."""
+    if rblock >= SHORT_ROW_MAX:
+        return candidates[0]
+    for config in candidates:
+        if (config.value("XBLOCK") or 1) * rblock >= SHORT_ROW_BLOCK_ELEMENTS:
+            return config
+    return candidates[-1]
+
+
 def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling:
     numel = hint(kernel.numel.data)
     rnumel = hint(kernel.rnumel.data)
@@ -323,7 +351,11 @@ def reduction_tiling(kernel: KernelOp, kind: KernelKind | None = None) -> Tiling
         candidates = [
             _config(XBLOCK=x, RBLOCK=rblock, num_warps=_num_warps(x * rblock, cap)) for x in xblocks
         ]
-        chosen = candidates[0] if where == "inner" else _outer_persistent(candidates, numel)
+        chosen = (
+            _inner_persistent(candidates, rblock)
+            if where == "inner"
+            else _outer_persistent(candidates, numel)
+        )
         return Tiling(kind, chosen, _unique([chosen, *candidates]), where)
     inner_r = min(next_pow2(rnumel), 2048)
     shapes: list[tuple[int, int, int | None]] = [

@@ -29,6 +29,26 @@ func.func @f(%x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> tensor<64x1001xf
 """
 
 
+ADDMM_MISALIGNED = """
+func.func @f(%b: tensor<1001xf32>, %x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> tensor<64x1001xf32> {
+  %0 = aten.addmm.default(%b, %x, %w) : (tensor<1001xf32>, tensor<64x32xf32>, tensor<32x1001xf32>) -> tensor<64x1001xf32>
+  func.return %0 : tensor<64x1001xf32>
+}
+"""
+
+ADDMM_PADDED = """
+func.func @f(%b: tensor<1001xf32>, %x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> tensor<64x1001xf32> {
+  %padded = aten.constant_pad_nd.default(%w, pad = [0, 3]) : (tensor<32x1001xf32>) -> tensor<32x1004xf32>
+  %mm_padded = aten.mm.default(%x, %padded) : (tensor<64x32xf32>, tensor<32x1004xf32>) -> tensor<64x1004xf32>
+  %sliced = aten.slice.Tensor(%mm_padded, dim = 1, start = 0, end = 1001) : (tensor<64x1004xf32>) -> tensor<64x1001xf32>
+  %0 = aten.add.Tensor(%sliced, %b) : (tensor<64x1001xf32>, tensor<1001xf32>) -> tensor<64x1001xf32>
+  func.return %0 : tensor<64x1001xf32>
+}
+"""
+"""A returned LM head with a bias (BERT's): the bias add writes the contiguous result,
+so no clone follows the slice."""
+
+
 def test_registered_and_in_the_default_pipeline() -> None:
     assert default_registry().get_pass("pad-mm") is PadMmPass
     assert "pad-mm" in DEFAULT_PIPELINE.split(",")
@@ -122,9 +142,32 @@ def test_bmm_with_a_transposed_operand_pads_m_and_n() -> None:
     assert_same_semantics(before, after)
 
 
+def test_addmm_is_padded_and_its_bias_added_to_the_slice() -> None:
+    assert_pass_output(PadMmPass(force=True), ADDMM_MISALIGNED, ADDMM_PADDED)
+    before, after = run_pass(PadMmPass(force=True), ADDMM_MISALIGNED)
+    assert_same_semantics(before, after)
+
+
+def test_addmm_with_a_row_bias_and_a_misaligned_k() -> None:
+    text = """
+    func.func @f(%b: tensor<64x1001xf32>, %x: tensor<64x30xf32>, %w: tensor<30x1001xf32>) -> tensor<64x1001xf32> {
+      %0 = aten.addmm.default(%b, %x, %w) : (tensor<64x1001xf32>, tensor<64x30xf32>, tensor<30x1001xf32>) -> tensor<64x1001xf32>
+      func.return %0 : tensor<64x1001xf32>
+    }
+    """
+    before, after = run_pass(PadMmPass(force=True), text)
+    out = printed(after)
+    assert "aten.addmm" not in out
+    assert "tensor<64x32xf32>" in out and "tensor<32x1004xf32>" in out
+    assert_same_semantics(before, after)
+
+
 @pytest.mark.parametrize(
     "text",
     [
+        # addmm scaling its bias or product: left to ATen
+        ADDMM_MISALIGNED.replace("(%b, %x, %w)", "(%b, %x, %w, beta = 2)"),
+        ADDMM_MISALIGNED.replace("(%b, %x, %w)", "(%b, %x, %w, alpha = 0.5)"),
         # aligned already
         N_MISALIGNED.replace("1001", "1004"),
         # memory bound: a skinny product pays more for the copy than it gains
@@ -132,7 +175,7 @@ def test_bmm_with_a_transposed_operand_pads_m_and_n() -> None:
         # an integer product: cuBLAS has no tensor-core path to gain
         N_MISALIGNED.replace("f32", "i64"),
     ],
-    ids=["aligned", "memory_bound", "integer"],
+    ids=["addmm_beta", "addmm_alpha", "aligned", "memory_bound", "integer"],
 )
 def test_left_alone(text: str) -> None:
     assert_pass_output(PadMmPass(force=True), text, text)
@@ -149,14 +192,15 @@ def test_end_to_end_numbers_and_output_strides() -> None:
     output strides, although the product was computed into a padded buffer."""
     pipeline = DEFAULT_PIPELINE.replace("pad-mm", "pad-mm{force=true}")
 
-    def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         y = x @ w.t()  # the LM-head shape: N odd, the weight transposed
         grad_w = y.t() @ x  # its weight gradient's shape: M odd, ``a`` transposed
-        return y, torch.relu(y) * 2, grad_w
+        logits = torch.nn.functional.linear(x, w, b)  # a returned addmm (BERT's LM head)
+        return y, torch.relu(y) * 2, grad_w, logits
 
-    x, w = torch.randn(64, 32), torch.randn(1001, 32)
+    x, w, b = torch.randn(64, 32), torch.randn(1001, 32), torch.randn(1001)
     compiled = kiln.compile(f, pipeline=pipeline)
-    got, expected = compiled(x, w), f(x, w)
+    got, expected = compiled(x, w, b), f(x, w, b)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e)
         assert g.stride() == e.stride()

@@ -380,3 +380,27 @@ def test_persistent_outer_reductions_keep_programs(columns: int, xblock: int) ->
     assert kernel.kernel_kind is KernelKind.PERSISTENT
     assert kernel.tiling is not None
     assert kernel.tiling.value("XBLOCK") == xblock
+
+
+@pytest.mark.parametrize(
+    ("shape", "xblock"),
+    [
+        ((4096, 49), 32),
+        ((4096, 128), 8),
+        ((4096, 16), 128),
+        ((4096, 160), 8),
+        ((4096, 384), 1),
+        ((4096, 768), 1),
+    ],
+)
+def test_short_inner_rows_share_a_program(shape: tuple[int, int], xblock: int) -> None:
+    """Row sums over rows of at most 256: several rows a program, the narrowest block of
+    at least 1024 elements (one 49-element row a program ran Swin's window softmax at 2.5x
+    Inductor's kernel time on the H200); longer rows keep one a program."""
+    module, _ = assert_schedule_preserves(parse(lowered(reduction(shape, 1))), "fuse,tile")
+    (kernel,) = kernels(module)
+    assert kernel.kernel_kind is KernelKind.PERSISTENT
+    assert kernel.tiling is not None
+    assert kernel.tiling.value("XBLOCK") == xblock
+    assert kernel.configs is not None
+    assert kernel.tiling in kernel.configs.data
