@@ -125,7 +125,19 @@ def machine(device: torch.device) -> str:
             if line.startswith("model name"):
                 name = line.split(":", 1)[1].strip()
                 break
-    return f"{name}, {torch.get_num_threads()} threads"
+    return f"{name}, {torch.get_num_threads()} threads{transparent_huge_pages()}"
+
+
+def transparent_huge_pages() -> str:
+    """``, THP <mode>`` (the kernel's transparent huge page mode, and torch's own madvise
+    when ``THP_MEM_ALLOC_ENABLE=1``), or nothing where unknown: it moved large CPU rows by
+    a third on session 25's VM, so rows of machines in different modes do not compare."""
+    with contextlib.suppress(OSError):
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        mode = text[text.index("[") + 1 : text.index("]")] if "[" in text else text.strip()
+        torch_madvise = os.environ.get("THP_MEM_ALLOC_ENABLE") == "1"
+        return f", THP {mode}" + (" (torch madvises)" if torch_madvise else "")
+    return ""
 
 
 def commit() -> str:

@@ -7,10 +7,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from dashboard_render import dynamic_against_static, render
-from dashboard_results import load_results
+from dashboard_results import load_results, transparent_huge_pages
 
 
 def _row(model: str, backend: str, ms: float | None, status: str = "pass", **extra: object) -> dict:
@@ -80,3 +82,19 @@ def test_dynamic_against_static_table() -> None:
     )
     assert "within 1.1x on 0 of 1" in lines[0]
     assert dynamic_against_static(rows[:2]) == []
+
+
+def test_the_cpu_machine_names_its_transparent_huge_page_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows measured under different THP modes do not compare (session 25: MobileNet-v2
+    large a third faster with torch madvising huge pages): the run's machine says which."""
+    enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not enabled.exists():
+        pytest.skip("no transparent huge pages on this kernel")
+    text = enabled.read_text()
+    mode = text[text.index("[") + 1 : text.index("]")]
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    assert transparent_huge_pages() == f", THP {mode}"
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
+    assert transparent_huge_pages() == f", THP {mode} (torch madvises)"
