@@ -199,6 +199,44 @@ def _pad(value: SSAValue, pads: list[int], location: object) -> AtenOp:
     return op
 
 
+def _pad_matrix(
+    value: SSAValue, last: int, second_last: int, location: object, new_ops: list[Operation]
+) -> SSAValue:
+    """``value`` padded by ``last`` columns and ``second_last`` rows (ops appended to
+    ``new_ops``). A transpose of the last two dimensions (a linear layer's ``t(w)``) pads
+    its source instead and transposes the padded copy: a contiguous copy rather than a
+    transposing one, and the product reads the operand in its own layout (GPT-2's LM
+    head on the H200: Inductor's padded weight copy 35 us and ``TNN`` product 445 us,
+    kiln's transposing copy 58 us and ``NNN`` product 471 us)."""
+    op = value.owner
+    if _transposed(value) and isinstance(op, AtenOp):
+        source = op.operands[0]
+        padded = _pad(source, _pads(second_last, last), location)
+        new_ops.append(padded)
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        shape = list(ty.get_shape())
+        shape[-1] += last
+        shape[-2] += second_last
+        transpose_class = op_class("transpose.int")
+        assert transpose_class is not None
+        transposed = transpose_class.from_args(
+            {"self": padded.results[0], "dim0": -2, "dim1": -1},
+            [TensorType(ty.element_type, shape)],
+        )
+        transposed.location = location  # pyright: ignore[reportAttributeAccessIssue]
+        new_ops.append(transposed)
+        return transposed.results[0]
+    padded = _pad(value, _pads(last, second_last), location)
+    new_ops.append(padded)
+    return padded.results[0]
+
+
+def _pads(last: int, second_last: int) -> list[int]:
+    """``constant_pad_nd``'s list (last dimension first) padding the ends of the last two."""
+    return [0, last, 0, second_last] if second_last else [0, last]
+
+
 def _slice(value: SSAValue, dim: int, end: int, location: object) -> AtenOp:
     """``value[..., :end, ...]`` along ``dim``."""
     slice_class = op_class("slice.Tensor")
@@ -228,15 +266,9 @@ class PadMatmul(RewritePattern):
         result = op.results[0]
         new_ops: list[Operation] = []
         if plan.m_pad or plan.k_pad:
-            a_pads = [0, plan.k_pad, 0, plan.m_pad] if plan.m_pad else [0, plan.k_pad]
-            pad_a = _pad(a, a_pads, op.location)
-            new_ops.append(pad_a)
-            a = pad_a.results[0]
+            a = _pad_matrix(a, plan.k_pad, plan.m_pad, op.location, new_ops)
         if plan.k_pad or plan.n_pad:
-            b_pads = [0, plan.n_pad, 0, plan.k_pad] if plan.k_pad else [0, plan.n_pad]
-            pad_b = _pad(b, b_pads, op.location)
-            new_ops.append(pad_b)
-            b = pad_b.results[0]
+            b = _pad_matrix(b, plan.n_pad, plan.k_pad, op.location, new_ops)
         out_ty = result.type
         assert isinstance(out_ty, TensorType)
         out_shape = list(out_ty.get_shape())

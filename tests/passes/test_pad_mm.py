@@ -112,7 +112,10 @@ def test_misaligned_m_of_a_transposed_operand_is_padded() -> None:
     """
     before, after = run_pass(PadMmPass(force=True), text)
     out = printed(after)
-    assert "pad = [0, 0, 0, 3]" in out  # three zero rows of the transposed operand
+    # three zero rows of the transposed operand: three zero columns of its source, then
+    # the transpose again (a contiguous copy, not a transposing one)
+    assert "aten.constant_pad_nd.default(%g, pad = [0, 3])" in out
+    assert "(tensor<64x1004xf32>) -> tensor<1004x64xf32>" in out
     assert "tensor<1004x32xf32>" in out
     assert "aten.slice.Tensor(%mm_padded, start = 0, end = 1001)" in out  # dim 0
     assert "aten.clone" not in out  # the first rows of a row-major result: contiguous
@@ -125,6 +128,24 @@ def test_misaligned_m_of_a_transposed_operand_is_padded() -> None:
     }
     """
     assert_pass_output(PadMmPass(force=True), row_major, row_major)
+
+
+def test_a_transposed_weight_is_padded_in_its_own_layout() -> None:
+    """A linear layer's ``x @ w.t()`` with ``N`` misaligned (GPT-2's LM head): the weight
+    ``[N, K]`` gets zero rows and is transposed again, so the product reads it as a
+    transpose (``TN``), as Inductor pads it, instead of a transposed contiguous copy."""
+    text = """
+    func.func @f(%x: tensor<64x32xf32>, %w: tensor<1001x32xf32>) -> tensor<64x1001xf32> {
+      %t = aten.t.default(%w) : (tensor<1001x32xf32>) -> tensor<32x1001xf32>
+      %0 = aten.mm.default(%x, %t) : (tensor<64x32xf32>, tensor<32x1001xf32>) -> tensor<64x1001xf32>
+      func.return %0 : tensor<64x1001xf32>
+    }
+    """
+    before, after = run_pass(PadMmPass(force=True), text)
+    out = printed(after)
+    assert "aten.constant_pad_nd.default(%w, pad = [0, 0, 0, 3])" in out
+    assert "(tensor<1004x32xf32>) -> tensor<32x1004xf32>" in out
+    assert_same_semantics(before, after)
 
 
 def test_bmm_with_a_transposed_operand_pads_m_and_n() -> None:
