@@ -47,7 +47,11 @@ a weight that requires grad. A convolution is marked only when
 * it is a 2-D, non-transposed float32 convolution with a static weight (the input's
   size may be symbolic: the packed layout depends on it, so such a site keeps a packed
   copy per input size, :mod:`kiln.backends.cpp.prepack`), or a float32 ``x @ w.T``
-  (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static shapes;
+  (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static columns
+  (its rows may be symbolic, under ``dynamic=True``: the weight is then packed for any
+  row count, as Inductor does, and under ``auto`` the op carries
+  ``kiln.prepack_min_rows`` = :data:`AUTO_MIN_ROWS`, below which a call runs ATen's
+  product);
 * its weight is a function argument (a parameter, or a weight the caller passes in:
   anything computed inside the graph is new at every call, so caching it would buy
   nothing).
@@ -209,9 +213,24 @@ def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     )
 
 
-def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int], bool]) -> bool:
+def _rows_symbolic_only(value: SSAValue | None) -> bool:
+    """A float32 matrix whose columns are static (its rows may be symbolic)."""
+    return _f32(value, 2) and value.type.get_shape()[1] >= 0  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue, reportUnknownMemberType]
+
+
+def linear_row_count(op: AtenOp) -> int | None:
+    """The row count of ``x`` in a linear layer ``op`` (None: symbolic)."""
+    tensors = op.tensor_operands()
+    x = tensors["mat1" if op.overload_name == "aten::addmm.default" else "self"][0]
+    assert x is not None
+    rows: int = x.type.get_shape()[0]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    return rows if rows >= 0 else None  # pyright: ignore[reportUnknownVariableType]
+
+
+def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None], bool]) -> bool:
     """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
-    2-D weight argument ``w``, with a row count ``rows`` accepts."""
+    2-D weight argument ``w``, with a row count ``rows`` accepts (None: symbolic rows,
+    under ``dynamic=True``; the columns are static)."""
     if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
         return False
     tensors = op.tensor_operands()
@@ -222,11 +241,10 @@ def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int], bool]) -> bo
     else:
         x = tensors["self"][0]
     return (
-        _static_f32(x, 2)
-        and x is not None
-        and _static_f32(op.results[0], 2)
+        _rows_symbolic_only(x)
+        and _rows_symbolic_only(op.results[0])
         and _transposed_argument(tensors["mat2"][0], func)
-        and rows(x.type.get_shape()[0])  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        and rows(linear_row_count(op))
     )
 
 
@@ -248,10 +266,11 @@ class PrepackWeightsPass(ModulePass):
     Intel VM, but made BERT and ViT at 17 tokens 15-20% slower end to end there,
     docs/benchmarks/cpu-profile.md)."""
 
-    def linear_rows(self, module: ModuleOp) -> Callable[[int], bool]:
-        """Which row counts of a CPU linear layer of ``module`` to mark."""
+    def linear_rows(self, module: ModuleOp) -> Callable[[int | None], bool]:
+        """Which row counts of a CPU linear layer of ``module`` to mark (None: symbolic;
+        under ``auto`` marked with :data:`AUTO_MIN_ROWS` as the call's threshold)."""
         if self.linear_max_rows > 0:
-            return lambda rows: rows <= self.linear_max_rows
+            return lambda rows: rows is not None and rows <= self.linear_max_rows
         if self.linear == "always":
             return lambda rows: True
         if self.linear == "never":
@@ -261,7 +280,11 @@ class PrepackWeightsPass(ModulePass):
                 f"prepack-weights: linear={self.linear!r} (expected auto, always or never)"
             )
         faster = PACKED_LINEAR_ATTR in module.attributes
-        return lambda rows: faster and rows >= AUTO_MIN_ROWS
+        return lambda rows: faster and (rows is None or rows >= AUTO_MIN_ROWS)
+
+    def _auto_rows(self) -> bool:
+        """Whether row counts decide (``linear=auto``, no ``linear-max-rows``)."""
+        return self.linear == "auto" and self.linear_max_rows <= 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         on_gpu = not runs_on_cpu(op)
@@ -274,9 +297,10 @@ class PrepackWeightsPass(ModulePass):
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue
             for inner in func.body.block.ops:
-                if isinstance(inner, AtenOp) and (
-                    packable(inner, func, on_gpu)
-                    or packable_linear(inner, func, rows)
-                    or (on_gpu and packable_backward(inner, func))
-                ):
+                if not isinstance(inner, AtenOp):
+                    continue
+                if packable_linear(inner, func, rows):
+                    symbolic_auto = linear_row_count(inner) is None and self._auto_rows()
+                    mark_prepacked(inner, AUTO_MIN_ROWS if symbolic_auto else 0)
+                elif packable(inner, func, on_gpu) or (on_gpu and packable_backward(inner, func)):
                     mark_prepacked(inner)

@@ -33,6 +33,7 @@ import torch
 from kiln.backends.cpp.gemm_calibration import linear_available
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.prepack import prepack_min_rows
 
 SIZES_KEPT = 4
 """Input sizes a site with a symbolic input size keeps packed copies for (memory: that
@@ -184,6 +185,7 @@ class PackedLinear:
         "__weakref__",
         "batch",
         "linear",
+        "min_rows",
         "packed",
         "pointer",
         "reorder",
@@ -192,8 +194,11 @@ class PackedLinear:
         "weight",
     )
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int | None, min_rows: int = 0) -> None:
         self.batch = batch
+        """The row count the weight is packed for (None: symbolic, any row count)."""
+        self.min_rows = min_rows
+        """Calls with fewer rows run ATen's product (``kiln.prepack_min_rows``)."""
         self.weight: weakref.ref[torch.Tensor] | None = None
         self.version = -1
         self.pointer = 0
@@ -203,6 +208,9 @@ class PackedLinear:
         self.reorder: Any = torch.ops.mkldnn._reorder_linear_weight.default._op  # pyright: ignore[reportPrivateUsage]
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+        if x.shape[0] < self.min_rows:
+            matrix = weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
+            return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
         ref = self.weight
         if (
             ref is None
@@ -235,7 +243,8 @@ def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     x = tensors["mat1" if op.overload_name == "aten::addmm.default" else "self"][0]
     assert x is not None
     rows: int = x.type.get_shape()[0]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
-    return PackedLinear(rows)  # pyright: ignore[reportUnknownArgumentType]
+    # Symbolic rows: packed for any row count (oneDNN's batch size None), as Inductor does.
+    return PackedLinear(rows if rows >= 0 else None, prepack_min_rows(op))  # pyright: ignore[reportUnknownArgumentType]
 
 
 __all__ = [

@@ -242,6 +242,39 @@ def test_auto_linear_leaves_small_layers_to_aten(monkeypatch: pytest.MonkeyPatch
     assert [s.prepacked for s in compile_history()] == [0]
 
 
+def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``dynamic=True`` the layers' rows are symbolic: the sites pack each weight
+    once for any row count (oneDNN's batch size None, as Inductor does) and run calls of
+    fewer than AUTO_MIN_ROWS rows on ATen's product; eager's numbers for every size, and
+    after an in-place weight update."""
+    from kiln.backends.cpp import gemm_calibration
+    from kiln.backends.cpp.prepack import PackedLinear
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    sites: list[PackedLinear] = []
+    init = PackedLinear.__init__
+
+    def recording(self: PackedLinear, batch: int | None, min_rows: int = 0) -> None:
+        init(self, batch, min_rows)
+        sites.append(self)
+
+    monkeypatch.setattr(PackedLinear, "__init__", recording)
+    model = _Wide().eval()
+    compiled = _compile(model, graph_cache=False, dynamic=True)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 16, 64))  # 32 rows: ATen's product
+        assert [(s.batch, s.min_rows, s.repacks) for s in sites] == [(None, 128, 0)] * 2
+        _check(compiled, model, torch.randn(4, 64, 64))  # 256 rows: packed
+        _check(compiled, model, torch.randn(3, 100, 64))  # 300 rows: the same packs
+        assert [s.repacks for s in sites] == [1, 1]
+        model.fc1.weight.mul_(-0.5)
+        _check(compiled, model, torch.randn(5, 40, 64))
+        assert [s.repacks for s in sites] == [2, 1]
+    assert [s.prepacked for s in compile_history()] == [2]
+
+
 def test_calibration_measures_both_gemms_once() -> None:
     from kiln.backends.cpp.gemm_calibration import (
         MIN_GAIN,

@@ -42,3 +42,24 @@ builtin.module attributes {kiln.inference} {
     func.return %0 : tensor<256x16xf32>
   }
 }
+
+// -----
+
+// Symbolic rows (dynamic=True): the site packs the weight for any row count; under
+// `auto` the op says below how many rows a call runs ATen's product instead; a row cap
+// cannot bound a symbolic count, so `linear-max-rows` leaves it.
+// AUTO-LABEL:   func.func @symbolic_rows
+// AUTO:           aten.mm.default(%x, %wt) {kiln.prepack, kiln.prepack_min_rows = 128 : i64} :
+// ALWAYS-LABEL: func.func @symbolic_rows
+// ALWAYS:         aten.mm.default(%x, %wt) {kiln.prepack} :
+// NEVER-LABEL:  func.func @symbolic_rows
+// NEVER-NOT:      kiln.prepack
+// CAP-LABEL:    func.func @symbolic_rows
+// CAP-NOT:        kiln.prepack
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @symbolic_rows(%x: tensor<?x8xf32>, %w: tensor<16x8xf32>) -> tensor<?x16xf32> {
+    %wt = aten.permute.default(%w, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %0 = aten.mm.default(%x, %wt) : (tensor<?x8xf32>, tensor<8x16xf32>) -> tensor<?x16xf32>
+    func.return %0 : tensor<?x16xf32>
+  }
+}
