@@ -168,6 +168,48 @@ def worst(rows: Rows, n: int = 5) -> list[str]:
     return lines if found else ["(no row where both kiln and Inductor ran)"]
 
 
+def _kernel_ms(row: dict[str, Any] | None) -> float | None:
+    return row.get("kernel_ms") if row and row["status"] == "pass" else None
+
+
+def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
+    """On CUDA: the summed kernel time of a step, kiln's over Inductor's (below 1: kiln's
+    kernels take less; issue 16's measure), geomean per group and the highest rows;
+    empty where no row has a kernel time."""
+    ratios: list[tuple[float, str, str, str, str, str, str, float, float]] = []
+    per_group: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    for (size, mode, dtype), models in groups(rows).items():
+        for model, rs in models.items():
+            for k, i in PAIRS:
+                kiln, inductor = _kernel_ms(rs.get(k)), _kernel_ms(rs.get(i))
+                if kiln and inductor:
+                    per_group[(size, mode, dtype, f"{k}/{i}")].append(kiln / inductor)
+                    ratios.append((kiln / inductor, model, size, mode, dtype, k, i, inductor, kiln))
+    if not ratios:
+        return []
+    lines = [
+        "| size | mode | dtype | pair | models | kernel time kiln/Inductor (geomean) | worst |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (size, mode, dtype, pair), values in per_group.items():
+        lines.append(
+            f"| {size} | {mode} | {dtype} | {pair} | {len(values)} | {fmt(geomean(values))} | "
+            f"{fmt(max(values))} |"
+        )
+    ratios.sort(key=lambda t: -t[0])
+    lines += [
+        "",
+        "| model | size | mode | dtype | pair | inductor kernel ms | kiln kernel ms | kiln/Inductor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for ratio, model, size, mode, dtype, k, i, inductor, kiln in ratios[:n]:
+        lines.append(
+            f"| {model} | {size} | {mode} | {dtype} | {k} vs {i} | {inductor:.3f} | {kiln:.3f} | "
+            f"{ratio:.2f} |"
+        )
+    return lines
+
+
 def failures(rows: Rows) -> list[str]:
     failed = [r for r in rows if r["status"] != "pass"]
     if not failed:
@@ -546,6 +588,14 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
     out += jobs_note(rows)
     out += ["", "## Summary (geomeans over the models where both sides passed)", "", *summary(rows)]
     out += ["", "## Worst five (kiln/Inductor)", "", *worst(rows)]
+    kernel_lines = kernel_time_lines(rows)
+    if kernel_lines:
+        out += [
+            "",
+            "## Summed kernel time of a step, kiln against Inductor (highest five below)",
+            "",
+            *kernel_lines,
+        ]
     both = dynamic_against_static(rows)
     if both:
         out += ["", "## dynamic=True against static", "", *both]

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from dashboard_render import dynamic_against_static, render
+from dashboard_render import dynamic_against_static, kernel_time_lines, render
 from dashboard_results import load_results, transparent_huge_pages
 
 
@@ -98,3 +98,30 @@ def test_the_cpu_machine_names_its_transparent_huge_page_mode(
     assert transparent_huge_pages() == f", THP {mode}"
     monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
     assert transparent_huge_pages() == f", THP {mode} (torch madvises)"
+
+
+def test_cuda_pages_rank_kernel_time_kiln_against_inductor(tmp_path: Path) -> None:
+    """Issue 16 judges summed kernel time (kiln's over Inductor's), not wall time: the page
+    gives its geomean per group and the highest rows; CPU rows (no kernel time) add
+    nothing."""
+    cuda = {"device": "cuda", "dtype": "bfloat16", "size": "large"}
+    rows = [
+        _row("a", "eager", 4.0, kernel_ms=3.0, **cuda),
+        _row("a", "inductor", 2.0, kernel_ms=1.0, **cuda),
+        _row("a", "kiln", 1.5, kernel_ms=1.5, **cuda),
+        _row("b", "eager", 4.0, kernel_ms=3.0, **cuda),
+        _row("b", "inductor", 2.0, kernel_ms=2.0, **cuda),
+        _row("b", "kiln", 1.5, kernel_ms=1.0, **cuda),
+        _row("c", "inductor", 2.0, kernel_ms=2.0, **cuda),
+        _row("c", "kiln", 1.5, "fail", kernel_ms=0.1, **cuda),
+    ]
+    lines = kernel_time_lines(rows)
+    # geomean of 1.5 and 0.5 (c's kiln row failed: not a ratio), worst 1.5
+    assert "| large | infer | bfloat16 | kiln/inductor | 2 | 0.87 | 1.50 |" in lines
+    assert lines.index(
+        "| a | large | infer | bfloat16 | kiln vs inductor | 1.000 | 1.500 | 1.50 |"
+    ) < (lines.index("| b | large | infer | bfloat16 | kiln vs inductor | 2.000 | 1.000 | 0.50 |"))
+    page = tmp_path / "k.md"
+    render({"runs": [], "rows": rows}, page, plots=False)
+    assert "## Summed kernel time of a step, kiln against Inductor" in page.read_text()
+    assert kernel_time_lines([_row("a", "kiln", 1.0), _row("a", "inductor", 1.0)]) == []
