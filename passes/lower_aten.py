@@ -430,12 +430,15 @@ def _returned(
     if isinstance(lowered, SSAValue):
         return lowered
     buffer = lowered.buffer
-    taken = _is_argument(ctx, buffer) or returned.get(buffer, value) is not value
-    if taken and _fresh_in_eager(value):
-        # Eager returns a new tensor (a clone, nan_to_num of integers, ... lowered as
-        # aliases under value semantics): returning the same buffer would make this
-        # output an input, or another output, so that an in-place update of one
-        # changed the other.
+    first = returned.get(buffer, value)
+    root = _eager_base(value)
+    taken = _is_argument(ctx, buffer) or (first is not value and _eager_base(first) is not root)
+    if taken and _fresh_in_eager(root):
+        # Eager returns a new tensor, or a view of one (a clone, nan_to_num of integers,
+        # ... lowered as aliases under value semantics; ``clone(x).view(1)``, a
+        # channels-last copy returned through ``output-layout``'s permute): returning
+        # the same buffer would make this output an input, or another output, so that
+        # an in-place update of one changed the other.
         out = ctx.copy(lowered, value.name_hint)
     else:
         out = ctx.materialize(lowered, value.name_hint)
@@ -445,6 +448,14 @@ def _returned(
 
 def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
     return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
+
+
+def _eager_base(value: SSAValue) -> SSAValue:
+    """The tensor whose storage ``value`` shares in eager: ``value`` itself, or the base
+    of the aliasing views it is a chain of."""
+    while isinstance(value.owner, AtenOp) and has_aten_trait(value.owner, AliasingView):
+        value = value.owner.operands[0]
+    return value
 
 
 def _fresh_in_eager(value: SSAValue) -> bool:

@@ -490,6 +490,21 @@ def test_an_op_lowered_as_an_alias_of_another_output_returns_a_new_tensor(execut
     check(Program((torch.int32,), ((2, 4),), False, steps, (2, 1), None), executor)
 
 
+@pytest.mark.parametrize("executor", ["kernel", "cpp"])
+def test_two_channels_last_copies_returned_are_two_tensors(executor: str) -> None:
+    """Found by the program fuzzer (session 26): ``a = abs(x); return
+    a.contiguous(channels_last), a.contiguous(channels_last)`` came back as one buffer
+    twice: the second copy (``clone`` of the first) was lowered as an alias and returned
+    through ``output-layout``'s permute, a view, which the return's copy rule did not
+    look through. Eager returns two tensors."""
+    steps = (
+        Step("unary", "abs", (0,)),
+        Step("channels_last", "channels_last", (1,)),
+        Step("channels_last", "channels_last", (1,)),
+    )
+    check(Program((torch.float32,), ((4, 5, 3, 5),), False, steps, (3, 2), None), executor)
+
+
 def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> None:
     """Found by the batched program fuzzer: ``e = exp(y); return e.flatten(), e`` through
     the loop interpreter returned the view as a copy (the "loop" executor's pipeline
