@@ -135,8 +135,13 @@ def summary(rows: Rows) -> list[str]:
     return lines
 
 
+def _passed(row: dict[str, Any] | None, key: str) -> float | None:
+    """``row[key]`` of a passing row (None otherwise)."""
+    return row.get(key) if row and row["status"] == "pass" else None
+
+
 def _compile(row: dict[str, Any] | None) -> float | None:
-    return row.get("cold_compile_s") if row and row["status"] == "pass" else None
+    return _passed(row, "cold_compile_s")
 
 
 def _compression(models_row: dict[str, dict[str, Any]], backend: str) -> float | None:
@@ -168,10 +173,6 @@ def worst(rows: Rows, n: int = 5) -> list[str]:
     return lines if found else ["(no row where both kiln and Inductor ran)"]
 
 
-def _kernel_ms(row: dict[str, Any] | None) -> float | None:
-    return row.get("kernel_ms") if row and row["status"] == "pass" else None
-
-
 def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
     """On CUDA: the summed kernel time of a step, kiln's over Inductor's (below 1: kiln's
     kernels take less; issue 16's measure), geomean per group and the highest rows;
@@ -181,7 +182,7 @@ def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
     for (size, mode, dtype), models in groups(rows).items():
         for model, rs in models.items():
             for k, i in PAIRS:
-                kiln, inductor = _kernel_ms(rs.get(k)), _kernel_ms(rs.get(i))
+                kiln, inductor = _passed(rs.get(k), "kernel_ms"), _passed(rs.get(i), "kernel_ms")
                 if kiln and inductor:
                     per_group[(size, mode, dtype, f"{k}/{i}")].append(kiln / inductor)
                     ratios.append((kiln / inductor, model, size, mode, dtype, k, i, inductor, kiln))

@@ -4,8 +4,8 @@ summed CUDA kernel time per step, kiln against Inductor, with the top kernels by
 The step is the dashboard's (``benchmarks/dashboard_task.py``): gradients set to None,
 every parameter's version counter moved (as the optimizer step it stands for moves it),
 forward, backward with a fixed output gradient. ``--mode infer`` times the dashboard's
-inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends: ``inductor``, ``kiln``, and
-kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
+inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends:
+``inductor``, ``kiln``, and kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
 (``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
 ``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call).
 ``--tiling NAME=VALUE,...`` sets constants of ``kiln.passes.scheduling.tiling`` before

@@ -213,7 +213,7 @@ def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
     )
 
 
-def _rows_symbolic_only(value: SSAValue | None) -> bool:
+def _f32_static_columns(value: SSAValue | None) -> bool:
     """A float32 matrix whose columns are static (its rows may be symbolic)."""
     return _f32(value, 2) and value.type.get_shape()[1] >= 0  # pyright: ignore[reportOptionalMemberAccess, reportAttributeAccessIssue, reportUnknownMemberType]
 
@@ -241,8 +241,8 @@ def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None], bool]
     else:
         x = tensors["self"][0]
     return (
-        _rows_symbolic_only(x)
-        and _rows_symbolic_only(op.results[0])
+        _f32_static_columns(x)
+        and _f32_static_columns(op.results[0])
         and _transposed_argument(tensors["mat2"][0], func)
         and rows(linear_row_count(op))
     )

@@ -209,8 +209,7 @@ class PackedLinear:
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
         if x.shape[0] < self.min_rows:
-            matrix = weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
-            return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
+            return _plain_linear(x, weight, bias)
         ref = self.weight
         if (
             ref is None
@@ -218,17 +217,27 @@ class PackedLinear:
             or weight._version != self.version
             or weight.data_ptr() != self.pointer
         ):
-            # A 1x1 convolution's [O, C, 1, 1] weight (conv1x1-to-mm) is the [O, C] matrix.
-            matrix = weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
             if weight.requires_grad and torch.is_grad_enabled():
-                return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
+                return _plain_linear(x, weight, bias)
             with torch.no_grad():
-                self.packed = self.reorder(matrix, self.batch)
+                self.packed = self.reorder(_matrix(weight), self.batch)
             self.weight = weakref.ref(weight)
             self.version = weight._version
             self.pointer = weight.data_ptr()
             self.repacks += 1
         return self.linear(x, self.packed, bias, "none", [], "")
+
+
+def _matrix(weight: torch.Tensor) -> torch.Tensor:
+    """A 1x1 convolution's ``[O, C, 1, 1]`` weight (conv1x1-to-mm) as its ``[O, C]``
+    matrix; a 2-D weight as it is."""
+    return weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
+
+
+def _plain_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+    """``x @ weight.T (+ bias)`` by ATen, on the plain weight."""
+    matrix = _matrix(weight)
+    return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
 
 
 def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
