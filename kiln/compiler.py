@@ -223,7 +223,7 @@ _LINEAR_TARGETS = ("mm.default", "addmm.default", "convolution.default")
 def _faster_packed_gemm(gm: torch.fx.GraphModule) -> bool:
     """Whether the CPU inference graph ``gm`` has a matrix product (or a convolution) and
     this machine runs oneDNN's packed GEMM faster than ATen's ``mm`` (measured once per
-    process, only for a graph with a product to decide on)."""
+    machine and stored, only for a graph with a product to decide on)."""
     if not any(
         node.op == "call_function" and str(node.target).endswith(_LINEAR_TARGETS)
         for node in gm.graph.nodes

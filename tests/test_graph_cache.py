@@ -258,7 +258,7 @@ def test_a_second_process_starts_warm(private_cache: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     status, loaded, total = done.stdout.split()
-    assert status == "hit"
+    assert status == "hit", done.stderr[-3000:]
     # Keyed on the FX graph (kiln.fx_key): a hit loads none of kiln's IR modules, which
     # were most of a fresh process's warm start.
     assert loaded == "-"

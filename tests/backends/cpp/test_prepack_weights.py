@@ -275,22 +275,6 @@ def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
     assert [s.prepacked for s in compile_history()] == [2]
 
 
-def test_calibration_measures_both_gemms_once() -> None:
-    from kiln.backends.cpp.gemm_calibration import (
-        MIN_GAIN,
-        calibration,
-        packed_linear_faster,
-    )
-
-    measured = calibration()
-    assert measured is not None
-    assert measured.mm_ms > 0
-    assert measured.packed_ms > 0
-    assert calibration() is measured  # once per process
-    assert packed_linear_faster() == (measured.mm_ms >= MIN_GAIN * measured.packed_ms)
-    assert "1024x768x768" in measured.describe()
-
-
 def test_bad_linear_option_is_a_clear_error() -> None:
     from xdsl.dialects.builtin import ModuleOp
 
