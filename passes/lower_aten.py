@@ -49,7 +49,7 @@ from xdsl.dialects.builtin import (
     UnknownLoc,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -61,6 +61,8 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.size_symbols import SIZE_SYMBOL_ATTR, SIZE_SYMBOLS_ATTR
 from kiln.dialects.aten.storage import STORAGE_ATTR
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
+from kiln.dialects.loop.body_ops import YieldOp
+from kiln.dialects.loop.ops import ExternOp
 from kiln.passes.aten_to_loop import LoweringTable, lowering_table
 from kiln.passes.aten_to_loop.context import LoweringContext, LoweringError, OpArgs
 from kiln.passes.aten_to_loop.creation import lower_constant
@@ -432,7 +434,9 @@ def _returned(
     buffer = lowered.buffer
     first = returned.get(buffer, value)
     root = _eager_base(value)
-    taken = _is_argument(ctx, buffer) or (first is not value and _eager_base(first) is not root)
+    taken = _is_argument(ctx, _viewed_buffer(buffer)) or (
+        first is not value and _eager_base(first) is not root
+    )
     if taken and _fresh_in_eager(root):
         # Eager returns a new tensor, or a view of one (a clone, nan_to_num of integers,
         # ... lowered as aliases under value semantics; ``clone(x).view(1)``, a
@@ -448,6 +452,24 @@ def _returned(
 
 def _is_argument(ctx: LoweringContext, buffer: SSAValue) -> bool:
     return isinstance(buffer, BlockArgument) and buffer.block is ctx.block
+
+
+def _viewed_buffer(buffer: SSAValue) -> SSAValue:
+    """The buffer whose memory ``buffer`` is: itself, or, for the result of a
+    ``loop.extern`` that yields an aliasing view of one of its inputs (ATen's ``view`` of
+    a buffer that no strided view expresses, e.g. of a 0-d tensor), that input's."""
+    while isinstance(extern := buffer.owner, ExternOp):
+        assert isinstance(buffer, OpResult)
+        (yield_op,) = [op for op in extern.body.block.ops if isinstance(op, YieldOp)]
+        source = _eager_base(yield_op.operands[buffer.index])
+        if not (
+            isinstance(source, BlockArgument)
+            and source.block is extern.body.block
+            and source.index < len(extern.inputs)
+        ):
+            break
+        buffer = extern.inputs[source.index]
+    return buffer
 
 
 def _eager_base(value: SSAValue) -> SSAValue:

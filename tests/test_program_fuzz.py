@@ -505,6 +505,17 @@ def test_two_channels_last_copies_returned_are_two_tensors(executor: str) -> Non
     check(Program((torch.float32,), ((4, 5, 3, 5),), False, steps, (3, 2), None), executor)
 
 
+@pytest.mark.parametrize("executor", ["loop", "kernel", "cpp"])
+def test_a_view_of_an_integer_nan_to_num_is_not_the_input(executor: str) -> None:
+    """Found by the program fuzzer (session 26): ``nan_to_num(x).flatten()`` of a 0-d
+    ``uint8`` tensor came back from the loop interpreter as a view of ``x``: nan_to_num
+    of integers is a clone, lowered as an alias of ``x``, and the 0-d view runs in a
+    ``loop.extern`` whose result the return's copy rule did not see through. Eager
+    returns a new tensor."""
+    steps = (Step("unary", "nan_to_num", (0,)), Step("flatten", "flatten", (1,)))
+    check(Program((torch.uint8,), ((),), False, steps, (2,), None), executor)
+
+
 def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> None:
     """Found by the batched program fuzzer: ``e = exp(y); return e.flatten(), e`` through
     the loop interpreter returned the view as a copy (the "loop" executor's pipeline
