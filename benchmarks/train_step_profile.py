@@ -1,5 +1,8 @@
-"""Where a training step's (or, with ``--mode infer``, an inference call's) GPU time goes:
-summed CUDA kernel time per step, kiln against Inductor, with the top kernels by time.
+"""Where a training step's (or, with ``--mode infer``, an inference call's) time goes:
+on the GPU, summed CUDA kernel time per step, kiln against Inductor, with the top kernels
+by time; on the CPU (``--device cpu``), the step's wall time and the CPU self time per
+operator: kiln's kernels (its wrapper's ``kiln::<kernel> (<fx nodes>)`` profiler ranges),
+Inductor's (``torch._inductor.config.cpp.enable_kernel_profile``) and the ATen ops.
 
 The step is the dashboard's (``benchmarks/dashboard_task.py``): gradients set to None,
 every parameter's version counter moved (as the optimizer step it stands for moves it),
@@ -19,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +77,7 @@ def main() -> None:
     p.add_argument("--backends", default="kiln,inductor")
     p.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm ones)")
     p.add_argument("--top", type=int, default=15)
-    p.add_argument("--device", default="cuda", help="cpu: a smoke run (no kernels to count)")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu: CPU self time per operator")
     p.add_argument(
         "--tiling",
         default="",
@@ -93,6 +99,10 @@ def main() -> None:
                 x.to(device, dtype) if x.is_floating_point() else x.to(device) for x in inputs
             )
             if backend == "inductor":
+                if device.type == "cpu":  # its C++ kernels as named profiler ranges
+                    import torch._inductor.config as inductor_config
+
+                    inductor_config.cpp.enable_kernel_profile = True
                 fn = torch.compile(model)
             else:
                 options: dict[str, Any] = {"verbose": False, "graph_cache": not args.tiling}
@@ -108,13 +118,14 @@ def main() -> None:
 
             for _ in range(3):
                 step(model, fn, inputs, grad)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            if device.type == "cpu":
+                _cpu_profile(name, args, backend, functools.partial(step, model, fn, inputs, grad))
+                continue
+            torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
                 for _ in range(args.steps):
                     step(model, fn, inputs, grad)
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
+                torch.cuda.synchronize()
             kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
             for event in prof.events():
                 if event.device_type == torch.autograd.DeviceType.CUDA:
@@ -130,6 +141,31 @@ def main() -> None:
             ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
             for kernel, (us, count) in ranked[: args.top]:
                 print(f"   {us:8.1f} us {count // args.steps:4d}x {kernel[:110]}")
+
+
+def _cpu_profile(name: str, args: argparse.Namespace, backend: str, step: Any) -> None:
+    """The step's wall time (median of ``args.steps``, unprofiled), then the CPU self time
+    per operator of ``args.steps`` profiled steps."""
+    times: list[float] = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(args.steps):
+            step()
+    rows = [
+        (e.self_cpu_time_total / args.steps, e.count // args.steps, e.key)
+        for e in prof.key_averages()
+    ]
+    total = sum(r[0] for r in rows) / 1e3
+    print(
+        f"## {name} {args.size} {args.mode} {args.dtype} {backend}: wall "
+        f"{statistics.median(times) * 1e3:.1f} ms a step, profiled self time {total:.1f} ms",
+        flush=True,
+    )
+    for us, count, key in sorted(rows, key=lambda r: -r[0])[: args.top]:
+        print(f"   {us / 1e3:9.2f} ms {count:4d}x {key[:110]}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@
 Where :mod:`test_graph_fuzz` draws float graphs of a few op kinds, a program here mixes
 every dtype kiln models (float32/64, half types, integers, bool) with type promotion and
 casts; views and layout-changing copies followed by views (``as_strided`` on a copy,
-``contiguous``, channels-last, slices with steps, ``expand``); in-place updates of
-intermediate buffers and of the inputs; outputs that alias each other or are inputs;
+``contiguous``, channels-last, slices with steps, ``expand``, ``reshape``, ``flip``,
+``roll``); Python scalars in arithmetic (their own promotion rules); gathers
+(``index_select``, ``gather``) by in-program indices; ``cat`` of mixed dtypes;
+``masked_fill``; in-place updates of intermediate buffers, of strided views of them, and
+of the inputs; outputs that alias each other or are inputs;
 zero-size and size-1 dims; NaN and infinities in the inputs; integer division,
 remainder and ``fmod`` with negative operands; and, for float programs, the backward
 graph. A program is drawn step by step while it runs eagerly (a step eager rejects is
@@ -112,6 +115,36 @@ REDUCE: dict[str, Callable[[torch.Tensor, int, bool], torch.Tensor]] = {
 }
 
 
+# Python scalars: ints, floats and a bool promote by category, not by dtype (``int8 * 2``
+# stays int8, ``int8 * 0.5`` is the default float dtype, ``x + True`` adds one).
+SCALARS: tuple[int | float | bool, ...] = (2, -3, 0.5, -1.5, True)
+
+SCALAR_OPS: dict[str, Callable[[torch.Tensor, Any], torch.Tensor]] = {
+    "add": lambda t, s: t + s,
+    "rsub": lambda t, s: s - t,
+    "mul": lambda t, s: t * s,
+    "div": lambda t, s: t / s,
+    "floor_divide": lambda t, s: t // s,
+    "remainder": lambda t, s: t % s,
+    "pow": lambda t, s: t**s,
+    "rpow": lambda t, s: s**t,
+    "gt": lambda t, s: t > s,
+    "clamp_min": lambda t, s: t.clamp(min=s),
+    "where": lambda t, s: torch.where(t > 0, t, s),
+}
+
+
+def _indices(n: int, pattern: int, device: torch.device) -> torch.Tensor:
+    """Indices into a dim of ``n``, computed in the program (traced as ops, not as a
+    constant): reversed, a stride-2 walk, or each index twice."""
+    i = torch.arange(n, device=device)
+    if pattern == 0:
+        return n - 1 - i
+    if pattern == 1:
+        return (i * 2) % max(n, 1)
+    return i // 2
+
+
 @dataclass(frozen=True)
 class Step:
     """One op: ``kind``/``name`` applied to values ``args`` with integer ``extra``."""
@@ -155,6 +188,32 @@ class Step:
                 # An intermediate buffer updated in place (a clone: never an input).
                 c = a.clone()
                 return c.add_(values[self.args[1]]) if self.name == "add_" else c.mul_(2)
+            case "inplace_view":
+                # A strided view of an intermediate buffer updated in place: the buffer
+                # (not the view) is the value, its other elements unchanged.
+                c = a.clone()
+                view = c[(slice(None),) * e[0] + (slice(e[1], None, e[2]),)]
+                view.mul_(2) if self.name == "mul_" else view.add_(1)
+                return c
+            case "scalar":
+                return SCALAR_OPS[self.name](a, SCALARS[e[0]])
+            case "index_select":
+                return a.index_select(e[0], _indices(a.shape[e[0]], e[1], a.device))
+            case "gather":
+                shape = [1] * a.dim()
+                shape[e[0]] = a.shape[e[0]]
+                index = _indices(a.shape[e[0]], e[1], a.device).view(shape).expand(a.shape)
+                return a.gather(e[0], index)
+            case "cat":
+                return torch.cat((a, values[self.args[1]]), e[0])
+            case "masked_fill":
+                return a.masked_fill(values[self.args[1]] > 0, SCALARS[e[0]])
+            case "reshape":
+                return a.reshape(e[0], -1)
+            case "flip":
+                return a.flip(e[0])
+            case "roll":
+                return a.roll(e[1], e[0])
             case _:
                 raise AssertionError(self.kind)
 
@@ -202,6 +261,8 @@ def make_inputs(program: Program, seed: int) -> list[torch.Tensor]:
 KINDS = (
     *("unary", "binary", "binary", "reduce", "cast", "transpose", "unsqueeze", "flatten"),
     *("slice", "expand", "contiguous", "channels_last", "as_strided", "matmul", "inplace"),
+    *("inplace_view", "scalar", "index_select", "gather", "cat", "masked_fill", "reshape"),
+    *("flip", "roll"),
 )
 
 
@@ -256,6 +317,41 @@ def _draw_step(draw: st.DrawFn, values: list[torch.Tensor]) -> Step | None:
             return None
         offset = draw(st.integers(0, n - 1 - reach))
         return Step(kind, kind, (a,), (s0, s1, t0, t1, offset))
+    if kind == "inplace_view":
+        if rank == 0:
+            return None
+        dim = draw(st.integers(0, rank - 1))
+        extra = (dim, draw(st.integers(0, 2)), draw(st.integers(1, 3)))
+        return Step(kind, draw(st.sampled_from(["add_", "mul_"])), (a,), extra)
+    if kind in ("scalar", "masked_fill"):
+        scalar = draw(st.integers(0, len(SCALARS) - 1))
+        if kind == "scalar":
+            return Step(kind, draw(st.sampled_from(sorted(SCALAR_OPS))), (a,), (scalar,))
+        b = _broadcast_partner(draw, values, a)
+        return None if b is None else Step(kind, kind, (a, b), (scalar,))
+    if kind in ("index_select", "gather", "flip", "roll"):
+        if rank == 0:
+            return None
+        dim = draw(st.integers(0, rank - 1))
+        if kind == "flip":
+            return Step(kind, kind, (a,), (dim,))
+        if kind == "roll":  # a shift, negative ones and ones beyond the size included
+            return Step(kind, kind, (a,), (dim, draw(st.integers(-2, 6))))
+        return Step(kind, kind, (a,), (dim, draw(st.integers(0, 2))))  # an index pattern
+    if kind == "cat":
+        if rank == 0:
+            return None
+        dim = draw(st.integers(0, rank - 1))
+        fits = [
+            k
+            for k, v in enumerate(values)
+            if v.dim() == rank and all(v.shape[d] == t.shape[d] for d in range(rank) if d != dim)
+        ]
+        return Step(kind, kind, (a, draw(st.sampled_from(fits))), (dim,))
+    if kind == "reshape":
+        n = t.numel()
+        divisors = [d for d in range(1, min(n, 12) + 1) if n % d == 0]
+        return Step(kind, kind, (a,), (draw(st.sampled_from(divisors)),)) if divisors else None
     if kind == "matmul":
         fits = [
             k

@@ -57,4 +57,23 @@ EMPTY_STRIDED_CPU: Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], tor
 wrappers call; a third of the cost)."""
 
 
-__all__ = ["EMPTY_STRIDED_CPU", "ERROR_DIV_ZERO", "ERROR_INDEX", "bad_argument", "kernel_failed"]
+PROFILER_ON: Callable[[], bool] = torch._C._autograd._profiler_enabled  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+"""Whether ``torch.profiler`` (or ``torch.autograd.profiler``) is recording: the wrapper
+asks once per call, and only then names its kernel launches."""
+
+
+def record_kernel(kernel: str) -> torch.autograd.profiler.record_function:
+    """The profiler range of one launch of ``kernel`` (``kiln::<symbol>``): without it
+    the profiler sees kiln's C++ kernels as the time between the ATen calls around them."""
+    return torch.autograd.profiler.record_function(f"kiln::{kernel}")
+
+
+__all__ = [
+    "EMPTY_STRIDED_CPU",
+    "ERROR_DIV_ZERO",
+    "ERROR_INDEX",
+    "PROFILER_ON",
+    "bad_argument",
+    "kernel_failed",
+    "record_kernel",
+]

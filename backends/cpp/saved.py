@@ -70,6 +70,8 @@ def _named_objects() -> dict[str, Any]:
             "wrapper.empty_strided": cpp_runtime.EMPTY_STRIDED_CPU,
             "wrapper.kernel_failed": cpp_runtime.kernel_failed,
             "wrapper.bad_argument": cpp_runtime.bad_argument,
+            "wrapper.profiler_on": cpp_runtime.PROFILER_ON,
+            "wrapper.record_kernel": cpp_runtime.record_kernel,
             "externs.reinterpret": runtime.REINTERPRET,
             "externs.reinterpret_fallback": runtime.reinterpret_fallback,
             "externs.as_buffer": runtime.as_buffer,

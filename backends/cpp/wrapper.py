@@ -27,6 +27,10 @@ calls of ``kernel.extern`` bodies written inline (:mod:`kiln.backends.host.exter
         del mm, p_mm
         return (add1,)
 
+While ``torch.profiler`` records, each launch is a ``kiln::<kernel>`` range (the wrapper
+asks once per call, ``_profiling = _profiler_on()``), so that a profile names kiln's
+kernels beside the ATen ops; otherwise the launch is the bare call shown above.
+
 Per-call cost is what small models pay, so the wrapper uses what Inductor's does:
 allocations through ``_empty_strided_cpu`` and views through ``_reinterpret_tensor``
 (no argument parsing or dispatch), extern bodies as lines rather than calls. Memory is
@@ -63,8 +67,10 @@ from kiln.backends.cpp.prepack import prepacked_site
 from kiln.backends.cpp.runtime import EMPTY_STRIDED_CPU as EMPTY_STRIDED_CPU
 from kiln.backends.cpp.runtime import ERROR_DIV_ZERO as ERROR_DIV_ZERO
 from kiln.backends.cpp.runtime import ERROR_INDEX as ERROR_INDEX
+from kiln.backends.cpp.runtime import PROFILER_ON as PROFILER_ON
 from kiln.backends.cpp.runtime import bad_argument as _bad_argument
 from kiln.backends.cpp.runtime import kernel_failed as _kernel_failed
+from kiln.backends.cpp.runtime import record_kernel as record_kernel
 from kiln.backends.host.externs import REINTERPRET
 from kiln.backends.host.walker import (
     ProgramWalker,
@@ -97,6 +103,8 @@ class _Writer(ProgramWalker):
     )
     """Per kernel, its ``read_after_write`` pairs
     (:data:`~kiln.dialects.kernel.contract_attrs.READ_AFTER_WRITE`)."""
+    labels: dict[str, str] = field(default_factory=dict[str, str])
+    """Per kernel, its profiler range's name (:func:`profiler_label`)."""
     pointers: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     dtypes: dict[torch.dtype, str] = field(default_factory=dict[torch.dtype, str])
 
@@ -130,6 +138,13 @@ class _Writer(ProgramWalker):
         )
         for position, arg in enumerate(self.program.body.block.args):
             self.check_argument(position, arg)
+        if self.profile is None and any(
+            isinstance(op, LaunchOp) for op in self.program.body.block.ops
+        ):
+            # Asked once per call: under torch.profiler each launch is a named range.
+            self.namespace["_profiler_on"] = PROFILER_ON
+            self.namespace["_record_kernel"] = record_kernel
+            self.line("_profiling = _profiler_on()")
 
     def check_argument(self, position: int, arg: SSAValue) -> None:
         ty = arg.type
@@ -188,6 +203,19 @@ class _Writer(ProgramWalker):
         if source in self.pointers:
             self.pointers[result] = self.pointers.pop(source)
 
+    def launched(self, name: str, call: str) -> None:
+        """Kernel ``name``'s launch ``call``: in a ``kiln::<name>`` profiler range while
+        ``torch.profiler`` records (``_profiling``), else as it is; or timed by the
+        wrapper's own profile (``build_program(..., profile=True)``)."""
+        if self.profile is not None:
+            self.timed(name, [call])
+            return
+        self.line("if _profiling:")
+        self.line(f"    with _record_kernel({self.labels.get(name, name)!r}):")
+        self.line(f"        {call}")
+        self.line("else:")
+        self.line(f"    {call}")
+
     def launch(self, op: LaunchOp) -> None:
         name = op.kernel.string_value()
         function = self.kernels.get(name)
@@ -202,7 +230,7 @@ class _Writer(ProgramWalker):
             assert isinstance(module, ModuleOp)
             handle = self.constant(InterpretedLaunch(op, kernel, module), name)
             values = [self.name(v) for v in (*op.args, *op.outs)]
-            self.timed(name, [f"_rc = {handle}({', '.join(values)})"])
+            self.launched(name, f"_rc = {handle}({', '.join(values)})")
             return
         handle = self.constant(function, name)
         copies: dict[int, str] = {}
@@ -221,10 +249,30 @@ class _Writer(ProgramWalker):
             else self.pointer(v)
             for k, v in enumerate((*op.args, *op.outs))
         ]
-        self.timed(name, [f"_rc = {handle}({', '.join(args)})"])
+        self.launched(name, f"_rc = {handle}({', '.join(args)})")
         if copies:
             self.line(f"del {', '.join(copies.values())}")  # the copies die with the launch
         self.line(f"if _rc: _kernel_failed({name!r}, _rc)")
+
+
+PROFILER_LABEL_NODES = 4
+"""FX nodes a kernel's profiler range names (then ``...``)."""
+
+
+def profiler_label(func: FuncOp) -> str:
+    """``kernel3 (convolution, add, relu)``: the kernel's symbol (as in the C++ source and
+    the IR) and the FX nodes its provenance names, in order, so that a profile says what
+    a kernel computes."""
+    nodes: list[str] = []
+    for line in func.provenance.data if func.provenance is not None else ():
+        _, found, rest = line.data.partition("fx node '")
+        node = rest.partition("'")[0]
+        if found and node and node not in nodes:
+            nodes.append(node)
+    if not nodes:
+        return func.sym_name.data
+    more = ", ..." if len(nodes) > PROFILER_LABEL_NODES else ""
+    return f"{func.sym_name.data} ({', '.join(nodes[:PROFILER_LABEL_NODES])}{more})"
 
 
 def read_after_write(functions: Sequence[FuncOp]) -> dict[str, list[tuple[int, int]]]:
@@ -314,6 +362,7 @@ def build_program(
         profile=timings,
         kernels=loaded.functions,
         hazards=read_after_write(functions),
+        labels={func.sym_name.data: profiler_label(func) for func in functions},
     )
     wrapper_start = time.perf_counter()
     python = writer.write()
