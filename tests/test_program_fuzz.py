@@ -612,6 +612,19 @@ def test_a_view_of_an_integer_nan_to_num_is_not_the_input(executor: str) -> None
     check(Program((torch.uint8,), ((),), False, steps, (2,), None), executor)
 
 
+@pytest.mark.parametrize("executor", ["loop", "kernel", "cpp"])
+def test_half_square_root_of_negative_infinity_is_std_pow(executor: str) -> None:
+    """Found by the program fuzzer (session 27, its new scalar steps): ``x ** 0.5`` of a
+    float16 ``-inf`` gave NaN (sqrt); ATen's CPU pow kernel takes its sqrt/rsqrt
+    shortcuts for float, double and bfloat16 only, and std::pow gives inf. (Not the
+    Triton executor on CPU tensors: Triton's interpreter computes ``libdevice.pow`` of
+    ``-inf`` as NaN; on a GPU the program is a CUDA one, where ATen takes sqrt too.)"""
+    steps = (Step("scalar", "pow", (0,), (2,)),)
+    check(Program((torch.float16,), ((),), True, steps, (1, 0), 0), executor)
+    steps = (Step("scalar", "pow", (0,), (2,)), Step("scalar", "pow", (1,), (1,)))
+    check(Program((torch.float16,), ((5,),), True, steps, (1, 2), None), executor)
+
+
 def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> None:
     """Found by the batched program fuzzer: ``e = exp(y); return e.flatten(), e`` through
     the loop interpreter returned the view as a copy (the "loop" executor's pipeline

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import sympy
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import i1
+from xdsl.dialects.builtin import Float16Type, i1
 
 from kiln.passes.aten_to_loop.body import BodyBuilder
 from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
@@ -196,6 +196,10 @@ def _pow_tensor_scalar(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
             return bb.math(xmath.IPowIOp, xs[0], bb.const(exponent, ty))
 
         return [elementwise(ctx, args, [x], int_pow, ty)]
+    # ATen's CPU kernel takes its sqrt/rsqrt shortcuts for float, double and bfloat16,
+    # not for float16, which runs std::pow: (-inf) ** 0.5 is inf there, not sqrt's NaN,
+    # and (-0.0) ** -0.5 is inf, not rsqrt's -inf. (CUDA's takes them for every dtype.)
+    roots = not (ctx.device == "cpu" and isinstance(args.result_dtype(), Float16Type))
 
     def float_pow(bb: BodyBuilder, xs: list[Value]) -> Value:
         # ATen's own special cases (PowKernel: square, cube, sqrt, reciprocals), in its
@@ -208,9 +212,9 @@ def _pow_tensor_scalar(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
             return bb.mul(v, v)
         if exponent == 3:
             return bb.mul(bb.mul(v, v), v)
-        if exponent == 0.5:
+        if exponent == 0.5 and roots:
             return bb.math(xmath.SqrtOp, v)
-        if exponent == -0.5:
+        if exponent == -0.5 and roots:
             return bb.math(xmath.RsqrtOp, v)
         if exponent == -1:
             return bb.div(bb.const(1.0, ty), v)
