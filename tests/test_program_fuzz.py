@@ -426,12 +426,25 @@ TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
-def _close(have: torch.Tensor, want: torch.Tensor, what: str) -> None:
+def loosest_float(program: Program) -> torch.dtype | None:
+    """The least precise float dtype among the program's inputs and values: a float64
+    output of a float32 computation (``exp(x).double()``) carries float32's rounding (one
+    unit of float32 in ``exp``, 1e-7, is far outside float64's tolerance)."""
+    values = make_inputs(program, 0)
+    for step in program.steps:
+        values.append(step.apply(values))
+    floats = [v.dtype for v in values if v.dtype.is_floating_point]
+    return max(floats, key=lambda d: TOLERANCE[d][0], default=None)
+
+
+def _close(
+    have: torch.Tensor, want: torch.Tensor, what: str, loosest: torch.dtype | None = None
+) -> None:
     assert have.dtype == want.dtype, (what, have.dtype, want.dtype)
     assert have.device == want.device, (what, have.device, want.device)
     assert have.shape == want.shape, (what, have.shape, want.shape)
     if want.dtype.is_floating_point:
-        rtol, atol = TOLERANCE[want.dtype]
+        rtol, atol = max(TOLERANCE[want.dtype], TOLERANCE[loosest or want.dtype])
         # Half types: kiln computes in float32 and rounds once per stored value; eager
         # rounds after every op, so chains can drift by a few units in the last place.
         torch.testing.assert_close(have, want, rtol=rtol, atol=atol, equal_nan=True, msg=what)
@@ -474,12 +487,13 @@ def check(program: Program, executor: str, seed: int = 1) -> None:
     level = EXECUTORS[executor]["executor"]
     assert all(s.executor == level for s in history), [s.executor for s in history]
     assert len(have) == len(want)
+    loosest = loosest_float(program)
     for k, (h, w) in enumerate(zip(have, want, strict=True)):
-        _close(h, w, f"output {k}")
+        _close(h, w, f"output {k}", loosest)
         if w.numel() > 1:
             assert _layout(h) == _layout(w), (f"output {k} strides", h.stride(), w.stride())
     for k, (h, w) in enumerate(zip(kiln_inputs, eager_inputs, strict=True)):
-        _close(h, w, f"input {k} after the call")
+        _close(h, w, f"input {k} after the call", loosest)
     assert _aliasing(have, kiln_inputs) == _aliasing(want, eager_inputs), "aliasing"
 
 
@@ -508,12 +522,13 @@ def check_backward(program: Program, executor: str, seed: int = 1) -> None:
             loss.backward()
         outs.append(tuple(o.detach() for o in out))
         grads.append([t.grad for t in inputs])
+    loosest = loosest_float(program)
     for k, (h, w) in enumerate(zip(outs[1], outs[0], strict=True)):
-        _close(h, w, f"output {k}")
+        _close(h, w, f"output {k}", loosest)
     for k, (h, w) in enumerate(zip(grads[1], grads[0], strict=True)):
         assert (h is None) == (w is None), f"grad {k}"
         if h is not None and w is not None:
-            _close(h, w, f"grad {k}")
+            _close(h, w, f"grad {k}", loosest)
 
 
 def fuzz(examples: int) -> settings:
@@ -623,6 +638,17 @@ def test_half_square_root_of_negative_infinity_is_std_pow(executor: str) -> None
     check(Program((torch.float16,), ((),), True, steps, (1, 0), 0), executor)
     steps = (Step("scalar", "pow", (0,), (2,)), Step("scalar", "pow", (1,), (1,)))
     check(Program((torch.float16,), ((5,),), True, steps, (1, 2), None), executor)
+
+
+def test_a_float64_cast_of_a_float32_result_is_compared_at_float32_tolerance() -> None:
+    """Found by the program fuzzer (session 27): ``exp(x).double()`` differed from eager
+    by one float32 unit in ``exp`` (kiln's exp against ATen's: 1.2e-7), judged at
+    float64's tolerance (1e-9). The oracle was wrong, not kiln: a value carries the
+    rounding of the least precise float it was computed through."""
+    steps = (Step("unary", "exp", (0,)), Step("cast", "to", (1,), (1,)))
+    program = Program((torch.float32,), ((4,),), False, steps, (2,), None)
+    assert loosest_float(program) == torch.float32
+    check(program, "cpp")
 
 
 def test_an_output_viewing_another_output_shares_its_storage_at_loop_level() -> None:
