@@ -134,6 +134,11 @@ SCALAR_OPS: dict[str, Callable[[torch.Tensor, Any], torch.Tensor]] = {
 }
 
 
+NO_DERIVATIVE = frozenset({("scalar", "floor_divide")})
+"""Steps eager cannot differentiate (``t // 2.0`` is ``aten::floor_divide``, which has no
+derivative): kept out of the backward fuzzer's programs."""
+
+
 def _indices(n: int, pattern: int, device: torch.device) -> torch.Tensor:
     """Indices into a dim of ``n``, computed in the program (traced as ops, not as a
     constant): reversed, a stride-2 walk, or each index twice."""
@@ -389,7 +394,9 @@ def programs(draw: st.DrawFn, float_only: bool = False) -> Program:
             value = step.apply(values)
         except (RuntimeError, ValueError, IndexError, TypeError):
             continue  # eager rejects it: not a program
-        if float_only and not value.dtype.is_floating_point:
+        if float_only and (
+            not value.dtype.is_floating_point or (step.kind, step.name) in NO_DERIVATIVE
+        ):
             continue
         values.append(value)
         steps.append(step)
