@@ -460,7 +460,8 @@ def _viewed_buffer(buffer: SSAValue) -> SSAValue:
     a buffer that no strided view expresses, e.g. of a 0-d tensor), that input's."""
     while isinstance(extern := buffer.owner, ExternOp):
         assert isinstance(buffer, OpResult)
-        (yield_op,) = [op for op in extern.body.block.ops if isinstance(op, YieldOp)]
+        yield_op = extern.body.block.last_op  # the verifier's: the body ends with it
+        assert isinstance(yield_op, YieldOp)
         source = _eager_base(yield_op.operands[buffer.index])
         if not (
             isinstance(source, BlockArgument)
