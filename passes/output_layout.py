@@ -115,7 +115,7 @@ def _literal_arguments(op: AtenOp) -> str | None:
 ViewCall = tuple[str, str, int | None]
 
 
-def _view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
+def view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
     """The value ``value`` is a view of (through ATen view ops with literal arguments),
     and those ops, outermost first."""
     calls: list[ViewCall] = []
@@ -132,7 +132,7 @@ def _view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
         value = tensors[0]
 
 
-def _alias_expr(base: int, calls: Sequence[ViewCall]) -> ast.expr:
+def alias_expr(base: int, calls: Sequence[ViewCall]) -> ast.expr:
     node: ast.expr = ast.Constant(base)
     for overload, arguments, result in reversed(calls):
         args: list[ast.expr] = [ast.Constant(overload), node, ast.Constant(arguments)]
@@ -200,7 +200,7 @@ def _aliases(
         # A view returned twice (``v = y.unsqueeze(2); return v, v.contiguous(...)``,
         # where eager's contiguous returns ``v``): two views of one base, every place.
         if isinstance(value.type, TensorType):
-            root, calls = _view_chain(value)
+            root, calls = view_chain(value)
             if calls and not isinstance(root, BlockArgument):  # inputs: AOTAutograd's job
                 groups.setdefault(root, []).append((k, calls))
     exprs: dict[int, ast.expr] = {}
@@ -217,7 +217,7 @@ def _aliases(
             base = len(values)
             values.append(root)
         for k, calls in views:
-            exprs[k] = _alias_expr(base, calls)
+            exprs[k] = alias_expr(base, calls)
     return exprs
 
 
@@ -292,7 +292,7 @@ def _base_strides(base: SSAValue, view: SSAValue, view_strides: Sequence[int]) -
     views keeps the base's dim order (slices): ``x.contiguous(memory_format=channels_last)
     [..., ::2]`` returns strides ``(125, 1, 25, 10)``, so its base is channels-last. None
     otherwise (the base is returned contiguous)."""
-    _, calls = _view_chain(view)
+    _, calls = view_chain(view)
     if not calls or any(overload not in _ORDER_KEEPING_VIEWS for overload, _, _ in calls):
         return None
     if not isinstance(base.type, TensorType):
@@ -330,4 +330,4 @@ class OutputLayoutPass(ModulePass):
             _apply(func)
 
 
-__all__ = ["OutputLayoutPass", "stride_order"]
+__all__ = ["OutputLayoutPass", "ViewCall", "alias_expr", "stride_order", "view_chain"]
