@@ -89,7 +89,9 @@ from kiln.dialects.aten.function_attrs import (
     runs_on_cpu,
 )
 from kiln.passes.channels_last_parts.cpu_heuristics import (
+    SAVED_NHWC_CPU_MIN_ELEMENTS,
     has_2d_convolution,
+    largest_convolution_output,
     slow_cpu_convolution,
 )
 from kiln.passes.channels_last_parts.function_rewrite import FunctionRewrite
@@ -130,7 +132,8 @@ class ChannelsLastPass(ModulePass):
     of 64 channels over all N*H*W rows (42 ms a launch): ``tile`` now splits kernels of
     several reductions and welford statistics, and outer reductions keep 32 programs."""
     saved_nhwc_cpu: bool = False
-    """The same on the CPU. Off: a torchvision ResNet-18 training step (batch 8, 96x96,
+    """The same on the CPU whatever the sizes (by default only for large convolutions:
+    ``saved_nhwc_cpu_min_elements``). Small ones lose: a torchvision ResNet-18 training step (batch 8, 96x96,
     1 thread, C++ executor, best of 15) took 342-358 ms so against 283-310 ms without,
     though MobileNet-v2's took 105-115 ms against 140-151 ms and EfficientNet-B0's 166
     against 240 ms (session 13, a loaded 2-core VM). ResNet-18's profile: ATen copies
@@ -139,13 +142,28 @@ class ChannelsLastPass(ModulePass):
     backward of those layers (batch 8, 3x3 pixels) took 28 ms a call NHWC against 18 ms
     NCHW (profiler, 1 thread)."""
 
+    saved_nhwc_cpu_min_elements: int = SAVED_NHWC_CPU_MIN_ELEMENTS
+    """On the CPU, a training forward whose largest convolution output has at least this
+    many elements saves its activations channels-last (and its backward, which receives
+    them so, computes on them NHWC), as with ``saved_nhwc_cpu``: oneDNN's convolutions and
+    their backward win over the weight reorders there (figures at
+    :data:`~kiln.passes.channels_last_parts.cpu_heuristics.SAVED_NHWC_CPU_MIN_ELEMENTS`)."""
+
+    def _saved_nhwc_on_cpu(self, func: FuncOp, free: frozenset[int]) -> bool:
+        if self.saved_nhwc_cpu:
+            return True
+        if not has_2d_convolution(func):  # a backward: as its forward saved its activations
+            return bool(channels_last_args(func))
+        # A training forward (its saved activations' layout is free); inference as before.
+        return bool(free) and largest_convolution_output(func) >= self.saved_nhwc_cpu_min_elements
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             free = free_layout_outputs(func) - alias_bases(func)
             func.attributes.pop(FREE_LAYOUT_OUTPUTS_ATTR, None)
             if not func.body.blocks:
                 continue
-            saved_nhwc = self.saved_nhwc if _on_gpu(op) else self.saved_nhwc_cpu
+            saved_nhwc = self.saved_nhwc if _on_gpu(op) else self._saved_nhwc_on_cpu(func, free)
             nhwc_args = channels_last_args(func) if saved_nhwc else []
             if not has_2d_convolution(func) and not nhwc_args:
                 continue

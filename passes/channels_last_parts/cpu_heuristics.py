@@ -4,6 +4,8 @@ convolution at all."""
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp
 
@@ -86,3 +88,27 @@ def has_2d_convolution(func: FuncOp) -> bool:
         isinstance(op, AtenOp) and op.overload_name == CONVOLUTION and is_2d_convolution(op)
         for op in func.body.block.ops
     )
+
+
+SAVED_NHWC_CPU_MIN_ELEMENTS = 1 << 22
+"""Elements of a function's largest 2-D convolution output from which a CPU training
+forward saves its activations channels-last (``channels-last``'s
+``saved-nhwc-cpu-min-elements``). AMD EPYC VM, 2 threads, float32 training steps
+(``benchmarks/cpu_train_layout.py``, two rounds, ms NCHW -> NHWC): at batch 32, 224x224
+(first convolution outputs of 9.6M-25.7M elements) MobileNet-v2 2367/2270 -> 1222/1171,
+EfficientNet-b0 2676/2719 -> 1573/1774, ResNet-50 6086/6392 -> 5571/5863, ResNet-18
+2115/2207 -> 2137/2172; at batch 2, 64x64 (131K elements) ResNet-18 37/53 -> 62/88,
+ResNet-50 110/86 -> 121/136, MobileNet-v3-small 21/23 -> 28/30, the rest even. Sizes in
+between are not measured; session 13 found ResNet-18 at batch 8, 96x96 (1.2M) slower
+NHWC."""
+
+
+def largest_convolution_output(func: FuncOp) -> int:
+    """Elements of the largest static 2-D convolution result of ``func`` (0: none)."""
+    largest = 0
+    for op in func.body.block.ops:
+        if isinstance(op, AtenOp) and op.overload_name == CONVOLUTION and is_2d_convolution(op):
+            shape = tensor_shape(op.results[0])
+            if shape is not None and all(d >= 0 for d in shape):
+                largest = max(largest, math.prod(shape))
+    return largest

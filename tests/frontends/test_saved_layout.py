@@ -17,7 +17,7 @@ from saved_layout_cases import (
 )
 
 from kiln import graph_cache
-from kiln.compiler import compile_history, reset_compile_history
+from kiln.compiler import DEFAULT_PIPELINE, compile_history, reset_compile_history
 
 
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,9 +41,10 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
 
 
 def test_cpu_keeps_saved_activations_nchw_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On the CPU the forward still returns its saved activations NCHW by default
-    (oneDNN's training step ran slower channels-last: ``saved_nhwc_cpu``), and reports
-    those strides: the backward takes them as they come, with no copy."""
+    """On the CPU the forward of a small network still returns its saved activations
+    NCHW by default (oneDNN's training step ran slower channels-last at batch 2, 64x64:
+    ``saved_nhwc_cpu_min_elements``), and reports those strides: the backward takes them
+    as they come, with no copy."""
     torch.manual_seed(0)
     compiled, copies = train_like_eager(
         SmallCnn(), lambda: torch.randn(2, 3, 8, 8), {"executor": "cpp"}, monkeypatch
@@ -51,6 +52,28 @@ def test_cpu_keeps_saved_activations_nchw_by_default(monkeypatch: pytest.MonkeyP
     _, activations = saved_batches(compiled, 2)
     assert activations
     assert all(v.is_contiguous() for v in activations)
+    assert copies == []
+
+
+def test_cpu_saves_the_activations_of_large_convolutions_channels_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the CPU a forward whose largest convolution output reaches
+    ``saved-nhwc-cpu-min-elements`` (4M elements by default: batch 32 at 224x224 trained
+    1.2-1.9x faster so; here lowered to this small network's 1024) saves its activations
+    channels-last without ``saved-nhwc-cpu``, and its backward, which receives them so,
+    computes on them NHWC: eager's losses and gradients, no copy on either side."""
+    torch.manual_seed(0)
+    pipeline = DEFAULT_PIPELINE.replace(
+        "channels-last", "channels-last{saved-nhwc-cpu-min-elements=1024}"
+    )
+    options = {"executor": "cpp", "pipeline": pipeline}
+    compiled, copies = train_like_eager(
+        SmallCnn(), lambda: torch.randn(2, 3, 8, 8), options, monkeypatch
+    )
+    _, activations = saved_batches(compiled, 2)
+    assert len(activations) >= 5
+    assert all(is_channels_last(v) for v in activations), [v.stride() for v in activations]
     assert copies == []
 
 

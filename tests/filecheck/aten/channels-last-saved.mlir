@@ -2,11 +2,13 @@
 // RUN: kiln-opt %s --channels-last | filecheck %s --check-prefix=CPU
 
 // Only with saved-nhwc=true on the GPU (kiln.device) or saved-nhwc-cpu=true on the host;
-// by default a program returns the results NCHW, as before.
+// by default a CPU program this small returns the results NCHW, as before (large ones:
+// channels-last-saved-cpu-large.mlir). A CPU backward follows the layout its arguments
+// come in: channels-last where its forward saved them so.
 // CPU-LABEL: func.func @saved
 // CPU-SAME:    -> (tensor<2x4xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>)
 // CPU-LABEL: func.func @backward
-// CPU-NEXT:    aten.threshold_backward.default(%g, %relu, threshold = 0)
+// CPU-NEXT:    %relu_nhwc = aten.permute.default(%relu, dims = [0, 2, 3, 1])
 
 // A training forward's results listed in kiln.free_layout_outputs (the activations it
 // saves for the backward) are returned as their NHWC tensors where they are stored
@@ -89,7 +91,7 @@ func.func @alias_base(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tens
 // CHECK:         %x_nhwc = aten.clone.default(%x, memory_format = "channels_last")
 // CHECK-NEXT:    aten.convolution_backward.default(%1, %x_nhwc, %w, {{.*}}) {kiln.result_orders = [[], [0 : i64, 2 : i64, 3 : i64, 1 : i64], []]}
 // CPU-LABEL: func.func @first_layer
-// CPU-NOT:     aten.clone.default
+// CPU:         %x_nhwc = aten.clone.default(%x, memory_format = "channels_last")
 func.func @first_layer(%g: tensor<2x4x6x6xf32> {kiln.arg_strides = [144 : i64, 1 : i64, 24 : i64, 4 : i64]}, %x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<4x3x3x3xf32> attributes {kiln.outputs = "(0,)"} {
   %0 = aten.relu.default(%g) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
   %1, %2, %3 = aten.convolution_backward.default(%0, %x, %w, bias_sizes = [0], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [false, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> (none, tensor<4x3x3x3xf32>, none)
