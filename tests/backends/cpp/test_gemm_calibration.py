@@ -17,6 +17,7 @@ from kiln.backends.cpp.gemm_calibration import (
     MIN_GAIN,
     GemmCalibration,
     calibration,
+    forget_calibration,
     linear_available,
     packed_linear_faster,
     stored_path,
@@ -32,9 +33,9 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     """An empty cache and no measurement in this process; afterwards the process
     forgets what the test stored or faked."""
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
-    calibration.cache_clear()
+    forget_calibration()
     yield tmp_path / "cache"
-    calibration.cache_clear()
+    forget_calibration()
 
 
 def test_calibration_measures_both_gemms_once(private_cache: Path) -> None:
@@ -88,12 +89,12 @@ def test_an_unwritable_cache_still_measures(
     blocker.write_text("")
     monkeypatch.setenv("KILN_CACHE_DIR", str(blocker))  # a file: the cache moves to /tmp
     monkeypatch.setattr("tempfile.tempdir", str(blocker))  # and /tmp cannot be used either
-    calibration.cache_clear()
+    forget_calibration()
     try:
         with pytest.warns(RuntimeWarning, match="cannot use the cache directory"):
             measured = calibration()
     finally:
-        calibration.cache_clear()
+        forget_calibration()
     assert measured is not None
     assert measured.mm_ms > 0
 
