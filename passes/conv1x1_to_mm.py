@@ -54,7 +54,7 @@ expressions (``s0*s1*s1`` rows of an ``[s0, s1, s1, C]`` buffer: a view, no copy
 
 In an inference module the driver marked ``kiln.packed_linear`` (this machine runs
 oneDNN's packed GEMM faster than ATen's ``mm``: :mod:`kiln.backends.cpp.gemm_calibration`),
-a product of at least ``AUTO_MIN_ROWS`` static rows whose weight is a function argument
+a product of at least ``auto_min_rows`` static rows for its weight's size, whose weight is a function argument
 is marked ``kiln.prepack``, as ``prepack-weights{linear=auto}`` marks linear layers (it
 runs before this pass): the C++ wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O,
 C]`` matrix once and repacks when it changes (1.03-1.30x faster per product on an AMD
@@ -94,7 +94,7 @@ from kiln.dialects.aten.prepack import (
     mark_prepacked,
 )
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
-from kiln.passes.prepack_weights import AUTO_MIN_ROWS
+from kiln.passes.prepack_weights import auto_min_rows
 
 CONVOLUTION = "aten::convolution.default"
 _PERMUTE = "aten::permute.default"
@@ -191,7 +191,7 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     """``op`` (a pointwise convolution of an NHWC-stored input) as views around one ``mm``;
     returns the NCHW view of the product that replaces its result. ``pack``: mark the
     product ``kiln.prepack`` when its weight is a function argument and it has at least
-    ``AUTO_MIN_ROWS`` static rows (see the module docstring)."""
+    ``auto_min_rows`` static rows for its weight's size (see the module docstring)."""
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     assert x is not None
@@ -223,7 +223,7 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     if (
         pack
         and isinstance(rows, int)
-        and rows >= AUTO_MIN_ROWS
+        and rows >= auto_min_rows(c * out)
         and isinstance(weight, BlockArgument)
         and isinstance(product.owner, AtenOp)
     ):

@@ -23,12 +23,14 @@ argument ``w`` run on oneDNN's packed GEMM (``mkldnn._linear_pointwise`` on
 ``mkldnn._reorder_linear_weight(w, rows)``, as under Inductor's freezing), which skips
 packing ``w`` at every call, where that is faster on this machine (option ``linear``):
 
-* ``auto`` (the default): layers of at least :data:`AUTO_MIN_ROWS` rows in a module
-  the driver marked ``kiln.packed_linear``: it does when this CPU runs oneDNN's packed
-  GEMM faster than ATen's ``mm`` (MKL), as measured once per process by
-  :mod:`kiln.backends.cpp.gemm_calibration` (1.14-1.38x faster on an AMD EPYC VM here,
-  slower on the Intel Xeon VMs of earlier sessions). Fewer rows lost end to end on both
-  (BERT and LLaMA at 32 tokens).
+* ``auto`` (the default): layers with at least :func:`auto_min_rows` rows for their
+  weight's size, in a module the driver marked ``kiln.packed_linear``: it does when this
+  CPU runs oneDNN's packed GEMM faster than ATen's ``mm`` (MKL), as measured once per
+  process by :mod:`kiln.backends.cpp.gemm_calibration` (1.14-1.38x faster on an AMD EPYC
+  VM here, slower on the Intel Xeon VMs of earlier sessions). The packed call costs about
+  13 us more a call than ``mm`` and reads a large weight up to twice as fast, so the
+  threshold falls as the weight grows: a 128 x 128 weight only from 1024 rows, a
+  768 x 3072 one from a single row.
 * ``always`` / ``never``;
 * ``linear-max-rows=N`` (N > 0) marks every linear layer of at most N rows, whatever
   ``linear`` says.
@@ -50,8 +52,8 @@ a weight that requires grad. A convolution is marked only when
   (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static columns
   (its rows may be symbolic, under ``dynamic=True``: the weight is then packed for any
   row count, as Inductor does, and under ``auto`` the op carries
-  ``kiln.prepack_min_rows`` = :data:`AUTO_MIN_ROWS`, below which a call runs ATen's
-  product);
+  ``kiln.prepack_min_rows`` = :func:`auto_min_rows` of its weight, below which a call
+  runs ATen's product);
 * its weight is a function argument (a parameter, or a weight the caller passes in:
   anything computed inside the graph is new at every call, so caching it would buy
   nothing).
@@ -189,9 +191,31 @@ def packable_backward(op: AtenOp, func: FuncOp) -> bool:
 
 
 LINEAR = frozenset({"aten::mm.default", "aten::addmm.default"})
-AUTO_MIN_ROWS = 128
-"""``linear=auto`` leaves smaller products to ATen: at 32 rows (BERT, LLaMA at the
-dashboard's small size) the packed call lost end to end even where it won at 512."""
+
+# ``linear=auto``'s threshold, from single products on the AMD EPYC VM (addmm against the
+# packed call, medians) and end to end on the dashboard's small models
+# (docs/benchmarks/cpu-profile.md, "Session 29"): a weight of 16K elements lost packed up
+# to 512 rows (0.56x at 32 x 128 x 128) and won 1.1x at 4096; 36-144K elements won from a
+# few million multiply-adds (a single product won from 2M, but BERT's 64K weights at 32
+# rows lost 7% end to end, so 3M); from 512K elements one row won (1 x 768 x 768: 1.17x,
+# 32 x 768 x 3072: 1.9x).
+AUTO_SMALL_WEIGHT = 1 << 15
+"""Weights of fewer elements are packed only from :data:`AUTO_SMALL_WEIGHT_MIN_ROWS` rows."""
+AUTO_SMALL_WEIGHT_MIN_ROWS = 1024
+AUTO_MIN_MACS = 3 << 20
+"""Larger weights are packed from this many multiply-adds a call (rows x weight elements)."""
+AUTO_LARGE_WEIGHT = 1 << 19
+"""Weights of at least this many elements are packed at any row count."""
+
+
+def auto_min_rows(weight_elements: int) -> int:
+    """The fewest rows a product of a weight of ``weight_elements`` elements runs faster
+    on oneDNN's packed GEMM than on ATen's ``mm`` (``linear=auto``)."""
+    if weight_elements >= AUTO_LARGE_WEIGHT:
+        return 1
+    if weight_elements >= AUTO_SMALL_WEIGHT:
+        return -(-AUTO_MIN_MACS // weight_elements)
+    return AUTO_SMALL_WEIGHT_MIN_ROWS
 
 
 def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
@@ -227,10 +251,21 @@ def linear_row_count(op: AtenOp) -> int | None:
     return rows if rows >= 0 else None  # pyright: ignore[reportUnknownVariableType]
 
 
-def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None], bool]) -> bool:
+def linear_weight_elements(op: AtenOp) -> int:
+    """The element count of the weight of a linear layer ``op`` with static columns (the
+    input's columns times the result's)."""
+    shape = op.results[0].type.get_shape()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    tensors = op.tensor_operands()
+    x = tensors["mat1" if op.overload_name == "aten::addmm.default" else "self"][0]
+    assert x is not None
+    inner: int = x.type.get_shape()[1]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    return inner * shape[1]  # pyright: ignore[reportUnknownVariableType]
+
+
+def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None, int], bool]) -> bool:
     """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
-    2-D weight argument ``w``, with a row count ``rows`` accepts (None: symbolic rows,
-    under ``dynamic=True``; the columns are static)."""
+    2-D weight argument ``w``, with a row count ``rows`` accepts for the weight's element
+    count (None: symbolic rows, under ``dynamic=True``; the columns are static)."""
     if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
         return False
     tensors = op.tensor_operands()
@@ -244,7 +279,7 @@ def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None], bool]
         _f32_static_columns(x)
         and _f32_static_columns(op.results[0])
         and _transposed_argument(tensors["mat2"][0], func)
-        and rows(linear_row_count(op))
+        and rows(linear_row_count(op), linear_weight_elements(op))
     )
 
 
@@ -258,7 +293,7 @@ class PrepackWeightsPass(ModulePass):
     """Mark without the driver's ``kiln.inference`` (kiln-opt, tests)."""
     linear: str = "auto"
     """Linear layers (``mm``/``addmm`` of a transposed weight argument) on oneDNN's packed
-    GEMM: ``auto`` (at least :data:`AUTO_MIN_ROWS` rows, in a module marked
+    GEMM: ``auto`` (at least :func:`auto_min_rows` rows, in a module marked
     ``kiln.packed_linear``), ``always`` or ``never``."""
     linear_max_rows: int = 0
     """If above 0: mark every linear layer of at most this many rows, whatever
@@ -266,21 +301,22 @@ class PrepackWeightsPass(ModulePass):
     Intel VM, but made BERT and ViT at 17 tokens 15-20% slower end to end there,
     docs/benchmarks/cpu-profile.md)."""
 
-    def linear_rows(self, module: ModuleOp) -> Callable[[int | None], bool]:
-        """Which row counts of a CPU linear layer of ``module`` to mark (None: symbolic;
-        under ``auto`` marked with :data:`AUTO_MIN_ROWS` as the call's threshold)."""
+    def linear_rows(self, module: ModuleOp) -> Callable[[int | None, int], bool]:
+        """Which row counts of a CPU linear layer of ``module`` to mark, given its weight's
+        element count (None: symbolic; under ``auto`` marked with :func:`auto_min_rows`
+        as the call's threshold)."""
         if self.linear_max_rows > 0:
-            return lambda rows: rows is not None and rows <= self.linear_max_rows
+            return lambda rows, _: rows is not None and rows <= self.linear_max_rows
         if self.linear == "always":
-            return lambda rows: True
+            return lambda rows, _: True
         if self.linear == "never":
-            return lambda rows: False
+            return lambda rows, _: False
         if self.linear != "auto":
             raise ValueError(
                 f"prepack-weights: linear={self.linear!r} (expected auto, always or never)"
             )
         faster = PACKED_LINEAR_ATTR in module.attributes
-        return lambda rows: faster and (rows is None or rows >= AUTO_MIN_ROWS)
+        return lambda rows, weight: faster and (rows is None or rows >= auto_min_rows(weight))
 
     def _auto_rows(self) -> bool:
         """Whether row counts decide (``linear=auto``, no ``linear-max-rows``)."""
@@ -292,7 +328,7 @@ class PrepackWeightsPass(ModulePass):
         if not self.force and not allowed:
             return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
-        rows = (lambda _: False) if on_gpu else self.linear_rows(op)
+        rows = (lambda *_: False) if on_gpu else self.linear_rows(op)
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue
@@ -301,6 +337,7 @@ class PrepackWeightsPass(ModulePass):
                     continue
                 if packable_linear(inner, func, rows):
                     symbolic_auto = linear_row_count(inner) is None and self._auto_rows()
-                    mark_prepacked(inner, AUTO_MIN_ROWS if symbolic_auto else 0)
+                    min_rows = auto_min_rows(linear_weight_elements(inner))
+                    mark_prepacked(inner, min_rows if symbolic_auto else 0)
                 elif packable(inner, func, on_gpu) or (on_gpu and packable_backward(inner, func)):
                     mark_prepacked(inner)

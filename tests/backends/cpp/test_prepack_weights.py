@@ -201,12 +201,13 @@ def test_option_off_and_float64_run_plain_convolutions() -> None:
 
 
 class _Wide(nn.Module):
-    """Linear layers of 256 rows (``linear=auto`` considers them), one with a bias."""
+    """Linear layers of 48K-element weights (``linear=auto`` packs them from 64 rows),
+    one with a bias."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(64, 96)
-        self.fc2 = nn.Linear(96, 32, bias=False)
+        self.fc1 = nn.Linear(192, 256)
+        self.fc2 = nn.Linear(256, 192, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(F.gelu(self.fc1(x)))
@@ -216,19 +217,19 @@ class _Wide(nn.Module):
 def test_auto_linear_follows_this_machines_calibration(
     monkeypatch: pytest.MonkeyPatch, faster: bool
 ) -> None:
-    """The default (``linear=auto``) packs linear layers of >= AUTO_MIN_ROWS rows exactly
-    when the machine's measurement says oneDNN is faster; eager's numbers either way,
-    and after an in-place weight update."""
+    """The default (``linear=auto``) packs linear layers of at least ``auto_min_rows``
+    rows exactly when the machine's measurement says oneDNN is faster; eager's numbers
+    either way, and after an in-place weight update."""
     from kiln.backends.cpp import gemm_calibration
 
     monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: faster)
     model = _Wide().eval()
     compiled = _compile(model, graph_cache=False)
     with torch.no_grad():
-        _check(compiled, model, torch.randn(4, 64, 64))
+        _check(compiled, model, torch.randn(4, 64, 192))
         assert [s.prepacked for s in compile_history()] == [2 if faster else 0]
         model.fc1.weight.mul_(-0.5)
-        _check(compiled, model, torch.randn(4, 64, 64))
+        _check(compiled, model, torch.randn(4, 64, 192))
 
 
 def test_auto_linear_leaves_small_layers_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,8 +239,21 @@ def test_auto_linear_leaves_small_layers_to_aten(monkeypatch: pytest.MonkeyPatch
     model = _Wide().eval()
     compiled = _compile(model, graph_cache=False)
     with torch.no_grad():
-        _check(compiled, model, torch.randn(2, 16, 64))  # 32 rows
+        _check(compiled, model, torch.randn(2, 16, 192))  # 32 rows
     assert [s.prepacked for s in compile_history()] == [0]
+
+
+def test_auto_linear_packs_large_weights_at_few_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight of 512K elements or more is packed at any row count (a language model's
+    head at a few tokens: 1.2-1.9x faster than ATen's product on the AMD VM)."""
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    model = nn.Linear(512, 1024).eval()
+    compiled = _compile(model, graph_cache=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 512))
+    assert [s.prepacked for s in compile_history()] == [1]
 
 
 def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
@@ -247,7 +261,7 @@ def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
 ) -> None:
     """Under ``dynamic=True`` the layers' rows are symbolic: the sites pack each weight
     once for any row count (oneDNN's batch size None, as Inductor does) and run calls of
-    fewer than AUTO_MIN_ROWS rows on ATen's product; eager's numbers for every size, and
+    fewer than ``auto_min_rows`` rows (64 for these weights) on ATen's product; eager's numbers for every size, and
     after an in-place weight update."""
     from kiln.backends.cpp import gemm_calibration
     from kiln.backends.cpp.prepack import PackedLinear
@@ -264,13 +278,13 @@ def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
     model = _Wide().eval()
     compiled = _compile(model, graph_cache=False, dynamic=True)
     with torch.no_grad():
-        _check(compiled, model, torch.randn(2, 16, 64))  # 32 rows: ATen's product
-        assert [(s.batch, s.min_rows, s.repacks) for s in sites] == [(None, 128, 0)] * 2
-        _check(compiled, model, torch.randn(4, 64, 64))  # 256 rows: packed
-        _check(compiled, model, torch.randn(3, 100, 64))  # 300 rows: the same packs
+        _check(compiled, model, torch.randn(2, 16, 192))  # 32 rows: ATen's product
+        assert [(s.batch, s.min_rows, s.repacks) for s in sites] == [(None, 64, 0)] * 2
+        _check(compiled, model, torch.randn(4, 64, 192))  # 256 rows: packed
+        _check(compiled, model, torch.randn(3, 100, 192))  # 300 rows: the same packs
         assert [s.repacks for s in sites] == [1, 1]
         model.fc1.weight.mul_(-0.5)
-        _check(compiled, model, torch.randn(5, 40, 64))
+        _check(compiled, model, torch.randn(5, 40, 192))
         assert [s.repacks for s in sites] == [2, 1]
     assert [s.prepacked for s in compile_history()] == [2]
 
@@ -285,7 +299,8 @@ def test_bad_linear_option_is_a_clear_error() -> None:
 
 
 class _Pointwise(nn.Module):
-    """A 3x3 then 1x1 convolutions (the 1x1s become products: conv1x1-to-mm), 512 rows."""
+    """A 3x3 then 1x1 convolutions (the 1x1s become products: conv1x1-to-mm), 1024 rows
+    at a batch of 4 (``linear=auto`` packs small weights from 1024 rows)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -309,9 +324,9 @@ def test_auto_linear_packs_pointwise_convolutions_made_products(
     model = _Pointwise().eval()
     compiled = _compile(model, graph_cache=False)
     with torch.no_grad():
-        _check(compiled, model, torch.randn(2, 3, 16, 16))
+        _check(compiled, model, torch.randn(4, 3, 16, 16))
         # conv1 (3x3, packed as a convolution) and both 1x1 products.
         assert [s.prepacked for s in compile_history()] == [3]
         model.conv2.weight.mul_(-0.5)
         model.conv3.weight.copy_(torch.randn_like(model.conv3.weight))
-        _check(compiled, model, torch.randn(2, 3, 16, 16))
+        _check(compiled, model, torch.randn(4, 3, 16, 16))

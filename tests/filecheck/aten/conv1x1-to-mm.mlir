@@ -119,13 +119,28 @@ func.func @pooled(%x: tensor<2x8x5x5xf32>, %w: tensor<4x8x1x1xf32>, %b: tensor<4
 // -----
 
 // In an inference module the driver marked kiln.packed_linear (this machine runs oneDNN's
-// packed GEMM faster than ATen's mm), a product of >= 128 rows with a weight argument is
-// marked kiln.prepack, as prepack-weights{linear=auto} marks linear layers (it runs
-// before this pass); the C++ wrapper packs the [O, C, 1, 1] weight as its [O, C] matrix.
+// packed GEMM faster than ATen's mm), a product with a weight argument is marked
+// kiln.prepack from prepack-weights' auto_min_rows for its weight (1024 rows for this
+// small one), as prepack-weights{linear=auto} marks linear layers (it runs before this
+// pass); the C++ wrapper packs the [O, C, 1, 1] weight as its [O, C] matrix.
 // CHECK-LABEL: func.func @packed
-// CHECK:         aten.addmm.default(%b, %x_rows, %w_t) {kiln.prepack} : (tensor<8xf32>, tensor<512x4xf32>, tensor<4x8xf32>) -> tensor<512x8xf32>
+// CHECK:         aten.addmm.default(%b, %x_rows, %w_t) {kiln.prepack} : (tensor<8xf32>, tensor<1024x4xf32>, tensor<4x8xf32>) -> tensor<1024x8xf32>
 builtin.module attributes {kiln.inference, kiln.packed_linear} {
-  func.func @packed(%x: tensor<2x4x16x16xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<2x8x16x16xf32> {
+  func.func @packed(%x: tensor<4x4x16x16xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<4x8x16x16xf32> {
+    %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<4x4x16x16xf32>) -> tensor<4x4x16x16xf32>
+    %conv = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<4x4x16x16xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<4x8x16x16xf32>
+    %r = aten.relu.default(%conv) : (tensor<4x8x16x16xf32>) -> tensor<4x8x16x16xf32>
+    func.return %r : tensor<4x8x16x16xf32>
+  }
+}
+
+// -----
+
+// The same product at 512 rows: a weight this small runs faster on ATen's mm there.
+// CHECK-LABEL: func.func @too_few_rows_to_pack
+// CHECK:         aten.addmm.default(%b, %x_rows, %w_t) : (tensor<8xf32>, tensor<512x4xf32>, tensor<4x8xf32>) -> tensor<512x8xf32>
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @too_few_rows_to_pack(%x: tensor<2x4x16x16xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<2x8x16x16xf32> {
     %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
     %conv = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x16x16xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x16x16xf32>
     %r = aten.relu.default(%conv) : (tensor<2x8x16x16xf32>) -> tensor<2x8x16x16xf32>
