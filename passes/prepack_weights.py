@@ -19,7 +19,8 @@ becomes::
 
 Convolutions with a 1x1 kernel are left to ATen (measured 2-4x faster here than the
 packed call). Linear layers: ``mm(x, t(w))`` and ``addmm(b, x, t(w))`` of a weight
-argument ``w`` run on oneDNN's packed GEMM (``mkldnn._linear_pointwise`` on
+argument ``w`` (``nn.Linear``), or ``mm(x, w)`` / ``addmm(b, x, w)`` (GPT-2's ``Conv1D``,
+whose weight is ``[in, out]``), run on oneDNN's packed GEMM (``mkldnn._linear_pointwise`` on
 ``mkldnn._reorder_linear_weight(w, rows)``, as under Inductor's freezing), which skips
 packing ``w`` at every call, where that is faster on this machine (option ``linear``):
 
@@ -48,8 +49,8 @@ a weight that requires grad. A convolution is marked only when
   Triton wrapper would ignore the mark anyway);
 * it is a 2-D, non-transposed float32 convolution with a static weight (the input's
   size may be symbolic: the packed layout depends on it, so such a site keeps a packed
-  copy per input size, :mod:`kiln.backends.cpp.prepack`), or a float32 ``x @ w.T``
-  (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static columns
+  copy per input size, :mod:`kiln.backends.cpp.prepack`), or a float32 ``x @ w.T`` or
+  ``x @ w`` (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static columns
   (its rows may be symbolic, under ``dynamic=True``: the weight is then packed for any
   row count, as Inductor does, and under ``auto`` the op carries
   ``kiln.prepack_min_rows`` = :func:`auto_min_rows` of its weight, below which a call
@@ -218,8 +219,11 @@ def auto_min_rows(weight_elements: int) -> int:
     return AUTO_SMALL_WEIGHT_MIN_ROWS
 
 
-def _transposed_argument(value: SSAValue | None, func: FuncOp) -> bool:
-    """``value`` is ``t(w)`` / ``permute(w, [1, 0])`` of a 2-D function argument ``w``."""
+def _weight_operand(value: SSAValue | None, func: FuncOp) -> bool:
+    """``value`` is a 2-D function argument ``w`` (``x @ w``: GPT-2's ``Conv1D``) or
+    ``t(w)`` / ``permute(w, [1, 0])`` of one (``x @ w.T``: ``nn.Linear``)."""
+    if isinstance(value, BlockArgument):
+        return value.owner is func.body.block and _static_f32(value, 2)
     owner = value.owner if value is not None else None
     if not isinstance(owner, AtenOp) or not owner.operands:
         return False
@@ -263,8 +267,8 @@ def linear_weight_elements(op: AtenOp) -> int:
 
 
 def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None, int], bool]) -> bool:
-    """``op`` is ``x @ w.T`` (``mm``, or ``addmm`` with a 1-D bias and unit scales) of a
-    2-D weight argument ``w``, with a row count ``rows`` accepts for the weight's element
+    """``op`` is ``x @ w.T`` or ``x @ w`` (``mm``, or ``addmm`` with a 1-D bias and unit
+    scales) of a 2-D weight argument ``w``, with a row count ``rows`` accepts for the weight's element
     count (None: symbolic rows, under ``dynamic=True``; the columns are static)."""
     if op.overload_name not in LINEAR or len(op.results) != 1 or op.sym_operands():
         return False
@@ -278,7 +282,7 @@ def packable_linear(op: AtenOp, func: FuncOp, rows: Callable[[int | None, int], 
     return (
         _f32_static_columns(x)
         and _f32_static_columns(op.results[0])
-        and _transposed_argument(tensors["mat2"][0], func)
+        and _weight_operand(tensors["mat2"][0], func)
         and rows(linear_row_count(op), linear_weight_elements(op))
     )
 

@@ -33,7 +33,7 @@ import torch
 from kiln.backends.cpp.gemm_calibration import linear_available
 from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import prepack_min_rows
+from kiln.dialects.aten.prepack import linear_weight, prepack_min_rows
 
 SIZES_KEPT = 4
 """Input sizes a site with a symbolic input size keeps packed copies for (memory: that
@@ -176,7 +176,8 @@ class PackedConvolution:
 class PackedLinear:
     """``site(x, weight, bias)``: ``x @ weight.T (+ bias)`` for a ``kiln.prepack``
     ``mm``/``addmm`` whose second operand is the transpose of a weight argument (2-D, or
-    a 1x1 convolution's ``[O, C, 1, 1]``), on the
+    a 1x1 convolution's ``[O, C, 1, 1]``), or ``x @ weight (+ bias)`` of a ``[C, O]``
+    weight read as it is (``transposed=False``: GPT-2's ``Conv1D``), on the
     weight packed for this site's row count by oneDNN (``mkldnn._reorder_linear_weight``,
     ``mkldnn._linear_pointwise``: what Inductor's freezing emits where it does not use
     MKL's packed GEMM; measured faster than MKL's here, docs/benchmarks/cpu-profile.md)."""
@@ -190,15 +191,18 @@ class PackedLinear:
         "pointer",
         "reorder",
         "repacks",
+        "transposed",
         "version",
         "weight",
     )
 
-    def __init__(self, batch: int | None, min_rows: int = 0) -> None:
+    def __init__(self, batch: int | None, min_rows: int = 0, transposed: bool = True) -> None:
         self.batch = batch
         """The row count the weight is packed for (None: symbolic, any row count)."""
         self.min_rows = min_rows
         """Calls with fewer rows run ATen's product (``kiln.prepack_min_rows``)."""
+        self.transposed = transposed
+        """The product reads ``weight.T`` (an ``[O, C]`` weight); else ``weight`` (``[C, O]``)."""
         self.weight: weakref.ref[torch.Tensor] | None = None
         self.version = -1
         self.pointer = 0
@@ -209,7 +213,7 @@ class PackedLinear:
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
         if x.shape[0] < self.min_rows:
-            return _plain_linear(x, weight, bias)
+            return _plain_linear(x, weight, bias, self.transposed)
         ref = self.weight
         if (
             ref is None
@@ -218,9 +222,9 @@ class PackedLinear:
             or weight.data_ptr() != self.pointer
         ):
             if weight.requires_grad and torch.is_grad_enabled():
-                return _plain_linear(x, weight, bias)
+                return _plain_linear(x, weight, bias, self.transposed)
             with torch.no_grad():
-                self.packed = self.reorder(_matrix(weight), self.batch)
+                self.packed = self.reorder(_matrix(weight, self.transposed), self.batch)
             self.weight = weakref.ref(weight)
             self.version = weight._version
             self.pointer = weight.data_ptr()
@@ -228,16 +232,21 @@ class PackedLinear:
         return self.linear(x, self.packed, bias, "none", [], "")
 
 
-def _matrix(weight: torch.Tensor) -> torch.Tensor:
-    """A 1x1 convolution's ``[O, C, 1, 1]`` weight (conv1x1-to-mm) as its ``[O, C]``
-    matrix; a 2-D weight as it is."""
+def _matrix(weight: torch.Tensor, transposed: bool) -> torch.Tensor:
+    """The ``[O, C]`` matrix oneDNN packs: a 1x1 convolution's ``[O, C, 1, 1]`` weight
+    (conv1x1-to-mm) viewed as one, a 2-D weight as it is, or the transpose of a ``[C, O]``
+    weight the product reads as it is."""
+    if not transposed:
+        return weight.t()
     return weight if weight.dim() == 2 else weight.view(weight.shape[0], -1)
 
 
-def _plain_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
-    """``x @ weight.T (+ bias)`` by ATen, on the plain weight."""
-    matrix = _matrix(weight)
-    return torch.mm(x, matrix.t()) if bias is None else torch.addmm(bias, x, matrix.t())
+def _plain_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, transposed: bool
+) -> Any:
+    """The product by ATen, on the plain weight."""
+    rhs = _matrix(weight, transposed).t()
+    return torch.mm(x, rhs) if bias is None else torch.addmm(bias, x, rhs)
 
 
 def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
@@ -252,8 +261,11 @@ def prepacked_site(op: AtenOp) -> PackedConvolution | PackedLinear | None:
     x = tensors["mat1" if op.overload_name == "aten::addmm.default" else "self"][0]
     assert x is not None
     rows: int = x.type.get_shape()[0]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    read = linear_weight(tensors["mat2"][0])
+    if read is None:
+        return None
     # Symbolic rows: packed for any row count (oneDNN's batch size None), as Inductor does.
-    return PackedLinear(rows if rows >= 0 else None, prepack_min_rows(op))  # pyright: ignore[reportUnknownArgumentType]
+    return PackedLinear(rows if rows >= 0 else None, prepack_min_rows(op), read[1])  # pyright: ignore[reportUnknownArgumentType]
 
 
 __all__ = [

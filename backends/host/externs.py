@@ -49,7 +49,7 @@ from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
 from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import is_prepacked
+from kiln.dialects.aten.prepack import is_prepacked, linear_weight
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import ExternOp
@@ -188,10 +188,11 @@ class _Body:
             operands = [tensors["input"], tensors["weight"], tensors.get("bias", [])]
         elif op.overload_name == "aten::convolution_backward.default":
             operands = [tensors["grad_output"], tensors["input"], tensors["weight"]]
-        else:  # mm / addmm of the weight's transpose: the site takes the weight itself
-            weight = _transposed_source(tensors["mat2"][0])
-            if weight is None:
+        else:  # mm / addmm of a weight (or its transpose): the site takes the weight itself
+            read = linear_weight(tensors["mat2"][0])
+            if read is None:
                 return None
+            weight = read[0]
             if op.overload_name == "aten::addmm.default":
                 operands = [tensors["mat1"], [weight], tensors["self"]]
             else:
@@ -410,29 +411,6 @@ def _in_place_call(op: ExternOp, donated: Sequence[bool], writer: _Body) -> str 
     ):
         return None
     return writer._direct_call(inner, IN_PLACE[inner.overload_name])  # pyright: ignore[reportPrivateUsage]
-
-
-def _transposed_source(value: SSAValue | None) -> SSAValue | None:
-    """``w`` when ``value`` is ``as_strided(w, [K, N], [1, K])`` of a 2-D ``[N, K]`` body
-    argument (how ``lower-aten`` writes ``w.T``), or of a 1x1 convolution's ``[N, K, 1,
-    1]`` weight (``conv1x1-to-mm``'s product); None otherwise."""
-    owner = value.owner if value is not None else None
-    if not isinstance(owner, AtenOp) or owner.overload_name != "aten::as_strided.default":
-        return None
-    source = owner.operands[0]
-    shape = source.type.get_shape() if isinstance(source.type, TensorType) else ()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if len(shape) == 4 and tuple(shape[2:]) == (1, 1):  # pyright: ignore[reportUnknownArgumentType]
-        shape = shape[:2]  # pyright: ignore[reportUnknownVariableType]
-    if len(shape) != 2 or owner.sym_operands():  # pyright: ignore[reportUnknownArgumentType]
-        return None
-    specs = {a.name: a for a in owner.op_schema().arguments}
-    n, k = shape  # pyright: ignore[reportUnknownVariableType]
-    size = decode_value(specs["size"], owner.arg_attr("size"), ())
-    stride = decode_value(specs["stride"], owner.arg_attr("stride"), ())
-    offset = decode_value(specs["storage_offset"], owner.arg_attr("storage_offset"), ())
-    if size != [k, n] or stride != [1, k] or offset not in (None, 0):
-        return None
-    return source
 
 
 def _fresh_memory(value: SSAValue) -> bool:

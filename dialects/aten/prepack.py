@@ -9,7 +9,7 @@
   channels-last weight copies use it (they are made in a step's forward and read by its
   backward).
 * ``kiln.prepack`` (unit, on an ``aten.convolution.default``, or an ``aten.mm.default`` /
-  ``aten.addmm.default`` whose second operand is the transpose of a weight, or on the GPU
+  ``aten.addmm.default`` whose second operand is a weight or its transpose, or on the GPU
   an ``aten.convolution_backward.default``): the weight is a function argument (a
   parameter under AOTAutograd) that the backend may run through a cached,
   oneDNN-prepacked copy (on the GPU, convolutions only: a cached channels-last copy,
@@ -23,8 +23,8 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, UnitAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, UnitAttr
+from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 INFERENCE_ATTR = "kiln.inference"
@@ -88,6 +88,37 @@ def mark_prepacked(op: Operation, min_rows: int = 0) -> None:
     verify_prepack(op)
 
 
+def linear_weight(mat2: SSAValue | None) -> tuple[SSAValue, bool] | None:
+    """The weight a prepacked product's second operand reads, and whether it reads it
+    transposed, in an extern body: ``(w, True)`` when ``mat2`` is ``as_strided(w, [K, N],
+    [1, K])`` of a 2-D ``[N, K]`` value (how ``lower-aten`` writes ``w.T``) or of a 1x1
+    convolution's ``[N, K, 1, 1]`` weight (``conv1x1-to-mm``'s product); ``(mat2, False)``
+    when it is a ``[K, N]`` value read as it is (GPT-2's ``Conv1D``: ``addmm(b, x, w)``);
+    None otherwise."""
+    from kiln.dialects.aten.encoding import decode_value
+    from kiln.dialects.aten.ops import AtenOp
+
+    if mat2 is None or not isinstance(mat2.type, TensorType):
+        return None
+    owner = mat2.owner
+    if not isinstance(owner, AtenOp) or owner.overload_name != "aten::as_strided.default":
+        return (mat2, False) if len(mat2.type.get_shape()) == 2 else None  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    source = owner.operands[0]
+    shape = source.type.get_shape() if isinstance(source.type, TensorType) else ()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if len(shape) == 4 and tuple(shape[2:]) == (1, 1):  # pyright: ignore[reportUnknownArgumentType]
+        shape = shape[:2]  # pyright: ignore[reportUnknownVariableType]
+    if len(shape) != 2 or owner.sym_operands():  # pyright: ignore[reportUnknownArgumentType]
+        return None
+    specs = {a.name: a for a in owner.op_schema().arguments}
+    n, k = shape  # pyright: ignore[reportUnknownVariableType]
+    size = decode_value(specs["size"], owner.arg_attr("size"), ())
+    stride = decode_value(specs["stride"], owner.arg_attr("stride"), ())
+    offset = decode_value(specs["storage_offset"], owner.arg_attr("storage_offset"), ())
+    if size != [k, n] or stride != [1, k] or offset not in (None, 0):
+        return None
+    return source, True
+
+
 __all__ = [
     "INFERENCE_ATTR",
     "PACKED_LINEAR_ATTR",
@@ -95,6 +126,7 @@ __all__ = [
     "PREPACK_MIN_ROWS_ATTR",
     "TRAINING_ATTR",
     "is_prepacked",
+    "linear_weight",
     "mark_prepacked",
     "prepack_min_rows",
     "verify_prepack",

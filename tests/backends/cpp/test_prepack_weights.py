@@ -256,6 +256,34 @@ def test_auto_linear_packs_large_weights_at_few_rows(monkeypatch: pytest.MonkeyP
     assert [s.prepacked for s in compile_history()] == [1]
 
 
+class _Conv1D(nn.Module):
+    """GPT-2's ``Conv1D``: ``addmm(b, x, w)`` of an ``[in, out]`` weight, read as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(192, 256) * 0.05)
+        self.bias = nn.Parameter(torch.randn(256))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = torch.addmm(self.bias, x.view(-1, 192), self.weight)
+        return F.gelu(rows).view(*x.shape[:-1], 256)
+
+
+def test_auto_linear_packs_weights_read_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x @ w`` of an ``[in, out]`` weight argument (GPT-2's ``Conv1D``) runs packed:
+    the site packs ``w.T``; eager's numbers, and after an in-place weight update."""
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    model = _Conv1D().eval()
+    compiled = _compile(model, graph_cache=False)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(4, 64, 192))
+        assert [s.prepacked for s in compile_history()] == [1]
+        model.weight.mul_(-0.5)
+        _check(compiled, model, torch.randn(4, 64, 192))
+
+
 def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -270,8 +298,10 @@ def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
     sites: list[PackedLinear] = []
     init = PackedLinear.__init__
 
-    def recording(self: PackedLinear, batch: int | None, min_rows: int = 0) -> None:
-        init(self, batch, min_rows)
+    def recording(
+        self: PackedLinear, batch: int | None, min_rows: int = 0, transposed: bool = True
+    ) -> None:
+        init(self, batch, min_rows, transposed)
         sites.append(self)
 
     monkeypatch.setattr(PackedLinear, "__init__", recording)

@@ -56,6 +56,21 @@ builtin.module attributes {kiln.inference, kiln.packed_linear} {
 
 // -----
 
+// A weight read as it is, x @ w of a [K, N] argument (GPT-2's Conv1D: addmm(b, x, w)),
+// is a linear layer too: the wrapper packs its transpose.
+// AUTO-LABEL:   func.func @weight_read_as_it_is
+// AUTO:           aten.addmm.default(%b, %x, %w) {kiln.prepack} :
+// NEVER-LABEL:  func.func @weight_read_as_it_is
+// NEVER-NOT:      kiln.prepack
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @weight_read_as_it_is(%x: tensor<32x768xf32>, %w: tensor<768x2304xf32>, %b: tensor<2304xf32>) -> tensor<32x2304xf32> {
+    %0 = aten.addmm.default(%b, %x, %w) : (tensor<2304xf32>, tensor<32x768xf32>, tensor<768x2304xf32>) -> tensor<32x2304xf32>
+    func.return %0 : tensor<32x2304xf32>
+  }
+}
+
+// -----
+
 // AUTO-LABEL:   func.func @not_measured_faster
 // AUTO-NOT:       kiln.prepack
 // ALWAYS-LABEL: func.func @not_measured_faster

@@ -35,20 +35,24 @@ builtin.module {
 // -----
 
 // Linear layers (only when asked: linear-max-rows, here 4 rows): x @ t(w) (mm, or addmm
-// with a 1-D bias) of a weight argument. A product with a weight that is not the
-// transpose of an argument stays plain.
+// with a 1-D bias) of a weight argument, or x @ v of one read as it is (GPT-2's Conv1D).
+// A product with a weight computed in the graph stays plain.
 // CHECK-LABEL: func.func @linear
 // CHECK-NEXT:    %wt = aten.permute.default(%w, dims = [1, 0])
 // CHECK-NEXT:    %0 = aten.addmm.default(%b, %x, %wt) {kiln.prepack} :
 // CHECK-NEXT:    %1 = aten.mm.default(%x, %wt) {kiln.prepack} :
-// CHECK-NEXT:    %2 = aten.mm.default(%x, %v) :
+// CHECK-NEXT:    %2 = aten.mm.default(%x, %v) {kiln.prepack} :
+// CHECK-NEXT:    %u = aten.relu.default(%v)
+// CHECK-NEXT:    %3 = aten.mm.default(%x, %u) :
 builtin.module attributes {kiln.inference} {
-  func.func @linear(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %v: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  func.func @linear(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %v: tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
     %wt = aten.permute.default(%w, dims = [1, 0]) : (tensor<16x8xf32>) -> tensor<8x16xf32>
     %0 = aten.addmm.default(%b, %x, %wt) : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
     %1 = aten.mm.default(%x, %wt) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
     %2 = aten.mm.default(%x, %v) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
-    func.return %0, %1, %2 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+    %u = aten.relu.default(%v) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %3 = aten.mm.default(%x, %u) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    func.return %0, %1, %2, %3 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
   }
 }
 
