@@ -7,9 +7,9 @@ oneDNN's ``mkldnn._linear_pointwise`` on a weight packed by
 ms; DistilBERT at batch 8 x 512 ran 1.3x faster end to end with every linear layer
 packed). On the Intel Xeon VMs of earlier sessions the packed GEMM lost (DistilBERT 4 %
 slower end to end). So ``prepack-weights`` asks, in its default ``linear=auto`` mode,
-what this machine measures: one 1024 x 768 x 768 product each way, alternated, the
-median of :data:`ROUNDS` (about 0.1 s here), and packs linear layers only where oneDNN
-wins by :data:`MIN_GAIN` or more.
+what this machine measures: each product of :data:`SHAPES` each way, alternated, the
+median of :data:`ROUNDS` per product (about 0.15 s here), and packs linear layers only
+where oneDNN wins by :data:`MIN_GAIN` or more (the geometric mean over the products).
 
 The first process on a machine measures and stores the result in kiln's cache
 (``calibration/``, keyed on the CPU, torch's version and the thread count); later
@@ -25,17 +25,22 @@ The measurement is what :func:`calibration` returns (``describe()`` reads it out
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-SHAPE = (1024, 768, 768)
-"""Rows, inner size, columns of the measured product: a linear layer of a base-width
-transformer at a few hundred tokens (big enough that per-call overheads do not decide)."""
-ROUNDS = 7
+SHAPES = ((1024, 768, 768), (32, 768, 3072))
+"""Rows, inner size, columns of the measured products: linear layers of a base-width
+transformer at a thousand tokens and at a few (``prepack-weights`` packs large weights
+from a single row). The first alone was a coin toss here: MKL's time is bimodal on the
+AMD VM, and one dashboard process read 6.32 ms against oneDNN's 6.31 (no packing for its
+whole run) where others read 1.09-1.38x; the second ran 1.8-1.9x faster packed."""
+ROUNDS = 9
 MIN_GAIN = 1.05
 """oneDNN must be this much faster to be chosen: below it, run-to-run noise could flip
 the choice between processes, and MKL's ``mm`` needs no packed copy of the weight. (The
@@ -45,19 +50,20 @@ medians here: 1.14-1.38x in favour of oneDNN in five processes.)"""
 @dataclass(frozen=True)
 class GemmCalibration:
     mm_ms: float
-    """ATen ``mm(x, w.t())``, median of the rounds."""
+    """ATen ``mm(x, w.t())``: the geometric mean over :data:`SHAPES` of each product's
+    median of the rounds."""
     packed_ms: float
-    """oneDNN ``_linear_pointwise`` on the packed weight, median of the rounds."""
+    """oneDNN ``_linear_pointwise`` on the packed weight, likewise."""
 
     @property
     def packed_faster(self) -> bool:
         return self.mm_ms >= MIN_GAIN * self.packed_ms
 
     def describe(self) -> str:
-        rows, inner, cols = SHAPE
+        shapes = ", ".join("x".join(map(str, shape)) for shape in SHAPES)
         verdict = "packs linear layers" if self.packed_faster else "keeps ATen's mm"
         return (
-            f"{rows}x{inner}x{cols} float32 GEMM: ATen mm {self.mm_ms:.2f} ms, "
+            f"float32 GEMMs {shapes} (geometric mean): ATen mm {self.mm_ms:.2f} ms, "
             f"oneDNN packed {self.packed_ms:.2f} ms ({verdict})"
         )
 
@@ -80,30 +86,29 @@ def _median_ms(times: list[float]) -> float:
 
 
 def _measure() -> GemmCalibration:
-    rows, inner, cols = SHAPE
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, inner, generator=generator)
-    weight = torch.randn(cols, inner, generator=generator)
+    linear = torch.ops.mkldnn._linear_pointwise
+    runs: list[tuple[Callable[[], object], list[float]]] = []
     with torch.no_grad():
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
-        linear = torch.ops.mkldnn._linear_pointwise
-
-        def run_mm() -> None:
-            torch.mm(x, weight.t())
-
-        def run_packed() -> None:
-            linear(x, packed, None, "none", [], "")
-
-        mm_times: list[float] = []
-        packed_times: list[float] = []
-        run_mm()
-        run_packed()
+        for rows, inner, cols in SHAPES:
+            x = torch.randn(rows, inner, generator=generator)
+            weight = torch.randn(cols, inner, generator=generator)
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+            runs.append((functools.partial(torch.mm, x, weight.t()), []))
+            runs.append((functools.partial(linear, x, packed, None, "none", [], ""), []))
+        for run, _ in runs:
+            run()
         for _ in range(ROUNDS):
-            for run, times in ((run_mm, mm_times), (run_packed, packed_times)):
+            for run, times in runs:
                 start = time.perf_counter()
                 run()
                 times.append(time.perf_counter() - start)
-    return GemmCalibration(_median_ms(mm_times), _median_ms(packed_times))
+    medians = [_median_ms(times) for _, times in runs]
+    return GemmCalibration(_geomean(medians[0::2]), _geomean(medians[1::2]))
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def stored_path() -> Path:
@@ -116,7 +121,7 @@ def stored_path() -> Path:
         cpu_identity(),
         f"torch {torch.__version__} {torch.version.git_version}",
         f"threads {torch.get_num_threads()}",
-        f"shape {SHAPE} rounds {ROUNDS}",
+        f"shapes {SHAPES} rounds {ROUNDS}",
     )
     return usable_dir(cache_root() / "calibration", "calibration") / f"gemm-{key}.json"
 
@@ -184,7 +189,7 @@ def packed_linear_faster() -> bool:
 
 __all__ = [
     "MIN_GAIN",
-    "SHAPE",
+    "SHAPES",
     "GemmCalibration",
     "calibration",
     "forget_calibration",

@@ -45,7 +45,7 @@ def test_calibration_measures_both_gemms_once(private_cache: Path) -> None:
     assert measured.packed_ms > 0
     assert calibration() is measured  # once per process
     assert packed_linear_faster() == (measured.mm_ms >= MIN_GAIN * measured.packed_ms)
-    assert "1024x768x768" in measured.describe()
+    assert "1024x768x768, 32x768x3072" in measured.describe()
     stored = json.loads(stored_path().read_text())
     assert stored == {"mm_ms": measured.mm_ms, "packed_ms": measured.packed_ms}
 
