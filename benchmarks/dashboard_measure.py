@@ -301,15 +301,25 @@ def paired_ms(
     iters: int,
     rounds: int = 5,
     warmup: int = 3,
+    min_burst_s: float = 0.05,
 ) -> tuple[float, float]:
     """Median ms per call of ``run`` and of ``baseline`` (eager), timed in alternating
     bursts (``rounds`` of each): a machine whose speed drifts over minutes (a shared VM,
-    clocks) slows both alike, so their ratio holds where two separate medians do not."""
+    clocks) slows both alike, so their ratio holds where two separate medians do not.
+    A burst is ``iters / rounds`` calls, or more where that would take less than
+    ``min_burst_s`` (a 1-ms language model at ``--iters 10`` was timed over 2 calls a
+    burst, and its rows swung 0.86-1.16x between runs of the same code)."""
     for _ in range(warmup):
         run()
         baseline()
     sync(device)
-    burst = max(2, -(-iters // rounds))
+    slowest = 0.0
+    for fn in (run, baseline):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        slowest = max(slowest, time.perf_counter() - start)
+    burst = max(2, -(-iters // rounds), math.ceil(min_burst_s / max(slowest, 1e-6)))
     samples: dict[int, list[float]] = {0: [], 1: []}
     for _ in range(rounds):
         for k, fn in ((1, baseline), (0, run)):

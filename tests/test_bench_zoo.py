@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,12 +164,35 @@ def test_paired_timing_alternates_and_reports_both() -> None:
 
     calls: list[str] = []
     ms, eager = paired_ms(
-        lambda: calls.append("k"), lambda: calls.append("e"), torch.device("cpu"), 4, rounds=2
+        lambda: calls.append("k"),
+        lambda: calls.append("e"),
+        torch.device("cpu"),
+        4,
+        rounds=2,
+        min_burst_s=0.0,
     )
     assert ms >= 0
     assert eager >= 0
-    timed = calls[6:]  # after three warm-up pairs
+    timed = calls[8:]  # after three warm-up pairs and one sizing pair
     assert timed == ["e", "e", "k", "k", "e", "e", "k", "k"]
+
+
+def test_paired_timing_bursts_last_long_enough() -> None:
+    """Calls of 10 ms at ``iters=4`` over 2 rounds are timed in bursts of 50 ms (4-5 calls,
+    not 2): short calls need more of them for a steady median."""
+    from dashboard_measure import paired_ms
+
+    calls: list[str] = []
+
+    def run() -> None:
+        calls.append("k")
+        time.sleep(0.01)
+
+    paired_ms(run, lambda: calls.append("e"), torch.device("cpu"), 4, rounds=2, min_burst_s=0.05)
+    timed = calls[8:]
+    burst = timed.count("k") // 2
+    assert 4 <= burst <= 5
+    assert timed == (["e"] * burst + ["k"] * burst) * 2
 
 
 def test_results_merge_later_files_win(tmp_path: Path) -> None:
