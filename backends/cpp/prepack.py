@@ -221,7 +221,7 @@ class PackedLinear:
             or weight._version != self.version
             or weight.data_ptr() != self.pointer
         ):
-            if weight.requires_grad and torch.is_grad_enabled():
+            if (weight.requires_grad and torch.is_grad_enabled()) or not _stays_put(weight):
                 return _plain_linear(x, weight, bias, self.transposed)
             with torch.no_grad():
                 self.packed = self.reorder(_matrix(weight, self.transposed), self.batch)
@@ -230,6 +230,16 @@ class PackedLinear:
             self.pointer = weight.data_ptr()
             self.repacks += 1
         return self.linear(x, self.packed, bias, "none", [], "")
+
+
+def _stays_put(weight: torch.Tensor) -> bool:
+    """Whether ``weight`` is a parameter or a buffer (Dynamo's static inputs): worth
+    packing once. Any other argument (``a @ b`` of two user inputs) is likely new at the
+    next call, and packing it at every call would cost more than the packed GEMM saves
+    on few rows."""
+    return isinstance(weight, torch.nn.Parameter) or bool(
+        getattr(weight, "_dynamo_static_input_type", None)
+    )
 
 
 def _matrix(weight: torch.Tensor, transposed: bool) -> torch.Tensor:

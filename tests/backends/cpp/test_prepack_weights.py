@@ -284,6 +284,37 @@ def test_auto_linear_packs_weights_read_as_they_are(monkeypatch: pytest.MonkeyPa
         _check(compiled, model, torch.randn(4, 64, 192))
 
 
+def test_user_inputs_as_weights_are_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a @ b`` of two user inputs is marked (``b`` is a function argument) but the site
+    packs only parameters and buffers: a user's ``b`` is likely new at every call, and
+    repacking it each time would cost more than the packed GEMM saves."""
+    from kiln.backends.cpp import gemm_calibration
+    from kiln.backends.cpp.prepack import PackedLinear
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    sites: list[PackedLinear] = []
+    init = PackedLinear.__init__
+
+    def recording(
+        self: PackedLinear, batch: int | None, min_rows: int = 0, transposed: bool = True
+    ) -> None:
+        init(self, batch, min_rows, transposed)
+        sites.append(self)
+
+    monkeypatch.setattr(PackedLinear, "__init__", recording)
+
+    def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+    compiled = _compile(product, graph_cache=False)
+    with torch.no_grad():
+        for _ in range(2):
+            a, b = torch.randn(4, 512), torch.randn(512, 1024)
+            _check(compiled, product, a, b)
+    assert [s.prepacked for s in compile_history()] == [1]
+    assert [s.repacks for s in sites] == [0]
+
+
 def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
