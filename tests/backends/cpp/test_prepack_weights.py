@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import kiln
-from kiln.backends.cpp.prepack import PackedConvolution, available
+from kiln.backends.cpp.prepack import PackedConvolution, PackedLinear, available
 from kiln.compiler import DEFAULT_PIPELINE, compile_history, reset_compile_history
 
 pytestmark = pytest.mark.skipif(not available(), reason="this torch has no oneDNN")
@@ -52,6 +52,26 @@ def packs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(PackedConvolution, "pack", counting)
     return count
+
+
+@pytest.fixture
+def linear_sites(monkeypatch: pytest.MonkeyPatch) -> list[PackedLinear]:
+    """Every linear call site built from here on, on a machine whose calibration says
+    oneDNN's packed GEMM is faster."""
+    from kiln.backends.cpp import gemm_calibration
+
+    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
+    sites: list[PackedLinear] = []
+    init = PackedLinear.__init__
+
+    def recording(
+        self: PackedLinear, batch: int | None, min_rows: int = 0, transposed: bool = True
+    ) -> None:
+        init(self, batch, min_rows, transposed)
+        sites.append(self)
+
+    monkeypatch.setattr(PackedLinear, "__init__", recording)
+    return sites
 
 
 def _compile(model: Callable[..., Any], **options: Any) -> Callable[..., Any]:
@@ -284,24 +304,10 @@ def test_auto_linear_packs_weights_read_as_they_are(monkeypatch: pytest.MonkeyPa
         _check(compiled, model, torch.randn(4, 64, 192))
 
 
-def test_user_inputs_as_weights_are_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_inputs_as_weights_are_not_packed(linear_sites: list[PackedLinear]) -> None:
     """``a @ b`` of two user inputs is marked (``b`` is a function argument) but the site
     packs only parameters and buffers: a user's ``b`` is likely new at every call, and
     repacking it each time would cost more than the packed GEMM saves."""
-    from kiln.backends.cpp import gemm_calibration
-    from kiln.backends.cpp.prepack import PackedLinear
-
-    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
-    sites: list[PackedLinear] = []
-    init = PackedLinear.__init__
-
-    def recording(
-        self: PackedLinear, batch: int | None, min_rows: int = 0, transposed: bool = True
-    ) -> None:
-        init(self, batch, min_rows, transposed)
-        sites.append(self)
-
-    monkeypatch.setattr(PackedLinear, "__init__", recording)
 
     def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a @ b
@@ -312,41 +318,27 @@ def test_user_inputs_as_weights_are_not_packed(monkeypatch: pytest.MonkeyPatch) 
             a, b = torch.randn(4, 512), torch.randn(512, 1024)
             _check(compiled, product, a, b)
     assert [s.prepacked for s in compile_history()] == [1]
-    assert [s.repacks for s in sites] == [0]
+    assert [s.repacks for s in linear_sites] == [0]
 
 
 def test_symbolic_rows_pack_for_any_row_count_above_the_threshold(
-    monkeypatch: pytest.MonkeyPatch,
+    linear_sites: list[PackedLinear],
 ) -> None:
     """Under ``dynamic=True`` the layers' rows are symbolic: the sites pack each weight
     once for any row count (oneDNN's batch size None, as Inductor does) and run calls of
-    fewer than ``auto_min_rows`` rows (64 for these weights) on ATen's product; eager's numbers for every size, and
-    after an in-place weight update."""
-    from kiln.backends.cpp import gemm_calibration
-    from kiln.backends.cpp.prepack import PackedLinear
-
-    monkeypatch.setattr(gemm_calibration, "packed_linear_faster", lambda: True)
-    sites: list[PackedLinear] = []
-    init = PackedLinear.__init__
-
-    def recording(
-        self: PackedLinear, batch: int | None, min_rows: int = 0, transposed: bool = True
-    ) -> None:
-        init(self, batch, min_rows, transposed)
-        sites.append(self)
-
-    monkeypatch.setattr(PackedLinear, "__init__", recording)
+    fewer than ``auto_min_rows`` rows (64 for these weights) on ATen's product; eager's
+    numbers for every size, and after an in-place weight update."""
     model = _Wide().eval()
     compiled = _compile(model, graph_cache=False, dynamic=True)
     with torch.no_grad():
         _check(compiled, model, torch.randn(2, 16, 192))  # 32 rows: ATen's product
-        assert [(s.batch, s.min_rows, s.repacks) for s in sites] == [(None, 64, 0)] * 2
+        assert [(s.batch, s.min_rows, s.repacks) for s in linear_sites] == [(None, 64, 0)] * 2
         _check(compiled, model, torch.randn(4, 64, 192))  # 256 rows: packed
         _check(compiled, model, torch.randn(3, 100, 192))  # 300 rows: the same packs
-        assert [s.repacks for s in sites] == [1, 1]
+        assert [s.repacks for s in linear_sites] == [1, 1]
         model.fc1.weight.mul_(-0.5)
         _check(compiled, model, torch.randn(5, 40, 192))
-        assert [s.repacks for s in sites] == [2, 1]
+        assert [s.repacks for s in linear_sites] == [2, 1]
     assert [s.prepacked for s in compile_history()] == [2]
 
 
