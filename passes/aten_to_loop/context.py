@@ -354,6 +354,30 @@ class LoweringContext:
         result.name_hint = name
         return result
 
+    def _materialized_for_extern(self, operand: SSAValue) -> TensorRef:
+        """``operand``, which no strided view expresses, as a view of a contiguous copy.
+
+        The copy is of the value it permutes (through ``t`` / ``permute`` /
+        ``transpose``) when that value has no strided form either, and replaces that
+        value's lowering for the ops after this one: a linear layer's backward reads
+        its output gradient ``g`` as ``g @ w`` and ``g.t() @ x`` (and sums it for the
+        bias), and with ``g`` a reshape of a permute (the stacked q, k, v gradients of an
+        attention) each extern copied it again, the transposed copy gathering element by
+        element (ViT-S, H200: one kernel of 157 us a layer where one copy and a sum of it
+        take 27 us). ATen's matmuls read the transposed view of the one copy as it is."""
+        source, dims = operand, list(range(len(operand.type.get_shape())))  # pyright: ignore[reportAttributeAccessIssue, reportUnknownArgumentType, reportUnknownMemberType]
+        while (step := _permuted_from(source)) is not None:
+            below = self.values.get(step[0])
+            if not isinstance(below, TensorRef) or below.strides is not None:
+                break
+            source, dims = step[0], [step[1][d] for d in dims]
+        ref = self.values[source]
+        assert isinstance(ref, TensorRef)
+        name = f"{source.name_hint}_contiguous" if source.name_hint else None
+        copy = TensorRef.of_buffer(self.materialize(ref, name), ref.sizes)
+        self.values[source] = copy
+        return copy.permute(dims)
+
     # -- extern ---------------------------------------------------------------------------
 
     def extern(self, op: Operation, keep_alive: Sequence[SSAValue] = ()) -> list[Lowered]:
@@ -405,8 +429,7 @@ class LoweringContext:
                     views.append((operand, lowered))
                 else:
                     # No strided view expresses it (a reshape torch copies too): copy.
-                    name = f"{operand.name_hint}_contiguous" if operand.name_hint else None
-                    mapping[operand] = input_arg(self.materialize(lowered, name))
+                    views.append((operand, self._materialized_for_extern(operand)))
             elif lowered is not None:
                 arg = sym_args.get(lowered)
                 if arg is None:
@@ -701,6 +724,43 @@ class SymFloat:
     its value is ``float(expr)``, which a loop body computes from the size."""
 
     expr: Expr
+
+
+_PERMUTING_VIEWS = ("aten::t.default", "aten::permute.default", "aten::transpose.int")
+
+
+def _permuted_from(value: SSAValue) -> tuple[SSAValue, list[int]] | None:
+    """``(source, dims)`` when ``value`` is ``source.permute(dims)`` written as ``t``,
+    ``permute`` or ``transpose`` (result dim ``k`` is the source's ``dims[k]``)."""
+    op = value.owner
+    if not isinstance(op, AtenOp) or op.overload_name not in _PERMUTING_VIEWS:
+        return None
+    source = op.tensor_operands()["self"][0]
+    if source is None or not isinstance(source.type, TensorType):
+        return None
+    rank = len(source.type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    dims = list(range(rank))
+    spec = {a.name: a for a in op.op_schema().arguments}
+
+    def arg(name: str) -> Any:
+        attr = op.arg_attr(name)
+        return None if attr is None else decode_value(spec[name], attr, ())
+
+    if op.overload_name == "aten::t.default":
+        if rank == 2:
+            dims = [1, 0]
+    elif op.overload_name == "aten::transpose.int":
+        a, b = arg("dim0"), arg("dim1")
+        if not isinstance(a, int) or not isinstance(b, int) or rank == 0:
+            return None
+        a, b = a % rank, b % rank
+        dims[a], dims[b] = dims[b], dims[a]
+    else:
+        given = arg("dims")
+        if not isinstance(given, list | tuple) or len(given) != rank:  # pyright: ignore[reportUnknownArgumentType]
+            return None
+        dims = [int(d) % rank for d in given]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    return source, dims
 
 
 __all__ = [

@@ -74,6 +74,31 @@ def test_views_of_inputs_returned_are_copied_once() -> None:
     assert ret.operands[1] is function(module).args[0]
 
 
+def _linear_backward(q: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    g = q.permute(1, 0, 2).reshape(6, 8)
+    return g @ w, g.t() @ x, g.sum(0)
+
+
+def _linear_backward_transposed_first(
+    q: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    g = q.permute(1, 0, 2).reshape(6, 8)
+    return g.t() @ x, g @ w, g.sum(0)
+
+
+@pytest.mark.parametrize("fn", [_linear_backward, _linear_backward_transposed_first])
+def test_a_reshaped_gradient_is_copied_once_for_both_products(fn: Callable[..., Any]) -> None:
+    """A linear layer's backward over an attention's stacked q/k/v gradients: ``g`` is a
+    reshape of a permute (no strided view), read by ``g @ w``, ``g.t() @ x`` and a sum.
+    One contiguous copy of ``g`` serves all three, whichever product comes first: the
+    transposed product reads it transposed, the sum reads it (there were two copies, one
+    per product, the second gathering ``g.t()`` element by element)."""
+    module = check(fn, torch.randn(2, 6, 4), torch.randn(8, 5), torch.randn(6, 3))
+    copies = [op for op in pointwise_ops(module) if "contiguous" in str(op.results[0].name_hint)]
+    assert len(copies) == 1, str(module)
+    assert sum(isinstance(op, ExternOp) for op in loop_ops(module)) == 2
+
+
 def test_extern_receives_strided_views_not_copies() -> None:
     module = check(lambda x, w: x @ w.t(), torch.randn(4, 8), torch.randn(3, 8))
     (op,) = loop_ops(module)

@@ -404,3 +404,29 @@ def test_short_inner_rows_share_a_program(shape: tuple[int, int], xblock: int) -
     assert kernel.tiling.value("XBLOCK") == xblock
     assert kernel.configs is not None
     assert kernel.tiling in kernel.configs.data
+
+
+def test_per_row_vectors_do_not_make_a_column_sum_inner() -> None:
+    """A layer norm backward's weight and bias gradients: sums over rows of
+    ``g * (x - mean) * rstd`` and of ``g``, ``mean`` and ``rstd`` one value per row. The
+    ``[rows, channels]`` reads stride by the row: an outer reduction (it ran as an inner
+    one, one column a program, because the per-row vectors read contiguously along the
+    reduction)."""
+    text = """
+    func.func @forward(%g: tensor<2048x64xf32>, %x: tensor<2048x64xf32>, %m: tensor<2048x1xf32>, %s: tensor<2048x1xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+      %0 = aten.sub.Tensor(%x, %m) : (tensor<2048x64xf32>, tensor<2048x1xf32>) -> tensor<2048x64xf32>
+      %1 = aten.mul.Tensor(%0, %s) : (tensor<2048x64xf32>, tensor<2048x1xf32>) -> tensor<2048x64xf32>
+      %2 = aten.mul.Tensor(%g, %1) : (tensor<2048x64xf32>, tensor<2048x64xf32>) -> tensor<2048x64xf32>
+      %3 = aten.sum.dim_IntList(%2, dim = [0]) : (tensor<2048x64xf32>) -> tensor<64xf32>
+      %4 = aten.sum.dim_IntList(%g, dim = [0]) : (tensor<2048x64xf32>) -> tensor<64xf32>
+      func.return %3, %4 : tensor<64xf32>, tensor<64xf32>
+    }
+    """
+    module, _ = assert_schedule_preserves(parse(lowered(text)), "fuse,tile{split=false}")
+    reductions = [k for k in kernels(module) if k.kernel_kind is not KernelKind.POINTWISE]
+    assert reductions
+    for kernel in reductions:
+        assert kernel.reduction_hint is not None
+        assert kernel.reduction_hint.data == "outer"
+        assert kernel.tiling is not None
+        assert (kernel.tiling.value("XBLOCK") or 1) >= 8

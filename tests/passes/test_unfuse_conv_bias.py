@@ -68,3 +68,54 @@ def test_only_on_cuda_and_same_numbers() -> None:
     torch.testing.assert_close(
         actual, torch.relu(torch.nn.functional.conv2d(args[0], args[1], args[2], padding=1))
     )
+
+
+BACKWARD = f"""
+func.func @backward(%g: tensor<2x4x6x6xf32>, %x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) {{
+  %gi, %gw, %gb = aten.convolution_backward.default(%g, %x, %w, bias_sizes = [4], {CONV}, output_mask = [true, true, true]) : (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>)
+  func.return %gi, %gw, %gb : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>
+}}
+"""
+
+
+def test_bias_gradient_becomes_a_sum_on_cuda() -> None:
+    assert_pass_output(
+        UnfuseConvBiasPass(force=True),
+        BACKWARD,
+        f"""
+        func.func @backward(%g: tensor<2x4x6x6xf32>, %x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) {{
+          %gi, %gw, %0 = aten.convolution_backward.default(%g, %x, %w, bias_sizes = [4], {CONV}, output_mask = [true, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, none)
+          %gb = aten.sum.dim_IntList(%g, dim = [0, 2, 3]) : (tensor<2x4x6x6xf32>) -> tensor<4xf32>
+          func.return %gi, %gw, %gb : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>
+        }}
+        """,
+    )
+
+
+def test_bias_gradient_same_numbers_and_only_on_cuda() -> None:
+    _, on_cpu = run_pass(UnfuseConvBiasPass(), _on("cpu", BACKWARD))
+    assert "aten.sum" not in str(on_cpu)
+    before, after = run_pass(UnfuseConvBiasPass(), _on("cuda:0", BACKWARD))
+    assert "output_mask = [true, true, false]" in str(after)
+    generator = torch.Generator().manual_seed(1)
+    g, x, w = (
+        torch.randn(2, 4, 6, 6, generator=generator),
+        torch.randn(2, 3, 6, 6, generator=generator),
+        torch.randn(4, 3, 3, 3, generator=generator),
+    )
+    expected = run_function(before, [g, x, w], "backward")
+    actual = run_function(after, [g, x, w], "backward")
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(actual[2], g.sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
+
+
+def test_bias_gradient_left_when_not_asked_for() -> None:
+    text = f"""
+    func.func @backward(%g: tensor<2x4x6x6xf32>, %x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) {{
+      %gi, %gw, %gb = aten.convolution_backward.default(%g, %x, %w, bias_sizes = [4], {CONV}, output_mask = [true, true, false]) : (tensor<2x4x6x6xf32>, tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, none)
+      func.return %gi, %gw : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>
+    }}
+    """
+    _, after = run_pass(UnfuseConvBiasPass(force=True), text)
+    assert "aten.sum" not in str(after)
