@@ -141,7 +141,7 @@ class UnfuseConvBiasGradient(RewritePattern):
             return
         if not all(_static(r.type) for r in op.results if not isinstance(r.type, NoneType)):
             return
-        if not _static(grad_output.type):
+        if grad_output is None or not _static(grad_output.type):
             return
         grad_type = grad_output.type
         assert isinstance(grad_type, TensorType)
