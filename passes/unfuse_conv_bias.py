@@ -165,6 +165,9 @@ class UnfuseConvBiasGradient(RewritePattern):
         backward = backward_class.from_args(
             args, [op.results[0].type, op.results[1].type, NoneType()]
         )
+        # What the importer recorded about the results (``kiln.result_orders``: cuDNN's
+        # channels-last input gradient); without it each became an NCHW copy.
+        backward.attributes.update(op.attributes)
         total = sum_class.from_args(
             {"self": grad_output, "dim": [0, *range(2, rank)]}, [grad_bias.type]
         )

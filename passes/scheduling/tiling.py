@@ -170,7 +170,7 @@ def reduction_hint(kernel: KernelOp) -> str:
     A gather (``wte[768*i0 + r0]``, an embedding feeding a layer norm) differs between
     outputs through its indirect index: it decides (counted as indexed by the reduction
     alone, it made GPT-2's, BERT's and LLaMA's embedding norms "outer", 0.08 ms more a
-    call at the large size on the H200)."""
+    call at the large size on the H200). See :func:`_spans_outputs`."""
     for node in kernel.nodes():
         if not isinstance(node, ReductionOp) or not node.reduction_sizes.data:
             continue
@@ -178,17 +178,26 @@ def reduction_hint(kernel: KernelOp) -> str:
         loads = _global_loads(kernel, node) or [
             op for op in node.body.walk() if isinstance(op, LoadOp)
         ]
-        per_output = [load for load in loads if not _reduction_only(load.index.data)]
+        per_output = [load for load in loads if _spans_outputs(load.index.data, node)]
         for load in per_output or loads:
             if _stride(load.index.data, last_r) == 1 or _runs_along(load.index.data, last_r):
                 return "inner"
     return "outer"
 
 
-def _reduction_only(index: sympy.Expr) -> bool:
-    """Whether an index varies with the reduction variables alone (sizes aside): the
-    same elements for every output."""
-    return all(var_kind(cast(sympy.Symbol, s))[0] in ("r", "s") for s in index.free_symbols)
+def _spans_outputs(index: sympy.Expr, node: ReductionOp) -> bool:
+    """Whether a load reads other elements for neighbouring outputs: its index uses the
+    innermost output variable (of an extent above 1) or an indirect one. A per-row vector
+    does not, even where it depends on an outer output variable: the chunk of a split
+    reduction, ``197*d0 + r0`` beside the gradient's ``75648*d0 + d1 + 384*r0``."""
+    sizes = node.sizes.data
+    innermost = next(
+        (index_var(k) for k in reversed(range(len(sizes))) if sizes[k].data != 1), None
+    )
+    symbols = index.free_symbols
+    return (innermost is not None and innermost in symbols) or any(
+        var_kind(cast(sympy.Symbol, s))[0] == "i" for s in symbols
+    )
 
 
 def transposed_split(kernel: KernelOp) -> sympy.Expr | None:

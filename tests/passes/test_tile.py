@@ -449,3 +449,30 @@ def test_a_gathered_row_reduction_stays_inner() -> None:
     (kernel,) = [k for k in kernels(module) if k.kernel_kind is not KernelKind.POINTWISE]
     assert kernel.reduction_hint is not None
     assert kernel.reduction_hint.data == "inner"
+
+
+def test_per_row_vectors_do_not_make_a_split_column_sum_inner() -> None:
+    """The same sums at ViT-S's size on a GPU split into chunks of rows: the first
+    kernel's per-row vectors are then indexed by the chunk too (``197*d0 + r0``), still
+    the same for every column of a chunk. Both kernels are outer, the first in blocks of
+    columns (it was inner: one column of a chunk a program, 32 us a call on the H200)."""
+    text = """
+    builtin.module attributes {"kiln.device" = "cuda:0"} {
+    func.func @forward(%g: tensor<6304x384xf32>, %x: tensor<6304x384xf32>, %m: tensor<6304x1xf32>, %s: tensor<6304x1xf32>) -> (tensor<384xf32>, tensor<384xf32>) {
+      %0 = aten.sub.Tensor(%x, %m) : (tensor<6304x384xf32>, tensor<6304x1xf32>) -> tensor<6304x384xf32>
+      %1 = aten.mul.Tensor(%0, %s) : (tensor<6304x384xf32>, tensor<6304x1xf32>) -> tensor<6304x384xf32>
+      %2 = aten.mul.Tensor(%g, %1) : (tensor<6304x384xf32>, tensor<6304x384xf32>) -> tensor<6304x384xf32>
+      %3 = aten.sum.dim_IntList(%2, dim = [0]) : (tensor<6304x384xf32>) -> tensor<384xf32>
+      %4 = aten.sum.dim_IntList(%g, dim = [0]) : (tensor<6304x384xf32>) -> tensor<384xf32>
+      func.return %3, %4 : tensor<384xf32>, tensor<384xf32>
+    }
+    }
+    """
+    module = schedule(parse(text), "decompose,lower-aten,fuse,tile")
+    first, second = kernels(module)
+    assert first.kernel_kind is KernelKind.SPLIT
+    for kernel in (first, second):
+        assert kernel.reduction_hint is not None
+        assert kernel.reduction_hint.data == "outer"
+    assert first.tiling is not None
+    assert (first.tiling.value("XBLOCK") or 1) >= 8

@@ -119,3 +119,18 @@ def test_bias_gradient_left_when_not_asked_for() -> None:
     """
     _, after = run_pass(UnfuseConvBiasPass(force=True), text)
     assert "aten.sum" not in str(after)
+
+
+def test_bias_gradient_keeps_what_the_importer_recorded() -> None:
+    """``kiln.result_orders`` says ATen returns the input gradient channels-last; the
+    rewritten op must keep it (without it, each gradient was copied to NCHW: ConvNeXt's
+    step ran 52 more copy kernels on the H200)."""
+    orders = "{kiln.result_orders = [[0 : i64, 2 : i64, 3 : i64, 1 : i64], [0 : i64, 2 : i64, 3 : i64, 1 : i64], []]}"
+    text = BACKWARD.replace(
+        "output_mask = [true, true, true]) :", f"output_mask = [true, true, true]) {orders} :"
+    )
+    assert orders in text
+    _, after = run_pass(UnfuseConvBiasPass(force=True), text)
+    (backward,) = [op for op in after.walk() if op.name == "aten.convolution_backward.default"]
+    assert "kiln.result_orders" in backward.attributes
+    assert "output_mask = [true, true, false]) {kiln.result_orders" in str(after)
