@@ -406,22 +406,29 @@ def test_short_inner_rows_share_a_program(shape: tuple[int, int], xblock: int) -
     assert kernel.tiling in kernel.configs.data
 
 
+def norm_weight_sums(rows: int, channels: int) -> str:
+    """A layer norm backward's weight and bias gradients over ``[rows, channels]``: sums
+    over rows of ``g * (x - mean) * rstd`` and of ``g``, ``mean`` and ``rstd`` one value a
+    row."""
+    m, v, c = f"tensor<{rows}x{channels}xf32>", f"tensor<{rows}x1xf32>", f"tensor<{channels}xf32>"
+    return f"""
+    func.func @forward(%g: {m}, %x: {m}, %m: {v}, %s: {v}) -> ({c}, {c}) {{
+      %0 = aten.sub.Tensor(%x, %m) : ({m}, {v}) -> {m}
+      %1 = aten.mul.Tensor(%0, %s) : ({m}, {v}) -> {m}
+      %2 = aten.mul.Tensor(%g, %1) : ({m}, {m}) -> {m}
+      %3 = aten.sum.dim_IntList(%2, dim = [0]) : ({m}) -> {c}
+      %4 = aten.sum.dim_IntList(%g, dim = [0]) : ({m}) -> {c}
+      func.return %3, %4 : {c}, {c}
+    }}
+    """
+
+
 def test_per_row_vectors_do_not_make_a_column_sum_inner() -> None:
-    """A layer norm backward's weight and bias gradients: sums over rows of
-    ``g * (x - mean) * rstd`` and of ``g``, ``mean`` and ``rstd`` one value per row. The
+    """A layer norm backward's weight and bias gradients (:func:`norm_weight_sums`). The
     ``[rows, channels]`` reads stride by the row: an outer reduction (it ran as an inner
     one, one column a program, because the per-row vectors read contiguously along the
     reduction)."""
-    text = """
-    func.func @forward(%g: tensor<2048x64xf32>, %x: tensor<2048x64xf32>, %m: tensor<2048x1xf32>, %s: tensor<2048x1xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
-      %0 = aten.sub.Tensor(%x, %m) : (tensor<2048x64xf32>, tensor<2048x1xf32>) -> tensor<2048x64xf32>
-      %1 = aten.mul.Tensor(%0, %s) : (tensor<2048x64xf32>, tensor<2048x1xf32>) -> tensor<2048x64xf32>
-      %2 = aten.mul.Tensor(%g, %1) : (tensor<2048x64xf32>, tensor<2048x64xf32>) -> tensor<2048x64xf32>
-      %3 = aten.sum.dim_IntList(%2, dim = [0]) : (tensor<2048x64xf32>) -> tensor<64xf32>
-      %4 = aten.sum.dim_IntList(%g, dim = [0]) : (tensor<2048x64xf32>) -> tensor<64xf32>
-      func.return %3, %4 : tensor<64xf32>, tensor<64xf32>
-    }
-    """
+    text = norm_weight_sums(2048, 64)
     module, _ = assert_schedule_preserves(parse(lowered(text)), "fuse,tile{split=false}")
     reductions = [k for k in kernels(module) if k.kernel_kind is not KernelKind.POINTWISE]
     assert reductions
@@ -456,18 +463,9 @@ def test_per_row_vectors_do_not_make_a_split_column_sum_inner() -> None:
     kernel's per-row vectors are then indexed by the chunk too (``197*d0 + r0``), still
     the same for every column of a chunk. Both kernels are outer, the first in blocks of
     columns (it was inner: one column of a chunk a program, 32 us a call on the H200)."""
-    text = """
-    builtin.module attributes {"kiln.device" = "cuda:0"} {
-    func.func @forward(%g: tensor<6304x384xf32>, %x: tensor<6304x384xf32>, %m: tensor<6304x1xf32>, %s: tensor<6304x1xf32>) -> (tensor<384xf32>, tensor<384xf32>) {
-      %0 = aten.sub.Tensor(%x, %m) : (tensor<6304x384xf32>, tensor<6304x1xf32>) -> tensor<6304x384xf32>
-      %1 = aten.mul.Tensor(%0, %s) : (tensor<6304x384xf32>, tensor<6304x1xf32>) -> tensor<6304x384xf32>
-      %2 = aten.mul.Tensor(%g, %1) : (tensor<6304x384xf32>, tensor<6304x384xf32>) -> tensor<6304x384xf32>
-      %3 = aten.sum.dim_IntList(%2, dim = [0]) : (tensor<6304x384xf32>) -> tensor<384xf32>
-      %4 = aten.sum.dim_IntList(%g, dim = [0]) : (tensor<6304x384xf32>) -> tensor<384xf32>
-      func.return %3, %4 : tensor<384xf32>, tensor<384xf32>
-    }
-    }
-    """
+    text = (
+        f'builtin.module attributes {{"kiln.device" = "cuda:0"}} {{{norm_weight_sums(6304, 384)}}}'
+    )
     module = schedule(parse(text), "decompose,lower-aten,fuse,tile")
     first, second = kernels(module)
     assert first.kernel_kind is KernelKind.SPLIT
