@@ -13,7 +13,7 @@ indices and ``fuse`` drops their kernel. A channels-last input gets channels-las
 results (NHWC buffers seen as NCHW), as ATen returns them.
 
 Large windows (more than :data:`MAX_WINDOW` elements), integer inputs and symbolic
-output sizes stay ATen calls.
+output sizes under ``ceil_mode`` stay ATen calls.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import i64
 from xdsl.ir import SSAValue
 
 from kiln.dialects.aten.memory_format import NCHW, NHWC
+from kiln.dialects.loop.expr import FloorDiv
 from kiln.passes.aten_to_loop.body import BodyBuilder
 from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.aten_to_loop.indexing import range_mask
@@ -113,6 +114,29 @@ def image_output(
     return ctx.pointwise(sizes, dtype, body)
 
 
+def _output_sizes(window: _Window, args: OpArgs) -> list[Expr]:
+    """The result's sizes: the type's, or with symbolic input sizes ATen's formula
+    ``(size + 2*padding - dilation*(kernel - 1) - 1) // stride + 1`` (``ceil_mode`` also
+    drops a last window that starts in the padding: such outputs stay ATen calls)."""
+    shape = args.result_type(0).get_shape()
+    if all(d >= 0 for d in shape):
+        return [expr(d) for d in shape]
+    if args.value("ceil_mode"):
+        raise NoLowering("symbolic pooling output with ceil_mode")
+    spatial = [
+        FloorDiv(size + 2 * pad - dil * (k - 1) - 1, stride) + 1
+        for size, k, stride, pad, dil in zip(
+            (window.height, window.width),
+            window.kernel,
+            window.stride,
+            window.padding,
+            window.dilation,
+            strict=True,
+        )
+    ]
+    return args.result_sizes(0, [*window.x.sizes[:-2], *spatial])
+
+
 def _max_pool2d_with_indices(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     x = args.tensor("self")
     if x.rank not in (3, 4) or not is_float(x.dtype):
@@ -122,10 +146,7 @@ def _max_pool2d_with_indices(ctx: LoweringContext, args: OpArgs) -> list[Lowered
     window = _Window(x, args)
     if window.kernel[0] * window.kernel[1] > MAX_WINDOW:
         raise NoLowering("pooling window too large to unroll")
-    shape = args.result_type(0).get_shape()
-    if any(d < 0 for d in shape):
-        raise NoLowering("symbolic pooling output")
-    sizes = [expr(d) for d in shape]
+    sizes = _output_sizes(window, args)
 
     def values(bb: BodyBuilder, lead: Sequence[Expr], oh: Expr, ow: Expr) -> SSAValue:
         best: SSAValue | None = None

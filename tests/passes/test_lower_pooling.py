@@ -96,3 +96,32 @@ def test_on_a_gpu_only_unused_indices_are_lowered() -> None:
         externs = [op for op in loop_ops(module) if isinstance(op, ExternOp)]
         assert bool(externs) != lowered
         torch.testing.assert_close(got, fn(x))
+
+
+@pytest.mark.parametrize("case", [0, 2, 4])
+def test_symbolic_sizes_are_lowered(case: int) -> None:
+    """Under ``dynamic=True`` the output sizes follow ATen's formula over the symbolic
+    input sizes (it was an ATen call: ShuffleNet-v2 and ResNet's stem pooling under
+    ``dynamic=True``); checked against eager at the traced size and at another."""
+    kwargs = CASES[case]
+
+    def pool(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.max_pool2d(x, return_indices=True, **kwargs)
+
+    module = check(pool, _image(False), dynamic=True)
+    assert not [op for op in loop_ops(module) if isinstance(op, ExternOp)]
+    for shape in ((2, 3, 9, 11), (3, 3, 14, 7)):
+        x = torch.randn(shape)
+        torch._dynamo.reset()  # pyright: ignore[reportPrivateImportUsage]
+        compiled = torch.compile(pool, backend="kiln", dynamic=True, options={"graph_cache": False})
+        got, want = compiled(x), pool(x)
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[1], want[1])
+
+
+def test_symbolic_sizes_under_ceil_mode_stay_aten() -> None:
+    def pool(x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(x, 3, 2, 1, ceil_mode=True)
+
+    module = check(pool, torch.randn(2, 3, 9, 11), dynamic=True)
+    assert [op for op in loop_ops(module) if isinstance(op, ExternOp)]
