@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import i64
 from xdsl.ir import SSAValue
 
 from kiln.dialects.aten.memory_format import NCHW, NHWC
-from kiln.dialects.loop.expr import FloorDiv
+from kiln.dialects.loop.expr import floordiv
 from kiln.passes.aten_to_loop.body import BodyBuilder
 from kiln.passes.aten_to_loop.context import Lowered, Lowering, LoweringContext, OpArgs
 from kiln.passes.aten_to_loop.indexing import range_mask
@@ -124,7 +124,7 @@ def _output_sizes(window: _Window, args: OpArgs) -> list[Expr]:
     if args.value("ceil_mode"):
         raise NoLowering("symbolic pooling output with ceil_mode")
     spatial = [
-        FloorDiv(size + 2 * pad - dil * (k - 1) - 1, stride) + 1
+        floordiv(size + 2 * pad - dil * (k - 1) - 1, stride) + 1
         for size, k, stride, pad, dil in zip(
             (window.height, window.width),
             window.kernel,
