@@ -55,7 +55,6 @@ from xdsl.pattern_rewriter import (
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.aten.encoding import decode_value
 from kiln.dialects.aten.function_attrs import module_device
 
 CONVOLUTION = "aten::convolution.default"
@@ -68,6 +67,16 @@ def _on_cuda(module: ModuleOp) -> bool:
 
 def _static(ty: Any) -> bool:
     return isinstance(ty, TensorType) and all(d >= 0 for d in ty.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def _arguments(op: AtenOp, tensors: dict[str, Any]) -> dict[str, Any]:
+    """``tensors`` and every non-tensor argument ``op`` was given, as ``from_args`` takes
+    them (to rebuild ``op`` with some of them changed)."""
+    args = dict(tensors)
+    for spec in op.op_schema().arguments:
+        if not spec.kind.is_tensor and op.arg_attr(spec.name) is not None:
+            args[spec.name] = op.static_arg(spec.name)
+    return args
 
 
 class UnfuseConvBias(RewritePattern):
@@ -89,13 +98,7 @@ class UnfuseConvBias(RewritePattern):
         shape: tuple[int, ...] = result_type.get_shape()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         if len(shape) < 3 or bias_type.get_shape() != (shape[1],):  # pyright: ignore[reportUnknownMemberType]
             return
-        args: dict[str, Any] = {"input": tensors["input"][0], "weight": tensors["weight"][0]}
-        for spec in op.op_schema().arguments:
-            if spec.name in ("input", "weight", "bias"):
-                continue
-            attr = op.arg_attr(spec.name)
-            if attr is not None:
-                args[spec.name] = decode_value(spec, attr, ())
+        args = _arguments(op, {"input": tensors["input"][0], "weight": tensors["weight"][0]})
         conv_class, view_class, add_class = (
             op_class("convolution.default"),
             op_class("view.default"),
@@ -130,11 +133,7 @@ class UnfuseConvBiasGradient(RewritePattern):
     def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
         if op.overload_name != CONVOLUTION_BACKWARD or op.sym_operands() or len(op.results) != 3:
             return
-        spec = {a.name: a for a in op.op_schema().arguments}
-        mask_attr = op.arg_attr("output_mask")
-        if mask_attr is None:
-            return
-        mask = list(decode_value(spec["output_mask"], mask_attr, ()))
+        mask = list(op.static_arg("output_mask"))
         grad_bias = op.results[2]
         grad_output = op.tensor_operands()["grad_output"][0]
         if len(mask) != 3 or not mask[2] or not isinstance(grad_bias.type, TensorType):
@@ -148,13 +147,9 @@ class UnfuseConvBiasGradient(RewritePattern):
         rank = len(grad_type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         if rank < 3 or grad_bias.type.get_shape() != (grad_type.get_shape()[1],):  # pyright: ignore[reportUnknownMemberType]
             return
-        args: dict[str, Any] = {
-            name: tensors[0] for name, tensors in op.tensor_operands().items() if tensors
-        }
-        for name, arg in spec.items():
-            attr = op.arg_attr(name)
-            if name not in args and attr is not None:
-                args[name] = decode_value(arg, attr, ())
+        args = _arguments(
+            op, {name: tensors[0] for name, tensors in op.tensor_operands().items() if tensors}
+        )
         args["output_mask"] = [mask[0], mask[1], False]
         backward_class, sum_class = (
             op_class("convolution_backward.default"),

@@ -354,7 +354,7 @@ class LoweringContext:
         result.name_hint = name
         return result
 
-    def _materialized_for_extern(self, operand: SSAValue) -> TensorRef:
+    def _materialized_for_extern(self, operand: SSAValue, lowered: TensorRef) -> TensorRef:
         """``operand``, which no strided view expresses, as a view of a contiguous copy.
 
         The copy is of the value it permutes (through ``t`` / ``permute`` /
@@ -365,7 +365,7 @@ class LoweringContext:
         attention) each extern copied it again, the transposed copy gathering element by
         element (ViT-S, H200: one kernel of 157 us a layer where one copy and a sum of it
         take 27 us). ATen's matmuls read the transposed view of the one copy as it is."""
-        source, dims = operand, list(range(len(operand.type.get_shape())))  # pyright: ignore[reportAttributeAccessIssue, reportUnknownArgumentType, reportUnknownMemberType]
+        source, dims = operand, list(range(lowered.rank))
         while (step := _permuted_from(source)) is not None:
             below = self.values.get(step[0])
             if not isinstance(below, TensorRef) or below.strides is not None:
@@ -429,7 +429,7 @@ class LoweringContext:
                     views.append((operand, lowered))
                 else:
                     # No strided view expresses it (a reshape torch copies too): copy.
-                    views.append((operand, self._materialized_for_extern(operand)))
+                    views.append((operand, self._materialized_for_extern(operand, lowered)))
             elif lowered is not None:
                 arg = sym_args.get(lowered)
                 if arg is None:
@@ -740,26 +740,15 @@ def _permuted_from(value: SSAValue) -> tuple[SSAValue, list[int]] | None:
         return None
     rank = len(source.type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     dims = list(range(rank))
-    spec = {a.name: a for a in op.op_schema().arguments}
-
-    def arg(name: str) -> Any:
-        attr = op.arg_attr(name)
-        return None if attr is None else decode_value(spec[name], attr, ())
-
     if op.overload_name == "aten::t.default":
-        if rank == 2:
-            dims = [1, 0]
+        dims.reverse()  # t is the identity below rank 2
     elif op.overload_name == "aten::transpose.int":
-        a, b = arg("dim0"), arg("dim1")
-        if not isinstance(a, int) or not isinstance(b, int) or rank == 0:
+        if rank == 0:
             return None
-        a, b = a % rank, b % rank
+        a, b = op.static_arg("dim0") % rank, op.static_arg("dim1") % rank
         dims[a], dims[b] = dims[b], dims[a]
     else:
-        given = arg("dims")
-        if not isinstance(given, list | tuple) or len(given) != rank:  # pyright: ignore[reportUnknownArgumentType]
-            return None
-        dims = [int(d) % rank for d in given]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        dims = [d % rank for d in op.static_arg("dims")]
     return source, dims
 
 
