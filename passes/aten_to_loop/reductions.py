@@ -4,7 +4,8 @@ sum, prod, amax/amin, max/min (values and indices), argmax/argmin, any/all reduc
 directly; mean is a sum and a division; var/std/var_mean go through a ``welford``
 reduction; softmax, log_softmax and logsumexp are a max reduction, a sum of
 exponentials and a pointwise epilogue (what ``decompose`` would produce, done here
-too so that they lower without it). Half and bfloat16 reduce in f32 and round once.
+too so that they lower without it); cumsum along a short dim is a masked sum (below).
+Half and bfloat16 reduce in f32 and round once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
+from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import i1
 from xdsl.ir import Attribute, SSAValue
@@ -333,6 +335,43 @@ def _logsumexp(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     return [ctx.pointwise(total.sizes, out, epilogue)]
 
 
+SHORT_SCAN = 128
+"""The longest (static) dim a cumsum is lowered along: each output element sums its whole
+row masked to the elements up to it, so the work is ``numel * n`` instead of a scan's
+``numel``; for the short rows of masks and position ids (a 32-token sequence) that is one
+fusable kernel where ATen's scan is a memset and a scan launch. Longer or symbolic dims
+stay ATen's ``cumsum``."""
+SCAN_WORK = 1 << 18
+"""The most loads (``numel * n``) a masked-sum cumsum may cost."""
+
+
+def _cumsum(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
+    """``cumsum(x, dim)`` as ``sum(r <= i ? x[..r..] : 0)`` over ``r`` in ``[0, n)``:
+    exact for integers and bool (summed as int64), for floats a sum of the same terms
+    (in f32 for half types, as ATen accumulates), in another order."""
+    x = args.tensor("self")
+    if x.rank == 0:
+        raise NoLowering("cumsum of a 0-dim tensor")
+    dim = wrap_dim(int(args.value("dim")), x.rank)
+    n = sympy.sympify(x.sizes[dim])
+    work = numel(x.sizes) * n
+    if not (n.is_Integer and work.is_Integer):
+        raise NoLowering("cumsum with symbolic sizes (ATen's scan)")
+    if int(n) > SHORT_SCAN or int(work) > SCAN_WORK:
+        raise NoLowering(f"cumsum along {n} elements, {work} loads as a masked sum (ATen's scan)")
+    out = args.result_dtype()
+    ty = compute_type(out)
+
+    def body(bb: BodyBuilder, idx: list[sympy.Symbol], ridx: list[sympy.Symbol]) -> Value:
+        at = list(idx)
+        at[dim] = ridx[0]
+        upto = bb.emit(arith.CmpiOp(bb.index_value(ridx[0]), bb.index_value(idx[dim]), "sle"))
+        return bb.select(upto, bb.load_as(x, at, ty), bb.const(0, ty))
+
+    (total,) = ctx.reduction(K.SUM, x.sizes, [n], ty, body)
+    return [_finish(ctx, total, out)]
+
+
 LOWERINGS: dict[str, Lowering] = {
     "sum": _simple(K.SUM, all_dims=True),
     "sum.dim_IntList": _simple(K.SUM),
@@ -367,4 +406,5 @@ LOWERINGS: dict[str, Lowering] = {
     "softmax.int": _softmax(log=False, dtype_arg="dtype"),
     "log_softmax.int": _softmax(log=True, dtype_arg="dtype"),
     "logsumexp": _logsumexp,
+    "cumsum": _cumsum,
 }

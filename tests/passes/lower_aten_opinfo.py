@@ -51,7 +51,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "reductions": (
         "sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "any", "all",
         "mean", "var", "std", "var_mean", "std_mean", "softmax", "log_softmax",
-        "logsumexp", "nn.functional.softmin",
+        "logsumexp", "nn.functional.softmin", "cumsum",
     ),
     "views": (
         "view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
