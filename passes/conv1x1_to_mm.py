@@ -54,9 +54,10 @@ expressions (``s0*s1*s1`` rows of an ``[s0, s1, s1, C]`` buffer: a view, no copy
 
 In an inference module the driver marked ``kiln.packed_linear`` (this machine runs
 oneDNN's packed GEMM faster than ATen's ``mm``: :mod:`kiln.backends.cpp.gemm_calibration`),
-a product of at least ``auto_min_rows`` static rows for its weight's size, whose weight is a function argument
-is marked ``kiln.prepack``, as ``prepack-weights{linear=auto}`` marks linear layers (it
-runs before this pass): the C++ wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O,
+a product whose weight is a function argument is marked ``kiln.prepack`` when it has at
+least ``auto_min_rows`` static rows for its weight's size, or symbolic rows (with that
+threshold as its ``kiln.prepack_min_rows``, checked by the call), as
+``prepack-weights{linear=auto}`` marks linear layers (it runs before this pass): the C++ wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O,
 C]`` matrix once and repacks when it changes (1.03-1.30x faster per product on an AMD
 EPYC VM, docs/benchmarks/cpu-profile.md, "Session 25").
 
@@ -191,7 +192,8 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     """``op`` (a pointwise convolution of an NHWC-stored input) as views around one ``mm``;
     returns the NCHW view of the product that replaces its result. ``pack``: mark the
     product ``kiln.prepack`` when its weight is a function argument and it has at least
-    ``auto_min_rows`` static rows for its weight's size (see the module docstring)."""
+    ``auto_min_rows`` static rows for its weight's size, or symbolic rows (see the module
+    docstring)."""
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     assert x is not None
@@ -220,14 +222,13 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
         product = build(
             "addmm.default", {"self": bias, "mat1": x2, "mat2": wt}, [rows, out], "addmm"
         )
-    if (
-        pack
-        and isinstance(rows, int)
-        and rows >= auto_min_rows(c * out)
-        and isinstance(weight, BlockArgument)
-        and isinstance(product.owner, AtenOp)
-    ):
-        mark_prepacked(product.owner)
+    if pack and isinstance(weight, BlockArgument) and isinstance(product.owner, AtenOp):
+        min_rows = auto_min_rows(c * out)
+        if not isinstance(rows, int):
+            # Symbolic rows (``dynamic=True``): the call decides, as for linear layers.
+            mark_prepacked(product.owner, min_rows)
+        elif rows >= min_rows:
+            mark_prepacked(product.owner)
     y_nhwc = build(
         "view.default", {"self": product, "size": [n, h, w, out]}, [n, h, w, out], "y_nhwc"
     )

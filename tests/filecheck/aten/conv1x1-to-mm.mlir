@@ -147,3 +147,19 @@ builtin.module attributes {kiln.inference, kiln.packed_linear} {
     func.return %r : tensor<2x8x16x16xf32>
   }
 }
+
+// -----
+
+// Symbolic rows (dynamic=True): the product is marked with the same threshold as its
+// kiln.prepack_min_rows, which the call checks against its row count (fewer rows run
+// ATen's product on the plain weight), as prepack-weights marks symbolic linear layers.
+// CHECK-LABEL: func.func @packed_symbolic
+// CHECK:         aten.addmm.default(%b, %x_rows, %w_t) {kiln.prepack, kiln.prepack_min_rows = 1024 : i64} : (tensor<8xf32>, tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+builtin.module attributes {kiln.inference, kiln.packed_linear} {
+  func.func @packed_symbolic(%x: tensor<?x4x?x?xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<?x8x?x?xf32> {
+    %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+    %conv = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<?x4x?x?xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<?x8x?x?xf32>
+    %r = aten.relu.default(%conv) : (tensor<?x8x?x?xf32>) -> tensor<?x8x?x?xf32>
+    func.return %r : tensor<?x8x?x?xf32>
+  }
+}
