@@ -49,7 +49,7 @@ from kiln.dialects.aten.dialect import ConstantOp
 from kiln.dialects.aten.encoding import collect_sym_refs, decode_value
 from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.dialects.aten.ops import AtenOp
-from kiln.dialects.aten.prepack import is_prepacked, linear_weight
+from kiln.dialects.aten.prepack import is_prepacked, linear_weight, prepack_min_rows
 from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import ExternOp
@@ -201,7 +201,14 @@ class _Body:
         for values in operands:
             value = values[0] if values else None
             names.append("None" if value is None else self.name(value))
-        return f"{self.constant(site)}({', '.join(names)})"
+        call = f"{self.constant(site)}({', '.join(names)})"
+        min_rows = prepack_min_rows(op)
+        direct = self._direct_call(op) if min_rows else None
+        if direct is None:
+            return call
+        # Symbolic rows: below the threshold the product runs as written (on the views
+        # the wrapper made, no call into the site, no transpose of the weight).
+        return f"({direct} if {names[0]}.shape[0] < {min_rows} else {call})"
 
     def _sym_ints(self, kind: ArgKind, attr: Attribute, op: AtenOp) -> str | None:
         """An ``int`` / ``int[]`` argument holding symbolic sizes, as Python text over the

@@ -408,3 +408,27 @@ def test_pointwise_convolutions_of_symbolic_sizes_pack_above_the_threshold(
         _check(compiled, model, torch.randn(5, 3, 16, 15))
         assert [s.repacks for s in linear_sites] == [2, 1]
     assert [s.prepacked for s in compile_history()] == [3]
+
+
+def test_symbolic_rows_below_the_threshold_skip_the_site(
+    linear_sites: list[PackedLinear], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below ``kiln.prepack_min_rows`` the wrapper runs the product as written, on the
+    views it made, without calling the site: the site's own fallback transposed the
+    weight and dispatched ``mm`` again, 3-4 us a call (T5 at 32 tokens, ``dynamic=True``:
+    36 products, 1.18x its static compile)."""
+    calls: list[int] = []
+    site_call = PackedLinear.__call__
+
+    def counted(self: PackedLinear, *args: Any) -> Any:
+        calls.append(args[0].shape[0])
+        return site_call(self, *args)
+
+    monkeypatch.setattr(PackedLinear, "__call__", counted)
+    model = _Wide().eval()
+    compiled = _compile(model, graph_cache=False, dynamic=True)
+    with torch.no_grad():
+        _check(compiled, model, torch.randn(2, 16, 192))  # 32 rows: ATen's product
+        assert calls == []
+        _check(compiled, model, torch.randn(4, 64, 192))  # 256 rows: packed
+        assert calls == [256, 256]
