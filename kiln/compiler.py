@@ -109,8 +109,10 @@ def compile_graph(
     ``free_layout_outputs``: indices of outputs whose strides are the compiler's to choose
     (a training forward's saved activations); the result's ``output_strides`` then says
     the strides every output is returned with. ``guarded``: the caller guards the
-    metadata of parameters and static inputs (Dynamo does), so a CUDA-graph replay checks
-    them by address only (:attr:`~kiln.backends.triton.cudagraphs.CudaGraphRunner.guarded`)."""
+    metadata of every argument (Dynamo does), so a CUDA-graph replay checks parameters
+    and static inputs by address only
+    (:attr:`~kiln.backends.triton.cudagraphs.CudaGraphRunner.guarded`) and the C++
+    wrapper checks no argument's type and shape (``kiln.guarded_arguments``)."""
     start = time.perf_counter()
     name = name or f"graph_{next(GRAPH_IDS)}"
     stats = GraphStats(name=name)
@@ -133,6 +135,7 @@ def compile_graph(
         prepack,
         tuple(free_layout_outputs),
         packed_linear=prepack == "inference" and program_device is None and _faster_packed_gemm(gm),
+        guarded_arguments=guarded,
     )
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
@@ -243,6 +246,9 @@ class _DriverMarks:
     prepack: Literal["inference", "training"] | None
     free_layout_outputs: tuple[int, ...] = ()
     packed_linear: bool = False
+    guarded_arguments: bool = False
+    """The caller guards the arguments (``compile_graph``'s ``guarded``): the C++
+    wrapper writes no argument checks (``kiln.guarded_arguments``)."""
 
     def key_context(self) -> tuple[str, ...]:
         """The marks as the graph cache's key reads them (a key made from the FX graph
@@ -252,6 +258,7 @@ class _DriverMarks:
             f"inference prepack {self.prepack == 'inference'}",
             f"packed linear {self.packed_linear}",
             f"free layout {list(self.free_layout_outputs)}",
+            f"guarded arguments {self.guarded_arguments}",
         )
 
     def apply(self, module: ModuleOp) -> None:
@@ -260,15 +267,19 @@ class _DriverMarks:
         from kiln.dialects.aten.function_attrs import (
             DEVICE_ATTR,
             FREE_LAYOUT_OUTPUTS_ATTR,
+            GUARDED_ARGUMENTS_ATTR,
             free_layout_attr,
         )
 
-        if self.free_layout_outputs:
-            for func in module.ops:
-                if isinstance(func, FuncOp):
-                    func.attributes[FREE_LAYOUT_OUTPUTS_ATTR] = free_layout_attr(
-                        self.free_layout_outputs
-                    )
+        for func in module.ops:
+            if not isinstance(func, FuncOp):
+                continue
+            if self.free_layout_outputs:
+                func.attributes[FREE_LAYOUT_OUTPUTS_ATTR] = free_layout_attr(
+                    self.free_layout_outputs
+                )
+            if self.guarded_arguments:
+                func.attributes[GUARDED_ARGUMENTS_ATTR] = UnitAttr()
 
         if self.program_device is not None:
             # Passes that make tensors (decompositions) make them where the program runs.

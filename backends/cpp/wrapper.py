@@ -4,8 +4,8 @@
 see :mod:`kiln.targets`), compiles its ``cpp.func`` kernels into one shared library
 (through the disk cache), loads it, and writes the program as straight-line Python (the
 *wrapper*, like Inductor's, with the walk both backends share,
-:mod:`kiln.backends.host.walker`): argument checks,
-allocations, one ``ctypes`` call per kernel launch (argument types set once), the ATen
+:mod:`kiln.backends.host.walker`): argument checks (none when the caller
+guards the arguments, ``kiln.guarded_arguments``: Dynamo does), allocations, one ``ctypes`` call per kernel launch (argument types set once), the ATen
 calls of ``kernel.extern`` bodies written inline (:mod:`kiln.backends.host.externs`),
 ``del`` where the program frees a buffer, views where it reuses one, and the results::
 
@@ -80,6 +80,7 @@ from kiln.backends.host.walker import (
     py_tuple,
 )
 from kiln.dialects.aten.arg_layout import in_layout
+from kiln.dialects.aten.function_attrs import GUARDED_ARGUMENTS_ATTR
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.cpp.func_ops import FuncOp
 from kiln.dialects.kernel.contract_attrs import CPP_FALLBACK, READ_AFTER_WRITE
@@ -136,8 +137,10 @@ class _Writer(ProgramWalker):
                 "_Tensor": torch.Tensor,
             }
         )
-        for position, arg in enumerate(self.program.body.block.args):
-            self.check_argument(position, arg)
+        if GUARDED_ARGUMENTS_ATTR not in self.program.attributes:
+            # Under Dynamo (``kiln.guarded_arguments``) its guards checked them already.
+            for position, arg in enumerate(self.program.body.block.args):
+                self.check_argument(position, arg)
         if self.profile is None and any(
             isinstance(op, LaunchOp) for op in self.program.body.block.ops
         ):

@@ -8,7 +8,9 @@ a tensor, or unknown), written only when some output is not contiguous.
 ``kiln.free_layout_outputs`` lists the returned values whose strides are the compiler's
 to choose (a training forward's activations saved for the backward only: AOTAutograd
 re-strides the backward's arguments to the strides the driver reports), set by the
-driver. ``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
+driver. ``kiln.guarded_arguments`` (unit), set by the driver, says that the caller guards
+every argument's type, device and shape before each call (Dynamo's guards do, for the
+graphs AOTAutograd hands over), so the wrapper need not check them again. ``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
 the driver: passes that only pay on one device ask :func:`module_device`.
 """
 
@@ -24,6 +26,7 @@ OUTPUTS_ATTR = "kiln.outputs"
 OUTPUT_STRIDES_ATTR = "kiln.output_strides"
 DEVICE_ATTR = "kiln.device"
 FREE_LAYOUT_OUTPUTS_ATTR = "kiln.free_layout_outputs"
+GUARDED_ARGUMENTS_ATTR = "kiln.guarded_arguments"
 
 
 def free_layout_attr(indices: Sequence[int]) -> ArrayAttr[Any]:

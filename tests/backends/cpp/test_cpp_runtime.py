@@ -221,6 +221,27 @@ def test_wrong_argument_is_reported() -> None:
         program([torch.randint(0, 3, (4, 8))])
 
 
+def test_arguments_dynamo_guards_are_not_checked_again(tmp_path: Path) -> None:
+    """Under ``torch.compile`` Dynamo's guards check every argument's dtype, device and
+    shape before the call (a mismatch recompiles), so the wrapper writes no check of its
+    own (``kiln.guarded_arguments``): 0.26 us an argument, 17 us of T5's 66 at 32 tokens.
+    The program built without the driver's mark checks them (above)."""
+    torch._dynamo.reset()  # pyright: ignore[reportPrivateImportUsage]
+    compiled = torch.compile(
+        lambda x, w: (x @ w).relu(),
+        backend="kiln",
+        options={"verbose": False, "debug_dir": str(tmp_path), "graph_cache": False},
+    )
+    for rows in (4, 4, 6):
+        x, w = torch.randn(rows, 8), torch.randn(8, 3)
+        torch.testing.assert_close(compiled(x, w), (x @ w).relu())
+    wrappers = sorted(tmp_path.glob("*/wrapper.py"))
+    assert wrappers
+    for wrapper in wrappers:
+        assert "_bad_argument(" not in wrapper.read_text()
+    assert "kiln.guarded_arguments" in next(tmp_path.glob("*/01_decompose.mlir")).read_text()
+
+
 def test_non_contiguous_input_is_read_correctly() -> None:
     program = build_cpp_program(lower(lambda x: x * 3, (torch.randn(6, 5),)))
     x = torch.randn(5, 6).t()
