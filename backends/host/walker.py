@@ -106,6 +106,10 @@ def py_tuple(items: Sequence[str]) -> str:
     return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
+UNPACK_CHUNK = 16
+"""Arguments unpacked by one statement (see :meth:`ProgramWalker.write`)."""
+
+
 @dataclass
 class ProgramWalker:
     """Writes ``def <function>(args):`` for one program (see the module docstring)."""
@@ -122,6 +126,10 @@ class ProgramWalker:
     counter: int = 0
     positions: dict[Operation, int] | None = None
     """Each program op's index, computed when first needed."""
+    temporaries: list[str] = field(default_factory=list[str])
+    """The names extern bodies' temporaries take, shared by all externs: each deletes
+    its own at its end, and the fewer locals the smaller the wrapper's frame (see the
+    C++ wrapper's ``pointer``)."""
 
     reserved: ClassVar[frozenset[str]] = RESERVED
     """A backend adds the names its prologue and namespace define."""
@@ -185,8 +193,17 @@ class ProgramWalker:
         self.namespace.update(HELPERS)
         params = [self.argument_name(k, arg) for k, arg in enumerate(block.args)]
         self.lines = [f"def {self.function_name or self.program.sym_name.data}(args):"]
+        if len(params) <= UNPACK_CHUNK:
+            if params:
+                self.line(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
+        else:
+            # Unpacked a slice at a time: one unpacking of n values needs n slots of the
+            # frame's stack (283 for ShuffleNet-v2's parameters), the frame's size.
+            for start in range(0, len(params), UNPACK_CHUNK):
+                chunk = params[start : start + UNPACK_CHUNK]
+                target = f"{', '.join(chunk)}{',' if len(chunk) == 1 else ''}"
+                self.line(f"{target} = args[{start}:{start + len(chunk)}]")
         if params:
-            self.line(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
             # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
             # hands over the list, so an argument is freed once its last use is done.
             self.line("args.clear()")
@@ -246,7 +263,11 @@ class ProgramWalker:
             self.reuse(op)
         elif isinstance(op, ReturnOp):
             values = [self.name(v) for v in op.values]
-            self.line(f"return {py_tuple(values)}")
+            # In slices too, for the frame's stack (a training forward returns hundreds).
+            chunks = [
+                py_tuple(values[k : k + UNPACK_CHUNK]) for k in range(0, len(values), UNPACK_CHUNK)
+            ]
+            self.line(f"return {' + '.join(chunks) or '()'}")
         else:
             self.scalar(op)
 
@@ -279,12 +300,21 @@ class ProgramWalker:
     def extern(self, op: ExternOp) -> None:
         outputs = [self.name(r, "buf") for r in op.outputs]
         inputs = [self.name(v) for v in (*op.inputs, *op.syms)]
+        earlier = iter(list(self.temporaries))
+
+        def temporary() -> str:
+            name = next(earlier, None)
+            if name is None:
+                name = self.fresh(None, "tmp")
+                self.temporaries.append(name)
+            return name
+
         lines = inline_extern(
             op,
             inputs,
             outputs,
             self.namespace,
-            lambda: self.fresh(None, "tmp"),
+            temporary,
             donated=[self.donated(v, op) for v in op.inputs],
             prepacked=self.prepacked_site,
         )
