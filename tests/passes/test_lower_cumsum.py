@@ -4,16 +4,19 @@ int64), along any dim, with NaN and inf in the row; long or symbolic dims stay A
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from lower_aten_checks import capture_and_lower, check, loop_ops
+from xdsl.dialects.builtin import ModuleOp
 
 from kiln.dialects.loop import ExternOp, ReductionOp
 from kiln.passes.aten_to_loop.reductions import SHORT_SCAN
 
 
-def _reductions(module: object) -> list[ReductionOp]:
-    return [op for op in loop_ops(module) if isinstance(op, ReductionOp)]  # pyright: ignore[reportArgumentType]
+def _reductions(module: ModuleOp) -> list[ReductionOp]:
+    return [op for op in loop_ops(module) if isinstance(op, ReductionOp)]
 
 
 def _floats(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -37,8 +40,8 @@ def test_float_rows_along_every_dim(dim: int) -> None:
     ],
     ids=["int64", "int32", "bool"],
 )
-def test_integers_and_bool_sum_exactly_as_int64(make: object) -> None:
-    x = make()  # pyright: ignore[reportCallIssue]
+def test_integers_and_bool_sum_exactly_as_int64(make: Callable[[], torch.Tensor]) -> None:
+    x = make()
     got = check(lambda t: torch.cumsum(t, 1), x)
     assert not [op for op in loop_ops(got) if isinstance(op, ExternOp)]
     assert torch.cumsum(x, 1).dtype == torch.int64
