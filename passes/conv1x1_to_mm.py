@@ -57,9 +57,10 @@ oneDNN's packed GEMM faster than ATen's ``mm``: :mod:`kiln.backends.cpp.gemm_cal
 a product whose weight is a function argument is marked ``kiln.prepack`` when it has at
 least ``auto_min_rows`` static rows for its weight's size, or symbolic rows (with that
 threshold as its ``kiln.prepack_min_rows``, checked by the call), as
-``prepack-weights{linear=auto}`` marks linear layers (it runs before this pass): the C++ wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O,
-C]`` matrix once and repacks when it changes (1.03-1.30x faster per product on an AMD
-EPYC VM, docs/benchmarks/cpu-profile.md, "Session 25").
+``prepack-weights{linear=auto}`` marks linear layers (it runs before this pass): the C++
+wrapper packs the ``[O, C, 1, 1]`` weight as its ``[O, C]`` matrix once and repacks when
+it changes (1.03-1.30x faster per product on an AMD EPYC VM,
+docs/benchmarks/cpu-profile.md, "Session 25").
 
 The channel counts (the weight's) must be static. Numbers change only by rounding (a different
 summation order in the same float32 dot products), as between ATen's own convolution

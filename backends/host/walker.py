@@ -193,16 +193,13 @@ class ProgramWalker:
         self.namespace.update(HELPERS)
         params = [self.argument_name(k, arg) for k, arg in enumerate(block.args)]
         self.lines = [f"def {self.function_name or self.program.sym_name.data}(args):"]
-        if len(params) <= UNPACK_CHUNK:
-            if params:
-                self.line(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
-        else:
-            # Unpacked a slice at a time: one unpacking of n values needs n slots of the
-            # frame's stack (283 for ShuffleNet-v2's parameters), the frame's size.
-            for start in range(0, len(params), UNPACK_CHUNK):
-                chunk = params[start : start + UNPACK_CHUNK]
-                target = f"{', '.join(chunk)}{',' if len(chunk) == 1 else ''}"
-                self.line(f"{target} = args[{start}:{start + len(chunk)}]")
+        # Unpacked a slice at a time: one unpacking of n values needs n slots of the
+        # frame's stack (283 for ShuffleNet-v2's parameters), the frame's size.
+        for start in range(0, len(params), UNPACK_CHUNK):
+            chunk = params[start : start + UNPACK_CHUNK]
+            whole = len(chunk) == len(params)
+            source = "args" if whole else f"args[{start}:{start + len(chunk)}]"
+            self.line(f"{', '.join(chunk)}{',' if len(chunk) == 1 else ''} = {source}")
         if params:
             # Boxed calling convention (as AOTAutograd's and Inductor's): the caller
             # hands over the list, so an argument is freed once its last use is done.

@@ -10,7 +10,8 @@ to choose (a training forward's activations saved for the backward only: AOTAuto
 re-strides the backward's arguments to the strides the driver reports), set by the
 driver. ``kiln.guarded_arguments`` (unit), set by the driver, says that the caller guards
 every argument's type, device and shape before each call (Dynamo's guards do, for the
-graphs AOTAutograd hands over), so the wrapper need not check them again. ``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
+graphs AOTAutograd hands over), so the wrapper need not check them again.
+``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
 the driver: passes that only pay on one device ask :func:`module_device`.
 """
 
