@@ -107,7 +107,14 @@ def _zoo_vision(name: str, sizes: tuple[int, ...]) -> Model:
     return Model(name, build, inputs, sizes, "batch", warm_sizes=(1, 2, 4, 8))
 
 
-for _vision in ("tv_resnet18", "tv_mobilenet_v2", "timm_vit_tiny"):
+for _vision in (
+    "tv_resnet18",
+    "tv_mobilenet_v2",
+    "tv_mobilenet_v3_small",
+    "tv_shufflenet_v2_x1_0",
+    "timm_convnext_atto",
+    "timm_vit_tiny",
+):
     MODELS[_vision] = _zoo_vision(_vision, (2, 8))
 
 
@@ -130,7 +137,7 @@ def _zoo_language(name: str, sizes: tuple[int, ...]) -> Model:
     return Model(name, build, inputs, sizes, "seq", warm_sizes=(16, 24))
 
 
-for _language in ("hf_distilbert", "hf_gpt2", "hf_llama", "hf_bart"):
+for _language in ("hf_distilbert", "hf_gpt2", "hf_llama", "hf_mistral", "hf_opt", "hf_bart"):
     MODELS[_language] = _zoo_language(_language, (32, 48))
 
 VARIANTS = ("kiln-static", "kiln-dynamic", "inductor-static", "inductor-dynamic")
