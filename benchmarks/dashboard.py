@@ -146,6 +146,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--check-only", action="store_true", help="compile and compare; no timing")
     p.add_argument("--no-warm", action="store_true", help="skip the warm recompile")
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="after each task, time its passing backends once more in the same rounds "
+        "(the page's 'same rounds' table: kiln against Inductor on one machine state)",
+    )
     p.add_argument("--no-zoo", action="store_true", help="run no zoo tasks (e.g. only --scaling)")
     p.add_argument("--scaling", action="store_true", help="also run the compile-time scaling")
     p.add_argument("--layers", default="1,4,16,48", help="scaling: GPT-2 layer counts")
@@ -436,7 +442,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     stopped: list[TaskKey] = []
     for dynamic, pass_tasks in passes:
         settings = Settings(
-            args.iters, args.timeout, args.check_only, args.no_warm, dynamic, args.jobs
+            args.iters,
+            args.timeout,
+            args.check_only,
+            args.no_warm,
+            dynamic,
+            args.jobs,
+            args.interleave,
         )
         if isolate == "off":
             stopped += run_inline(pass_tasks, backends, settings, device, deadline, report)

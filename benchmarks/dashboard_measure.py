@@ -331,6 +331,41 @@ def paired_ms(
     return statistics.median(samples[0]) * 1000, statistics.median(samples[1]) * 1000
 
 
+def interleaved_ms(
+    runs: dict[str, Callable[[], Any]],
+    device: torch.device,
+    iters: int,
+    rounds: int = 7,
+    warmup: int = 2,
+    min_burst_s: float = 0.05,
+) -> dict[str, float]:
+    """Median ms per call of every function of ``runs``, timed in one window: ``rounds``
+    rounds, each a burst of every function in turn (``paired_ms``'s bursts, for any
+    number of functions). Two compilers' rows timed this way see the same machine: on a
+    VM whose speed swings by 20-30 % over seconds, separate windows (each paired with
+    eager) left ~1-ms rows anywhere between 0.9 and 1.1 of a tie
+    (docs/benchmarks/dashboard-cpu-infer-s32.md)."""
+    slowest = 0.0
+    for fn in runs.values():
+        for _ in range(warmup):
+            fn()
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        slowest = max(slowest, time.perf_counter() - start)
+    burst = max(2, -(-iters // rounds), math.ceil(min_burst_s / max(slowest, 1e-6)))
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            for _ in range(burst):
+                start = time.perf_counter()
+                fn()
+                sync(device)
+                samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) * 1000 for name, times in samples.items()}
+
+
 def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     """Memory one step allocates beyond what was live before it, at its peak."""
     if device.type == "cuda":

@@ -211,6 +211,45 @@ def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
     return lines
 
 
+def interleaved_lines(rows: Rows, n: int = 5) -> list[str]:
+    """``--interleave``: kiln against Inductor timed in the same rounds (Inductor ms /
+    kiln ms, above 1: kiln faster), geomean and lowest per group, then the lowest rows;
+    empty where no row was timed so."""
+    per_group: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    found: list[tuple[float, str, str, str, str, str, str, float, float]] = []
+    for (size, mode, dtype), models in groups(rows).items():
+        for model, rs in models.items():
+            for k, i in PAIRS:
+                kiln = _passed(rs.get(k), "interleaved_ms")
+                inductor = _passed(rs.get(i), "interleaved_ms")
+                if kiln and inductor:
+                    per_group[(size, mode, dtype, f"{k}/{i}")].append(inductor / kiln)
+                    found.append((inductor / kiln, model, size, mode, dtype, k, i, inductor, kiln))
+    if not found:
+        return []
+    lines = [
+        "| size | mode | dtype | pair | models | kiln/Inductor, same rounds (geomean) | lowest |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (size, mode, dtype, pair), values in per_group.items():
+        lines.append(
+            f"| {size} | {mode} | {dtype} | {pair} | {len(values)} | {fmt(geomean(values))} | "
+            f"{fmt(min(values))} |"
+        )
+    found.sort(key=lambda t: t[0])
+    lines += [
+        "",
+        "| model | size | mode | dtype | pair | inductor ms | kiln ms | kiln/Inductor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for ratio, model, size, mode, dtype, k, i, inductor, kiln in found[:n]:
+        lines.append(
+            f"| {model} | {size} | {mode} | {dtype} | {k} vs {i} | {inductor:.3f} | {kiln:.3f} | "
+            f"{ratio:.2f} |"
+        )
+    return lines
+
+
 def failures(rows: Rows) -> list[str]:
     failed = [r for r in rows if r["status"] != "pass"]
     if not failed:
@@ -596,6 +635,14 @@ def render(data: dict[str, Any], path: Path, plots: bool = True) -> None:
             "## Summed kernel time of a step, kiln against Inductor (highest five below)",
             "",
             *kernel_lines,
+        ]
+    same_rounds = interleaved_lines(rows)
+    if same_rounds:
+        out += [
+            "",
+            "## kiln against Inductor timed in the same rounds (`--interleave`; lowest five below)",
+            "",
+            *same_rounds,
         ]
     both = dynamic_against_static(rows)
     if both:

@@ -34,6 +34,9 @@ class Row:
     eager_paired_ms: float | None = None
     """Eager's ms timed in bursts alternating with this backend's (``paired_ms``): the
     baseline of this row's speedup and of the kiln/Inductor ratio."""
+    interleaved_ms: float | None = None
+    """``--interleave``: ms per call timed in the same rounds as the task's other backends
+    (``interleaved_ms``); None: not measured."""
     opt_ms: float | None = None
     """train, eager row: one AdamW step (eager, foreach)."""
     cold_compile_s: float | None = None

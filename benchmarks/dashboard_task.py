@@ -22,6 +22,7 @@ from dashboard_measure import (
     flatten,
     fresh_caches,
     inductor_launches,
+    interleaved_ms,
     median_ms,
     paired_ms,
     peak_mb,
@@ -62,6 +63,10 @@ class Settings:
     dynamic: bool = False
     jobs: int = 1
     """Workers running at once (``--jobs``; recorded in every row)."""
+    interleave: bool = False
+    """``--interleave``: after a task's backends ran, time the passing ones and eager once
+    more in the same rounds (``Row.interleaved_ms``); keeps their compiled steps alive
+    until then."""
 
 
 @dataclass
@@ -353,10 +358,12 @@ def run_backend(
     eager_ms: float | None,
     eager_run: Callable[[], Any] | None = None,
     timed: TimingLock | None = None,
+    keep: dict[str, Callable[[], Any]] | None = None,
 ) -> Row:
     """One backend's row. ``eager_run`` (one eager step) is timed alternately with the
     backend's steps (``paired_ms``) when given; every timed measurement runs under
-    ``timed`` (``--jobs``: no other worker times meanwhile)."""
+    ``timed`` (``--jobs``: no other worker times meanwhile). ``keep``: where a passing
+    row's step is left, by backend, for the task's interleaved timing."""
     spec = task.spec
     row = Row(
         spec.name,
@@ -441,6 +448,8 @@ def run_backend(
                     row.ms, row.eager_paired_ms = paired_ms(run, eager_run, device, settings.iters)
                 else:
                     row.ms = median_ms(run, device, settings.iters)
+                if keep is not None:
+                    keep[backend] = run
                 # Secondary measurements: a failure there is a note, the row still passes.
                 try:
                     row.peak_mb = peak_mb(run, device)
@@ -543,10 +552,15 @@ def run_task(
 
         eager_run = eager_step
 
+    keep: dict[str, Callable[[], Any]] | None = (
+        {} if settings.interleave and not settings.check_only else None
+    )
     for backend in backends:
         if on_start is not None:
             on_start(backend)
-        row = run_backend(task, backend, ref, settings, eager_ms, eager_run, timed)
+        row = run_backend(task, backend, ref, settings, eager_ms, eager_run, timed, keep)
+        if keep is not None and row.status != "pass":
+            keep.pop(backend, None)  # a step that failed a later check is not timed again
         gc.collect()  # the backend's model copy and compiled code, before the next one
         if task.device.type == "cuda":
             with contextlib.suppress(RuntimeError):  # a poisoned context raises here too
@@ -556,4 +570,28 @@ def run_task(
         rows.append(row)
         if on_row is not None and not on_row(row):
             break
+    if keep is not None and len(keep) >= 2:
+        interleave(task, rows, keep, settings, lock)
     return rows
+
+
+def interleave(
+    task: Task,
+    rows: list[Row],
+    steps: dict[str, Callable[[], Any]],
+    settings: Settings,
+    lock: TimingLock,
+) -> None:
+    """``--interleave``: every passing backend's step (eager's included) timed once more
+    in the same rounds, into ``Row.interleaved_ms``; a failure here is a note on the rows,
+    which keep their other figures."""
+    try:
+        with time_limit(settings.timeout, lock.paused_s), lock():
+            times = interleaved_ms(steps, task.device, settings.iters)
+    except Exception as e:
+        for row in rows:
+            if row.backend in steps:
+                row.notes = "; ".join(filter(None, [row.notes, f"interleaved: {describe(e)}"]))
+        return
+    for row in rows:
+        row.interleaved_ms = times.get(row.backend, row.interleaved_ms)
