@@ -132,8 +132,8 @@ class TimingLock:
             return 0.0
         me, total = pid or os.getpid(), 0.0
         for line in lines:
-            pid, enter, leave = line.split()
-            if int(pid) != me:
+            holder, enter, leave = line.split()
+            if int(holder) != me:
                 total += max(0.0, min(end, float(leave)) - max(start, float(enter)))
         return total
 
