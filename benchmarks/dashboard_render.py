@@ -173,73 +173,45 @@ def worst(rows: Rows, n: int = 5) -> list[str]:
     return lines if found else ["(no row where both kiln and Inductor ran)"]
 
 
-def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
-    """On CUDA: the summed kernel time of a step, kiln's over Inductor's (below 1: kiln's
-    kernels take less; issue 16's measure), geomean per group and the highest rows;
-    empty where no row has a kernel time."""
-    ratios: list[tuple[float, str, str, str, str, str, str, float, float]] = []
-    per_group: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    for (size, mode, dtype), models in groups(rows).items():
-        for model, rs in models.items():
-            for k, i in PAIRS:
-                kiln, inductor = _passed(rs.get(k), "kernel_ms"), _passed(rs.get(i), "kernel_ms")
-                if kiln and inductor:
-                    per_group[(size, mode, dtype, f"{k}/{i}")].append(kiln / inductor)
-                    ratios.append((kiln / inductor, model, size, mode, dtype, k, i, inductor, kiln))
-    if not ratios:
-        return []
-    lines = [
-        "| size | mode | dtype | pair | models | kernel time kiln/Inductor (geomean) | worst |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for (size, mode, dtype, pair), values in per_group.items():
-        lines.append(
-            f"| {size} | {mode} | {dtype} | {pair} | {len(values)} | {fmt(geomean(values))} | "
-            f"{fmt(max(values))} |"
-        )
-    ratios.sort(key=lambda t: -t[0])
-    lines += [
-        "",
-        "| model | size | mode | dtype | pair | inductor kernel ms | kiln kernel ms | kiln/Inductor |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for ratio, model, size, mode, dtype, k, i, inductor, kiln in ratios[:n]:
-        lines.append(
-            f"| {model} | {size} | {mode} | {dtype} | {k} vs {i} | {inductor:.3f} | {kiln:.3f} | "
-            f"{ratio:.2f} |"
-        )
-    return lines
-
-
-def interleaved_lines(rows: Rows, n: int = 5) -> list[str]:
-    """``--interleave``: kiln against Inductor timed in the same rounds (Inductor ms /
-    kiln ms, above 1: kiln faster), geomean and lowest per group, then the lowest rows;
-    empty where no row was timed so."""
+def _pair_lines(
+    rows: Rows,
+    metric: str,
+    kiln_over_inductor: bool,
+    headers: tuple[str, str, str],
+    n: int,
+) -> list[str]:
+    """kiln against Inductor by one ``metric`` of both rows (``PAIRS``): the ratio is
+    kiln's over Inductor's (``kiln_over_inductor``: higher is worse) or Inductor's over
+    kiln's (lower is worse); per group its geomean and worst value, then the ``n`` worst
+    rows. ``headers``: the ratio's column, the worst value's column, and the unit of the
+    per-row figures. Empty where no pair has the metric."""
+    ratio_header, worst_header, unit = headers
     per_group: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     found: list[tuple[float, str, str, str, str, str, str, float, float]] = []
     for (size, mode, dtype), models in groups(rows).items():
         for model, rs in models.items():
             for k, i in PAIRS:
-                kiln = _passed(rs.get(k), "interleaved_ms")
-                inductor = _passed(rs.get(i), "interleaved_ms")
+                kiln, inductor = _passed(rs.get(k), metric), _passed(rs.get(i), metric)
                 if kiln and inductor:
-                    per_group[(size, mode, dtype, f"{k}/{i}")].append(inductor / kiln)
-                    found.append((inductor / kiln, model, size, mode, dtype, k, i, inductor, kiln))
+                    ratio = kiln / inductor if kiln_over_inductor else inductor / kiln
+                    per_group[(size, mode, dtype, f"{k}/{i}")].append(ratio)
+                    found.append((ratio, model, size, mode, dtype, k, i, inductor, kiln))
     if not found:
         return []
+    worst_of = max if kiln_over_inductor else min
     lines = [
-        "| size | mode | dtype | pair | models | kiln/Inductor, same rounds (geomean) | lowest |",
+        f"| size | mode | dtype | pair | models | {ratio_header} | {worst_header} |",
         "|---|---|---|---|---|---|---|",
     ]
     for (size, mode, dtype, pair), values in per_group.items():
         lines.append(
             f"| {size} | {mode} | {dtype} | {pair} | {len(values)} | {fmt(geomean(values))} | "
-            f"{fmt(min(values))} |"
+            f"{fmt(worst_of(values))} |"
         )
-    found.sort(key=lambda t: t[0])
+    found.sort(key=lambda t: -t[0] if kiln_over_inductor else t[0])
     lines += [
         "",
-        "| model | size | mode | dtype | pair | inductor ms | kiln ms | kiln/Inductor |",
+        f"| model | size | mode | dtype | pair | inductor {unit} | kiln {unit} | kiln/Inductor |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for ratio, model, size, mode, dtype, k, i, inductor, kiln in found[:n]:
@@ -248,6 +220,22 @@ def interleaved_lines(rows: Rows, n: int = 5) -> list[str]:
             f"{ratio:.2f} |"
         )
     return lines
+
+
+def kernel_time_lines(rows: Rows, n: int = 5) -> list[str]:
+    """On CUDA: the summed kernel time of a step, kiln's over Inductor's (below 1: kiln's
+    kernels take less; issue 16's measure), geomean per group and the highest rows;
+    empty where no row has a kernel time."""
+    headers = ("kernel time kiln/Inductor (geomean)", "worst", "kernel ms")
+    return _pair_lines(rows, "kernel_ms", True, headers, n)
+
+
+def interleaved_lines(rows: Rows, n: int = 5) -> list[str]:
+    """``--interleave``: kiln against Inductor timed in the same rounds (Inductor ms /
+    kiln ms, above 1: kiln faster), geomean and lowest per group, then the lowest rows;
+    empty where no row was timed so."""
+    headers = ("kiln/Inductor, same rounds (geomean)", "lowest", "ms")
+    return _pair_lines(rows, "interleaved_ms", False, headers, n)
 
 
 def failures(rows: Rows) -> list[str]:
