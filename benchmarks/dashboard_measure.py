@@ -309,26 +309,10 @@ def paired_ms(
     A burst is ``iters / rounds`` calls, or more where that would take less than
     ``min_burst_s`` (a 1-ms language model at ``--iters 10`` was timed over 2 calls a
     burst, and its rows swung 0.86-1.16x between runs of the same code)."""
-    for _ in range(warmup):
-        run()
-        baseline()
-    sync(device)
-    slowest = 0.0
-    for fn in (run, baseline):
-        start = time.perf_counter()
-        fn()
-        sync(device)
-        slowest = max(slowest, time.perf_counter() - start)
-    burst = max(2, -(-iters // rounds), math.ceil(min_burst_s / max(slowest, 1e-6)))
-    samples: dict[int, list[float]] = {0: [], 1: []}
-    for _ in range(rounds):
-        for k, fn in ((1, baseline), (0, run)):
-            for _ in range(burst):
-                start = time.perf_counter()
-                fn()
-                sync(device)
-                samples[k].append(time.perf_counter() - start)
-    return statistics.median(samples[0]) * 1000, statistics.median(samples[1]) * 1000
+    times = interleaved_ms(
+        {"baseline": baseline, "run": run}, device, iters, rounds, warmup, min_burst_s
+    )
+    return times["run"], times["baseline"]
 
 
 def interleaved_ms(
@@ -340,11 +324,11 @@ def interleaved_ms(
     min_burst_s: float = 0.05,
 ) -> dict[str, float]:
     """Median ms per call of every function of ``runs``, timed in one window: ``rounds``
-    rounds, each a burst of every function in turn (``paired_ms``'s bursts, for any
-    number of functions). Two compilers' rows timed this way see the same machine: on a
-    VM whose speed swings by 20-30 % over seconds, separate windows (each paired with
-    eager) left ~1-ms rows anywhere between 0.9 and 1.1 of a tie
-    (docs/benchmarks/dashboard-cpu-infer-s32.md)."""
+    rounds, each a burst of every function in turn, in ``runs``' order (``paired_ms`` is
+    the case of one backend and eager; bursts sized as it says). Two compilers' rows timed
+    this way see the same machine: on a VM whose speed swings by 20-30 % over seconds,
+    separate windows (each paired with eager) left ~1-ms rows anywhere between 0.9 and
+    1.1 of a tie (docs/benchmarks/dashboard-cpu-infer-s32.md)."""
     slowest = 0.0
     for fn in runs.values():
         for _ in range(warmup):
