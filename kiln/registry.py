@@ -42,6 +42,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),
+    "scale-after-bmm": ("kiln.passes.scale_after_bmm", "ScaleAfterBmmPass"),
     "unfuse-conv-bias": ("kiln.passes.unfuse_conv_bias", "UnfuseConvBiasPass"),
     "pad-mm": ("kiln.passes.pad_mm", "PadMmPass"),
     "output-layout": ("kiln.passes.output_layout", "OutputLayoutPass"),

@@ -1,8 +1,10 @@
 """Building a graph's kernels into shared libraries and loading them in-process.
 
 The kernels are split into translation units and the units compiled in parallel (one
-compiler process each, through the disk cache), then loaded with ``ctypes``: every
-kernel gets its argument types once, so a launch costs a plain ``ctypes`` call. Why
+compiler process each, through the disk cache), then loaded with ``ctypes``; each kernel
+is called through its Python entry (:mod:`.python_entry`: a built-in function, half the
+cost of a ``ctypes`` call), or, in a library without entries, as a ``ctypes`` function
+with its argument types set once. Why
 several units: the compiler has a fixed cost per unit (the prelude and ``<cmath>``), so
 small graphs compile fastest as one unit and large ones as one unit per core (figures:
 docs/benchmarks/design-notes.md).
@@ -29,6 +31,7 @@ from kiln.backends.cpp.cache import (
 )
 from kiln.backends.cpp.compiler import compile_library
 from kiln.backends.cpp.prelude import unit_source
+from kiln.backends.cpp.python_entry import bind, entry
 from kiln.cores import usable_cores
 
 if TYPE_CHECKING:
@@ -94,6 +97,21 @@ def set_signature(handle: Any, func: FuncOp) -> Callable[..., int]:
     return _signed(handle, argument_kinds(func))
 
 
+def _callable(library: ctypes.CDLL, symbol: str, kinds: str) -> Callable[..., int]:
+    """Kernel ``symbol`` as its Python entry (a built-in function, :mod:`.python_entry`),
+    or as a ``ctypes`` call where the library has no entry for it."""
+    return entry(library, symbol) or _signed(getattr(library, symbol), kinds)
+
+
+def _bound(library: ctypes.CDLL) -> ctypes.CDLL:
+    bind(library)
+    return library
+
+
+def _unit(kernels: Sequence[KernelText]) -> str:
+    return unit_source([k.text for k in kernels], [(k.name, k.kinds) for k in kernels])
+
+
 @dataclass(frozen=True)
 class KernelText:
     """One kernel as the loader needs it: its symbol, its C++ (:func:`emit_function`) and
@@ -130,7 +148,7 @@ def _load_unit(source: str) -> tuple[ctypes.CDLL, Path, bool]:
         library = _LOADED[key]
         return library, Path(library._name), True  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType]
     library, path, hit = load_or_build(source, compile_library)
-    _LOADED[key] = library
+    _LOADED[key] = _bound(library)
     return library, path, hit
 
 
@@ -152,12 +170,12 @@ def _indexed(kernel: KernelText) -> Callable[..., int] | None:
         if not is_intact(path):
             return None
         try:
-            library = ctypes.CDLL(str(path))
+            library = _bound(ctypes.CDLL(str(path)))
         except OSError:
             return None
         _LOADED[library_key] = library
     try:
-        return _signed(getattr(library, symbol), kernel.kinds)
+        return _callable(library, symbol, kernel.kinds)
     except AttributeError:
         return None
 
@@ -193,7 +211,7 @@ def load_kernel_texts(kernels: Sequence[KernelText]) -> LoadedKernels:
         [kernels[i] for i in u]
         for u in _grouped([k.text.count("\n") for k in kernels], worker_count())
     ]
-    loaded.sources = [unit_source([k.text for k in unit]) for unit in units]
+    loaded.sources = [_unit(unit) for unit in units]
     built = time.perf_counter()
     loaded.emit_seconds = built - start
     # What to load: whole units found in the library cache, and units of the kernels that
@@ -214,7 +232,7 @@ def load_kernel_texts(kernels: Sequence[KernelText]) -> LoadedKernels:
         if len(missing) == len(unit):
             plan.append((unit, source))
         elif missing:
-            plan.append((missing, unit_source([k.text for k in missing])))
+            plan.append((missing, _unit(missing)))
         else:
             loaded.cache_hits += 1
     if len(plan) <= 1:
@@ -226,7 +244,7 @@ def load_kernel_texts(kernels: Sequence[KernelText]) -> LoadedKernels:
         loaded.paths.append(path)
         loaded.cache_hits += hit
         for kernel in unit:
-            loaded.functions[kernel.name] = _signed(getattr(library, kernel.name), kernel.kinds)
+            loaded.functions[kernel.name] = _callable(library, kernel.name, kernel.kinds)
             key = kernel_key(kernel.name, kernel.text)
             if key is not None:
                 record_kernel(key, path.stem, kernel.name, replace=not hit)

@@ -274,9 +274,13 @@ HEADER = """\
 """
 
 
-def unit_source(texts: Sequence[str]) -> str:
-    """A translation unit holding these functions' C++ (:func:`~kiln.backends.cpp.emit.emit_function`)."""
-    return "\n".join([HEADER, prelude(), *texts])
+def unit_source(texts: Sequence[str], entries: Sequence[tuple[str, str]] = ()) -> str:
+    """A translation unit holding these functions' C++ (:func:`~kiln.backends.cpp.emit.emit_function`)
+    and the Python entries of the ``(name, argument kinds)`` in ``entries``
+    (:mod:`kiln.backends.cpp.python_entry`; its support code is in every unit)."""
+    from kiln.backends.cpp.python_entry import entries_source
+
+    return "\n".join([HEADER, prelude(), *texts, entries_source(entries)])
 
 
 __all__ = [

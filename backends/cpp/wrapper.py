@@ -5,8 +5,8 @@ see :mod:`kiln.targets`), compiles its ``cpp.func`` kernels into one shared libr
 (through the disk cache), loads it, and writes the program as straight-line Python (the
 *wrapper*, like Inductor's, with the walk both backends share,
 :mod:`kiln.backends.host.walker`): argument checks (none when the caller guards the
-arguments, ``kiln.guarded_arguments``: Dynamo does), allocations, one ``ctypes`` call per
-kernel launch (argument types set once), the ATen calls of ``kernel.extern`` bodies
+arguments, ``kiln.guarded_arguments``: Dynamo does), allocations, one call per kernel
+launch (a built-in function, :mod:`kiln.backends.cpp.python_entry`), the ATen calls of ``kernel.extern`` bodies
 written inline (:mod:`kiln.backends.host.externs`),
 ``del`` where the program frees a buffer, views where it reuses one, and the results::
 
