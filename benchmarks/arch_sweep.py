@@ -1540,8 +1540,10 @@ def judge(
         fp64 = float64()
     except Exception as e:
         row.status = "wrong"
+        call, k = worst[2], worst[3]
+        what = names[call][k] if names and k < len(names[call]) else f"tensor {k}"
         row.detail = (
-            f"call {worst[2]} tensor {worst[3]}: {worst[0]:.2e} vs eager; float64 run "
+            f"call {call} {what}: {worst[0]:.2e} vs eager; float64 run "
             f"failed: {describe_exception(e)[0][:120]}"
         )
         return
