@@ -24,7 +24,8 @@ becomes::
 
 Rewritten only where both operands of a ``bmm`` are ``mul.Scalar`` by a float constant
 (through views: ``expand``, ``view``, ``_unsafe_view``, ``reshape``) that nothing else
-reads, in float32, float64 or bfloat16. Not in float16: the unscaled product can
+reads, of a tensor no pointwise op computes (a projection, an argument: the copy is the
+scaling's own kernel), in float32, float64 or bfloat16. Not in float16: the unscaled product can
 overflow its range where the scaled operands' product does not (PyTorch scales before
 the product for that reason). The result differs from the decomposition's by rounding
 only (one scaling of the product against two of the operands), as the fused attention
@@ -43,16 +44,17 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, Float64Type, ModuleOp, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.traits import Pointwise, ViewLike, has_aten_trait
 
 _VIEWS = frozenset(
     {
@@ -89,9 +91,20 @@ def _scaling(operand: SSAValue) -> tuple[AtenOp, float] | None:
         if isinstance(factor, bool) or not isinstance(factor, int | float):
             return None
         source = op.operands[0]
-        if source.type != value.type:  # no promotion
+        if source.type != value.type or _computed_pointwise(source):
             return None
         return op, factor
+
+
+def _computed_pointwise(value: SSAValue) -> bool:
+    """Whether ``value`` is (a view of) a pointwise op's result: its kernel exists anyway
+    and the scaling costs nothing there (LLaMA's rotary embedding), while without the
+    scaling it may no longer fuse with its neighbour (Mistral's queries and keys, of
+    different head counts, took two kernels instead of one)."""
+    while isinstance(value.owner, AtenOp) and has_aten_trait(value.owner, ViewLike):
+        value = value.owner.operands[0]
+    owner = value.owner
+    return isinstance(owner, AtenOp) and has_aten_trait(owner, Pointwise)
 
 
 def _range_safe(value: SSAValue) -> bool:
