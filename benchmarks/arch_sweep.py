@@ -320,6 +320,11 @@ TIMM: list[Arch] = [
 ]
 
 
+_HF_SPECS: dict[str, tuple[str, str, dict[str, Any]]] = {}
+"""Each ``HF`` entry's model class, config class and config, by name: the odd-size
+variants (``ODD``) reuse them."""
+
+
 def _hf(
     name: str,
     model_class: str,
@@ -334,6 +339,8 @@ def _hf(
 ) -> Arch:
     """``inputs(cfg, seed)`` builds the input tuple; by default token ids in
     ``[0, vocab)`` for each of ``names``, batch 1 x ``seq``."""
+    if not suffix:
+        _HF_SPECS[name] = (model_class, config_class, config)
 
     def build() -> Built:
         from zoo.compat import import_transformers
@@ -1077,6 +1084,30 @@ TORCHVISION: list[Arch] = [
 
 
 _MASK = ("input_ids", "attention_mask")
+
+
+def _odd_hf(
+    name: str,
+    inputs: Callable[[Any, int], tuple[Any, ...]],
+    names: tuple[str, ...] = _MASK,
+    decoder: bool = False,
+    suffix: str = "_mask_odd",
+    config: dict[str, Any] | None = None,
+) -> Arch:
+    """The ``HF`` entry ``name`` on other inputs (and ``config`` changes)."""
+    model_class, config_class, base = _HF_SPECS[name]
+    return _hf(
+        name,
+        model_class,
+        config_class,
+        {**base, **(config or {})},
+        inputs=inputs,
+        names=names,
+        decoder=decoder,
+        suffix=suffix,
+    )
+
+
 ODD: list[Arch] = [
     # Sizes that are not multiples of any tile (57x57 images, batch 3, 29 tokens), and
     # attention masks with padding.
@@ -1091,94 +1122,14 @@ ODD: list[Arch] = [
     _torchvision(
         "inception_v3", res=99, batch=1, aux_logits=False, init_weights=True, suffix="_odd"
     ),
-    _hf(
-        "roberta",
-        "RobertaForMaskedLM",
-        "RobertaConfig",
-        {**_BERTLIKE, "pad_token_id": 1},
-        inputs=_masked(29, 7),
-        names=_MASK,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "deberta_v2",
-        "DebertaV2ForMaskedLM",
-        "DebertaV2Config",
-        {
-            **_BERTLIKE,
-            "relative_attention": True,
-            "position_buckets": 16,
-            "pos_att_type": ["p2c", "c2p"],
-        },
-        inputs=_masked(29, 7),
-        names=_MASK,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "gpt_neox",
-        "GPTNeoXForCausalLM",
-        "GPTNeoXConfig",
-        dict(
-            vocab_size=V,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            rotary_pct=0.25,
-            max_position_embeddings=128,
-            attention_dropout=0.0,
-            hidden_dropout=0.0,
-        ),
-        inputs=_masked(29, 5, left=True),
-        names=_MASK,
-        decoder=True,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "qwen3",
-        "Qwen3ForCausalLM",
-        "Qwen3Config",
-        {**_LLAMALIKE, "head_dim": 16},
-        inputs=_masked(29, 5, left=True),
-        names=_MASK,
-        decoder=True,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "gemma2",
-        "Gemma2ForCausalLM",
-        "Gemma2Config",
-        {**_LLAMALIKE, "head_dim": 16, "sliding_window": 8, "query_pre_attn_scalar": 16},
-        inputs=_masked(29, 5, left=True),
-        names=_MASK,
-        decoder=True,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "bloom",
-        "BloomForCausalLM",
-        "BloomConfig",
-        dict(
-            vocab_size=V,
-            hidden_size=64,
-            n_layer=2,
-            n_head=4,
-            hidden_dropout=0.0,
-            attention_dropout=0.0,
-        ),
-        inputs=_masked(29, 5, left=True),
-        names=_MASK,
-        decoder=True,
-        suffix="_mask_odd",
-    ),
-    _hf(
-        "vit",
-        "ViTForImageClassification",
-        "ViTConfig",
-        {**_IMAGE_VIT, "image_size": 36},
-        inputs=_pixels(36, 3),
-        names=("pixel_values",),
-        suffix="_odd",
+    _odd_hf("roberta", _masked(29, 7)),
+    _odd_hf("deberta_v2", _masked(29, 7)),
+    _odd_hf("gpt_neox", _masked(29, 5, left=True), decoder=True),
+    _odd_hf("qwen3", _masked(29, 5, left=True), decoder=True),
+    _odd_hf("gemma2", _masked(29, 5, left=True), decoder=True),
+    _odd_hf("bloom", _masked(29, 5, left=True), decoder=True),
+    _odd_hf(
+        "vit", _pixels(36, 3), names=("pixel_values",), suffix="_odd", config={"image_size": 36}
     ),
 ]
 
