@@ -15,10 +15,16 @@ max, min   value                                  NaN-propagating max/min (``max
 any, all   value (i1)                             ``or`` / ``and``
 argmax     value, position                        larger value (NaN first), then lower position
 argmin     value, position                        smaller value (NaN first), then lower position
-welford    mean, m2, count                        Chan et al.'s parallel update
+welford    mean, m2, count, shift                 Chan et al.'s parallel update
 =========  =====================================  ==========================================
 
 Half and bfloat16 values accumulate in f32 and are rounded once at the end, as torch does.
+
+Welford states hold the mean of ``x - shift``, ``shift`` being the first value the state
+took: float32 means of rows whose mean is large against their spread (1e4 and 1) lose
+4e-4 of the variance in their updates and merges; shifted, 1e-7 (the parallel update
+takes the difference of two states' means as the difference of their shifts, exact for
+nearby values, plus that of their shifted means). :func:`finish` shifts the mean back.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ def identity(kind: ReductionKind, ty: Attribute) -> list[float | int]:
     if kind is K.PROD or kind is K.ALL:
         return [1]
     if kind is K.WELFORD:
-        return [0, 0, 0]
+        return [0, 0, 0, 0]
     lowest = kind in (K.MAX, K.ARGMAX)
     if _is_float(ty):
         value: float | int = -math.inf if lowest else math.inf
@@ -180,9 +186,12 @@ def update(
         take = ops.greater(value, state[0], strict_less=kind is K.ARGMIN)
         pos = ops(arith.IndexCastOp(position, i64))
         return [ops.select(take, value, state[0]), ops.select(take, pos, state[1])]
-    mean, m2, count = state
+    mean, m2, count, shift = state
     one = ops.emit.scalar(1.0, ops.ty)
     n = ops(arith.AddfOp(count, one))
+    first = ops(arith.CmpfOp(count, ops.emit.scalar(0.0, ops.ty), "oeq"))
+    shift = ops.select(first, value, shift)
+    value = ops(arith.SubfOp(value, shift))
     delta = ops(arith.SubfOp(value, mean))
     if seen is not None:
         held = ops(arith.IndexCastOp(seen, i64))
@@ -193,7 +202,7 @@ def update(
         step = ops(arith.DivfOp(delta, n))
     new_mean = ops(arith.AddfOp(mean, step))
     new_m2 = ops(arith.AddfOp(m2, ops(arith.MulfOp(delta, ops(arith.SubfOp(value, new_mean))))))
-    return [new_mean, new_m2, n]
+    return [new_mean, new_m2, n, shift]
 
 
 def combine(kind: ReductionKind, ops: Ops, a: list[SSAValue], b: list[SSAValue]) -> list[SSAValue]:
@@ -204,19 +213,25 @@ def combine(kind: ReductionKind, ops: Ops, a: list[SSAValue], b: list[SSAValue])
         take = ops(arith.OrIOp(better, tie))
         return [ops.select(take, b[0], a[0]), ops.select(take, b[1], a[1])]
     if kind is K.WELFORD:
-        mean_a, m2_a, n_a = a
-        mean_b, m2_b, n_b = b
+        mean_a, m2_a, n_a, shift_a = a
+        mean_b, m2_b, n_b, shift_b = b
         zero = ops.emit.scalar(0.0, ops.ty)
         n = ops(arith.AddfOp(n_a, n_b))
         empty = ops(arith.CmpfOp(n, zero, "oeq"))
         share = ops.select(
             empty, zero, ops(arith.DivfOp(n_b, ops.select(empty, ops.emit.scalar(1.0, ops.ty), n)))
         )
-        delta = ops(arith.SubfOp(mean_b, mean_a))
+        # An empty ``a`` takes ``b``'s shift; an empty ``b`` adds nothing (not even an
+        # infinite shift's NaN).
+        shift = ops.select(ops(arith.CmpfOp(n_a, zero, "oeq")), shift_b, shift_a)
+        delta = ops(
+            arith.AddfOp(ops(arith.SubfOp(shift_b, shift)), ops(arith.SubfOp(mean_b, mean_a)))
+        )
+        delta = ops.select(ops(arith.CmpfOp(n_b, zero, "oeq")), zero, delta)
         mean = ops(arith.AddfOp(mean_a, ops(arith.MulfOp(delta, share))))
         spread = ops(arith.MulfOp(ops(arith.MulfOp(delta, delta)), ops(arith.MulfOp(n_a, share))))
         m2 = ops(arith.AddfOp(ops(arith.AddfOp(m2_a, m2_b)), spread))
-        return [mean, m2, n]
+        return [mean, m2, n, shift]
     return update(kind, ops, a, b[0], None)
 
 
@@ -224,7 +239,7 @@ def state_types(kind: ReductionKind, acc_type: Attribute) -> list[Attribute]:
     if kind in (K.ARGMAX, K.ARGMIN):
         return [acc_type, i64]
     if kind is K.WELFORD:
-        return [acc_type] * 3
+        return [acc_type] * 4
     return [acc_type]
 
 
@@ -243,7 +258,7 @@ class LaneState:
         suffixes = (
             ["", "_pos"]
             if len(types) == 2
-            else (["_mean", "_m2", "_n"] if len(types) == 3 else [""])
+            else (["_mean", "_m2", "_n", "_shift"] if len(types) == 4 else [""])
         )
         self.arrays = [
             emit.alloca(MemRefType(ty, [self.lanes]), f"{self.name}{suffix}")
@@ -314,7 +329,11 @@ def finish(
     kind: ReductionKind, emit: Emitter, state: list[SSAValue], result_types: list[Attribute]
 ) -> list[SSAValue]:
     """The reduction's results from its final state (rounded back to half/bf16)."""
-    values = [state[1]] if kind in (K.ARGMAX, K.ARGMIN) else state
+    if kind is K.WELFORD:
+        mean, m2, count, shift = state
+        values = [emit.value(arith.AddfOp(mean, shift)), m2, count]
+    else:
+        values = [state[1]] if kind in (K.ARGMAX, K.ARGMIN) else state
     out: list[SSAValue] = []
     for value, ty in zip(values, result_types, strict=True):
         if value.type != ty:

@@ -195,7 +195,15 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
                     state.kind, ops, state.load(merge, lane), partials[red].load(merge, lane)
                 )
                 state.store(merge, lane, merged)
-        # Each lane's accumulators hold its own output's reduction.
+        # Each lane's accumulators hold its own output's reduction; welford means are
+        # relative to the lane's shift until shifted back here.
+        welfords = [state for state in states.values() if state.kind is ReductionKind.WELFORD]
+        if welfords:
+            unshift, (lane,) = body.loop(LoopKind.SIMD, [body.const(0)], [body.const(lanes)], ["l"])
+            for state in welfords:
+                mean, m2, seen_count, shift = state.load(unshift, lane)
+                mean = unshift.value(arith.AddfOp(mean, shift))
+                state.store(unshift, lane, [mean, m2, seen_count, shift])
         for red, state in states.items():
             assert isinstance(red, ReductionOp)
             kind = red.kind.data
@@ -203,6 +211,8 @@ def lower_outer(lowering: KernelLowering, emit: Emitter) -> None:
             sources = (
                 [state.arrays[1]]
                 if kind in (ReductionKind.ARGMAX, ReductionKind.ARGMIN)
+                else state.arrays[:3]
+                if kind is ReductionKind.WELFORD
                 else state.arrays
             )
             for result, array in zip(results, sources, strict=True):

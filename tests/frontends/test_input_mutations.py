@@ -42,11 +42,17 @@ def test_batch_norm_training_updates_running_statistics_as_eager() -> None:
     torch.manual_seed(0)
     eager = _bn_net()
     model = copy.deepcopy(eager)
+    exact = copy.deepcopy(eager).double()
     compiled = torch.compile(model, backend=kiln_backend, options={"verbose": False})
     images = [torch.randn(2, 3, 10, 10) * (k + 1) + k for k in range(3)]
     got, want = _steps(model, compiled, images), _steps(eager, eager, images)
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    reference = _steps(exact, exact, [x.double() for x in images])
+    # Against float64, with eager's own error as the noise floor: the bias gradient of a
+    # convolution before batch norm is exactly zero, and both sides return rounding noise
+    # (1e-5, varying with eager's thread count) there.
+    for g, w, r in zip(got, want, reference, strict=True):
+        eager_error = (w.double() - r).abs().max().item()
+        torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=max(1e-5, 4 * eager_error))
     for (name, buf), (_, ref) in zip(model.named_buffers(), eager.named_buffers(), strict=True):
         torch.testing.assert_close(buf, ref, rtol=1e-5, atol=1e-6, msg=name)
     assert int(model[1].num_batches_tracked) == 3  # pyright: ignore[reportArgumentType]
