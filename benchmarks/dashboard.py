@@ -19,7 +19,8 @@ dashboard_isolate.py); without it, everything runs in this process.
 
 Backends: ``eager``, ``inductor`` (default mode), ``inductor-ro`` (``mode="reduce-overhead"``,
 CUDA only), ``kiln`` (default options), ``kiln-cg`` (``options={"cuda_graphs": True}``, CUDA
-only). Modes: ``infer`` (forward under no_grad, eval mode) and ``train`` (train mode,
+only), ``kiln-at`` (``options={"autotune": True}``: kernel configs benchmarked on the first
+call, as Inductor does for its reductions; CUDA only). Modes: ``infer`` (forward under no_grad, eval mode) and ``train`` (train mode,
 forward + backward of the compiled model with a fixed random output gradient; the AdamW
 step is timed separately, in eager, on the eager row). Dtypes: float32, bfloat16, float16
 (CUDA only).

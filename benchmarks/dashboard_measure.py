@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg")
-CUDA_ONLY = {"inductor-ro", "kiln-cg"}
+BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg", "kiln-at")
+CUDA_ONLY = {"inductor-ro", "kiln-cg", "kiln-at"}
 
 
 # -- timeouts, caches, synchronization -----------------------------------------------------
@@ -206,12 +206,14 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
     if backend in ("inductor", "inductor-ro"):
         mode = "reduce-overhead" if backend == "inductor-ro" else None
         return torch.compile(model, backend="inductor", mode=mode, dynamic=dynamic or None)
-    if backend in ("kiln", "kiln-cg"):
+    if backend in ("kiln", "kiln-cg", "kiln-at"):
         from kiln.frontends.dynamo import kiln_backend
 
         options: dict[str, Any] = {"verbose": False}
         if backend == "kiln-cg":
             options["cuda_graphs"] = True
+        if backend == "kiln-at":
+            options["autotune"] = True
         return torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic or None)
     raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 

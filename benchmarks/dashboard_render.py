@@ -16,8 +16,8 @@ from typing import Any
 
 Rows = list[dict[str, Any]]
 
-ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg")
-PAIRS = (("kiln", "inductor"), ("kiln-cg", "inductor-ro"))
+ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg", "kiln-at")
+PAIRS = (("kiln", "inductor"), ("kiln-cg", "inductor-ro"), ("kiln-at", "inductor"))
 """(kiln backend, the Inductor backend it is compared with)."""
 
 

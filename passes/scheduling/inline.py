@@ -47,6 +47,15 @@ MAX_BODY_OPS = 8
 """Scalar ops (loads, constants and index ops not counted) a body may have to be inlined."""
 MAX_READS = 4
 """At most this many loads of the producer's buffer, over all consumers."""
+MAX_INDEX_ONLY_OPS = 24
+MAX_INDEX_ONLY_READS = 16
+"""The bounds, on a GPU, for a producer that reads no buffer (a function of its position only:
+``arange``, and what masks and position ids compute from it), its reads counted per
+consumer: recomputed, it costs a few integer ops and no memory traffic. LLaMA's prologue
+(``cache_position`` from an ``arange``, the ``diff != 1`` of transformers' packed-sequence
+check, its ``cumsum``) was three kernels of 32 points before the cumsum's on the H200;
+Inductor runs one. Counting per consumer keeps the decision the same for a window of a
+model's layers as for all of them (``stamp``)."""
 TINY_INLINE_BYTES = 4096
 """Recomputing a producer whose inputs its consumers then read this many bytes more, or
 fewer, is always worth it: it may save the producer its own launch (microseconds on a
@@ -113,13 +122,21 @@ def worth_inlining(
     :data:`GPU_LAUNCH_BYTES` more traffic is worth the kernel the producer would cost.
     """
     ops, expensive = _body_cost(producer)
-    if ops > MAX_BODY_OPS or (expensive and len(consumers) > 1):
+    # On the CPU a kernel costs next to nothing to call, and a recomputed body (T5's
+    # relative-position buckets take a log) runs again at every point it is broadcast to.
+    index_only = not producer.inputs and not cpu
+    if ops > (MAX_INDEX_ONLY_OPS if index_only else MAX_BODY_OPS) or (
+        expensive and len(consumers) > 1
+    ):
         return False
     if cpu and _broadcast_gather(producer, consumers):
         return False
     read_by = [(c, load) for c in consumers for load in _loads_of(c, producer.result)]
     reads = [load for _, load in read_by]
-    if len(reads) > MAX_READS:
+    if index_only:
+        if any(len(_loads_of(c, producer.result)) > MAX_INDEX_ONLY_READS for c in consumers):
+            return False
+    elif len(reads) > MAX_READS:
         return False
     if not all(_position_follows(producer, c, load) for c, load in read_by if load.indirect):
         return False
@@ -267,12 +284,21 @@ def _position_follows(producer: PointwiseOp, consumer: LoopNestOp, load: LoadOp)
         if arg.uses and indirect(c) and _gathered_position(c) is None:
             return False
     for op in producer.body.walk():
-        if isinstance(op, IndexOp):
+        if isinstance(op, IndexOp) and _gathered_index_op(op, coordinates) is None:
             for s in op.expr.data.free_symbols:
                 kind, k = var_kind(s)  # pyright: ignore[reportArgumentType]
                 if kind == "d" and indirect(coordinates[k]):
                     return False
     return True
+
+
+def _gathered_index_op(op: IndexOp, coordinates: Sequence[sympy.Expr]) -> int | None:
+    """``j`` when ``op`` computes exactly a loop variable whose coordinate is the consumer's
+    indirect index ``i<j>`` (the position an ``arange`` is gathered at is its value)."""
+    expr = op.expr.data
+    if not isinstance(expr, sympy.Symbol) or var_kind(expr)[0] != "d":
+        return None
+    return _gathered_position(coordinates[var_kind(expr)[1]])
 
 
 def _gathered_position(coordinate: sympy.Expr) -> int | None:
@@ -394,6 +420,11 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
             if isinstance(inner, YieldOp):
                 value = mapping.get(inner.values[0], inner.values[0])
                 break
+            if isinstance(inner, IndexOp):
+                gathered = _gathered_index_op(inner, coordinates)
+                if gathered is not None:
+                    mapping[inner.result] = load.indirect[gathered]
+                    continue
             clone = inner.clone(value_mapper=mapping)
             block.insert_op_before(clone, load)
             if isinstance(clone, LoadOp):
@@ -487,8 +518,9 @@ def inline_cheap_producers(
     cpu: bool = False,
 ) -> int:
     """Inline every pointwise node worth inlining; returns how many were inlined.
-    ``pairs``: gets each (producer, consumer) inlined, in order; ``cpu``: the kernels run
-    on the CPU (see :func:`worth_inlining`)."""
+    ``pairs``: gets each (producer, consumer) inlined, in order, but for producers that
+    read no buffer (what they bring into a consumer depends on nothing outside it);
+    ``cpu``: the kernels run on the CPU (see :func:`worth_inlining`)."""
     block = func.body.block
     returned = set(block.last_op.operands) if block.last_op is not None else set()
     inlined = 0
@@ -518,9 +550,10 @@ def inline_cheap_producers(
             if not worth_inlining(producer, loops, cpu, siblings=siblings):
                 refused.add(key)
                 continue
+            index_only = not producer.inputs and not cpu
             for consumer in loops:
                 inline_into(producer, consumer)
-                if pairs is not None:
+                if pairs is not None and not index_only:
                     pairs.append((producer, consumer))
                 changes[consumer] = changes.get(consumer, 0) + 1
                 changed.add(consumer)
