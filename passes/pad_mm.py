@@ -33,11 +33,14 @@ becomes::
 Padding costs a copy of the padded operand (a kernel, which fuses with a transpose that
 feeds it), so it is done only where it pays: on CUDA (``kiln.device``), static sizes, and
 a product that is compute bound (arithmetic intensity above half the H100/H200 machine
-balance, Inductor's rule: ``compute_bound``). ``mm`` and ``bmm`` are padded, and
-``addmm`` (``alpha = beta = 1``) as a padded ``mm`` whose sliced result gets the bias in
-an ``add``: that kernel writes the contiguous result the ``clone`` would have (a returned
-LM head with a bias, BERT's: ``N = 30522`` ran an ``align2`` kernel, 0.81 ms of a 2.4 ms
-bfloat16 call at batch 8 x 512 on the H200, against Inductor's 0.28 ms padded).
+balance, Inductor's rule: ``compute_bound``). ``mm``, ``bmm`` and ``addmm`` (``alpha =
+beta = 1``) are padded. An ``addmm`` still here feeds something other than pointwise ops
+(``unfuse-addmm`` ran first): a returned LM head with a bias, BERT's (``N = 30522`` ran an
+``align2`` kernel, 0.81 ms of a 2.4 ms bfloat16 call at batch 8 x 512 on the H200, against
+Inductor's 0.28 ms padded). Its bias vector is padded too and stays in the product
+(cuBLAS's epilogue), and a returned view of it is the padded product's, as for ``mm``
+(a bias ``add`` after the slice was a pass of its own over the logits, 167 us on an H100);
+a bias that is no vector goes into an ``add`` of the slice instead.
 
 ```mlir
 %0 = aten.addmm.default(%b, %x, %w) : (tensor<1001xbf16>, tensor<64x32xbf16>, tensor<32x1001xbf16>) -> tensor<64x1001xbf16>
@@ -47,12 +50,10 @@ becomes::
 
 ```mlir
 %padded = aten.constant_pad_nd.default(%w, pad = [0, 7]) : (tensor<32x1001xbf16>) -> tensor<32x1008xbf16>
-%mm_padded = aten.mm.default(%x, %padded) : (tensor<64x32xbf16>, tensor<32x1008xbf16>) -> tensor<64x1008xbf16>
-%sliced = aten.slice.Tensor(%mm_padded, dim = 1, start = 0, end = 1001) : (tensor<64x1008xbf16>) -> tensor<64x1001xbf16>
-%0 = aten.add.Tensor(%sliced, %b) : (tensor<64x1001xbf16>, tensor<1001xbf16>) -> tensor<64x1001xbf16>
+%bias_padded = aten.constant_pad_nd.default(%b, pad = [0, 7]) : (tensor<1001xbf16>) -> tensor<1008xbf16>
+%mm_padded = aten.addmm.default(%bias_padded, %x, %padded) : (tensor<1008xbf16>, tensor<64x32xbf16>, tensor<32x1008xbf16>) -> tensor<64x1008xbf16>
+%0 = aten.slice.Tensor(%mm_padded, dim = 1, start = 0, end = 1001) : (tensor<64x1008xbf16>) -> tensor<64x1001xbf16>
 ```
-
-(a low-precision result then rounds twice, product and sum, as under ``unfuse-addmm``).
 """
 
 from __future__ import annotations
@@ -288,18 +289,20 @@ class PadMatmul(RewritePattern):
         assert isinstance(out_ty, TensorType)
         out_shape = list(out_ty.get_shape())
         padded_shape = [*out_shape[:-2], out_shape[-2] + plan.m_pad, out_shape[-1] + plan.n_pad]
-        product_class = op_class("mm.default") if _is_addmm(op) else type(op)
+        bias = _padded_bias(op, plan, new_ops) if _is_addmm(op) else None
+        product_class = op_class("mm.default") if _is_addmm(op) and bias is None else type(op)
         assert product_class is not None
-        product = product_class.from_args(
-            {"self": a, "mat2": b}, [TensorType(out_ty.element_type, padded_shape)]
-        )
+        operands: dict[str, object] = {"self": a, "mat2": b}
+        if bias is not None:
+            operands = {"self": bias, "mat1": a, "mat2": b}
+        product = product_class.from_args(operands, [TensorType(out_ty.element_type, padded_shape)])
         product.location = op.location
         product.results[0].name_hint = "mm_padded"
         new_ops.append(product)
         for dim, pad in ((len(out_shape) - 2, plan.m_pad), (len(out_shape) - 1, plan.n_pad)):
             if pad:
                 new_ops.append(_slice(new_ops[-1].results[0], dim, out_shape[dim], op.location))
-        if _is_addmm(op):
+        if _is_addmm(op) and bias is None:
             # The bias add writes a fresh contiguous tensor: no clone for a return.
             add_class = op_class("add.Tensor")
             assert add_class is not None
@@ -312,9 +315,37 @@ class PadMatmul(RewritePattern):
         value = new_ops[-1].results[0]
         rewriter.replace(op, new_ops, [value])
         value.name_hint = name
-        if plan.n_pad and not _is_addmm(op):  # a slice of rows is contiguous
+        if plan.n_pad and (bias is not None or not _is_addmm(op)):  # sliced rows: contiguous
             self.sliced.append(value)
             _copy_for_views(value, rewriter)
+
+
+def _padded_bias(op: AtenOp, plan: _Plan, new_ops: list[Operation]) -> SSAValue | None:
+    """``addmm``'s bias padded to the padded product's ``N`` (ops appended to ``new_ops``),
+    where it is a vector and only ``N`` is padded; ``None``: the bias goes into an ``add``.
+    The ``addmm`` left here feeds no pointwise op only (``unfuse-addmm`` ran first), so an
+    ``add`` would be a pass of its own over the result: BERT's returned LM head (8 x 512 x
+    30522, bfloat16) spent 167 us in it on an H100, Inductor pads the bias instead (2 us)
+    and returns the padded product's view."""
+    bias = op.operands[0]
+    if plan.m_pad or not plan.n_pad or _static_shape(bias) is None:
+        return None
+    result_shape = _static_shape(op.results[0])
+    assert result_shape is not None
+    if _static_shape(bias) != [result_shape[-1]] or bias.type != TensorType(
+        _element(op.results[0]), [result_shape[-1]]
+    ):
+        return None
+    padded = _pad(bias, [0, plan.n_pad], op.location)
+    padded.results[0].name_hint = "bias_padded"
+    new_ops.append(padded)
+    return padded.results[0]
+
+
+def _element(value: SSAValue) -> Attribute:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return ty.element_type
 
 
 def _alias_leaves(
