@@ -165,20 +165,25 @@ def _kiln_argmin(a_value, a_index, b_value, b_index):
     take_a = better | (tie & (a_index < b_index))
     return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)""",
     "_kiln_welford_update": """@triton.jit
-def _kiln_welford_update(mean, m2, weight, x):
-    # one Welford step per lane
+def _kiln_welford_update(mean, m2, weight, shift, x):
+    # one Welford step per lane, on x less the lane's first value (small running means)
+    shift = tl.where(weight == 0.0, x, shift)
+    x = x - shift
     weight = weight + 1.0
     delta = x - mean
     mean = mean + delta / weight
     m2 = m2 + delta * (x - mean)
-    return mean, m2, weight""",
+    return mean, m2, weight, shift""",
     "_kiln_welford_combine": """@triton.jit
-def _kiln_welford_combine(mean_a, m2_a, weight_a, mean_b, m2_b, weight_b):
-    # Chan et al.'s parallel combination of two partial (mean, m2, weight)
+def _kiln_welford_combine(mean_a, m2_a, weight_a, shift_a, mean_b, m2_b, weight_b, shift_b):
+    # Chan et al.'s parallel combination of two partial (mean, m2, weight, shift): the
+    # means differ by that of the shifts (exact for nearby values) plus the shifted means'
     weight = weight_a + weight_b
     fraction = tl.where(weight == 0.0, 0.0, weight_b / weight)
-    delta = mean_b - mean_a
-    return mean_a + delta * fraction, m2_a + m2_b + delta * delta * weight_a * fraction, weight""",
+    shift = tl.where(weight_a == 0.0, shift_b, shift_a)
+    delta = tl.where(weight_b == 0.0, 0.0, (shift_b - shift) + (mean_b - mean_a))
+    mean = mean_a + delta * fraction
+    return mean, m2_a + m2_b + delta * delta * weight_a * fraction, weight, shift""",
 }
 
 

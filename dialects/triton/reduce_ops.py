@@ -6,17 +6,18 @@
   (``max``/``min`` of floats propagate NaN, as ``torch.amax`` does);
 * ``argmax``, ``argmin``: values and their indices in, the winning value and index out
   (the first index among equal values; NaN wins, as in torch);
-* ``welford``: per-lane mean, m2 (sum of squared deviations) and weight in, their
-  combination out.
+* ``welford``: per-lane mean, m2 (sum of squared deviations), weight and shift in (the
+  mean is that of the values less the shift, the lane's first value), their combination
+  out.
 
 ``triton.combine`` merges an accumulator with a new block elementwise, inside the loop
 of a looped reduction: ``argmax``/``argmin`` take (value, index) twice, ``welford`` takes
-(mean, m2, weight) and a new value (one Welford update).
+(mean, m2, weight, shift) and a new value (one Welford update).
 
 ```mlir
 %s = triton.reduce sum %x axis 1 : (!triton.block<[XBLOCK, RBLOCK], f32>) -> !triton.block<[XBLOCK], f32>
 %v, %i = triton.reduce argmax %x, %idx axis 1 : (!triton.block<[XBLOCK, RBLOCK], f32>, !triton.block<[XBLOCK, RBLOCK], i64>) -> (!triton.block<[XBLOCK], f32>, !triton.block<[XBLOCK], i64>)
-%m, %m2, %w = triton.combine welford %mean, %acc2, %weight, %x : (...) -> (...)
+%m, %m2, %w, %s = triton.combine welford %mean, %acc2, %weight, %shift, %x : (...) -> (...)
 ```
 """
 
@@ -50,11 +51,11 @@ REDUCE_ARITY = {
     "all": 1,
     "argmax": 2,
     "argmin": 2,
-    "welford": 3,
+    "welford": 4,
 }
 """``triton.reduce`` kinds and how many operands (and results) each has."""
 
-COMBINE_ARITY = {"argmax": (4, 2), "argmin": (4, 2), "welford": (4, 3)}
+COMBINE_ARITY = {"argmax": (4, 2), "argmin": (4, 2), "welford": (5, 4)}
 """``triton.combine`` kinds: (operands, results)."""
 
 
@@ -135,7 +136,7 @@ class CombineOp(IRDLOperation):
         result_types = []
         for k in range(n_results):
             partners = (
-                [inputs[k], inputs[k + n_results]] if kind != "welford" else [inputs[k], inputs[3]]
+                [inputs[k], inputs[k + n_results]] if kind != "welford" else [inputs[k], inputs[4]]
             )
             result_types.append(broadcast_result(self, partners, element_of(inputs[k].type)))
         super().__init__(

@@ -412,7 +412,7 @@ def _accumulator_name(node: NodePlan, k: int) -> str:
 
 
 _ACCUMULATOR_PARTS = {
-    "welford": ("mean", "m2", "weight"),
+    "welford": ("mean", "m2", "weight", "shift"),
     "argmax": ("max", "argmax"),
     "argmin": ("min", "argmin"),
 }

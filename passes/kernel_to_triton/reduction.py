@@ -13,7 +13,9 @@ and reduces it after the loop (Inductor's scheme). Low-precision floats accumula
 ``f32`` and are rounded once at the end (max/min too: exact, and Triton's interpreter
 compares bfloat16 wrongly). Welford: a persistent block computes the mean
 and then the squared deviations (two passes over registers); a looped one does a Welford
-update per lane and combines lanes with Chan's formula. ``argmax``/``argmin`` carry the
+update per lane, on the values less the lane's first one (float32 means of rows whose mean
+is large against their spread lose precision otherwise), and combines lanes with Chan's
+formula. ``argmax``/``argmin`` carry the
 reduction index (the row-major position in the node's reduction space, ``i64``).
 """
 
@@ -207,7 +209,7 @@ class ReductionLowering:
                 b.add(FullOp(2**63 - 1, BlockType(shape, i64))),
             ]
         if kind == "welford":
-            return [b.add(FullOp(0, BlockType(shape, ty))) for _ in range(3)]
+            return [b.add(FullOp(0, BlockType(shape, ty))) for _ in range(4)]
         return [b.add(FullOp(identity(kind, ty), BlockType(shape, ty)))]
 
     def update(self, node: NodePlan, accumulators: Sequence[SSAValue]) -> list[SSAValue]:
@@ -265,7 +267,8 @@ class ReductionLowering:
         if kind in ("argmax", "argmin"):
             self._publish(node, self._reduce(kind, list(accumulators))[1:])
         elif kind == "welford":
-            self._publish(node, self._reduce("welford", list(accumulators)))
+            mean, m2, weight, shift = self._reduce("welford", list(accumulators))
+            self._publish(node, [self.builder.binary("add", mean, shift), m2, weight])
         else:
             results = self._reduce(kind, list(accumulators))
             if kind == "max":
