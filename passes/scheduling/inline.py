@@ -14,6 +14,7 @@ a broadcast constant or mask feeding a reduction kernel, for example.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -122,9 +123,7 @@ def worth_inlining(
     :data:`GPU_LAUNCH_BYTES` more traffic is worth the kernel the producer would cost.
     """
     ops, expensive = _body_cost(producer)
-    # On the CPU a kernel costs next to nothing to call, and a recomputed body (T5's
-    # relative-position buckets take a log) runs again at every point it is broadcast to.
-    index_only = not producer.inputs and not cpu
+    index_only = _index_only(producer, cpu)
     if ops > (MAX_INDEX_ONLY_OPS if index_only else MAX_BODY_OPS) or (
         expensive and len(consumers) > 1
     ):
@@ -134,7 +133,7 @@ def worth_inlining(
     read_by = [(c, load) for c in consumers for load in _loads_of(c, producer.result)]
     reads = [load for _, load in read_by]
     if index_only:
-        if any(len(_loads_of(c, producer.result)) > MAX_INDEX_ONLY_READS for c in consumers):
+        if max(Counter(c for c, _ in read_by).values(), default=0) > MAX_INDEX_ONLY_READS:
             return False
     elif len(reads) > MAX_READS:
         return False
@@ -158,6 +157,14 @@ def worth_inlining(
         inline_cost += sum(b for outer, b in input_bytes.items() if outer not in shared)
     slack = 0 if cpu else GPU_LAUNCH_BYTES
     return inline_cost <= store_cost + slack or inline_cost <= TINY_INLINE_BYTES
+
+
+def _index_only(producer: PointwiseOp, cpu: bool) -> bool:
+    """Whether ``producer`` reads no buffer and the kernels run on a GPU (the bounds of
+    :data:`MAX_INDEX_ONLY_OPS`). On the CPU a kernel costs next to nothing to call, and a
+    recomputed body (T5's relative-position buckets take a log) runs again at every point
+    it is broadcast to."""
+    return not producer.inputs and not cpu
 
 
 def _read_by_siblings(
@@ -550,7 +557,7 @@ def inline_cheap_producers(
             if not worth_inlining(producer, loops, cpu, siblings=siblings):
                 refused.add(key)
                 continue
-            index_only = not producer.inputs and not cpu
+            index_only = _index_only(producer, cpu)
             for consumer in loops:
                 inline_into(producer, consumer)
                 if pairs is not None and not index_only:
