@@ -17,13 +17,14 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import arch_sweep  # noqa: E402
-from arch_sweep import Arch, Built, Row, check_model, render_markdown, run_isolated  # noqa: E402
+from arch_sweep import Row, check_model, render_markdown, run_isolated  # noqa: E402
+from arch_sweep_zoo import Arch, Built, randn  # noqa: E402
 
 
 def _mlp() -> Built:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4)).eval()
-    return model, lambda seed: (arch_sweep.randn(3, 8, seed=seed),)
+    return model, lambda seed: (randn(3, 8, seed=seed),)
 
 
 def _off_by_a_little(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
