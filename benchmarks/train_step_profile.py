@@ -10,7 +10,8 @@ forward, backward with a fixed output gradient. ``--mode infer`` times the dashb
 inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends:
 ``inductor``, ``kiln``, and kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
 (``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
-``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call).
+``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call);
+``-dynamic`` (last, on either compiler) compiles with ``dynamic=True``.
 ``--tiling NAME=VALUE,...`` sets constants of ``kiln.passes.scheduling.tiling`` before
 compiling (with the graph cache off), for sweeps of the tiling heuristics.
 
@@ -98,12 +99,13 @@ def main() -> None:
             inputs = tuple(
                 x.to(device, dtype) if x.is_floating_point() else x.to(device) for x in inputs
             )
-            if backend == "inductor":
+            dynamic = True if backend.endswith("-dynamic") else None
+            if backend.startswith("inductor"):
                 if device.type == "cpu":  # its C++ kernels as named profiler ranges
                     import torch._inductor.config as inductor_config
 
                     inductor_config.cpp.enable_kernel_profile = True
-                fn = torch.compile(model)
+                fn = torch.compile(model, dynamic=dynamic)
             else:
                 options: dict[str, Any] = {"verbose": False, "graph_cache": not args.tiling}
                 if "-nocg" in backend:
@@ -112,7 +114,7 @@ def main() -> None:
                     options["prepack_weights"] = False
                 if "-autotune" in backend:
                     options["autotune"] = True
-                fn = torch.compile(model, backend=kiln_backend, options=options)
+                fn = torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic)
             with torch.set_grad_enabled(args.mode == "train"):
                 grad = torch.randn_like(_output(fn(*inputs)))
 

@@ -14,8 +14,8 @@ still see: the caller gets fresh tensor objects aliasing the graph's outputs, an
 replaying an instance the runner checks, by the use counts of those outputs' storages,
 that nothing outside the runner holds them any more (views and ``.grad`` fields count).
 If every instance of the signature is still held, the runner records another one (up to
-``max_instances``, each in its own memory pool, so that replaying one never writes into
-another's live outputs), and past that it runs the program without a graph, into fresh
+``max_instances`` per call site, each in its own memory pool, so that replaying one never
+writes into another's live outputs), and past that it runs the program without a graph, into fresh
 memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the previous
 result before the next call (``y = f(x)`` keeps one previous result alive: two instances
 alternate) replays graphs at every step.
@@ -31,7 +31,10 @@ the graph reads exactly the caller's tensor); otherwise another instance is chos
 recorded. Inductor's CUDA-graph trees skip the same copies; without this the backward
 copied every saved activation at every step. A borrowable input that turns up at a new
 address at ``MOVES_BEFORE_COPY`` recordings is copied after all (it keeps moving: an
-upstream graph that re-records), so the signature stops re-recording.
+upstream graph that re-records), so the signature stops re-recording. Moves are counted
+per call site, the parameters a call reads: a block compiled once and called by every
+layer with its own weights (a graph break inside a transformer layer) is not a moving
+input but a site per layer, each with its own instances.
 
 A weight a convolution reads through a cached channels-last copy
 (:mod:`kiln.backends.triton.weight_layouts`) is read by the graph at the copy's address:
@@ -222,23 +225,30 @@ class _Instance:
 
 MOVES_BEFORE_COPY = 2
 """A borrowable argument found at a new address at this many recordings of a signature
-is copied from then on: an input that moves at every call (an upstream graph that
-keeps re-recording, or runs without a graph) would otherwise cost a recording per call
-until ``MAX_RECORDINGS``, and then every call would run without a graph. One move is
-allowed (a replaced parameter; a forward alternating between two instances records
-the backward twice and then fits either)."""
+at one call site (see :class:`_Moves`) is copied from then on: an input that moves at
+every call (an upstream graph that keeps re-recording, or runs without a graph) would
+otherwise cost a recording per call until the recording limit, and then every call
+would run without a graph. One move is allowed (a forward alternating between two
+instances records the backward twice and then fits either)."""
+
+MAX_SITES = 16
+"""Call sites recorded per signature (see :class:`_Moves`); calls at further sites run
+without a graph (each site's instances have their own memory pools)."""
 
 
 @dataclass
-class _Moves:
-    """Where a signature's borrowable arguments lay at its recordings."""
+class _SiteMoves:
+    """Where one call site's borrowable arguments lay at its recordings."""
 
     address: dict[int, int] = field(default_factory=dict[int, int])
     count: Counter[int] = field(default_factory=Counter[int])
 
-    def note(self, args: Sequence[Any]) -> frozenset[int]:
-        """Counts the moves since the last recording; the positions to copy now."""
+    def note(self, args: Sequence[Any], fixed: frozenset[int]) -> frozenset[int]:
+        """Counts the moves since the site's last recording of every argument but the
+        site's own parameters (``fixed``); the positions to copy now."""
         for k, a in enumerate(args):
+            if k in fixed:
+                continue
             if not _borrowable(a):
                 # Borrowable at the last recording, not now (its graph ran plain): a move.
                 if self.address.pop(k, None) is not None:
@@ -250,10 +260,63 @@ class _Moves:
         return frozenset(k for k, n in self.count.items() if n >= MOVES_BEFORE_COPY)
 
 
+Site = tuple[int, ...]
+"""The addresses of the parameters and buffers a call reads."""
+
+
+def _site(args: Sequence[Any]) -> tuple[Site, frozenset[int]]:
+    """The call's site, and the positions of the parameters and buffers that make it."""
+    fixed = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and stays_put(a)]
+    return tuple(args[k].data_ptr() for k in fixed), frozenset(fixed)
+
+
+@dataclass
+class _Moves:
+    """Where a signature's borrowable arguments lay at its recordings, per call site: the
+    parameters and buffers a call reads. A block that Dynamo compiles once and every layer
+    calls with its own weights (a graph break inside a transformer layer) is one
+    signature with a site per layer, each with its own instances (``max_instances``) and
+    recordings (``MAX_RECORDINGS``). Counted per signature, the layers' weights were
+    moves of one input: hf_opt's training copied every weight and saved activation at
+    every step (95 copies, a third of its kernel time on the H100).
+
+    A signature's first site is recorded at once; a further one only when it recurs (a
+    layer, at the next step): a call with fresh parameters every time (a model built
+    anew per call) runs without a graph instead of recording one per call."""
+
+    sites: dict[Site, _SiteMoves] = field(default_factory=dict[Site, _SiteMoves])
+    seen_once: dict[Site, None] = field(default_factory=dict[Site, None])
+    """Sites met once and not recorded, oldest first (at most ``MAX_SITES``)."""
+
+    def admit(self, site: Site) -> bool:
+        """Whether a call at ``site`` may be recorded (see the class docstring)."""
+        if site in self.sites or not self.sites:
+            return True
+        if len(self.sites) >= MAX_SITES:
+            return False
+        if site in self.seen_once:
+            del self.seen_once[site]
+            return True
+        self.seen_once[site] = None
+        if len(self.seen_once) > MAX_SITES:
+            del self.seen_once[next(iter(self.seen_once))]
+        return False
+
+    def note(self, args: Sequence[Any]) -> frozenset[int]:
+        """Registers the call's site, counts its moves; the positions to copy now."""
+        site, fixed = _site(args)
+        return self.sites.setdefault(site, _SiteMoves()).note(args, fixed)
+
+    @property
+    def n_sites(self) -> int:
+        return max(1, len(self.sites))
+
+
 STALE_CALLS = 3
-"""An idle instance that fits no call this many times in a row is dropped."""
+"""An idle instance that fits no call this many times in a row (times the signature's
+call sites) is dropped."""
 MAX_RECORDINGS = 8
-"""Recordings per signature, over the runner's life."""
+"""Recordings per signature and call site (see :class:`_Moves`), over the runner's life."""
 
 _GRAPH_OUTPUTS: weakref.WeakValueDictionary[int, _Instance] = weakref.WeakValueDictionary()
 """Storage address -> the live instance whose replays write that storage, over every
@@ -317,6 +380,7 @@ class CudaGraphRunner:
     auto: bool = False
     """Use graphs only where they are known safe (all-CUDA tensor arguments and outputs)."""
     max_instances: int = 2
+    """Instances per signature and call site (see :class:`_Moves`)."""
     record: Recorder = record_cuda_graph
     device_type: str = "cuda"
     """The device whose tensors a graph holds (tests record CPU stand-ins)."""
@@ -408,20 +472,32 @@ class CudaGraphRunner:
             self.graphs[key] = [instance]
             return outputs
         entry = None
+        moves = self.moved.get(key)
+        stale = STALE_CALLS * (moves.n_sites if moves is not None else 1)
         for instance in [i for i in instances if i.idle()]:
             if entry is None and instance.fits(args, in_place=instance is matched):
                 entry = instance
                 continue
             # An idle instance that does not fit (a borrowed input moved: a parameter
             # replaced, a forward that ran without its graph; or one it copies could be
-            # borrowed now) gives way after STALE_CALLS such calls in a row.
+            # borrowed now) gives way after STALE_CALLS such calls in a row per call
+            # site (the other layers' calls of a block fit it no more than a move does).
             instance.misses += 1
-            if instance.misses >= STALE_CALLS:
+            if instance.misses >= stale:
                 instances.remove(instance)  # frees its pool and static copies
         if entry is None:
-            # A signature is recorded at most MAX_RECORDINGS times: a pattern that keeps
-            # moving runs without a graph rather than recording at every call.
-            if len(instances) >= self.max_instances or self.recordings[key] >= MAX_RECORDINGS:
+            # A signature is recorded at most MAX_RECORDINGS times per call site: a
+            # pattern that keeps moving runs without a graph rather than recording at
+            # every call.
+            moves = self.moved.setdefault(key, _Moves())
+            site, _ = _site(args)
+            if not moves.admit(site):
+                return self._plain(args)
+            sites = len(moves.sites) + (site not in moves.sites)
+            if (
+                len(instances) >= self.max_instances * sites
+                or self.recordings[key] >= MAX_RECORDINGS * sites
+            ):
                 return self._plain(args)
             entry = self._record(key, args, may_fail=self.auto)
             if entry is None:

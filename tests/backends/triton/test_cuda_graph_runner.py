@@ -14,6 +14,7 @@ import torch
 
 from kiln.backends.triton.cudagraphs import (
     MAX_RECORDINGS,
+    MAX_SITES,
     MOVES_BEFORE_COPY,
     STALE_CALLS,
     CudaGraphRunner,
@@ -324,37 +325,53 @@ def test_a_borrowed_input_at_another_address_is_not_read_from_the_old_one() -> N
     for _ in range(2):
         torch.testing.assert_close(f([x, w1])[0], x * w1 + 1)
     w2 = torch.nn.Parameter(torch.randn(8))  # the same signature, another address
-    for _ in range(STALE_CALLS + 1):
+    for _ in range(2 * STALE_CALLS):
         torch.testing.assert_close(f([x, w2])[0], x * w2 + 1)
     ((instance,),) = f.graphs.values()
-    # The old instance gave way at w2's STALE_CALLS-th call, after the calls before it
-    # ran without a graph (as did w1's first).
+    # w2 is a new call site: recorded when it recurs (its first call ran without a
+    # graph, as did w1's); w1's instance gave way after STALE_CALLS misses per site.
     assert instance.borrowed == {1: w2.data_ptr()}
-    assert f.plain_calls == 1 + (STALE_CALLS - 1)
+    assert f.plain_calls == 2
+
+
+def test_parameters_met_once_run_without_recording_a_graph_each() -> None:
+    """A call with fresh parameters every time (a model built anew per call) is a new
+    call site at every call: it runs without a graph rather than recording one per
+    call (each in its own memory pool)."""
+    f = runner(affine, auto=True)
+    x = torch.randn(8)
+    calls = 3 * MAX_SITES
+    weights = [torch.nn.Parameter(torch.randn(8)) for _ in range(calls)]  # no reused address
+    for w in weights:
+        torch.testing.assert_close(f([x, w])[0], x * w + 1)
+    assert sum(f.recordings.values()) == 1  # the first site's
+    assert f.plain_calls == calls
 
 
 def test_a_borrowed_input_that_keeps_moving_is_copied() -> None:
-    """Borrowed inputs at a new address at every call (an upstream graph that keeps
+    """A graph's output at a new address at every call (an upstream graph that keeps
     re-recording: hf_opt's training on the H200 recorded two runners MAX_RECORDINGS
     times and then ran every call without a graph): after MOVES_BEFORE_COPY moves the
     input is copied like any other and the signature replays from then on."""
-    f = runner(affine, auto=True, max_instances=1)
-    x = torch.randn(8)
-    calls = MAX_RECORDINGS * (STALE_CALLS + 1) + 5
-    for _ in range(calls):
-        w = torch.nn.Parameter(torch.randn(8))
-        torch.testing.assert_close(f([x, w])[0], x * w + 1)
-    assert sum(f.recordings.values()) == 1 + MOVES_BEFORE_COPY
-    ((instance,),) = f.graphs.values()
-    assert instance.borrowed == {}
-    assert instance.copied == {1}
+    upstream = runner(lambda x: (x + 1,), auto=True, max_instances=MAX_RECORDINGS)
+    f = runner(affine, auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    held = []  # every upstream output kept: each of its calls records a new instance
+    for _ in range(MAX_RECORDINGS + 4):
+        x = torch.randn(8)
+        (h,) = upstream([x])
+        held.append(h)
+        torch.testing.assert_close(f([h, w])[0], (x + 1) * w + 1)
+    assert sum(f.recordings.values()) <= 2 + MOVES_BEFORE_COPY
+    copying = [i for i in next(iter(f.graphs.values())) if i.copied]
+    assert [i.copied for i in copying] == [{0}]
     plain = f.plain_calls
-    assert plain < 2 * (STALE_CALLS + 1)  # a moving input no longer makes calls plain
     for _ in range(5):
-        w = torch.nn.Parameter(torch.randn(8))
-        torch.testing.assert_close(f([x, w])[0], x * w + 1)
-    assert f.plain_calls == plain
-    assert sum(f.recordings.values()) <= MAX_RECORDINGS
+        x = torch.randn(8)
+        (h,) = upstream([x])
+        held.append(h)
+        torch.testing.assert_close(f([h, w])[0], (x + 1) * w + 1)
+    assert f.plain_calls == plain  # a moving input no longer makes calls plain
 
 
 def test_borrowed_addresses_are_read_by_position() -> None:
@@ -389,3 +406,51 @@ def test_a_parameter_returned_by_a_replay_is_the_parameter_itself() -> None:
             torch.testing.assert_close(y, x * w)
             assert weight is w, step
     assert f.plain_calls == 1
+
+
+def test_a_block_called_by_every_layer_replays_without_copying_weights() -> None:
+    """A graph break inside a transformer layer: Dynamo compiles the layer's forward once
+    and every layer calls it with its own weights, and so with its backward. The moves
+    counted per signature took the layers' weights for one moving input: hf_opt's
+    training copied every weight and saved activation at every step (95 copies a step;
+    a third of its kernel time on the H100). Counted per call site (the weights a call
+    reads), three layers replay graphs that borrow their weights and each other's
+    outputs; only the step's fresh input and output gradient are copied."""
+    forward = runner(lambda h, w: ((h * w).tanh(), h * w), auto=True)
+    backward = runner(lambda z, w, g: (g * (1 - z.tanh() ** 2) * w,), auto=True)
+    weights = [torch.nn.Parameter(torch.randn(8)) for _ in range(3)]
+
+    def step() -> None:
+        x, g0 = torch.randn(8), torch.randn(8)
+        h, saved = x, []
+        for w in weights:
+            h, z = forward([h, w])
+            saved.append(z)
+        g = g0
+        for w, z in zip(reversed(weights), reversed(saved), strict=True):
+            (g,) = backward([z, w, g])
+        expected_h, expected_zs = x, []
+        for w in weights:
+            expected_zs.append(expected_h * w)
+            expected_h = expected_zs[-1].tanh()
+        expected_g = g0
+        for w, z in zip(reversed(weights), reversed(expected_zs), strict=True):
+            expected_g = expected_g * (1 - z.tanh() ** 2) * w
+        torch.testing.assert_close(h, expected_h)
+        torch.testing.assert_close(g, expected_g)
+
+    with torch.no_grad():  # as AOTAutograd runs compiled graphs: no autograd history
+        for _ in range(6):
+            step()
+        plain = forward.plain_calls, backward.plain_calls
+        recorded = sum(forward.recordings.values()), sum(backward.recordings.values())
+        for _ in range(4):
+            step()
+    assert (forward.plain_calls, backward.plain_calls) == plain  # every call replays
+    assert (sum(forward.recordings.values()), sum(backward.recordings.values())) == recorded
+    for f in (forward, backward):
+        (instances,) = f.graphs.values()
+        assert all(not i.copied for i in instances)  # no input taken for a moving one
+    # Each layer's instance borrows its weight; only layer 1 copies its input (x).
+    used = [i for i in forward.graphs[next(iter(forward.graphs))] if 1 in i.borrowed]
+    assert {i.borrowed[1] for i in used} == {w.data_ptr() for w in weights}
