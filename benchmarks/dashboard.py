@@ -20,7 +20,10 @@ dashboard_isolate.py); without it, everything runs in this process.
 Backends: ``eager``, ``inductor`` (default mode), ``inductor-ro`` (``mode="reduce-overhead"``,
 CUDA only), ``kiln`` (default options), ``kiln-cg`` (``options={"cuda_graphs": True}``, CUDA
 only), ``kiln-at`` (``options={"autotune": True}``: kernel configs benchmarked on the first
-call, as Inductor does for its reductions; CUDA only). Modes: ``infer`` (forward under no_grad, eval mode) and ``train`` (train mode,
+call, as Inductor does for its reductions; CUDA only), ``kiln-static`` (only when named; in
+``--dynamic`` tasks only: kiln compiled static, Dynamo's default, beside the dynamic
+compile, so that ``--interleave`` times kiln's dynamic and static code in the same rounds:
+the "dynamic=True against static" section). Modes: ``infer`` (forward under no_grad, eval mode) and ``train`` (train mode,
 forward + backward of the compiled model with a fixed random output gradient; the AdamW
 step is timed separately, in eager, on the eager row). Dtypes: float32, bfloat16, float16
 (CUDA only).
@@ -98,7 +101,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dashboard_measure import BACKENDS, CUDA_ONLY, describe, time_limit
+from dashboard_measure import BACKENDS, CUDA_ONLY, OPT_IN, describe, time_limit
 from dashboard_results import (
     Row,
     commit,
@@ -211,7 +214,9 @@ def choices(args: argparse.Namespace, cuda: bool) -> tuple[list[str], ...]:
     modes = _csv(args.modes)
     sizes = _csv(args.sizes)
     dtypes = _csv(args.dtypes) or ["float32", "bfloat16", *(["float16"] if cuda else [])]
-    backends = _csv(args.backends) or [b for b in BACKENDS if cuda or b not in CUDA_ONLY]
+    backends = _csv(args.backends) or [
+        b for b in BACKENDS if (cuda or b not in CUDA_ONLY) and b not in OPT_IN
+    ]
     for values, known, what in (
         (modes, MODES, "mode"),
         (sizes, SIZES, "size"),
@@ -417,7 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def finished(key: TaskKey, dynamic: bool) -> bool:
         suffix = ("dynamic",) if dynamic else ()
-        return all((*key, b, *(suffix if b != "eager" else ())) in done for b in backends)
+        return all(
+            (*key, b, *(suffix if b != "eager" else ())) in done
+            for b in backends
+            if dynamic or b != "kiln-static"
+        )
 
     # Per shape mode, the tasks still to run (eager's rows carry no shape: a dynamic
     # pass measures eager again, and its row replaces the static pass's).
@@ -442,6 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.time() + args.deadline if args.deadline else 0.0
     stopped: list[TaskKey] = []
     for dynamic, pass_tasks in passes:
+        # kiln-static is kiln itself in a static task.
+        pass_backends = [b for b in backends if dynamic or b != "kiln-static"]
         settings = Settings(
             args.iters,
             args.timeout,
@@ -452,13 +463,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.interleave,
         )
         if isolate == "off":
-            stopped += run_inline(pass_tasks, backends, settings, device, deadline, report)
+            stopped += run_inline(pass_tasks, pass_backends, settings, device, deadline, report)
             continue
         # ``timeout``'s SIGTERM as Ctrl-C: the workers are killed, not left running.
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             stopped += run_isolated(
-                pass_tasks, backends, settings, device, deadline, report, isolate, args.jobs
+                pass_tasks, pass_backends, settings, device, deadline, report, isolate, args.jobs
             )
         finally:
             signal.signal(signal.SIGTERM, previous)

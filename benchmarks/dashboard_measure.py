@@ -20,8 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg", "kiln-at")
+BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-static", "kiln-cg", "kiln-at")
 CUDA_ONLY = {"inductor-ro", "kiln-cg", "kiln-at"}
+OPT_IN = {"kiln-static"}
+"""Backends run only when named (``--backends``)."""
 
 
 # -- timeouts, caches, synchronization -----------------------------------------------------
@@ -206,9 +208,12 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
     if backend in ("inductor", "inductor-ro"):
         mode = "reduce-overhead" if backend == "inductor-ro" else None
         return torch.compile(model, backend="inductor", mode=mode, dynamic=dynamic or None)
-    if backend in ("kiln", "kiln-cg", "kiln-at"):
+    if backend in ("kiln", "kiln-static", "kiln-cg", "kiln-at"):
         from kiln.frontends.dynamo import kiln_backend
 
+        # kiln-static: Dynamo's default in a --dynamic task too, timed beside kiln's
+        # dynamic=True compile (issue 21: dynamic within 1.1x of static).
+        dynamic = dynamic and backend != "kiln-static"
         options: dict[str, Any] = {"verbose": False}
         if backend == "kiln-cg":
             options["cuda_graphs"] = True

@@ -16,7 +16,7 @@ from typing import Any
 
 Rows = list[dict[str, Any]]
 
-ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-cg", "kiln-at")
+ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-static", "kiln-cg", "kiln-at")
 PAIRS = (("kiln", "inductor"), ("kiln-cg", "inductor-ro"), ("kiln-at", "inductor"))
 """(kiln backend, the Inductor backend it is compared with)."""
 
@@ -534,45 +534,70 @@ def jobs_note(rows: Rows) -> list[str]:
 
 
 def dynamic_against_static(rows: Rows) -> list[str]:
-    """Per model measured both ways (``--shapes static,dynamic``): each compiler's static
-    speedup over its ``dynamic=True`` one (above 1: the dynamic compile runs slower; each
-    against its own paired eager steps), kiln against Inductor under ``dynamic=True``,
-    and the recompiles; empty without such pairs."""
+    """Per model measured both ways: kiln's static speedup over its ``dynamic=True`` one
+    (above 1: the dynamic compile runs slower; issue 21 asks for at most 1.1), from the
+    static task's row (``--shapes static,dynamic``) or else the dynamic task's
+    ``kiln-static`` row, each against its own paired eager steps; with ``kiln-static``
+    and ``--interleave``, the same ratio timed in the same rounds (the reliable one on a
+    VM whose speed swings) and the dynamic compile's cold compile time over the static
+    one's (issue 21: at most 1.5); Inductor's static/dynamic, kiln against Inductor
+    under ``dynamic=True`` and the recompiles. Empty without such pairs."""
     out: list[str] = []
-    ratios: list[float] = []
+    paired: list[float] = []
+    same_rounds: list[float] = []
+    compiles: list[float] = []
     all_groups = groups(rows)
     for (size, mode, dtype), models in all_groups.items():
         if not mode.endswith(" dynamic"):
             continue
-        static = all_groups.get((size, mode.removesuffix(" dynamic"), dtype), {})
+        base = mode.removesuffix(" dynamic")
+        static = all_groups.get((size, base, dtype), {})
         for model, rs in models.items():
-            srs = static.get(model)
-            if not srs:
-                continue
-            kiln = _ratio(_speedup(srs, "kiln"), _speedup(rs, "kiln"))
+            srs = static.get(model, {})
+            kiln_static = srs.get("kiln") or rs.get("kiln-static")
+            static_speedup = _speedup(srs, "kiln") if "kiln" in srs else _speedup(rs, "kiln-static")
+            kiln = _ratio(static_speedup, _speedup(rs, "kiln"))
             inductor = _ratio(_speedup(srs, "inductor"), _speedup(rs, "inductor"))
-            if kiln is None and inductor is None:
+            rounds = _ratio(
+                _passed(rs.get("kiln"), "interleaved_ms"),
+                _passed(rs.get("kiln-static"), "interleaved_ms"),
+            )
+            compile_ratio = _ratio(_compile(rs.get("kiln")), _compile(kiln_static))
+            if kiln is None and inductor is None and rounds is None:
                 continue
-            if kiln is not None:
-                ratios.append(kiln)
+            for values, value in ((paired, kiln), (same_rounds, rounds), (compiles, compile_ratio)):
+                if value is not None:
+                    values.append(value)
             recompiles = [str(rs.get(b, {}).get("recompiles", "-")) for b in ("kiln", "inductor")]
             out.append(
-                f"| {model} | {size} | {mode.removesuffix(' dynamic')} | {dtype} | "
-                f"{fmt(_ms(srs.get('kiln')), '.3f')} | {fmt(_ms(rs.get('kiln')), '.3f')} | "
-                f"{fmt(kiln)} | {fmt(inductor)} | {fmt(_versus(rs, 'inductor', 'kiln'))} | "
-                f"{' / '.join(recompiles)} |"
+                f"| {model} | {size} | {base} | {dtype} | "
+                f"{fmt(_ms(kiln_static), '.3f')} | {fmt(_ms(rs.get('kiln')), '.3f')} | "
+                f"{fmt(kiln)} | {fmt(rounds)} | {fmt(compile_ratio)} | {fmt(inductor)} | "
+                f"{fmt(_versus(rs, 'inductor', 'kiln'))} | {' / '.join(recompiles)} |"
             )
     if not out:
         return []
-    within = sum(r <= 1.1 for r in ratios)
+    summary = (
+        f"Geomean kiln static/dynamic (above 1: dynamic slower): paired speedups "
+        f"{fmt(geomean(paired))}, within 1.1x on {sum(r <= 1.1 for r in paired)} of {len(paired)}"
+    )
+    if same_rounds:
+        summary += (
+            f"; same rounds {fmt(geomean(same_rounds))}, within 1.1x on "
+            f"{sum(r <= 1.1 for r in same_rounds)} of {len(same_rounds)}"
+        )
+    if compiles:
+        summary += (
+            f". Cold compile dynamic/static {fmt(geomean(compiles))}, within 1.5x on "
+            f"{sum(r <= 1.5 for r in compiles)} of {len(compiles)}"
+        )
     return [
-        f"Geomean kiln static/dynamic (speedups; above 1: dynamic slower) {fmt(geomean(ratios))};"
-        f" within 1.1x on {within} of {len(ratios)}.",
+        summary + ".",
         "",
         "| model | size | mode | dtype | kiln static ms | kiln dynamic ms"
-        " | kiln static/dynamic | inductor static/dynamic | kiln/inductor (dynamic)"
-        " | recompiles kiln / inductor |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " | kiln static/dynamic | same rounds | compile dynamic/static"
+        " | inductor static/dynamic | kiln/inductor (dynamic) | recompiles kiln / inductor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *out,
     ]
 
