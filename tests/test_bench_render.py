@@ -95,8 +95,9 @@ def test_kiln_static_in_a_dynamic_task_gives_the_same_rounds_ratio() -> None:
         _row("a", "kiln-static", 2.0, dynamic=True, interleaved_ms=2.0, cold_compile_s=2.0),
     ]
     lines = dynamic_against_static(rows)
-    assert "| a | small | infer | float32 | 2.000 | 2.200 | 1.10 | 1.10 | 1.50 | - | - |" in (
-        lines[-1]
+    assert (
+        "| a | small | infer | float32 | 2.000 | 2.200 | 1.10 | 1.10 | 1.50 | - | - |"
+        in (lines[-1])
     )
     assert lines[0] == (
         "Geomean kiln static/dynamic (above 1: dynamic slower): paired speedups 1.10, "

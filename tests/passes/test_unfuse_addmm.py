@@ -97,19 +97,33 @@ def test_a_size_read_under_dynamic_shapes_does_not_keep_addmm() -> None:
             q, k, v = (p(x).view(b, t, 4, 8).transpose(1, 2) for p in (self.q, self.k, self.v))
             return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
+    from kiln.compiler import DEFAULT_PIPELINE
+
     torch.manual_seed(0)
     model = Attention().eval()
-    torch._dynamo.reset()
-    reset_compile_history()
-    compiled = torch.compile(model, backend="kiln", dynamic=True, options={"verbose": False})
-    with torch.no_grad():
-        for t in (5, 9):
-            x = torch.randn(1, t, 32)
-            torch.testing.assert_close(compiled(x), model(x))
-    externs: Counter[str] = Counter()
-    for stats in compile_history():
-        externs.update(stats.externs)
-    # The queries and keys are scaled (pointwise) before their product: mm + a fused
-    # add. The values feed the second product directly: addmm (before: all three).
+
+    def externs_of(pipeline: str) -> Counter[str]:
+        torch._dynamo.reset()
+        reset_compile_history()
+        options = {"verbose": False, "pipeline": pipeline}
+        compiled = torch.compile(model, backend="kiln", dynamic=True, options=options)
+        with torch.no_grad():
+            for t in (5, 9):
+                x = torch.randn(1, t, 32)
+                torch.testing.assert_close(compiled(x), model(x))
+        externs: Counter[str] = Counter()
+        for stats in compile_history():
+            externs.update(stats.externs)
+        return externs
+
+    # Without scale-after-bmm, the queries and keys are scaled (pointwise) before their
+    # product: mm + a fused add. The values feed the second product directly: addmm
+    # (before: all three).
+    externs = externs_of(DEFAULT_PIPELINE.replace("scale-after-bmm,", ""))
     assert externs["aten::addmm.default"] == 1, externs
     assert externs["aten::mm.default"] == 2, externs
+    # With it (the default), the scaling follows the product: every projection feeds a
+    # product directly and keeps its bias in addmm, as in the static compile.
+    externs = externs_of(DEFAULT_PIPELINE)
+    assert externs["aten::addmm.default"] == 3, externs
+    assert externs["aten::mm.default"] == 0, externs
