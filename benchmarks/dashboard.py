@@ -420,12 +420,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     data["runs"].append(run_info)
     done = {row_key(r) for r in data["rows"]}
 
+    def pass_backends(dynamic: bool) -> list[str]:
+        # kiln-static is kiln itself in a static task.
+        return [b for b in backends if dynamic or b != "kiln-static"]
+
     def finished(key: TaskKey, dynamic: bool) -> bool:
         suffix = ("dynamic",) if dynamic else ()
         return all(
-            (*key, b, *(suffix if b != "eager" else ())) in done
-            for b in backends
-            if dynamic or b != "kiln-static"
+            (*key, b, *(suffix if b != "eager" else ())) in done for b in pass_backends(dynamic)
         )
 
     # Per shape mode, the tasks still to run (eager's rows carry no shape: a dynamic
@@ -451,8 +453,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.time() + args.deadline if args.deadline else 0.0
     stopped: list[TaskKey] = []
     for dynamic, pass_tasks in passes:
-        # kiln-static is kiln itself in a static task.
-        pass_backends = [b for b in backends if dynamic or b != "kiln-static"]
         settings = Settings(
             args.iters,
             args.timeout,
@@ -463,13 +463,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.interleave,
         )
         if isolate == "off":
-            stopped += run_inline(pass_tasks, pass_backends, settings, device, deadline, report)
+            stopped += run_inline(
+                pass_tasks, pass_backends(dynamic), settings, device, deadline, report
+            )
             continue
         # ``timeout``'s SIGTERM as Ctrl-C: the workers are killed, not left running.
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             stopped += run_isolated(
-                pass_tasks, pass_backends, settings, device, deadline, report, isolate, args.jobs
+                pass_tasks,
+                pass_backends(dynamic),
+                settings,
+                device,
+                deadline,
+                report,
+                isolate,
+                args.jobs,
             )
         finally:
             signal.signal(signal.SIGTERM, previous)

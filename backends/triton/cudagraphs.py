@@ -15,8 +15,8 @@ replaying an instance the runner checks, by the use counts of those outputs' sto
 that nothing outside the runner holds them any more (views and ``.grad`` fields count).
 If every instance of the signature is still held, the runner records another one (up to
 ``max_instances`` per call site, each in its own memory pool, so that replaying one never
-writes into another's live outputs), and past that it runs the program without a graph, into fresh
-memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the previous
+writes into another's live outputs), and past that it runs the program without a graph,
+into fresh memory. So ``y1 = f(x1); y2 = f(x2)`` keeps ``y1``, and a loop that drops the previous
 result before the next call (``y = f(x)`` keeps one previous result alive: two instances
 alternate) replays graphs at every step.
 
