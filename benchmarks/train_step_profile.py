@@ -76,7 +76,13 @@ def main() -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--mode", choices=("train", "infer"), default="train")
     p.add_argument("--backends", default="kiln,inductor")
-    p.add_argument("--steps", type=int, default=5, help="profiled steps (after 3 warm ones)")
+    p.add_argument("--steps", type=int, default=5, help="profiled steps (after --warm ones)")
+    p.add_argument(
+        "--warm",
+        type=int,
+        default=3,
+        help="unprofiled steps first (CUDA graphs record a further call site when it recurs)",
+    )
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--device", default="cuda", help="cuda, or cpu: CPU self time per operator")
     p.add_argument(
@@ -118,7 +124,7 @@ def main() -> None:
             with torch.set_grad_enabled(args.mode == "train"):
                 grad = torch.randn_like(_output(fn(*inputs)))
 
-            for _ in range(3):
+            for _ in range(args.warm):
                 step(model, fn, inputs, grad)
             if device.type == "cpu":
                 _cpu_profile(name, args, backend, functools.partial(step, model, fn, inputs, grad))
@@ -135,9 +141,10 @@ def main() -> None:
                     kernels[event.name][1] += 1
             total = sum(v[0] for v in kernels.values()) / 1e3
             launches = sum(v[1] for v in kernels.values()) / args.steps
+            copies = sum(v[1] for k, v in kernels.items() if k.startswith("Memcpy")) / args.steps
             print(
                 f"## {name} {args.size} {args.mode} {args.dtype} {backend}: kernels {total:.3f} ms a step, "
-                f"{launches:.0f} launches",
+                f"{launches:.0f} launches ({copies:.0f} memcpy)",
                 flush=True,
             )
             ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
