@@ -146,6 +146,13 @@ class _Instance:
     """Borrowed inputs (see the module docstring): position -> the address the graph reads."""
     copied: frozenset[int] = frozenset()
     """Borrowable inputs copied all the same, having kept moving (``MOVES_BEFORE_COPY``)."""
+    copied_at: dict[int, int] = field(default_factory=dict[int, int])
+    """Where the ``copied`` inputs lay at the last replay, when all were borrowable."""
+    steady: int = 0
+    """Replays in a row that found every ``copied`` input borrowable where it lay at the
+    previous one (see ``SETTLED_CALLS``)."""
+    retired: bool = False
+    """Replaced by a recording that borrows the inputs this one copies: dropped once idle."""
     spans: dict[int, torch.Tensor] = field(default_factory=dict[int, torch.Tensor])
     """Static inputs whose elements overlap (an expanded tensor, which cannot be copied
     into): position -> the 1-D memory span the input views, which arguments fill."""
@@ -206,10 +213,22 @@ class _Instance:
         one that borrows, and the first gives way. Last, every pinned weight copy must be
         ready (its site refreshes one whose weight changed in place)."""
         return (
-            (in_place or _at_addresses(args, self.ptrs, self.borrowed_positions))
+            not self.retired
+            and (in_place or _at_addresses(args, self.ptrs, self.borrowed_positions))
             and not any(k not in self.copied and _borrowable(args[k]) for k in self.copies)
             and all(site.ready(copy) for site, copy in self.pins)
         )
+
+    def settled(self, args: Sequence[Any]) -> bool:
+        """Whether every input copied for having moved (``copied``) has been borrowable,
+        at one address, for ``SETTLED_CALLS`` replays in a row (its upstream graph
+        stopped re-recording: a training step's warm-up is over)."""
+        at = {k: args[k].data_ptr() for k in self.copied if _borrowable(args[k])}
+        if len(at) < len(self.copied) or at != self.copied_at:
+            self.copied_at, self.steady = at, 0
+            return False
+        self.steady += 1
+        return self.steady >= SETTLED_CALLS
 
     def settle(self) -> None:
         """Record the idle use counts (call when only the runner holds the outputs)."""
@@ -230,6 +249,13 @@ every call (an upstream graph that keeps re-recording, or runs without a graph) 
 otherwise cost a recording per call until the recording limit, and then every call
 would run without a graph. One move is allowed (a forward alternating between two
 instances records the backward twice and then fits either)."""
+
+SETTLED_CALLS = 3
+"""Replays after which inputs copied for having moved, found borrowable at one address
+at each, are borrowed again: their moves are forgotten and the next call records an
+instance that borrows them. Moves happen while upstream graphs record (a training
+step's first calls: hf_opt's and hf_bart's backwards then copied 18 and 45 saved
+activations at every step for good, though the forwards had settled by the fourth)."""
 
 MAX_SITES = 16
 """Call sites recorded per signature (see :class:`_Moves`); calls at further sites run
@@ -258,6 +284,12 @@ class _SiteMoves:
                 self.count[k] += 1
             self.address[k] = a.data_ptr()
         return frozenset(k for k, n in self.count.items() if n >= MOVES_BEFORE_COPY)
+
+    def forget(self, args: Sequence[Any], positions: frozenset[int]) -> None:
+        """Forgets the moves of ``positions``, now settled where ``args`` has them."""
+        for k in positions:
+            self.count.pop(k, None)
+            self.address[k] = args[k].data_ptr()
 
 
 Site = tuple[int, ...]
@@ -475,6 +507,9 @@ class CudaGraphRunner:
         moves = self.moved.get(key)
         stale = STALE_CALLS * (moves.n_sites if moves is not None else 1)
         for instance in [i for i in instances if i.idle()]:
+            if instance.retired:
+                instances.remove(instance)
+                continue
             if entry is None and instance.fits(args, in_place=instance is matched):
                 entry = instance
                 continue
@@ -504,6 +539,8 @@ class CudaGraphRunner:
                 return self._plain(args)
             instances.append(entry)
         entry.misses = 0
+        if entry.copied and entry.settled(args):
+            self._borrow_again(key, entry, args)
         for k in entry.copies:
             value = args[k]
             seen = entry.last[k]
@@ -557,6 +594,20 @@ class CudaGraphRunner:
         outputs = self._run(args, key, matched)
         args.clear()
         return outputs
+
+    def _borrow_again(self, key: tuple[object, ...], entry: _Instance, args: Sequence[Any]) -> None:
+        """``entry`` copies inputs that have settled (``_Instance.settled``): retires it
+        (dropped once idle) and forgets their moves, so that the next call records an
+        instance that borrows them; only while the call site has recordings left
+        (``MAX_RECORDINGS``): else copying is the way to keep replaying."""
+        moves = self.moved[key]
+        if self.recordings[key] >= MAX_RECORDINGS * moves.n_sites:
+            return
+        site_moves = moves.sites.get(_site(args)[0])
+        if site_moves is None:
+            return
+        site_moves.forget(args, entry.copied)
+        entry.retired = True
 
     def _plain(self, args: Sequence[Any]) -> tuple[Any, ...]:
         self.plain_calls += 1
