@@ -230,11 +230,16 @@ class _Instance:
         self.steady += 1
         return self.steady >= SETTLED_CALLS
 
-    def settle(self) -> None:
-        """Record the idle use counts (call when only the runner holds the outputs)."""
+    def settle(self, foreign: set[int]) -> None:
+        """Record the idle use counts (call when only the runner holds the outputs) of
+        the storages the replays write: not those in ``foreign``, the borrowed inputs'.
+        An output viewing a parameter (a transposed weight a forward saves for its
+        backward) is the parameter's memory, which every view of it counts: another
+        instance's view, or an eager layer's saved weight, kept the instance from ever
+        being idle again (hf_bart's training ran layers without graphs for steps)."""
         seen: dict[int, torch.Tensor] = {}
         for o in self.outputs:
-            if isinstance(o, torch.Tensor):
+            if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in foreign:
                 seen.setdefault(o.untyped_storage().data_ptr(), o)
         impls = [(t, t.untyped_storage()._cdata) for t in seen.values()]  # pyright: ignore[reportAttributeAccessIssue]
         self.storages = [(t, impl, _storage_use_count(impl)) for t, impl in impls]
@@ -663,7 +668,7 @@ class CudaGraphRunner:
                 if (copy := site.pin()) is not None
             ],
         )
-        instance.settle()
+        instance.settle({args[k].untyped_storage().data_ptr() for k in borrowed})
         return instance
 
 

@@ -107,6 +107,27 @@ def test_a_loop_that_drops_results_replays_two_instances() -> None:
     del y
 
 
+def test_outputs_viewing_a_parameter_do_not_keep_an_instance_busy() -> None:
+    """A training forward returns views of its weights for the backward. Counted as the
+    instance's outputs, every other view of the weight (the second instance's, an eager
+    layer's) kept the first instance busy for good: hf_bart's layers ran without graphs
+    for steps. The replays do not write the parameter's memory: only what they write
+    counts."""
+    w = torch.nn.Parameter(torch.randn(8, 8))
+    f = runner(lambda x, weight: (x @ weight.detach(), weight.detach().t()), auto=True)
+    y = None
+    with torch.no_grad():
+        for _ in range(8):
+            x = torch.randn(8)
+            y = f([x, w])  # the previous outputs are alive during the call
+            torch.testing.assert_close(y[0], x @ w)
+            assert y[1].data_ptr() == w.data_ptr()
+    (instances,) = f.graphs.values()
+    assert len(instances) == 2
+    assert f.plain_calls == 1  # only the first call ran without a graph
+    del y
+
+
 def test_views_and_grad_fields_keep_outputs_alive() -> None:
     f = runner(affine, auto=True)
     w = torch.randn(8)
