@@ -119,6 +119,20 @@ _data_ptrs_equal: Callable[[Sequence[Any], list[int | None], list[int]], bool] |
 C++ (what Inductor's CUDA-graph trees check parameters with; CUDA builds only)."""
 
 
+View = tuple[tuple[int, ...], tuple[int, ...], int]
+"""An output's sizes, strides and element offset from the borrowed input it lies in."""
+
+
+def _view_in(output: torch.Tensor, value: torch.Tensor) -> View | None:
+    """Where ``output`` lies in ``value``'s memory, if it can be rebuilt from ``value``."""
+    if output.dtype != value.dtype:
+        return None
+    offset, rest = divmod(output.data_ptr() - value.data_ptr(), output.element_size())
+    if rest or value.storage_offset() + offset < 0:
+        return None
+    return tuple(output.shape), output.stride(), offset
+
+
 def _at_addresses(args: Sequence[Any], ptrs: list[int | None], indices: list[int]) -> bool:
     if _data_ptrs_equal is not None:
         return _data_ptrs_equal(args, ptrs, indices)
@@ -171,12 +185,18 @@ class _Instance:
     ptrs: list[int | None] = field(default_factory=list[int | None])
     """Per position: the address a borrowed argument must lie at (None elsewhere)."""
     borrowed_positions: list[int] = field(default_factory=list[int])
-    returned: dict[int, int] = field(default_factory=dict[int, int])
-    """Outputs that are a borrowed input itself: output position -> input position. A
-    replay returns the caller's argument there, not an alias of it: a training forward
-    returns its weights for the backward, which must receive the parameters themselves
-    (a channels-last weight copy is kept per parameter, and a detached alias is a new
-    tensor at every step)."""
+    returned: dict[int, tuple[int, View | None]] = field(
+        default_factory=dict[int, tuple[int, "View | None"]]
+    )
+    """Outputs that lie in a borrowed input's memory: output position -> the input's
+    position, and where the output lies relative to it (None: the input itself). A
+    replay returns the caller's argument there, or a view of it, and the instance keeps
+    no such output: a training forward returns its weights for the backward, which must
+    receive the parameters themselves (a channels-last weight copy is kept per
+    parameter, and a detached alias is a new tensor at every step); and an output kept
+    in another graph's memory (a reshaped input saved for the backward) raised that
+    memory's use count for good, so the graph that wrote it was never idle again
+    (hf_opt's and hf_bart's layers ran without graphs for steps)."""
     pins: list[tuple[WeightSite, torch.Tensor]] = field(
         default_factory=list[tuple[WeightSite, torch.Tensor]]
     )
@@ -230,21 +250,21 @@ class _Instance:
         self.steady += 1
         return self.steady >= SETTLED_CALLS
 
-    def settle(self, foreign: set[int]) -> None:
-        """Record the idle use counts (call when only the runner holds the outputs) of
-        the storages the replays write: not those in ``foreign``, the borrowed inputs'.
-        An output viewing a parameter (a transposed weight a forward saves for its
-        backward) is the parameter's memory, which every view of it counts: another
-        instance's view, or an eager layer's saved weight, kept the instance from ever
-        being idle again (hf_bart's training ran layers without graphs for steps)."""
+    def settle(self, lent: set[int]) -> None:
+        """Record the idle use counts (call when only the runner holds the outputs).
+        ``lent``: the storages of borrowed inputs that returned views lie in (see
+        ``returned``), registered as borrowable: a parameter's transposed view, passed
+        to the backward, is at the same address at every step."""
         seen: dict[int, torch.Tensor] = {}
         for o in self.outputs:
-            if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in foreign:
+            if isinstance(o, torch.Tensor):
                 seen.setdefault(o.untyped_storage().data_ptr(), o)
         impls = [(t, t.untyped_storage()._cdata) for t in seen.values()]  # pyright: ignore[reportAttributeAccessIssue]
         self.storages = [(t, impl, _storage_use_count(impl)) for t, impl in impls]
         for address in seen:
             _GRAPH_OUTPUTS[address] = self
+        for address in lent:
+            _GRAPH_OUTPUTS.setdefault(address, self)
 
 
 MOVES_BEFORE_COPY = 2
@@ -390,6 +410,33 @@ def _static_copy(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None
         return value.clone(), None
     span = flat_storage(value).clone()
     return span.as_strided(value.shape, value.stride()), span
+
+
+def _returned(
+    outputs: Sequence[Any], args: Sequence[Any], borrowed: dict[int, int], static: Sequence[Any]
+) -> dict[int, tuple[int, View | None]]:
+    """The outputs lying in a borrowed input's memory (see ``_Instance.returned``)."""
+    by_storage = {args[k].untyped_storage().data_ptr(): k for k in borrowed}
+    returned: dict[int, tuple[int, View | None]] = {}
+    for i, o in enumerate(outputs):
+        if not isinstance(o, torch.Tensor):
+            continue
+        same = [k for k in borrowed if o is static[k]]
+        if same:
+            returned[i] = same[0], None
+            continue
+        k = by_storage.get(o.untyped_storage().data_ptr())
+        if k is not None and (view := _view_in(o, args[k])) is not None:
+            returned[i] = k, view
+    return returned
+
+
+def _rebuilt(args: Sequence[Any], k: int, view: View | None) -> Any:
+    if view is None:
+        return args[k]
+    shape, stride, offset = view
+    value = args[k].detach()
+    return value.as_strided(shape, stride, value.storage_offset() + offset)
 
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
@@ -579,7 +626,7 @@ class CudaGraphRunner:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
         return tuple(
-            args[entry.returned[i]]
+            _rebuilt(args, *entry.returned[i])
             if i in entry.returned
             else o.detach()
             if isinstance(o, torch.Tensor)
@@ -648,7 +695,8 @@ class CudaGraphRunner:
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
-        returned = {i: k for i, o in enumerate(outputs) for k in borrowed if o is static[k]}
+        returned = _returned(outputs, args, borrowed, static)
+        outputs = tuple(None if i in returned else o for i, o in enumerate(outputs))
         for k in borrowed:  # keep addresses, not tensors
             static[k] = last[k] = None
         # The static copies already hold the recording-time arguments.
@@ -668,7 +716,9 @@ class CudaGraphRunner:
                 if (copy := site.pin()) is not None
             ],
         )
-        instance.settle({args[k].untyped_storage().data_ptr() for k in borrowed})
+        instance.settle(
+            {args[k].untyped_storage().data_ptr() for k, view in returned.values() if view}
+        )
         return instance
 
 

@@ -6,6 +6,7 @@ idle instances are replayed, and which calls run without a graph."""
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,11 +47,16 @@ class FakeProgram:
 def fixed_memory_recorder(
     run: Callable[[], tuple[Any, ...]],
 ) -> tuple[Callable[[], None], tuple[Any, ...]]:
+    """Replays write every output where the recording put it. It holds the outputs
+    weakly, as a CUDA graph holds no tensor: an output the runner drops (one lying in a
+    borrowed input) is not kept alive."""
     outputs = run()
+    refs = [weakref.ref(o) for o in outputs]
 
     def replay() -> None:
-        for old, new in zip(outputs, run(), strict=True):
-            old.copy_(new)
+        for ref, new in zip(refs, run(), strict=True):
+            if (old := ref()) is not None:
+                old.copy_(new)
 
     return replay, outputs
 
@@ -126,6 +132,29 @@ def test_outputs_viewing_a_parameter_do_not_keep_an_instance_busy() -> None:
     assert len(instances) == 2
     assert f.plain_calls == 1  # only the first call ran without a graph
     del y
+
+
+@torch.no_grad()  # as AOTAutograd runs compiled graphs: no autograd history
+def test_an_output_in_another_graphs_memory_does_not_keep_that_graph_busy() -> None:
+    """A graph that returns a view of a borrowed input (a training forward saving its
+    input reshaped for the backward) kept that view in its instance, raising the use
+    count of the upstream graph's memory for good: the upstream instance was never idle
+    again, recorded more instances and then ran without a graph (hf_opt's and hf_bart's
+    layers, for steps). The view is rebuilt from the input at each replay instead."""
+    upstream = runner(lambda x: (x.relu(),), auto=True)
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    f = runner(lambda h, weight: (h @ weight.detach(), h.view(2, 8)), auto=True)
+    for _ in range(8):
+        x = torch.randn(4, 4)
+        (h,) = upstream([x])
+        y, saved = f([h, w])
+        torch.testing.assert_close(y, x.relu() @ w)
+        torch.testing.assert_close(saved, x.relu().view(2, 8))
+        assert saved.data_ptr() == h.data_ptr()
+        del h, y, saved
+    assert upstream.plain_calls == 1
+    assert sum(upstream.recordings.values()) == 1
+    assert f.plain_calls == 1
 
 
 def test_views_and_grad_fields_keep_outputs_alive() -> None:
