@@ -622,10 +622,8 @@ class CudaGraphRunner:
             finally:
                 for k in entry.borrowed:
                     entry.inputs[k] = None
-        if self.clone_outputs:
-            return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in entry.outputs)
         # Fresh aliases: the caller's references raise the storages' use counts.
-        return tuple(
+        outputs = tuple(
             _rebuilt(args, *entry.returned[i])
             if i in entry.returned
             else o.detach()
@@ -633,6 +631,9 @@ class CudaGraphRunner:
             else o
             for i, o in enumerate(entry.outputs)
         )
+        if self.clone_outputs:
+            return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in outputs)
+        return outputs
 
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
         """AOTAutograd's boxed convention: the list is emptied (replays read the static

@@ -157,6 +157,18 @@ def test_an_output_in_another_graphs_memory_does_not_keep_that_graph_busy() -> N
     assert f.plain_calls == 1
 
 
+@torch.no_grad()
+def test_cloned_outputs_include_those_lying_in_borrowed_inputs() -> None:
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    f = runner(lambda x, weight: (x @ weight.detach(), weight.detach().t()), clone_outputs=True)
+    for step in range(3):  # plain, recorded, replayed
+        x = torch.randn(4)
+        y, wt = f([x, w])
+        torch.testing.assert_close(y, x @ w)
+        torch.testing.assert_close(wt, w.t())
+        assert step == 0 or wt.data_ptr() != w.data_ptr()  # a replay's outputs are copies
+
+
 def test_views_and_grad_fields_keep_outputs_alive() -> None:
     f = runner(affine, auto=True)
     w = torch.randn(8)
