@@ -186,7 +186,7 @@ class _Instance:
     """Per position: the address a borrowed argument must lie at (None elsewhere)."""
     borrowed_positions: list[int] = field(default_factory=list[int])
     returned: dict[int, tuple[int, View | None]] = field(
-        default_factory=dict[int, tuple[int, "View | None"]]
+        default_factory=dict[int, tuple[int, View | None]]
     )
     """Outputs that lie in a borrowed input's memory: output position -> the input's
     position, and where the output lies relative to it (None: the input itself). A
@@ -239,7 +239,7 @@ class _Instance:
             and all(site.ready(copy) for site, copy in self.pins)
         )
 
-    def settled(self, args: Sequence[Any]) -> bool:
+    def moved_inputs_settled(self, args: Sequence[Any]) -> bool:
         """Whether every input copied for having moved (``copied``) has been borrowable,
         at one address, for ``SETTLED_CALLS`` replays in a row (its upstream graph
         stopped re-recording: a training step's warm-up is over)."""
@@ -591,7 +591,7 @@ class CudaGraphRunner:
                 return self._plain(args)
             instances.append(entry)
         entry.misses = 0
-        if entry.copied and entry.settled(args):
+        if entry.copied and entry.moved_inputs_settled(args):
             self._borrow_again(key, entry, args)
         for k in entry.copies:
             value = args[k]
@@ -649,10 +649,10 @@ class CudaGraphRunner:
         return outputs
 
     def _borrow_again(self, key: tuple[object, ...], entry: _Instance, args: Sequence[Any]) -> None:
-        """``entry`` copies inputs that have settled (``_Instance.settled``): retires it
-        (dropped once idle) and forgets their moves, so that the next call records an
-        instance that borrows them; only while the call site has recordings left
-        (``MAX_RECORDINGS``): else copying is the way to keep replaying."""
+        """``entry`` copies inputs that have settled (``_Instance.moved_inputs_settled``):
+        retires it (dropped once idle) and forgets their moves, so that the next call
+        records an instance that borrows them; only while the call site has recordings
+        left (``MAX_RECORDINGS``): else copying is the way to keep replaying."""
         moves = self.moved[key]
         if self.recordings[key] >= MAX_RECORDINGS * moves.n_sites:
             return

@@ -6,12 +6,12 @@ idle instances are replayed, and which calls run without a graph."""
 from __future__ import annotations
 
 import sys
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
+from cuda_graph_standin import fixed_memory_recorder
 
 from kiln.backends.triton.cudagraphs import (
     MAX_RECORDINGS,
@@ -42,23 +42,6 @@ class FakeProgram:
         values = list(args)
         args.clear()
         return self(values)
-
-
-def fixed_memory_recorder(
-    run: Callable[[], tuple[Any, ...]],
-) -> tuple[Callable[[], None], tuple[Any, ...]]:
-    """Replays write every output where the recording put it. It holds the outputs
-    weakly, as a CUDA graph holds no tensor: an output the runner drops (one lying in a
-    borrowed input) is not kept alive."""
-    outputs = run()
-    refs = [weakref.ref(o) for o in outputs]
-
-    def replay() -> None:
-        for ref, new in zip(refs, run(), strict=True):
-            if (old := ref()) is not None:
-                old.copy_(new)
-
-    return replay, outputs
 
 
 _guarded = False

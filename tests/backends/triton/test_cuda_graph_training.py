@@ -11,32 +11,15 @@ recorded, ran without graphs and copied saved activations at every step."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
+from cuda_graph_standin import fixed_memory_recorder
 
 import kiln.frontends.dynamo as dynamo_frontend
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
-
-
-def weak_recorder(
-    run: Callable[[], tuple[Any, ...]],
-) -> tuple[Callable[[], None], tuple[Any, ...]]:
-    """A "graph" that writes every replay into the recording's outputs (held weakly, as
-    a CUDA graph holds no tensor), without moving their version counters (a CUDA graph's
-    replay does not; autograd checks the saved ones)."""
-    outputs = run()
-    refs = [weakref.ref(o) if isinstance(o, torch.Tensor) else None for o in outputs]
-
-    def replay() -> None:
-        for ref, new in zip(refs, run(), strict=True):
-            if ref is not None and (old := ref()) is not None:
-                old.data.copy_(new)
-
-    return replay, tuple(outputs)
 
 
 class _Program:
@@ -90,7 +73,7 @@ def test_a_training_step_settles_into_replays(monkeypatch: pytest.MonkeyPatch) -
             _Program(compiled.run),
             auto=True,
             guarded=True,
-            record=weak_recorder,
+            record=fixed_memory_recorder,
             device_type="cpu",
             replay_reads_inputs=True,
         )
