@@ -3,7 +3,7 @@ them, and with Inductor's ``mode="reduce-overhead"``, on zoo models at the small
 float32, inference and a training step (forward + backward); for kiln's default, whether
 each compiled graph replays CUDA graphs (``CudaGraphRunner`` counters).
 
-    HF_HUB_OFFLINE=1 KILN_TRITON_DEVICE=cuda PYTHONPATH=. python benchmarks/cuda_graph_steps.py hf_gpt2,hf_llama [infer,train]
+    HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/cuda_graph_steps.py hf_gpt2,hf_llama [infer,train]
 
 Needs a GPU and the ``bench`` extra. Steps are timed back to back (30 after 5 warm-ups),
 synchronised at both ends: wall time, as a user's loop sees it.
