@@ -248,8 +248,12 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
             if biggest * (outer + 4) <= MAX_INDEX_NODES:
                 continue  # cheap bound: cannot exceed
             sizes = [s.data for s in producer.sizes.data]
-            coordinates = unflatten(load.index.data, sizes)
             ranges = loop_ranges(consumer)
+            # Simplified first, as inline_into composes them: the composition stays small
+            # and inline_into's simplify_with_ranges calls then hit its cache.
+            coordinates = [
+                simplify_with_ranges(c, ranges) for c in unflatten(load.index.data, sizes)
+            ]
             substitution = {index_var(k): c for k, c in enumerate(coordinates)}
             for e in own:
                 composed = simplify_with_ranges(sympy.expand(e.xreplace(substitution)), ranges)
