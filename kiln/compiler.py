@@ -136,6 +136,7 @@ def compile_graph(
         tuple(free_layout_outputs),
         packed_linear=prepack == "inference" and program_device is None and _faster_packed_gemm(gm),
         guarded_arguments=guarded,
+        tf32_matmul=runs_tf32_matmul(program_device),
     )
 
     # The graph cache first, keyed on the FX graph itself: a hit loads no IR module and
@@ -237,6 +238,12 @@ def _faster_packed_gemm(gm: torch.fx.GraphModule) -> bool:
     return packed_linear_faster()
 
 
+def runs_tf32_matmul(program_device: torch.device | None) -> bool:
+    """Whether a program for ``program_device`` runs float32 matrix products in TF32:
+    torch's setting when the graph is compiled, as Inductor's padding reads it."""
+    return program_device is not None and torch.get_float32_matmul_precision() != "highest"
+
+
 @dataclass(frozen=True)
 class _DriverMarks:
     """What the driver adds to an imported module before the pipeline (and to the graph
@@ -249,6 +256,9 @@ class _DriverMarks:
     guarded_arguments: bool = False
     """The caller guards the arguments (``compile_graph``'s ``guarded``): the C++
     wrapper writes no argument checks (``kiln.guarded_arguments``)."""
+    tf32_matmul: bool = False
+    """A GPU program compiled while torch runs float32 matrix products in TF32
+    (``kiln.tf32_matmul``: ``pad-mm`` pads float32 products only then)."""
 
     def key_context(self) -> tuple[str, ...]:
         """The marks as the graph cache's key reads them (a key made from the FX graph
@@ -259,6 +269,7 @@ class _DriverMarks:
             f"packed linear {self.packed_linear}",
             f"free layout {list(self.free_layout_outputs)}",
             f"guarded arguments {self.guarded_arguments}",
+            f"tf32 matmul {self.tf32_matmul}",
         )
 
     def apply(self, module: ModuleOp) -> None:
@@ -268,6 +279,7 @@ class _DriverMarks:
             DEVICE_ATTR,
             FREE_LAYOUT_OUTPUTS_ATTR,
             GUARDED_ARGUMENTS_ATTR,
+            TF32_MATMUL_ATTR,
             free_layout_attr,
         )
 
@@ -284,6 +296,8 @@ class _DriverMarks:
         if self.program_device is not None:
             # Passes that make tensors (decompositions) make them where the program runs.
             module.attributes[DEVICE_ATTR] = StringAttr(str(self.program_device))
+        if self.tf32_matmul:
+            module.attributes[TF32_MATMUL_ATTR] = UnitAttr()
         if self.prepack is not None:
             from kiln.dialects.aten.prepack import INFERENCE_ATTR, TRAINING_ATTR
 

@@ -31,8 +31,12 @@ becomes::
 ```
 
 Padding costs a copy of the padded operand (a kernel, which fuses with a transpose that
-feeds it), so it is done only where it pays: on CUDA (``kiln.device``), static sizes, and
-a product that is compute bound (arithmetic intensity above half the H100/H200 machine
+feeds it), so it is done only where it pays: on CUDA (``kiln.device``), static sizes, a
+float32 product only where torch runs float32 products in TF32 (``kiln.tf32_matmul``, set
+by the driver: without TF32, cuBLAS runs float32 in FFMA kernels that gain nothing from
+alignment; ViT-small's training step on the H200 ran the same cuBLAS kernels, in the same
+time, as Inductor's unpadded products, plus 96 padding kernels, 116 us of 1.99 ms; Inductor
+times both and keeps the unpadded ones), and a product that is compute bound (arithmetic intensity above half the H100/H200 machine
 balance, Inductor's rule: ``compute_bound``). ``mm``, ``bmm`` and ``addmm`` (``alpha =
 beta = 1``) are padded. An ``addmm`` still here feeds something other than pointwise ops
 (``unfuse-addmm`` ran first): a returned LM head with a bias, BERT's (``N = 30522`` ran an
@@ -88,7 +92,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device
+from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device, tf32_matmul
 from kiln.output_structure import replay_view, structure_builder
 from kiln.passes.output_layout import ViewCall, alias_expr, view_chain
 from kiln.passes.unfuse_addmm import is_one
@@ -168,8 +172,9 @@ def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
     return op.operands[first], op.operands[first + 1]
 
 
-def plan_padding(op: AtenOp) -> _Plan | None:
-    """How to pad ``op`` (``mm``/``bmm``), or ``None`` to leave it."""
+def plan_padding(op: AtenOp, tf32: bool = True) -> _Plan | None:
+    """How to pad ``op`` (``mm``/``bmm``), or ``None`` to leave it; ``tf32``: whether
+    float32 products run on the tensor cores (in TF32)."""
     if op.overload_name not in _PADDED or op.sym_operands():
         return None
     if _is_addmm(op) and not (is_one(op, "alpha") and is_one(op, "beta")):
@@ -183,6 +188,8 @@ def plan_padding(op: AtenOp) -> _Plan | None:
     element = ty.element_type
     alignment = _ALIGNMENT.get(type(element))
     if alignment is None or b.type != TensorType(element, b_shape):
+        return None
+    if isinstance(element, Float32Type) and not tf32:
         return None
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     if 0 in (m, k, n):
@@ -269,13 +276,15 @@ class PadMatmul(RewritePattern):
     """``mm``/``bmm``/``addmm`` with a misaligned ``K`` or ``N`` (or ``M`` of a transposed
     ``a``) -> padded operands, sliced result (plus the bias for ``addmm``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tf32: bool) -> None:
+        self.tf32 = tf32
+        """Whether float32 products run in TF32 (else they are left alone)."""
         self.sliced: list[SSAValue] = []
         """The sliced products whose rows are padded (for :func:`_return_padded`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
-        plan = plan_padding(op)
+        plan = plan_padding(op, self.tf32)
         if plan is None:
             return
         a, b = _matrices(op)
@@ -540,12 +549,13 @@ class PadMmPass(ModulePass):
     name: ClassVar[str] = "pad-mm"  # pyright: ignore[reportIncompatibleVariableOverride]
 
     force: bool = False
-    """Pad whatever the device (``kiln-opt`` tests; the driver leaves it off)."""
+    """Pad whatever the device, and float32 products as if in TF32 (``kiln-opt`` tests;
+    the driver leaves it off)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not (self.force or _on_cuda(op)):
             return
-        pattern = PadMatmul()
+        pattern = PadMatmul(tf32=self.force or tf32_matmul(op))
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
         if pattern.sliced:
             for func in op.walk():

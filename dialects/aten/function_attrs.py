@@ -13,6 +13,10 @@ every argument's type, device and shape before each call (Dynamo's guards do, fo
 graphs AOTAutograd hands over), so the wrapper need not check them again.
 ``kiln.device``, on the module, is the device the program runs on (``cuda:0``), set by
 the driver: passes that only pay on one device ask :func:`module_device`.
+``kiln.tf32_matmul`` (unit), on the module, set by the driver for a GPU program compiled
+while torch lets float32 matrix products run in TF32 (``torch.backends.cuda.matmul``,
+``torch.set_float32_matmul_precision``): ATen's float32 products then run on the tensor
+cores, whose alignment rules ``pad-mm`` serves (:func:`tf32_matmul`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ OUTPUT_STRIDES_ATTR = "kiln.output_strides"
 DEVICE_ATTR = "kiln.device"
 FREE_LAYOUT_OUTPUTS_ATTR = "kiln.free_layout_outputs"
 GUARDED_ARGUMENTS_ATTR = "kiln.guarded_arguments"
+TF32_MATMUL_ATTR = "kiln.tf32_matmul"
 
 
 def free_layout_attr(indices: Sequence[int]) -> ArrayAttr[Any]:
@@ -46,6 +51,11 @@ def module_device(module: Operation | None) -> str:
     """The device ``module``'s program runs on (``kiln.device``; ``cpu`` when absent)."""
     attr = module.attributes.get(DEVICE_ATTR) if module is not None else None
     return attr.data if isinstance(attr, StringAttr) else "cpu"
+
+
+def tf32_matmul(module: Operation | None) -> bool:
+    """Whether ``module``'s float32 matrix products run in TF32 (``kiln.tf32_matmul``)."""
+    return module is not None and TF32_MATMUL_ATTR in module.attributes
 
 
 def runs_on_cpu(module: Operation | None) -> bool:

@@ -259,8 +259,56 @@ def test_left_alone(text: str) -> None:
 
 def test_only_on_cuda_unless_forced() -> None:
     assert_pass_output(PadMmPass(), N_MISALIGNED, N_MISALIGNED)
-    on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + N_MISALIGNED + "}"
+    on_gpu = (
+        'builtin.module attributes {"kiln.device" = "cuda:0", "kiln.tf32_matmul"} {'
+        + N_MISALIGNED
+        + "}"
+    )
     assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), on_gpu)[1])
+
+
+def test_float32_is_padded_only_in_tf32() -> None:
+    """Without TF32, cuBLAS runs float32 products in FFMA kernels, aligned or not: padding
+    would only add copies (ViT-small's training step on the H200). 16-bit products are
+    padded either way."""
+    full_fp32 = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + N_MISALIGNED + "}"
+    assert "aten.constant_pad_nd" not in printed(run_pass(PadMmPass(), full_fp32)[1])
+    large_bf16 = (
+        N_MISALIGNED.replace("f32", "bf16")
+        .replace("64x", "4096x")
+        .replace("x32x", "x768x")
+        .replace("<32x", "<768x")
+    )
+    on_gpu = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + large_bf16 + "}"
+    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), on_gpu)[1])
+
+
+def test_the_driver_marks_tf32_programs_for_the_gpu_only() -> None:
+    from kiln.compiler import _DriverMarks  # pyright: ignore[reportPrivateUsage]
+    from kiln.dialects.aten.function_attrs import tf32_matmul
+
+    for marks, expected in (
+        (_DriverMarks(torch.device("cuda:0"), None, tf32_matmul=True), True),
+        (_DriverMarks(torch.device("cuda:0"), None), False),
+    ):
+        module = ModuleOp([])
+        marks.apply(module)
+        assert tf32_matmul(module) is expected
+        assert f"tf32 matmul {expected}" in marks.key_context()
+
+
+def test_tf32_follows_torchs_float32_matmul_precision() -> None:
+    from kiln.compiler import runs_tf32_matmul
+
+    saved = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        assert runs_tf32_matmul(torch.device("cuda:0"))
+        assert not runs_tf32_matmul(None)  # the CPU: no tensor cores to align for
+        torch.set_float32_matmul_precision("highest")
+        assert not runs_tf32_matmul(torch.device("cuda:0"))
+    finally:
+        torch.set_float32_matmul_precision(saved)
 
 
 def test_end_to_end_numbers_and_output_strides() -> None:
