@@ -207,6 +207,20 @@ def test_training_graph_is_not_prepacked() -> None:
     assert all(s.prepacked == 0 for s in compile_history())
 
 
+def test_bfloat16_inference_runs_prepacked_weights(packs: list[int]) -> None:
+    """bfloat16 convolutions are packed too (unpacked, ATen copied each OIHW weight to
+    the channels-last input's layout at every call, 2-3x slower on ResNets); the values
+    are eager's to bfloat16 rounding of the same oneDNN products."""
+    model = _Net().to(torch.bfloat16).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 10, 10, dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+    assert [s.prepacked for s in compile_history()] == [2]
+    assert packs[0] == 2
+
+
 def test_option_off_and_float64_run_plain_convolutions() -> None:
     model = _Net().eval()
     compiled = _compile(model, prepack_weights=False)

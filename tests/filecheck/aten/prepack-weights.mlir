@@ -22,6 +22,20 @@ builtin.module attributes {kiln.inference} {
 
 // -----
 
+// bfloat16 convolutions too (float16 and float64 ones stay plain on the CPU).
+// CHECK-LABEL: func.func @bfloat16
+// CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) {kiln.prepack} : (tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16>
+// CHECK-NEXT:    %1 = aten.convolution.default(%h, %wh, {{.*}}) : (
+builtin.module attributes {kiln.inference} {
+  func.func @bfloat16(%x: tensor<2x3x6x6xbf16>, %w: tensor<4x3x3x3xbf16>, %h: tensor<2x3x6x6xf16>, %wh: tensor<4x3x3x3xf16>) -> (tensor<2x4x6x6xbf16>, tensor<2x4x6x6xf16>) {
+    %0 = aten.convolution.default(%x, %w, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xbf16>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xbf16>
+    %1 = aten.convolution.default(%h, %wh, padding = [1, 1], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x3x6x6xf16>, tensor<4x3x3x3xf16>) -> tensor<2x4x6x6xf16>
+    func.return %0, %1 : tensor<2x4x6x6xbf16>, tensor<2x4x6x6xf16>
+  }
+}
+
+// -----
+
 // A training (or unmarked) graph is left as it is.
 // CHECK-LABEL: func.func @training
 // CHECK-NEXT:    %0 = aten.convolution.default(%x, %w, {{.*}}) : (
