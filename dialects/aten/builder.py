@@ -12,8 +12,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from kiln.dialects.aten.dialect import op_class
 
 
-def _tensor(shape: list[int]) -> TensorType[Attribute]:
-    return TensorType(Float32Type(), shape)
+def _tensor(shape: list[int], element: Attribute) -> TensorType[Attribute]:
+    return TensorType(element, shape)
 
 
 Size = int | SSAValue
@@ -25,12 +25,13 @@ def _static(size: Size) -> int:
 
 
 class AtenBuilder:
-    """Inserts new float32 aten ops (and the index arithmetic of their sizes) before one
-    point, with one location."""
+    """Inserts new aten ops of one element type (float32 unless told) and the index
+    arithmetic of their sizes before one point, with one location."""
 
-    def __init__(self, point: InsertPoint, location: Any) -> None:
+    def __init__(self, point: InsertPoint, location: Any, element: Attribute | None = None) -> None:
         self.point = point
         self.location = location
+        self.element: Attribute = element if element is not None else Float32Type()
 
     def insert(self, op: Operation, name: str) -> SSAValue:
         op.location = self.location
@@ -43,7 +44,9 @@ class AtenBuilder:
     ) -> SSAValue:
         cls = op_class(overload)
         assert cls is not None
-        return self.insert(cls.from_args(args, [_tensor([_static(d) for d in shape])]), name)
+        return self.insert(
+            cls.from_args(args, [_tensor([_static(d) for d in shape], self.element)]), name
+        )
 
     def size(self, tensor: SSAValue, dim: int, static: int, name: str) -> Size:
         """Dim ``dim`` of ``tensor``: ``static`` when it is, else its ``sym_size.int``."""

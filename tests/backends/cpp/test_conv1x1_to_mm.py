@@ -70,6 +70,35 @@ def test_pointwise_convolutions_run_as_mm() -> None:
     _check_inverted_residual(_compile(model), model, [(2, 3, 7, 9)] * 2)
 
 
+def test_bfloat16_pointwise_convolutions_run_as_mm() -> None:
+    """bfloat16 too: the products and their views keep the convolution's element type (a
+    float32 view of a bfloat16 buffer read garbage: 3.3 off where values are 0.34)."""
+    model = _InvertedResidual().to(torch.bfloat16).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 7, 9, dtype=torch.bfloat16)
+            got, want = compiled(x), model(x)
+            for g, w in zip(got, want, strict=True):
+                assert g.dtype == torch.bfloat16
+                torch.testing.assert_close(g, w, atol=2e-2, rtol=2e-2)
+                assert g.stride() == w.stride()
+    (stats,) = compile_history()
+    assert stats.externs["aten::mm.default"] == 1
+    assert stats.externs["aten::addmm.default"] == 1
+
+
+def test_float16_pointwise_convolutions_stay_convolutions() -> None:
+    model = _InvertedResidual().to(torch.float16).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        x = torch.randn(2, 3, 7, 9, dtype=torch.float16)
+        for g, w in zip(compiled(x), model(x), strict=True):
+            torch.testing.assert_close(g, w, atol=2e-2, rtol=2e-2)
+    (stats,) = compile_history()
+    assert "aten::mm.default" not in stats.externs
+
+
 def test_pointwise_convolutions_of_many_rows_stay_convolutions() -> None:
     """Above ``MAX_ROWS`` rows (``N*H*W``) oneDNN's convolution beats the matrix product
     (ResNet-50 at batch 32): the 1x1 convolutions stay convolutions, values unchanged."""

@@ -163,3 +163,22 @@ builtin.module attributes {kiln.inference, kiln.packed_linear} {
     func.return %r : tensor<?x8x?x?xf32>
   }
 }
+
+// -----
+
+// bfloat16: the views and the product keep the element type.
+// CHECK-LABEL: func.func @bfloat16
+// CHECK-NEXT:    %x = aten.permute.default(%x_nhwc, dims = [0, 3, 1, 2])
+// CHECK-NEXT:    %x_rows = aten.view.default(%x_nhwc, size = [72, 4]) : (tensor<2x6x6x4xbf16>) -> tensor<72x4xbf16>
+// CHECK-NEXT:    %w_2d = aten.view.default(%w, size = [8, 4]) : (tensor<8x4x1x1xbf16>) -> tensor<8x4xbf16>
+// CHECK-NEXT:    %w_t = aten.permute.default(%w_2d, dims = [1, 0]) : (tensor<8x4xbf16>) -> tensor<4x8xbf16>
+// CHECK-NEXT:    %mm = aten.mm.default(%x_rows, %w_t) : (tensor<72x4xbf16>, tensor<4x8xbf16>) -> tensor<72x8xbf16>
+// CHECK-NEXT:    %y_nhwc = aten.view.default(%mm, size = [2, 6, 6, 8]) : (tensor<72x8xbf16>) -> tensor<2x6x6x8xbf16>
+// CHECK-NEXT:    %c = aten.permute.default(%y_nhwc, dims = [0, 3, 1, 2]) : (tensor<2x6x6x8xbf16>) -> tensor<2x8x6x6xbf16>
+// CHECK-NEXT:    %0 = aten.relu.default(%c)
+func.func @bfloat16(%x_nhwc: tensor<2x6x6x4xbf16>, %w: tensor<8x4x1x1xbf16>) -> tensor<2x8x6x6xbf16> {
+  %x = aten.permute.default(%x_nhwc, dims = [0, 3, 1, 2]) : (tensor<2x6x6x4xbf16>) -> tensor<2x4x6x6xbf16>
+  %c = aten.convolution.default(%x, %w, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xbf16>, tensor<8x4x1x1xbf16>) -> tensor<2x8x6x6xbf16>
+  %0 = aten.relu.default(%c) : (tensor<2x8x6x6xbf16>) -> tensor<2x8x6x6xbf16>
+  func.return %0 : tensor<2x8x6x6xbf16>
+}
