@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.autograd.graph import increment_version
 
 sys.path.insert(0, str(Path(__file__).parent))
 import zoo.compat  # noqa: F401  (zoo import order: compat first)
+from train_step_profile import _infer, _output, _step  # pyright: ignore[reportPrivateUsage]
 from zoo import registry
 
 from kiln.frontends.dynamo import kiln_backend
@@ -44,18 +44,9 @@ def _compiled(backend: str, model: torch.nn.Module) -> Callable[..., Any]:
     return torch.compile(model, backend=kiln_backend, options=options)
 
 
-def _call(model: torch.nn.Module, fn: Callable[..., Any], inputs: tuple[Any, ...], train: bool):
-    if not train:
-        with torch.no_grad():
-            return fn(*inputs)
-    model.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        for param in model.parameters():
-            increment_version(param)
-    out = fn(*inputs)
-    out = out[0] if isinstance(out, (tuple, list)) else out
-    getattr(out, "logits", out).float().sum().backward()
-    return None
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def profile(name: str, backend: str, args: argparse.Namespace) -> None:
@@ -64,20 +55,23 @@ def profile(name: str, backend: str, args: argparse.Namespace) -> None:
     model = model.to(args.device, dtype).train(args.mode == "train")
     inputs = tuple(i.to(args.device, dtype if i.is_floating_point() else i.dtype) for i in inputs)
     fn = _compiled(backend, model)
-    train = args.mode == "train"
+    # The dashboard's step (train_step_profile's): a fixed output gradient.
+    step = _step if args.mode == "train" else _infer
+    with torch.no_grad():
+        grad = torch.randn_like(_output(fn(*inputs)))
     for _ in range(args.warm):
-        _call(model, fn, inputs, train)
-    torch.cuda.synchronize() if args.device == "cuda" else None
+        step(model, fn, inputs, grad)
+    _sync(args.device)
     start = time.perf_counter()
     for _ in range(args.calls):
-        _call(model, fn, inputs, train)
-    torch.cuda.synchronize() if args.device == "cuda" else None
+        step(model, fn, inputs, grad)
+    _sync(args.device)
     wall = (time.perf_counter() - start) / args.calls * 1e6
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(args.calls):
-        _call(model, fn, inputs, train)
-    torch.cuda.synchronize() if args.device == "cuda" else None
+        step(model, fn, inputs, grad)
+    _sync(args.device)
     profiler.disable()
     stats = pstats.Stats(profiler)
     rows = sorted(

@@ -37,8 +37,8 @@ EfficientNet run two such convolutions per block, 80-105 us each in oneDNN again
 copies the view for the extern: slower, never wrong.
 
 Only float32 and bfloat16 CPU programs are rewritten (bfloat16 MobileNet-v2 small
-inference on the AMD EPYC VM: 4.6-5.4 -> 3.6 ms; GPU programs keep cuDNN's convolution), and a
-convolution whose result the function returns is left alone (its layout is the
+inference on the AMD EPYC VM: 4.6-5.4 -> 3.6 ms; GPU programs keep cuDNN's convolution),
+and a convolution whose result the function returns is left alone (its layout is the
 function's output layout). The batch and image sizes may be symbolic (``dynamic=True``):
 the views then take them as ``aten.sym_size.int`` values of the input and the row count
 as their ``arith.muli`` product, which ``lower-aten`` reads back as the same size
@@ -105,7 +105,7 @@ _PERMUTE = "aten::permute.default"
 _CLONE = "aten::clone.default"
 
 
-def _float32_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
+def _float_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
     """The shape of ``value`` (``DYNAMIC_INDEX`` for a symbolic dim) when it is a float32
     or bfloat16 tensor of ``rank`` dimensions, else None."""
     ty = value.type if value is not None else None
@@ -119,7 +119,7 @@ def _float32_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
 
 def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
     """The float32 shape of ``value`` when it has ``rank`` dimensions, all static."""
-    shape = _float32_shape(value, rank)
+    shape = _float_shape(value, rank)
     return shape if shape is not None and DYNAMIC_INDEX not in shape else None
 
 
@@ -127,7 +127,7 @@ def _stored_nhwc(value: SSAValue, known: set[SSAValue]) -> bool:
     """Whether ``lower-aten`` stores ``value`` (4-D, NCHW order) as an NHWC buffer."""
     if value in known:
         return True
-    shape = _float32_shape(value, 4)
+    shape = _float_shape(value, 4)
     if shape is not None and shape[2:] == (1, 1):
         # A 1x1 map (squeeze-and-excitation's pooled ``[N, C, 1, 1]``): NCHW and NHWC
         # are the same buffer.
@@ -169,9 +169,9 @@ def is_pointwise_convolution(op: AtenOp) -> bool:
     values = [v for vs in tensors.values() for v in vs if v is not None] + [op.results[0]]
     if len({cast(TensorType[Attribute], v.type).element_type for v in values}) != 1:
         return False
-    x = _float32_shape(tensors["input"][0], 4)
+    x = _float_shape(tensors["input"][0], 4)
     w = _static_shape(tensors["weight"][0], 4)
-    y = _float32_shape(op.results[0], 4)
+    y = _float_shape(op.results[0], 4)
     bias = tensors["bias"][0] if tensors.get("bias") else None
     if x is None or w is None or y is None:
         return False
@@ -207,7 +207,7 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     assert x is not None
     assert weight is not None
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    x_shape, w_shape = _float32_shape(x, 4), _static_shape(weight, 4)
+    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
     assert x_shape is not None
     assert w_shape is not None
     c, out = x_shape[1], w_shape[0]
@@ -232,8 +232,8 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
             "addmm.default", {"self": bias, "mat1": x2, "mat2": wt}, [rows, out], "addmm"
         )
     # Packed products (oneDNN's packed GEMM) are calibrated in float32 only.
-    float32 = isinstance(element, Float32Type)
-    if pack and float32 and isinstance(weight, BlockArgument) and isinstance(product.owner, AtenOp):
+    pack = pack and isinstance(element, Float32Type)
+    if pack and isinstance(weight, BlockArgument) and isinstance(product.owner, AtenOp):
         min_rows = auto_min_rows(c * out)
         if not isinstance(rows, int):
             # Symbolic rows (``dynamic=True``): the call decides, as for linear layers.
@@ -261,7 +261,7 @@ def _rewrite_block(block: Block, pack: bool) -> None:
             Rewriter.erase_op(op)
             continue
         if input_nhwc and has_aten_trait(op, FollowsChannelsLast):
-            nhwc.update(r for r in op.results if _float32_shape(r, 4) is not None)
+            nhwc.update(r for r in op.results if _float_shape(r, 4) is not None)
 
 
 def _on_gpu(module: ModuleOp) -> bool:

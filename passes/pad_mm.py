@@ -36,8 +36,8 @@ float32 product only where torch runs float32 products in TF32 (``kiln.tf32_matm
 by the driver: without TF32, cuBLAS runs float32 in FFMA kernels that gain nothing from
 alignment; ViT-small's training step on the H200 ran the same cuBLAS kernels, in the same
 time, as Inductor's unpadded products, plus 96 padding kernels, 116 us of 1.99 ms; Inductor
-times both and keeps the unpadded ones), and a product that is compute bound (arithmetic intensity above half the H100/H200 machine
-balance, Inductor's rule: ``compute_bound``). ``mm``, ``bmm`` and ``addmm`` (``alpha =
+times both and keeps the unpadded ones), and a product that is compute bound (arithmetic
+intensity above half the H100/H200 machine balance, Inductor's rule: ``compute_bound``). ``mm``, ``bmm`` and ``addmm`` (``alpha =
 beta = 1``) are padded. An ``addmm`` still here feeds something other than pointwise ops
 (``unfuse-addmm`` ran first): a returned LM head with a bias, BERT's (``N = 30522`` ran an
 ``align2`` kernel, 0.81 ms of a 2.4 ms bfloat16 call at batch 8 x 512 on the H200, against
@@ -172,7 +172,7 @@ def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
     return op.operands[first], op.operands[first + 1]
 
 
-def plan_padding(op: AtenOp, tf32: bool = True) -> _Plan | None:
+def plan_padding(op: AtenOp, tf32: bool) -> _Plan | None:
     """How to pad ``op`` (``mm``/``bmm``), or ``None`` to leave it; ``tf32``: whether
     float32 products run on the tensor cores (in TF32)."""
     if op.overload_name not in _PADDED or op.sym_operands():

@@ -47,8 +47,8 @@ a weight that requires grad. A convolution is marked only when
   AOTAutograd's inference graphs when the ``prepack_weights`` option is on; ``force=true``
   marks without it, for ``kiln-opt`` and tests), on the CPU (no ``kiln.device``: the
   Triton wrapper would ignore the mark anyway);
-* it is a 2-D, non-transposed float32 or bfloat16 convolution with a static weight (the input's
-  size may be symbolic: the packed layout depends on it, so such a site keeps a packed
+* it is a 2-D, non-transposed float32 or bfloat16 convolution with a static weight (the
+  input's size may be symbolic: the packed layout depends on it, so such a site keeps a packed
   copy per input size, :mod:`kiln.backends.cpp.prepack`), or a float32 ``x @ w.T`` or
   ``x @ w`` (``mm``; ``addmm`` with a 1-D bias and unit ``alpha``/``beta``) with static columns
   (its rows may be symbolic, under ``dynamic=True``: the weight is then packed for any
@@ -91,7 +91,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 
 from kiln.dialects.aten.encoding import decode_value
@@ -109,22 +109,22 @@ CONVOLUTION = "aten::convolution.default"
 CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
 
-def _f32(value: SSAValue | None, rank: int) -> bool:
+def _tensor_of(value: SSAValue | None, rank: int, elements: tuple[type[Attribute], ...]) -> bool:
+    """``value`` is a tensor of ``rank`` dimensions with one of ``elements``."""
     ty = value.type if value is not None else None
     return (
         isinstance(ty, TensorType)
-        and isinstance(ty.element_type, Float32Type)
+        and isinstance(ty.element_type, elements)
         and len(ty.get_shape()) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
     )
+
+
+def _f32(value: SSAValue | None, rank: int) -> bool:
+    return _tensor_of(value, rank, (Float32Type,))
 
 
 def _float(value: SSAValue | None, rank: int) -> bool:
-    ty = value.type if value is not None else None
-    return (
-        isinstance(ty, TensorType)
-        and isinstance(ty.element_type, BFloat16Type | Float16Type | Float32Type | Float64Type)
-        and len(ty.get_shape()) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-    )
+    return _tensor_of(value, rank, (BFloat16Type, Float16Type, Float32Type, Float64Type))
 
 
 def _cpu_convolution_float(value: SSAValue | None, rank: int) -> bool:
@@ -132,12 +132,7 @@ def _cpu_convolution_float(value: SSAValue | None, rank: int) -> bool:
     on a channels-last input had ATen copy its OIHW weight at every call, in a state
     oneDNN slowed by 2-3x (ResNet-18 small inference on the AMD EPYC VM: 8.5-19.8 ms
     against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7)."""
-    ty = value.type if value is not None else None
-    return (
-        isinstance(ty, TensorType)
-        and isinstance(ty.element_type, Float32Type | BFloat16Type)
-        and len(ty.get_shape()) == rank  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-    )
+    return _tensor_of(value, rank, (Float32Type, BFloat16Type))
 
 
 def _static(value: SSAValue | None) -> bool:

@@ -11,11 +11,6 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
 
-
-def _tensor(shape: list[int], element: Attribute) -> TensorType[Attribute]:
-    return TensorType(element, shape)
-
-
 Size = int | SSAValue
 """A size argument: static, or an ``index`` value."""
 
@@ -45,7 +40,7 @@ class AtenBuilder:
         cls = op_class(overload)
         assert cls is not None
         return self.insert(
-            cls.from_args(args, [_tensor([_static(d) for d in shape], self.element)]), name
+            cls.from_args(args, [TensorType(self.element, [_static(d) for d in shape])]), name
         )
 
     def size(self, tensor: SSAValue, dim: int, static: int, name: str) -> Size:
