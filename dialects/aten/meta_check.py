@@ -9,10 +9,15 @@ on the meta device, so they allocate nothing) and its results' dtypes and shapes
 match the declared types. Plain meta tensors, not ``FakeTensorMode``: that would import
 Dynamo, seconds for every ``kiln-opt`` run.
 
-Only fully static ops are checked (no dynamic dims, no symbolic arguments); an op torch
-cannot run on meta tensors (no meta kernel, a data-dependent or scalar result) is not. Verdicts
-are cached per op class, operand types, properties and result types, so a pipeline that
-verifies after every pass pays for each distinct op once.
+Fully static ops (no dynamic dims, no symbolic arguments) are checked in full. Ops with
+dynamic dims or symbolic arguments have their result element types checked: a view or an
+in-place result must keep the element type of the tensor it aliases (the schema says which),
+and the op runs once more on stand-ins (every dynamic dim and symbolic argument
+:data:`STAND_IN`) whose result dtypes must be the declared ones; where torch rejects the
+stand-ins (a view whose sizes must multiply out), no verdict. An op torch cannot run on meta
+tensors (no meta kernel, a data-dependent or scalar result) is not checked. Verdicts are
+cached per op class, operand types, properties and result types, so a pipeline that verifies
+after every pass pays for each distinct op once.
 """
 
 from __future__ import annotations
@@ -28,6 +33,25 @@ from kiln.dialects.aten.ops import AtenOp
 
 _VERDICTS: dict[Hashable, str | None] = {}
 _ENABLED = [True]
+
+STAND_IN = 7
+"""The size every dynamic dim and symbolic integer takes in the element-type check: not 0
+or 1, which torch treats specially (broadcasting, squeezing, empty tensors)."""
+
+_DTYPE_KEEPING_VIEWS = frozenset(
+    {
+        "_conj", "_neg_view", "_reshape_alias", "_unsafe_view", "adjoint", "alias",
+        "as_strided", "broadcast_to", "chunk", "conj", "contiguous", "detach", "diagonal",
+        "dsplit", "expand", "expand_as", "flatten", "hsplit", "lift_fresh", "linalg_diagonal",
+        "mH", "mT", "matrix_H", "moveaxis", "movedim", "narrow", "numpy_T", "permute",
+        "positive", "ravel", "reshape", "reshape_as", "resolve_conj", "resolve_neg", "select",
+        "slice", "slice_inverse", "split", "split_with_sizes", "squeeze", "swapaxes",
+        "swapdims", "t", "tensor_split", "transpose", "unbind", "unflatten", "unfold",
+        "unsqueeze", "view", "view_as", "vsplit",
+    }
+)  # fmt: skip
+"""Ops whose results are views of ``self`` in its element type (``view.dtype``, ``real``,
+``to`` and the other aliasing ops that may change it are not here)."""
 
 
 @contextmanager
@@ -60,7 +84,7 @@ def _type_text(value: Any) -> str:
     return f"tensor<{''.join(f'{d}x' for d in value.shape)}{element}>"
 
 
-def _check(op: AtenOp) -> str | None:
+def _check(op: AtenOp, stand_in: bool) -> str | None:
     from kiln.dialects.aten.call_plan import build_plan
     from kiln.dialects.aten.dtypes import OpaqueDtypeType, type_to_dtype
     from kiln.dialects.aten.traits import Collective, has_aten_trait
@@ -86,14 +110,78 @@ def _check(op: AtenOp) -> str | None:
         ]
     except Exception:  # a dtype (UnsupportedDtype) or op torch cannot stand for: no verdict
         return None
-    if any(d is None for d in dtypes):
-        return None
     if any(
         isinstance(t, TensorType) and isinstance(t.element_type, OpaqueDtypeType)
         for t in (*op.operand_types, *op.result_types)
     ):
         return None  # meta tensors report quantized values as float32: no verdict
-    return _run_meta(op, plan, dtypes, declared, device is not None)
+    return _run_meta(op, plan, dtypes, declared, device is not None, stand_in)
+
+
+def _alias_mismatch(op: AtenOp) -> str | None:
+    """A result that aliases an operand (a view of ``self``, an in-place or ``out=``
+    result) declared in another element type."""
+    schema = op.op_schema()
+    keeps_view = schema.name in _DTYPE_KEEPING_VIEWS and schema.qualified_name != "view.dtype"
+    for k, (ret, result) in enumerate(zip(_returns_per_result(op), op.results, strict=False)):
+        letter = _alias_letter(ret.type_str)
+        if letter is None or not isinstance(result.type, TensorType):
+            continue
+        if "!" not in ret.type_str and not keeps_view:
+            continue
+        spec = next(
+            (
+                a
+                for a in schema.arguments
+                if a.kind.is_tensor and _alias_letter(a.type_str) == letter
+            ),
+            None,
+        )
+        values = op.tensor_operands().get(spec.name, ()) if spec is not None else ()
+        source = values[0] if len(values) == 1 else None
+        if source is None or not isinstance(source.type, TensorType):
+            continue
+        if source.type.element_type != result.type.element_type:
+            return (
+                f"result #{k} is declared {result.type}, but it aliases '{spec.name}' "  # pyright: ignore[reportOptionalMemberAccess]
+                f"({source.type}) and keeps its element type"
+            )
+    return None
+
+
+def _alias_letter(type_str: str) -> str | None:
+    start = type_str.find("(")
+    return type_str[start + 1 : type_str.find(")")].strip(" !") or None if start >= 0 else None
+
+
+def _returns_per_result(op: AtenOp) -> list[Any]:
+    """The schema return each result stands for (a list return, ``Tensor(a)[]``, stands
+    for every result; none where a list return sits among others)."""
+    returns = op.op_schema().returns
+    if len(returns) == 1 and len(op.results) != 1:
+        return [returns[0]] * len(op.results)
+    return list(returns) if len(returns) == len(op.results) else []
+
+
+def _stand_in_values(op: AtenOp, dtypes: Sequence[Any]) -> list[Any] | None:
+    """Meta tensors for the tensor operands, dynamic dims :data:`STAND_IN`; a symbolic
+    operand is the stand-in as an int or float (None: an operand of another type)."""
+    import torch
+    from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType
+
+    meta = torch.device("meta")
+    values: list[Any] = []
+    for t, d in zip(op.operand_types, dtypes, strict=True):
+        if isinstance(t, TensorType):
+            shape = tuple(STAND_IN if n < 0 else n for n in t.get_shape())
+            values.append(torch.empty(shape, dtype=d, device=meta))  # pyright: ignore[reportArgumentType]
+        elif isinstance(t, IndexType | IntegerType):
+            values.append(STAND_IN)
+        elif isinstance(t, AnyFloat):
+            values.append(float(STAND_IN))
+        else:
+            return None
+    return values
 
 
 def _run_meta(
@@ -102,16 +190,16 @@ def _run_meta(
     dtypes: Sequence[Any],
     declared: Sequence[tuple[int, Any, tuple[int, ...]]],
     has_device: bool,
+    stand_in: bool,
 ) -> str | None:
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
     meta = torch.device("meta")
     with _disable_current_modes():
-        values = [
-            torch.empty(tuple(t.get_shape()), dtype=d, device=meta)  # pyright: ignore[reportAttributeAccessIssue]
-            for t, d in zip(op.operand_types, dtypes, strict=True)
-        ]
+        values = _stand_in_values(op, dtypes)
+        if values is None:
+            return None
         args = [get(values) for get in plan.positional]
         kwargs = {name: get(values) for name, get in plan.keywords}
         if has_device:  # factory ops: make nothing, anywhere
@@ -123,6 +211,8 @@ def _run_meta(
         except NotImplementedError:
             return None  # no meta kernel (nonzero, unique, ...)
         except (RuntimeError, ValueError, IndexError, TypeError) as e:
+            if stand_in:
+                return None  # the stand-ins are not sizes these operands can have
             text = str(e).strip()
             if "meta" in text.lower():
                 return None  # needs data or a device, not a shape problem
@@ -130,6 +220,13 @@ def _run_meta(
             return f"torch rejects these operand types: {first}"
     for k, dtype, shape in declared:
         got = results[k] if k < len(results) else None
+        if stand_in:
+            if isinstance(got, torch.Tensor) and got.dtype != dtype:
+                return (
+                    f"result #{k} is declared {op.result_types[k]}, but for these operand "
+                    f"types torch computes element type {_type_text(got).split('x')[-1][:-1]}"
+                )
+            continue
         if k > 0 and isinstance(got, torch.Tensor) and got.dtype == dtype and 0 in shape:
             # A secondary result declared empty: CPU kernels return empty saved statistics
             # where the meta function sizes them (batch norm in inference).
@@ -147,16 +244,19 @@ def shape_mismatch(op: AtenOp) -> str | None:
     or the op cannot be checked)."""
     if not _ENABLED[0]:
         return None
-    if op.sym_operands() or not _static(op.operand_types) or not _static(op.result_types):
-        return None
+    if (mismatch := _alias_mismatch(op)) is not None:
+        return mismatch
+    stand_in = bool(op.sym_operands()) or not (
+        _static(op.operand_types) and _static(op.result_types)
+    )
     key = (type(op), tuple(op.operand_types), tuple(op.result_types))
     try:
         key = (*key, tuple(sorted(op.properties.items())))
         hash(key)
     except TypeError:  # an unhashable property: check without caching
-        return _check(op)
+        return _check(op, stand_in)
     if key not in _VERDICTS:
-        _VERDICTS[key] = _check(op)
+        _VERDICTS[key] = _check(op, stand_in)
     return _VERDICTS[key]
 
 
