@@ -67,6 +67,7 @@ from kiln.dialects.aten.size_symbols import (
     traced_size_texts,
 )
 from kiln.dialects.loop.expr import ExprSyntaxError, parse_expr
+from kiln.passes.decompose_parts import size_generic
 
 if TYPE_CHECKING:
     import torch
@@ -405,11 +406,54 @@ def _decomposed_body(
         d < 0 for v in flat_inputs if isinstance(v.type, TensorType) for d in v.type.get_shape()
     )
     dims = symbolic_dims(flat_inputs) if symbolic else None
-    entry = (*signature, dims, key, device)
+    if size_generic.applies(op):
+        shapes = (
+            dims.shapes
+            if dims is not None
+            else tuple(tuple(cast(TensorType[Any], v.type).get_shape()) for v in flat_inputs)
+        )
+        generic = _size_generic_body(op, overload, table, key, device, shapes)
+        if generic is not None:
+            return generic
+    return _cached_trace(
+        (*signature, dims, key, device), lambda: _trace(op, overload, table, key, device, dims)
+    )
+
+
+def _size_generic_body(
+    op: AtenOp,
+    overload: Any,
+    table: Decompositions,
+    key: TableKey,
+    device: str,
+    shapes: tuple[tuple[int, ...], ...],
+) -> Traced | None:
+    """``op``'s decomposition from the trace of its size pattern
+    (:mod:`~kiln.passes.decompose_parts.size_generic`), given ``op``'s sizes (None: none
+    that holds for them)."""
+    pattern = size_generic.size_pattern(shapes)
+    if pattern is None:
+        return None
+    traced = _cached_trace(
+        (*size_generic.pattern_key(op, pattern), key, device),
+        lambda: _trace(op, overload, table, key, device, None, pattern),
+    )
+    if traced is None:
+        return None
+    func = size_generic.with_sizes(traced.func, size_generic.real_sizes(pattern, shapes))
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    present = [i for i in range(len(op.results)) if i not in traced.absent]
+    if any(v.type != op.results[i].type for i, v in zip(present, ret.arguments, strict=True)):
+        return None
+    return Traced(func, traced.absent)
+
+
+def _cached_trace(entry: tuple[Any, ...], trace: Callable[[], Traced | None]) -> Traced | None:
     if entry in _TRACE_CACHE:
         _TRACE_CACHE.move_to_end(entry)
         return _TRACE_CACHE[entry]
-    traced = _trace(op, overload, table, key, device, dims)
+    traced = trace()
     _TRACE_CACHE[entry] = traced
     if len(_TRACE_CACHE) > _TRACE_CACHE_SIZE:
         _TRACE_CACHE.popitem(last=False)
@@ -423,7 +467,10 @@ def _trace(
     key: TableKey,
     device: str,
     dims: SymbolicDims | None,
+    pattern: tuple[tuple[int, ...], ...] | None = None,
 ) -> Traced | None:
+    """``op``'s decomposition traced at its types (``dims``: at symbolic sizes;
+    ``pattern``: at a size pattern's primes, see ``_size_generic_body``)."""
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
@@ -469,7 +516,7 @@ def _trace(
         # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
         # symbolic; an active fake mode would claim our example tensors).
         with _guards.tracing(None), _disable_current_modes():
-            examples, shape_env = _examples(flat_inputs, dims, device)
+            examples, shape_env = _examples(flat_inputs, dims, device, pattern)
             gm = make_fx(
                 fn,
                 decomposition_table=_with_prims(key),
@@ -491,6 +538,14 @@ def _trace(
     present = [i for i in range(len(op.results)) if i not in absent]
     if len(ret.arguments) != len(present):
         return None
+    if pattern is not None:
+        # Result types are checked once the body has a use's sizes.
+        if any(_is_same_op(o, op) for o in func.walk()):
+            return None
+        if not size_generic.is_size_generic(func, _primes_used(pattern)):
+            return None
+        func.detach()
+        return Traced(func, tuple(absent))
     # A result of another type is left out: the decomposition computes it for the CPU
     # (batch norm's saved statistics are [0] there and [C] on CUDA); the op is then only
     # replaced where that result is unused (see _splice).
@@ -597,12 +652,19 @@ def _hint_of(text: str, known: dict[str, int]) -> int | None:
     return int(cast(sympy.Integer, value)) if value.is_Integer else None
 
 
+def _primes_used(pattern: tuple[tuple[int, ...], ...]) -> int:
+    return max((-d for dims in pattern for d in dims if d < 0), default=0)
+
+
 def _examples(
-    values: list[SSAValue], dims: SymbolicDims | None, device: str
+    values: list[SSAValue],
+    dims: SymbolicDims | None,
+    device: str,
+    pattern: tuple[tuple[int, ...], ...] | None = None,
 ) -> tuple[list[Any], Any]:
     """Example inputs for tracing on ``device``: empty tensors (fake ones off the CPU, so
-    that no GPU is needed), or, with ``dims``, fake tensors of its size symbols (and the
-    shape environment holding those symbols)."""
+    that no GPU is needed; with ``pattern``, fake ones of its sizes), or, with ``dims``,
+    fake tensors of its size symbols (and the shape environment holding those symbols)."""
     import torch
 
     from kiln.dialects.aten.dtypes import type_to_dtype
@@ -616,8 +678,12 @@ def _examples(
 
     on_cpu = torch.device(device).type == "cpu"
     if dims is None:
-        shapes = [list(cast(TensorType[Any], v.type).get_shape()) for v in values]
-        if on_cpu:
+        shapes = (
+            size_generic.traced_shapes(pattern)
+            if pattern is not None
+            else [list(cast(TensorType[Any], v.type).get_shape()) for v in values]
+        )
+        if on_cpu and pattern is None:
             return [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes, strict=True)], None
         with FakeTensorMode():
             fakes = [

@@ -1,0 +1,1 @@
+"""Parts of the ``decompose`` pass (``kiln.passes.decompose``)."""
