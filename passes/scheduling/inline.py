@@ -31,6 +31,7 @@ from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, 
 from kiln.dialects.loop.expr import (
     MAX_INDEX_NODES,
     expr_nodes,
+    flat_index,
     index_var,
     indirect_var,
     size_var,
@@ -242,13 +243,15 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
     if not own:
         return False
     biggest = max(expr_nodes(e) for e in own)
+    sizes = [s.data for s in producer.sizes.data]
     for consumer in consumers:
         for load in _loads_of(consumer, producer.result):
             outer = expr_nodes(load.index.data)
             if biggest * (outer + 4) <= MAX_INDEX_NODES:
                 continue  # cheap bound: cannot exceed
-            sizes = [s.data for s in producer.sizes.data]
             ranges = loop_ranges(consumer)
+            if biggest <= MAX_INDEX_NODES and _reads_in_order(load.index.data, sizes, ranges):
+                continue  # the composition is the producer's own indices
             # Simplified first, as inline_into composes them: the composition stays small
             # and inline_into's simplify_with_ranges calls then hit its cache.
             coordinates = [
@@ -260,6 +263,19 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
                 if expr_nodes(composed) > MAX_INDEX_NODES:
                     return True
     return False
+
+
+def _reads_in_order(
+    index: sympy.Expr, sizes: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, sympy.Expr]
+) -> bool:
+    """Whether a consumer reads the producer's element ``(d0, d1, ...)`` at its own
+    ``(d0, d1, ...)``: loops of the producer's sizes, and ``index`` their row-major
+    position (a pointwise chain over one shape, the common case under symbolic sizes,
+    where the cheap bound of ``_index_blowup`` does not hold)."""
+    variables = [index_var(k) for k in range(len(sizes))]
+    if any(ranges.get(v) != size for v, size in zip(variables, sizes, strict=True)):  # pyright: ignore[reportArgumentType]
+        return False
+    return sympy.expand(index - flat_index(variables, sizes)) == 0
 
 
 def _position_free(producer: PointwiseOp) -> bool:

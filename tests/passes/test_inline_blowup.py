@@ -4,6 +4,7 @@ producer's own index, and is inlined; indices that do not simplify are refused."
 
 from __future__ import annotations
 
+import pytest
 import sympy
 from fuse_checks import parse
 from xdsl.dialects.func import FuncOp
@@ -73,3 +74,20 @@ def test_index_that_does_not_simplify_is_refused() -> None:
     producer, consumer = _pair(_module(index, index))
     assert inline._index_blowup(producer, [consumer])
     assert not inline.worth_inlining(producer, [consumer], cpu=True)
+
+
+def test_in_order_read_is_decided_without_composing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read at the producer's own row-major position is its own index: no composition
+    (EfficientNet-b0 under symbolic sizes: 451 checks 0.76 s -> 0.21 s)."""
+    producer, consumer = _pair(_module(FLAT, FLAT))
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("composed")
+
+    monkeypatch.setattr(inline, "unflatten", refuse)
+    assert not inline._index_blowup(producer, [consumer])
+    # Another order (d1 and d2 swapped) is composed.
+    swapped = FLAT.replace("d1*", "dX*").replace("96*d2", "96*d1").replace("dX*", "d2*")
+    producer, consumer = _pair(_module(FLAT, swapped))
+    with pytest.raises(AssertionError, match="composed"):
+        inline._index_blowup(producer, [consumer])
