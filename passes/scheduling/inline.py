@@ -250,7 +250,7 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
             if biggest * (outer + 4) <= MAX_INDEX_NODES:
                 continue  # cheap bound: cannot exceed
             ranges = loop_ranges(consumer)
-            if biggest <= MAX_INDEX_NODES and _reads_in_order(load.index.data, sizes, ranges):
+            if biggest <= MAX_INDEX_NODES and _reads_in_order(producer, consumer, load, ranges):
                 continue  # the composition is the producer's own indices
             # Simplified first, as inline_into composes them: the composition stays small
             # and inline_into's simplify_with_ranges calls then hit its cache.
@@ -266,16 +266,36 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
 
 
 def _reads_in_order(
-    index: sympy.Expr, sizes: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, sympy.Expr]
+    producer: PointwiseOp,
+    consumer: LoopNestOp,
+    load: LoadOp,
+    ranges: Mapping[sympy.Symbol, sympy.Expr],
 ) -> bool:
-    """Whether a consumer reads the producer's element ``(d0, d1, ...)`` at its own
-    ``(d0, d1, ...)``: loops of the producer's sizes, and ``index`` their row-major
-    position (a pointwise chain over one shape, the common case under symbolic sizes,
-    where the cheap bound of ``_index_blowup`` does not hold)."""
+    """Whether ``load`` reads the producer's element ``(d0, d1, ...)`` at the consumer's
+    own ``(d0, d1, ...)``: loops of the producer's sizes, and the index their row-major
+    position, unmasked and direct (a pointwise chain over one shape, the common case
+    under symbolic sizes, where composing indices costs most). The composition is then
+    the producer's own indices."""
+    if load.indirect or load.mask is not None:
+        return False
+    rename = _consumer_symbols(producer, consumer)
+    if rename is None:
+        return False
+    sizes = [substitute(s.data, rename) for s in producer.sizes.data]
     variables = [index_var(k) for k in range(len(sizes))]
     if any(ranges.get(v) != size for v, size in zip(variables, sizes, strict=True)):  # pyright: ignore[reportArgumentType]
         return False
-    return sympy.expand(index - flat_index(variables, sizes)) == 0
+    return sympy.expand(load.index.data - flat_index(variables, sizes)) == 0
+
+
+def _consumer_symbols(
+    producer: LoopNestOp, consumer: LoopNestOp
+) -> dict[sympy.Symbol, sympy.Expr] | None:
+    """The producer's size symbols as the consumer's (None: a size the consumer lacks)."""
+    syms = list(consumer.syms)
+    if any(value not in syms for value in producer.syms):
+        return None
+    return {size_var(k): size_var(syms.index(value)) for k, value in enumerate(producer.syms)}
 
 
 def _position_free(producer: PointwiseOp) -> bool:
@@ -421,10 +441,15 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         facts = mask_facts(load, outer_ranges)
         masked_ranges = dict(facts.ranges)
         ranges = gather_ranges(load.indirect, masked_ranges)
-        coordinates = [
-            facts.simplify(c, ranges)
-            for c in unflatten(facts.write(load.index.data), producer_sizes)
-        ]
+        in_order = _reads_in_order(producer, consumer, load, outer_ranges)
+        coordinates = (
+            [index_var(k) for k in range(len(producer_sizes))]
+            if in_order
+            else [
+                facts.simplify(c, ranges)
+                for c in unflatten(facts.write(load.index.data), producer_sizes)
+            ]
+        )
         substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
         mapping: dict[SSAValue, SSAValue] = {
             arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
