@@ -67,6 +67,7 @@ from kiln.passes.kernel_to_cpp.thresholds import threshold
 from kiln.passes.kernel_to_cpp.tiling import narrow_inner, tile_side, tiled_loops, transposed_dim
 from kiln.passes.kernel_to_cpp.transpose_tiles import stage_transposed_loads
 from kiln.passes.kernel_to_cpp.uniform_masks import version_uniform_masks
+from kiln.passes.scheduling.build import unflatten
 
 
 @dataclass
@@ -115,8 +116,19 @@ class KernelLowering:
     def _node_vars(self, space: LoopSpace) -> dict[LoopNestOp, list[sympy.Expr]]:
         subst = space.kernel_substitution()
         ranges = space.ranges()
+        # A node whose loops are the space's own (its variables the row-major coordinates
+        # of d0 and r0 over the space's sizes) has the space's variables: no sympy work
+        # (which under symbolic sizes was ~60 % of choosing a kernel's space).
+        own = [
+            *unflatten(index_var(0), space.x_sizes),
+            *unflatten(reduction_var(0), space.r_sizes),
+        ]
         return {
-            node: [simplify(substitute(e, subst), ranges) for e in node_vars(node)]
+            node: (
+                [*space.x_syms, *space.r_syms]
+                if (exprs := node_vars(node)) == own
+                else [simplify(substitute(e, subst), ranges) for e in exprs]
+            )
             for node in self.analysis.nodes
         }
 

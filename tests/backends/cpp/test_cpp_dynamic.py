@@ -339,3 +339,38 @@ def test_floats_of_sizes_run_in_kernels() -> None:
                 torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
     stats = last_compile_stats()
     assert not stats.externs, stats.externs
+
+
+def test_nodes_on_the_kernels_own_loops_skip_simplification(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose loops are its kernel's (its variables the row-major coordinates of
+    ``d0`` over the kernel's sizes) takes the kernel's loop variables without sympy work;
+    the kernels are the same as when every node's variables are simplified."""
+    from kiln.passes.kernel_to_cpp import kernel as kernel_lowering
+
+    calls = [0]
+    real_simplify = kernel_lowering.simplify
+
+    def counting(*args: Any) -> Any:
+        calls[0] += 1
+        return real_simplify(*args)
+
+    monkeypatch.setattr(kernel_lowering, "simplify", counting)
+    sources: list[str] = []
+    counts: list[int] = []
+    for fast in (True, False):
+        if not fast:  # no node matches the space's own coordinates
+            monkeypatch.setattr(kernel_lowering, "unflatten", lambda flat, sizes: [None])
+        torch._dynamo.reset()
+        calls[0] = 0
+        out = tmp_path / str(fast)
+        torch.manual_seed(0)
+        block = _StridedConvBlock().eval()
+        with torch.no_grad():
+            _randomize_running_stats(block.bn)
+            run_dynamic(block, [(2, 3, 12, 12), (4, 3, 9, 9)], options={"debug_dir": str(out)})
+        sources.append("".join(p.read_text() for p in sorted(out.glob("*/kernels.cpp"))))
+        counts.append(calls[0])
+    assert sources[0] == sources[1]
+    assert counts[0] < counts[1]
