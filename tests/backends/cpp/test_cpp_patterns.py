@@ -229,10 +229,15 @@ PARALLEL_CASES: dict[str, Case] = {
 }
 
 
+_PARALLEL_TOLERANCE = {"full_reductions_split": (1e-3, 1e-4)}
+"""50000 float32 terms summed in chunks, in another order than eager's: 6.9e-05 absolute
+on a sum of 2.3 was seen (the partial sums reach ~200), over the default 1e-05."""
+
+
 @pytest.mark.parametrize("name", list(PARALLEL_CASES))
 def test_parallel_pattern(name: str) -> None:
     fn, make_inputs = PARALLEL_CASES[name]
-    program = check(fn, make_inputs, threads=2)
+    program = check(fn, make_inputs, threads=2, tolerance=_PARALLEL_TOLERANCE.get(name))
     assert "#pragma omp parallel for" in program.cpp_source
 
 
