@@ -368,15 +368,19 @@ def _signature(op: AtenOp) -> tuple[Any, ...] | None:
     for value in op.operands:
         if not isinstance(value.type, TensorType):
             return None
-    props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
-    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR))
     return (
         op.overload_name,
         tuple(str(v.type) for v in op.operands),
-        props,
-        extra,
+        *_arguments_key(op),
         tuple(str(r.type) for r in op.results),
     )
+
+
+def _arguments_key(op: AtenOp) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """``op``'s properties and attributes (its graph sizes aside) as a hashable key."""
+    props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR))
+    return props, extra
 
 
 @dataclass(frozen=True)
@@ -435,7 +439,7 @@ def _size_generic_body(
     if pattern is None:
         return None
     traced = _cached_trace(
-        (*size_generic.pattern_key(op, pattern), key, device),
+        (*size_generic.pattern_key(op, pattern), *_arguments_key(op), key, device),
         lambda: _trace(op, overload, table, key, device, None, pattern),
     )
     if traced is None:
@@ -538,11 +542,11 @@ def _trace(
     present = [i for i in range(len(op.results)) if i not in absent]
     if len(ret.arguments) != len(present):
         return None
+    if any(_is_same_op(o, op) for o in func.walk()):
+        return None  # the "decomposition" re-emits the op itself
     if pattern is not None:
         # Result types are checked once the body has a use's sizes.
-        if any(_is_same_op(o, op) for o in func.walk()):
-            return None
-        if not size_generic.is_size_generic(func, _primes_used(pattern)):
+        if not size_generic.is_size_generic(func, pattern):
             return None
         func.detach()
         return Traced(func, tuple(absent))
@@ -556,8 +560,6 @@ def _trace(
         absent = sorted([*absent, *(i for i, k in zip(present, kept, strict=True) if not k)])
         values = [v for v, k in zip(ret.arguments, kept, strict=True) if k]
         Rewriter.replace_op(ret, ReturnOp(*values))
-    if any(_is_same_op(o, op) for o in func.walk()):
-        return None  # the "decomposition" re-emits the op itself
     for inner in func.walk():
         # Sizes of the trace's own shape environment: its symbols are not the graph's.
         inner.attributes.pop(TRACED_SIZES_ATTR, None)
@@ -650,10 +652,6 @@ def _hint_of(text: str, known: dict[str, int]) -> int | None:
         return None
     value = expr.xreplace({s: sympy.Integer(known[str(s)]) for s in expr.free_symbols})
     return int(cast(sympy.Integer, value)) if value.is_Integer else None
-
-
-def _primes_used(pattern: tuple[tuple[int, ...], ...]) -> int:
-    return max((-d for dims in pattern for d in dims if d < 0), default=0)
 
 
 def _examples(

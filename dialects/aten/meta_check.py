@@ -70,18 +70,21 @@ def _static(types: Sequence[Attribute]) -> bool:
     return all(not isinstance(t, TensorType) or all(d >= 0 for d in t.get_shape()) for t in types)
 
 
+def _element_text(dtype: Any) -> str:
+    from kiln.dialects.aten.dtypes import UnsupportedDtype, dtype_to_type
+
+    try:
+        return str(dtype_to_type(dtype))
+    except UnsupportedDtype:
+        return str(dtype)
+
+
 def _type_text(value: Any) -> str:
     import torch
 
     if not isinstance(value, torch.Tensor):
         return type(value).__name__
-    from kiln.dialects.aten.dtypes import UnsupportedDtype, dtype_to_type
-
-    try:
-        element = str(dtype_to_type(value.dtype))
-    except UnsupportedDtype:
-        element = str(value.dtype)
-    return f"tensor<{''.join(f'{d}x' for d in value.shape)}{element}>"
+    return f"tensor<{''.join(f'{d}x' for d in value.shape)}{_element_text(value.dtype)}>"
 
 
 def _check(op: AtenOp, stand_in: bool) -> str | None:
@@ -224,7 +227,7 @@ def _run_meta(
             if isinstance(got, torch.Tensor) and got.dtype != dtype:
                 return (
                     f"result #{k} is declared {op.result_types[k]}, but for these operand "
-                    f"types torch computes element type {_type_text(got).split('x')[-1][:-1]}"
+                    f"types torch computes element type {_element_text(got.dtype)}"
                 )
             continue
         if k > 0 and isinstance(got, torch.Tensor) and got.dtype == dtype and 0 in shape:
@@ -244,20 +247,26 @@ def shape_mismatch(op: AtenOp) -> str | None:
     or the op cannot be checked)."""
     if not _ENABLED[0]:
         return None
-    if (mismatch := _alias_mismatch(op)) is not None:
-        return mismatch
-    stand_in = bool(op.sym_operands()) or not (
-        _static(op.operand_types) and _static(op.result_types)
-    )
     key = (type(op), tuple(op.operand_types), tuple(op.result_types))
     try:
         key = (*key, tuple(sorted(op.properties.items())))
         hash(key)
     except TypeError:  # an unhashable property: check without caching
-        return _check(op, stand_in)
+        return _verdict(op)
     if key not in _VERDICTS:
-        _VERDICTS[key] = _check(op, stand_in)
+        _VERDICTS[key] = _verdict(op)
     return _VERDICTS[key]
+
+
+def _verdict(op: AtenOp) -> str | None:
+    """``shape_mismatch`` uncached: the alias check, then torch's, in full or (dynamic
+    dims, symbolic arguments) on stand-ins."""
+    if (mismatch := _alias_mismatch(op)) is not None:
+        return mismatch
+    stand_in = bool(op.sym_operands()) or not (
+        _static(op.operand_types) and _static(op.result_types)
+    )
+    return _check(op, stand_in)
 
 
 __all__ = ["shape_checks", "shape_mismatch"]

@@ -121,11 +121,11 @@ def _baked(value: int, primes: Sequence[int]) -> bool:
     return value >= primes[0] and any(value % p == 0 for p in primes) if primes else False
 
 
-def is_size_generic(func: FuncOp, used: int) -> bool:
-    """Whether the traced body holds for every size: every dim of its tensors is a traced
-    prime or a constant of its own, and no argument of its ops holds a prime or a multiple
-    of one (``used``: how many primes the pattern has)."""
-    primes = PRIMES[:used]
+def is_size_generic(func: FuncOp, pattern: tuple[tuple[int, ...], ...]) -> bool:
+    """Whether the body traced at ``pattern`` holds for every size: every dim of its
+    tensors is a traced prime or a constant of its own, and no argument of its ops holds a
+    prime or a multiple of one."""
+    primes = PRIMES[: max((-d for dims in pattern for d in dims if d < 0), default=0)]
     for inner in func.body.block.ops:
         if isinstance(inner, ReturnOp):
             continue
@@ -158,23 +158,19 @@ def with_sizes(func: FuncOp, sizes: dict[int, int]) -> FuncOp:
 
 
 def pattern_key(op: AtenOp, pattern: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
-    """What a size-generic trace depends on: ``op``'s signature with sizes replaced by
-    ``pattern`` (result types by rank and element type)."""
+    """What a size-generic trace depends on besides ``op``'s arguments: its overload and
+    types with sizes replaced by ``pattern`` (result types by rank and element type)."""
 
     def element(ty: Attribute) -> str:
         if isinstance(ty, TensorType):
             return f"{len(ty.get_shape())}:{ty.element_type}"
         return str(ty)
 
-    props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
-    extra = tuple(sorted((k, str(v)) for k, v in op.attributes.items() if k != TRACED_SIZES_ATTR))
     return (
         "size-generic",
         op.overload_name,
         pattern,
         tuple(element(t) for t in op.operand_types),
-        props,
-        extra,
         tuple(element(t) for t in op.result_types),
     )
 

@@ -245,12 +245,18 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
     biggest = max(expr_nodes(e) for e in own)
     sizes = [s.data for s in producer.sizes.data]
     for consumer in consumers:
+        rename = _consumer_symbols(producer, consumer)
+        sizes_here = [substitute(s, rename) for s in sizes] if rename is not None else None
         for load in _loads_of(consumer, producer.result):
             outer = expr_nodes(load.index.data)
             if biggest * (outer + 4) <= MAX_INDEX_NODES:
                 continue  # cheap bound: cannot exceed
             ranges = loop_ranges(consumer)
-            if biggest <= MAX_INDEX_NODES and _reads_in_order(producer, consumer, load, ranges):
+            if (
+                biggest <= MAX_INDEX_NODES
+                and sizes_here is not None
+                and _reads_in_order(load, sizes_here, ranges)
+            ):
                 continue  # the composition is the producer's own indices
             # Simplified first, as inline_into composes them: the composition stays small
             # and inline_into's simplify_with_ranges calls then hit its cache.
@@ -266,22 +272,15 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
 
 
 def _reads_in_order(
-    producer: PointwiseOp,
-    consumer: LoopNestOp,
-    load: LoadOp,
-    ranges: Mapping[sympy.Symbol, sympy.Expr],
+    load: LoadOp, sizes: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, sympy.Expr]
 ) -> bool:
     """Whether ``load`` reads the producer's element ``(d0, d1, ...)`` at the consumer's
-    own ``(d0, d1, ...)``: loops of the producer's sizes, and the index their row-major
-    position, unmasked and direct (a pointwise chain over one shape, the common case
-    under symbolic sizes, where composing indices costs most). The composition is then
-    the producer's own indices."""
+    own ``(d0, d1, ...)``: loops of the producer's ``sizes`` (in the consumer's size
+    symbols), and the index their row-major position, unmasked and direct (a pointwise
+    chain over one shape, the common case under symbolic sizes, where composing indices
+    costs most). The composition is then the producer's own indices."""
     if load.indirect or load.mask is not None:
         return False
-    rename = _consumer_symbols(producer, consumer)
-    if rename is None:
-        return False
-    sizes = [substitute(s.data, rename) for s in producer.sizes.data]
     variables = [index_var(k) for k in range(len(sizes))]
     if any(ranges.get(v) != size for v, size in zip(variables, sizes, strict=True)):  # pyright: ignore[reportArgumentType]
         return False
@@ -441,10 +440,9 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         facts = mask_facts(load, outer_ranges)
         masked_ranges = dict(facts.ranges)
         ranges = gather_ranges(load.indirect, masked_ranges)
-        in_order = _reads_in_order(producer, consumer, load, outer_ranges)
         coordinates = (
             [index_var(k) for k in range(len(producer_sizes))]
-            if in_order
+            if _reads_in_order(load, producer_sizes, outer_ranges)
             else [
                 facts.simplify(c, ranges)
                 for c in unflatten(facts.write(load.index.data), producer_sizes)

@@ -72,6 +72,21 @@ def _decomposed(case: str, shape: str, generic: bool, monkeypatch: pytest.Monkey
         return printed(module)
 
 
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The overloads ``decompose`` traces from here on (an empty trace cache)."""
+    calls: list[str] = []
+    real = decompose._trace
+
+    def counting(op: AtenOp, *args: Any) -> Any:
+        calls.append(op.overload_name)
+        return real(op, *args)
+
+    monkeypatch.setattr(decompose, "_trace", counting)
+    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
+    return calls
+
+
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_size_generic_body_is_the_op_own_trace(
@@ -84,18 +99,9 @@ def test_a_size_generic_body_is_the_op_own_trace(
     assert _decomposed(case, shape, True, monkeypatch) == own
 
 
-def test_one_trace_per_size_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_trace_per_size_pattern(traced: list[str]) -> None:
     """Batch norm and hardswish at three channel counts, static and symbolic batch: one
     trace of each (MobileNet-v3 traced them 27 times, 1.3 s of a dynamic compile)."""
-    traced: list[str] = []
-    real = decompose._trace
-
-    def counting(op: AtenOp, *args: Any) -> Any:
-        traced.append(op.overload_name)
-        return real(op, *args)
-
-    monkeypatch.setattr(decompose, "_trace", counting)
-    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
     lines, args, results = [], [], []
     for k, (n, c) in enumerate([("2", 8), ("2", 16), ("?", 8), ("?", 32)]):
         t, ct = f"tensor<{n}x{c}x5x5xf32>", f"tensor<{c}xf32>"
@@ -133,7 +139,7 @@ def test_one_trace_per_size_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
         torch.testing.assert_close(got, want)
 
 
-def test_a_body_that_reads_a_size_is_traced_per_use(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_body_that_reads_a_size_is_traced_per_use(traced: list[str]) -> None:
     """A decomposition that bakes a size into its body (a view through ``x.shape``) is
     not size-generic: each use gets its own trace, and the numbers are eager's."""
     aten = torch.ops.aten
@@ -148,15 +154,6 @@ def test_a_body_that_reads_a_size_is_traced_per_use(monkeypatch: pytest.MonkeyPa
         def decompositions(self) -> dict[Any, Any]:
             return {aten.silu.default: flattened}
 
-    traced: list[str] = []
-    real = decompose._trace
-
-    def counting(op: AtenOp, *args: Any) -> Any:
-        traced.append(op.overload_name)
-        return real(op, *args)
-
-    monkeypatch.setattr(decompose, "_trace", counting)
-    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
     text = """
     func.func @f(%x: tensor<4x6xf32>, %y: tensor<3x10xf32>) -> (tensor<4x6xf32>, tensor<3x10xf32>) {
       %0 = aten.silu.default(%x) : (tensor<4x6xf32>) -> tensor<4x6xf32>
