@@ -49,9 +49,19 @@ def _simplify(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr, Exp
     """``memo``: the subexpressions already simplified (a composed view repeats them)."""
     if not e.args or not e.has(FloorDiv, sympy.Mod):
         return e
+    if _is_size(e):
+        return _simplify_sizes(e)
     if (done := memo.get(e)) is None:
         done = memo[e] = _simplify_node(e, ranges, memo)
     return done
+
+
+@cache
+def _simplify_sizes(e: Expr) -> Expr:
+    """A size expression's simplification, which no loop variable's range changes: the
+    same sizes (a convolution's output ``(s1 - 1) // 2 + 1``) recur in every index of
+    every kernel, each time under other ranges."""
+    return _simplify_node(e, {}, {})
 
 
 def _simplify_node(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr, Expr]) -> Expr:
@@ -140,7 +150,7 @@ def _split_small_symbolic(
         g = cast(Expr, sympy.gcd(c, divisor))
         if g != 1 and g not in candidates and _positive_size(g):
             candidates.append(g)
-    candidates.sort(key=lambda g: (-len(g.free_symbols), -_sample(g)))
+    candidates.sort(key=lambda g: (-len(g.free_symbols), -sample_sizes(g)))
     for g in candidates:
         big: list[Expr] = []
         small: list[Expr] = []
@@ -358,6 +368,12 @@ def _symbolic_divmod(
     change."""
     if not _positive_size(divisor):
         return None
+    if not isinstance(base, sympy.Add | sympy.Mul) and divisor != 1:
+        # A variable (or a division) alone: nothing leaves the division, only the
+        # ranges can decide it (every node coordinate of a kernel, d0 // (16*h*w)).
+        if _within(base, divisor, ranges):
+            return sympy.Integer(0) if is_div else sympy.expand(base)
+        return None
     quotient, rest = _exact_quotient(base, divisor)
     if _within(rest, divisor, ranges):
         return sympy.expand(quotient) if is_div else rest
@@ -421,13 +437,15 @@ def _within(e: Expr, divisor: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> bool
     lo, hi = bounds
     gap = divisor - 1 - hi
     # A sample of sizes refutes most candidates before the (costlier) proof.
-    if _sample(lo) < 0 or _sample(gap) < 0:
+    if sample_sizes(lo) < 0 or sample_sizes(gap) < 0:
         return False
     return _nonneg(lo) and _nonneg(gap)
 
 
-def _sample(e: Expr) -> int | float:
-    """``e`` at one point of the sizes (large, distinct); ``inf`` where not a number."""
+@cache
+def sample_sizes(e: Expr) -> int | float:
+    """``e`` at one point of the sizes (large, distinct); ``inf`` where not a number.
+    A negative sample refutes ``e >= 0`` for all sizes before a costlier proof."""
     point = {
         s: sympy.Integer(1009 + 37 * k)
         for k, s in enumerate(sorted(e.free_symbols, key=str))

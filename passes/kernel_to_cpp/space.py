@@ -255,8 +255,30 @@ def _try_merge(
     else:
         candidate = LoopSpace(space.x_sizes, new_sizes, space.x_syms, new_syms)
     ranges = candidate.ranges()
-    new_exprs = [simplify(substitute(e, subs), ranges) for e in exprs]
-    if _divmod_count(new_exprs) > _divmod_count(exprs):
+    # Decided without simplifying where the merge is plain algebra: an index linear in
+    # the two variables either reads the merged dims contiguously (joined exactly) or
+    # gains a division at least; the others are simplified over the merged ranges.
+    budget = _divmod_count(exprs)
+    joinable = 1 not in ranges.values()  # a size-1 dim's variable is simplified to 0
+    new_exprs: list[sympy.Expr | None] = [None] * len(exprs)
+    at_least = 0
+    for i, e in enumerate(exprs):
+        parts = _linear_parts(e, syms[k], syms[k + 1]) if joinable else None
+        if parts is None:
+            continue
+        a, b, rest = parts
+        if sympy.expand(a - b * inner) == 0:
+            joined = new_exprs[i] = sympy.expand(b * merged + rest)
+            at_least += _divmod_count([joined])
+        else:
+            at_least += _divmod_count([e]) + 1
+        if at_least > budget:
+            return None
+    for i, e in enumerate(exprs):
+        if new_exprs[i] is None:
+            new_exprs[i] = simplify(substitute(e, subs), ranges)
+    done = [cast(sympy.Expr, e) for e in new_exprs]
+    if _divmod_count(done) > budget:
         return None
     # Rename to the canonical _x<k>/_r<k> so later merges see fresh names.
     final = LoopSpace.of(candidate.x_sizes, candidate.r_sizes)
@@ -265,7 +287,37 @@ def _try_merge(
     )
     final.base = space.base or space
     final.merges = (*space.merges, Merge(subs, ranges, rename))
-    return final, [substitute(e, rename) for e in new_exprs]
+    return final, [substitute(e, rename) for e in done]
+
+
+def _linear_parts(
+    e: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol
+) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
+    """``(a, b, rest)`` with ``e == a*outer + b*inner + rest`` and neither variable in
+    ``a``, ``b``, ``rest`` nor under a division (``e`` expanded; divisions of sizes
+    only), else None. Merging the two dims (``outer = m // n``, ``inner = m % n``) then
+    gives ``b*m + rest`` where ``a == b*n``, and otherwise keeps a division of ``m``."""
+    if any(
+        not cast(sympy.Symbol, v).is_positive
+        for node in sympy.preorder_traversal(e)
+        if isinstance(node, FloorDiv | sympy.Mod)
+        for v in node.free_symbols
+    ):
+        return None  # a division of loop variables: the ranges may decide it
+    a: list[sympy.Expr] = []
+    b: list[sympy.Expr] = []
+    rest: list[sympy.Expr] = []
+    for term in sympy.Add.make_args(e):
+        factors = sympy.Mul.make_args(term)
+        if not term.has(outer, inner):
+            rest.append(term)
+            continue
+        var = outer if outer in factors else inner
+        coeff = [f for f in factors if f != var]
+        if len(coeff) != len(factors) - 1 or any(f.has(outer, inner) for f in coeff):
+            return None  # a power or product of the variables
+        (a if var == outer else b).append(sympy.Mul(*coeff))
+    return sympy.Add(*a), sympy.Add(*b), sympy.Add(*rest)
 
 
 def choose_space(

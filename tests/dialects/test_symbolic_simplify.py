@@ -244,3 +244,26 @@ def test_division_by_a_sum_of_sizes_leaves_the_channel_loop() -> None:
         divisor = 116 * ((size - 1) // 16) + 116
         assert int(div.subs(point)) == value // divisor
         assert int(rem.subs(point)) == value % divisor
+
+
+def test_a_variable_alone_is_decided_by_its_range_only() -> None:
+    # Every node coordinate of a kernel: d0 // (s1*s2) and (d0 // s2) % s1.
+    wide = {d0: s0 * s1 * s2}
+    assert simplify_with_ranges(floordiv(d0, s1 * s2), wide) == floordiv(d0, s1 * s2)
+    assert simplify_with_ranges(mod(floordiv(d0, s2), s1), wide) == mod(floordiv(d0, s2), s1)
+    narrow = {d0: s1 * s2}
+    assert simplify_with_ranges(floordiv(d0, s1 * s2), narrow) == 0
+    assert simplify_with_ranges(mod(floordiv(d0, s2), s1), narrow) == floordiv(d0, s2)
+    for e in (floordiv(d0, s1 * s2), mod(floordiv(d0, s2), s1)):
+        same_values(e, simplify_with_ranges(e, narrow), narrow)
+
+
+def test_divisions_of_sizes_alone_simplify_alike_under_any_ranges() -> None:
+    # A strided output size inside an index: its own division is the same under the
+    # ranges of every kernel it appears in (cached once for all of them).
+    h = floordiv(s1 - 1, 2) + 1
+    e = floordiv(d0, 16 * h * h) + mod(d1, h)
+    got = [simplify_with_ranges(e, ranges) for ranges in ({d0: s0, d1: s2}, {d0: s3, d1: h})]
+    assert got[0] == e
+    assert got[1] == floordiv(d0, 16 * h * h) + d1
+    same_values(e, got[1], {d0: s3, d1: h})
