@@ -255,9 +255,12 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
             if (
                 biggest <= MAX_INDEX_NODES
                 and sizes_here is not None
-                and _reads_in_order(load, sizes_here, ranges)
+                and (
+                    _reads_in_order(load, sizes_here, ranges)
+                    or _permuted_read(load, sizes_here, ranges) is not None
+                )
             ):
-                continue  # the composition is the producer's own indices
+                continue  # the composition renames the producer's own indices
             # Simplified first, as inline_into composes them: the composition stays small
             # and inline_into's simplify_with_ranges calls then hit its cache.
             coordinates = [
@@ -285,6 +288,43 @@ def _reads_in_order(
     if any(ranges.get(v) != size for v, size in zip(variables, sizes, strict=True)):  # pyright: ignore[reportArgumentType]
         return False
     return sympy.expand(load.index.data - flat_index(variables, sizes)) == 0
+
+
+def _permuted_read(
+    load: LoadOp, sizes: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, sympy.Expr]
+) -> list[sympy.Expr] | None:
+    """The producer coordinates ``load`` reads where they are the consumer's own loop
+    variables in another order: its index the producer's row-major position of distinct
+    variables, each ranging over its dim's size (``sizes`` in the consumer's symbols;
+    size-1 dims at 0). A channels-last mean over ``h, w`` reads its producer's
+    ``(n, h, w, c)`` at ``(d0, r0, r1, d1)``: unflattening that index divides by
+    symbolic strides only to give the variables back. None: another read."""
+    if load.indirect or load.mask is not None:
+        return None
+    coefficients: dict[sympy.Symbol, sympy.Expr] = {}
+    for term in sympy.Add.make_args(sympy.expand(load.index.data)):
+        factors = sympy.Mul.make_args(term)
+        variables = [f for f in factors if f in ranges]
+        if len(variables) != 1:
+            return None
+        variable = cast(sympy.Symbol, variables[0])
+        rest = sympy.Mul(*[f for f in factors if f is not variable])
+        if any(not cast(sympy.Symbol, s).is_positive for s in rest.free_symbols):
+            return None  # a coefficient that is not a size
+        coefficients[variable] = coefficients.get(variable, sympy.Integer(0)) + rest
+    coordinates: list[sympy.Expr] = []
+    stride: sympy.Expr = sympy.Integer(1)
+    for size in reversed(sizes):
+        if size == 1:
+            coordinates.append(sympy.Integer(0))
+            continue
+        found = [v for v, c in coefficients.items() if sympy.expand(c - stride) == 0]
+        if len(found) != 1 or sympy.expand(ranges[found[0]] - size) != 0:
+            return None
+        coordinates.append(found[0])
+        del coefficients[found[0]]
+        stride = stride * size
+    return None if coefficients else coordinates[::-1]
 
 
 def _consumer_symbols(
@@ -440,14 +480,15 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
         facts = mask_facts(load, outer_ranges)
         masked_ranges = dict(facts.ranges)
         ranges = gather_ranges(load.indirect, masked_ranges)
-        coordinates = (
-            [index_var(k) for k in range(len(producer_sizes))]
-            if _reads_in_order(load, producer_sizes, outer_ranges)
-            else [
+        if _reads_in_order(load, producer_sizes, outer_ranges):
+            coordinates = [index_var(k) for k in range(len(producer_sizes))]
+        elif (permuted := _permuted_read(load, producer_sizes, outer_ranges)) is not None:
+            coordinates = permuted
+        else:
+            coordinates = [
                 facts.simplify(c, ranges)
                 for c in unflatten(facts.write(load.index.data), producer_sizes)
             ]
-        )
         substitution = {**sym_rename, **{index_var(k): c for k, c in enumerate(coordinates)}}
         mapping: dict[SSAValue, SSAValue] = {
             arg: arg_for[outer] for arg, outer in zip(p_inputs, producer.inputs, strict=True)
