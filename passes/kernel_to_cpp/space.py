@@ -62,16 +62,48 @@ def loop_symbol(prefix: str, k: int) -> sympy.Symbol:
 
 @dataclass(frozen=True)
 class Merge:
-    """One merge of two adjacent loop dims: their variables become ``subs`` of the merged
-    one (simplified over ``ranges``, the merged space's), then the merged space's
-    variables are renamed to the canonical ``_x<k>``/``_r<k>`` (``rename``)."""
+    """One merge of two adjacent loop dims, ``outer`` and ``inner`` (of ``inner_size``
+    points): they become ``merged // inner_size`` and ``merged % inner_size``, simplified
+    over ``ranges`` (the merged space's), then the merged space's variables are renamed
+    to the canonical ``_x<k>``/``_r<k>`` (``rename``)."""
 
-    subs: dict[sympy.Symbol, sympy.Expr]
+    outer: sympy.Symbol
+    inner: sympy.Symbol
+    inner_size: sympy.Expr
+    merged: sympy.Symbol
     ranges: dict[sympy.Symbol, sympy.Expr]
     rename: dict[sympy.Symbol, sympy.Expr]
 
     def apply(self, expr: sympy.Expr) -> sympy.Expr:
-        return substitute(simplify(substitute(expr, self.subs), self.ranges), self.rename)
+        parts = self.linear_parts(expr)
+        joined = self.join(parts) if parts is not None else None
+        return substitute(joined if joined is not None else self.simplify(expr), self.rename)
+
+    def linear_parts(self, expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
+        """:func:`_linear_parts` of ``expr`` in the two variables; None also where a
+        dim has one point (its variable is simplified to 0)."""
+        if 1 in self.ranges.values():
+            return None
+        return _linear_parts(expr, self.outer, self.inner)
+
+    def join(self, parts: tuple[sympy.Expr, sympy.Expr, sympy.Expr]) -> sympy.Expr | None:
+        """The index ``a*outer + b*inner + rest`` over the merged variable by plain
+        algebra, where it reads the merged dims contiguously: ``a == b*inner_size``
+        gives ``b*merged + rest`` (:func:`simplify` reaches the same through joining
+        ``b*inner_size*(m // inner_size) + b*(m % inner_size)``, at many times the cost
+        under symbolic sizes). None: it keeps a division of the merged variable."""
+        a, b, rest = parts
+        if sympy.expand(a - b * self.inner_size) != 0:
+            return None
+        return sympy.expand(b * self.merged + rest)
+
+    def simplify(self, expr: sympy.Expr) -> sympy.Expr:
+        """``expr`` over the merged variable, simplified over the merged ranges."""
+        subs = {
+            self.outer: floordiv(self.merged, self.inner_size),
+            self.inner: mod(self.merged, self.inner_size),
+        }
+        return simplify(substitute(expr, subs), self.ranges)
 
 
 @dataclass
@@ -242,51 +274,41 @@ def _try_merge(
 ) -> tuple[LoopSpace, list[sympy.Expr]] | None:
     sizes = list(space.x_sizes if which == "x" else space.r_sizes)
     syms = list(space.x_syms if which == "x" else space.r_syms)
-    inner = sizes[k + 1]
     merged = sympy.Symbol(f"_m{which}{k}", integer=True, nonnegative=True)
-    subs = {
-        syms[k]: floordiv(merged, inner),
-        syms[k + 1]: mod(merged, inner),
-    }
-    new_sizes = [*sizes[:k], sizes[k] * inner, *sizes[k + 2 :]]
+    new_sizes = [*sizes[:k], sizes[k] * sizes[k + 1], *sizes[k + 2 :]]
     new_syms = [*syms[:k], merged, *syms[k + 2 :]]
     if which == "x":
         candidate = LoopSpace(new_sizes, space.r_sizes, new_syms, space.r_syms)
     else:
         candidate = LoopSpace(space.x_sizes, new_sizes, space.x_syms, new_syms)
-    ranges = candidate.ranges()
-    # Decided without simplifying where the merge is plain algebra: an index linear in
-    # the two variables either reads the merged dims contiguously (joined exactly) or
-    # gains a division at least; the others are simplified over the merged ranges.
-    budget = _divmod_count(exprs)
-    joinable = 1 not in ranges.values()  # a size-1 dim's variable is simplified to 0
-    new_exprs: list[sympy.Expr | None] = [None] * len(exprs)
-    at_least = 0
-    for i, e in enumerate(exprs):
-        parts = _linear_parts(e, syms[k], syms[k + 1]) if joinable else None
-        if parts is None:
-            continue
-        a, b, rest = parts
-        if sympy.expand(a - b * inner) == 0:
-            joined = new_exprs[i] = sympy.expand(b * merged + rest)
-            at_least += _divmod_count([joined])
-        else:
-            at_least += _divmod_count([e]) + 1
-        if at_least > budget:
-            return None
-    for i, e in enumerate(exprs):
-        if new_exprs[i] is None:
-            new_exprs[i] = simplify(substitute(e, subs), ranges)
-    done = [cast(sympy.Expr, e) for e in new_exprs]
-    if _divmod_count(done) > budget:
-        return None
     # Rename to the canonical _x<k>/_r<k> so later merges see fresh names.
     final = LoopSpace.of(candidate.x_sizes, candidate.r_sizes)
     rename: dict[sympy.Symbol, sympy.Expr] = dict(
         zip([*candidate.x_syms, *candidate.r_syms], [*final.x_syms, *final.r_syms], strict=True)
     )
+    merge = Merge(syms[k], syms[k + 1], sizes[k + 1], merged, candidate.ranges(), rename)
+    # Decided without simplifying where the merge is plain algebra (Merge.join): an
+    # index linear in the two variables that does not join gains a division at least.
+    budget = _divmod_count(exprs)
+    new_exprs: list[sympy.Expr | None] = []
+    at_least = 0
+    for e in exprs:
+        parts = merge.linear_parts(e)
+        joined = merge.join(parts) if parts is not None else None
+        new_exprs.append(joined)
+        if joined is not None:
+            at_least += _divmod_count([joined])
+        elif parts is not None:
+            at_least += _divmod_count([e]) + 1
+        if at_least > budget:
+            return None
+    done = [
+        j if j is not None else merge.simplify(e) for j, e in zip(new_exprs, exprs, strict=True)
+    ]
+    if _divmod_count(done) > budget:
+        return None
     final.base = space.base or space
-    final.merges = (*space.merges, Merge(subs, ranges, rename))
+    final.merges = (*space.merges, merge)
     return final, [substitute(e, rename) for e in done]
 
 

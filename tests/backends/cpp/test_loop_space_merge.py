@@ -90,3 +90,16 @@ def test_linear_parts_need_each_variable_once_and_undivided() -> None:
     assert _linear_parts(x0**2 + x1, x0, x1) is None
     assert _linear_parts(floordiv(x0, 2) + x1, x0, x1) is None
     assert _linear_parts(x2 + h, x0, x1) == (sympy.Integer(0), sympy.Integer(0), x2 + h)
+
+
+def test_replaying_the_merges_joins_what_simplifying_gives() -> None:
+    space = LoopSpace.of([s0, h * h, sympy.Integer(288)], [])
+    read = sympy.expand(288 * h * h * x0 + 288 * x1 + x2)
+    merged, _ = merge_dims(space, [read])
+    assert len(merged.merges) == 2
+    nodes = [read, x2, x1, sympy.expand(288 * h * h * x0 + 288 * x1 + x2 + s0), 3 * x0 + x1]
+    for e in nodes:
+        slow = e
+        for merge in merged.merges:
+            slow = substitute(merge.simplify(slow), merge.rename)
+        assert merged.replay(e) == slow
