@@ -87,7 +87,7 @@ def _simplify_node(e: Expr, ranges: Mapping[sympy.Symbol, Expr], memo: dict[Expr
                 return symbolic
             if (split_sym := _split_small_symbolic(base, divisor, ranges)) is not None:
                 g, big, small = split_sym
-                rest = _divides(sympy.expand(divisor), g)
+                rest = polynomial_quotient(sympy.expand(divisor), g)
                 assert rest is not None  # g was chosen among the divisor's factors
                 if isinstance(e, FloorDiv):
                     return _simplify(floordiv(big, rest), ranges, memo)
@@ -155,12 +155,12 @@ def _split_small_symbolic(
         big: list[Expr] = []
         small: list[Expr] = []
         for t, c in zip(terms, coeffs, strict=True):
-            q = _divides(sympy.expand(c), g)
+            q = polynomial_quotient(sympy.expand(c), g)
             if q is None:
                 small.append(t)
             else:
                 big.append(sympy.expand(t / g))
-        if not big or not small or _divides(sympy.expand(divisor), g) is None:
+        if not big or not small or polynomial_quotient(sympy.expand(divisor), g) is None:
             continue
         rest = sympy.Add(*small)
         if _within(rest, g, ranges):
@@ -396,7 +396,7 @@ def _exact_quotient(base: Expr, divisor: Expr) -> tuple[Expr, Expr]:
     quotient: Expr = sympy.Integer(0)
     rest: Expr = sympy.Integer(0)
     for key, coeff in groups.items():
-        q = _divides(sympy.expand(coeff), divisor)
+        q = polynomial_quotient(sympy.expand(coeff), divisor)
         if q is None:
             rest += coeff * key
         else:
@@ -405,8 +405,9 @@ def _exact_quotient(base: Expr, divisor: Expr) -> tuple[Expr, Expr]:
 
 
 @cache
-def _divides(coeff: Expr, divisor: Expr) -> Expr | None:
-    """``coeff / divisor`` where that is a polynomial with integer coefficients, else None."""
+def polynomial_quotient(coeff: Expr, divisor: Expr) -> Expr | None:
+    """``coeff / divisor`` where that is a polynomial with integer coefficients, else None
+    (both expanded; sizes, and divisions of sizes, are the polynomial's variables)."""
     if coeff == 0:
         return sympy.Integer(0)
     if divisor.is_Integer:

@@ -10,6 +10,7 @@ view fall back to a general map with ``//`` and ``%``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -303,8 +304,14 @@ def view_strides(
 
 
 def _same(a: Expr, b: Expr) -> bool:
-    """Equal sizes (structurally, or after expansion for symbolic products)."""
-    return a == b or (not (a.is_Integer and b.is_Integer) and sympy.expand(a - b) == ZERO)
+    """Equal sizes (structurally, or after expansion for symbolic products; a sample of
+    the sizes refutes most unequal pairs first)."""
+    if a == b:
+        return True
+    if a.is_Integer and b.is_Integer:
+        return False
+    sample = sample_sizes(a - b)
+    return (sample == 0 or sample == math.inf) and sympy.expand(a - b) == ZERO
 
 
 def _known_greater(a: Expr, b: Expr) -> bool:

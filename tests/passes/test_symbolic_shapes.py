@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sympy
 
+from kiln.dialects.loop.expr import floordiv
 from kiln.passes.scheduling.symbolic_shapes import (
     shapes_refine,
     static_inner_clash,
@@ -36,3 +37,14 @@ def test_static_shapes_clash_only_in_the_innermost_loop() -> None:
     assert not static_inner_clash([[N(10), N(16)], [N(160)]])
     assert not static_inner_clash([[N(8), N(64), N(32)], [N(8), N(32), N(64)]])
     assert not static_inner_clash([[4 * s0, s1, N(32)], [4 * s0, N(32), s1]])  # symbolic
+
+
+def test_strided_output_sizes_refine_by_polynomial_division() -> None:
+    # EfficientNet's channels-last rows [n, h*w, c] and [n, h, w, c] with h = w the
+    # output size of a strided convolution, (s1 - 1) // 32 + 1.
+    h = floordiv(s1 - 1, 32) + 1
+    assert shapes_refine([[s0, h * h, N(1152)], [s0, h, h, N(1152)], [s0 * h * h * 1152]])
+    assert not symbolic_shapes_clash([[s0, h * h, N(1152)], [s0, h, h, N(1152)]])
+    # a transposed view crosses them
+    assert not shapes_refine([[s0, h, N(1152), h], [s0, h, h, N(1152)]])
+    assert not shapes_refine([[s0, N(2), h], [s0, h, N(2)]])
