@@ -84,12 +84,13 @@ def _has_arg(op: AtenOp, name: str) -> bool:
 
 def follows_input_layout(op: AtenOp) -> bool:
     """A value computed by ``op`` takes its layout from ``op``'s input: views and ATen ops
-    that propagate the memory format, and ``clone``, which keeps it (``preserve_format``)."""
-    return (
-        has_aten_trait(op, FollowsChannelsLast)
-        or has_aten_trait(op, ViewLike)
-        or op.overload_name == CLONE
-    )
+    that propagate the memory format, and ``clone`` where it keeps it
+    (``preserve_format``). A ``clone(x, memory_format=contiguous_format)`` lays its
+    result out whatever ``x``'s layout: ShuffleNet's channel shuffle ends in one, and a
+    saved activation behind it kept every ``cat`` before it NCHW."""
+    if op.overload_name == CLONE:
+        return not has_layout_args(op)
+    return has_aten_trait(op, FollowsChannelsLast) or has_aten_trait(op, ViewLike)
 
 
 def permuted_type(ty: Attribute, dims: Sequence[int]) -> TensorType[Attribute]:

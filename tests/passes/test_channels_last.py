@@ -106,6 +106,34 @@ def test_returned_activations_stay_nchw() -> None:
     assert_same_numbers(before, after)
 
 
+def test_a_contiguous_clone_does_not_keep_what_it_copies_nchw() -> None:
+    # ShuffleNet's branches concatenated, then copied contiguous (its channel shuffle)
+    # and returned (a training forward's saved activation): the returned clone is NCHW
+    # whatever its input's layout, so the cat writes NHWC (it stayed NCHW, and with it
+    # every block after it).
+    text = f"""
+    func.func @forward(%x: tensor<2x16x8x8xf32>, %w: tensor<16x16x3x3xf32>) -> tensor<2x32x8x8xf32> {{
+      %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<2x16x8x8xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x8x8xf32>
+      %1 = aten.relu.default(%0) : (tensor<2x16x8x8xf32>) -> tensor<2x16x8x8xf32>
+      %2 = aten.sigmoid.default(%0) : (tensor<2x16x8x8xf32>) -> tensor<2x16x8x8xf32>
+      %3 = aten.cat.default(tensors = [%1, %2], dim = 1) : (tensor<2x16x8x8xf32>, tensor<2x16x8x8xf32>) -> tensor<2x32x8x8xf32>
+      %4 = aten.clone.default(%3, memory_format = "contiguous_format") : (tensor<2x32x8x8xf32>) -> tensor<2x32x8x8xf32>
+      func.return %4 : tensor<2x32x8x8xf32>
+    }}
+    """
+    before, after = run_pass(ChannelsLastPass(), text)
+    (cat,) = [op for op in after.walk() if isinstance(op, AtenOp) and op.name == "aten.cat.default"]
+    assert "dim = 3" in printed(cat)
+    assert_same_numbers(before, after)
+    # A clone keeping its input's layout still keeps a returned value's producers NCHW.
+    preserving = text.replace(
+        'memory_format = "contiguous_format"', 'memory_format = "preserve_format"'
+    )
+    _, after = run_pass(ChannelsLastPass(), preserving)
+    (cat,) = [op for op in after.walk() if isinstance(op, AtenOp) and op.name == "aten.cat.default"]
+    assert "dim = 1" in printed(cat)
+
+
 def test_leaves_graphs_without_2d_convolutions_alone() -> None:
     text = """
     func.func @forward(%x: tensor<2x3x6x6xf32>, %y: tensor<3x1x1xf32>) -> tensor<2x3x6x6xf32> {
