@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import cast
 
 import sympy
@@ -443,7 +443,7 @@ def _within(e: Expr, divisor: Expr, ranges: Mapping[sympy.Symbol, Expr]) -> bool
     return _nonneg(lo) and _nonneg(gap)
 
 
-@cache
+@lru_cache(maxsize=16384)
 def sample_sizes(e: Expr) -> int | float:
     """``e`` at one point of the sizes (large, distinct); ``inf`` where not a number.
     A negative sample refutes ``e >= 0`` for all sizes before a costlier proof."""

@@ -13,25 +13,17 @@ inner loop, which costs more than the launch that fusing them saves.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
-from typing import Any, cast
 
 import sympy
 
-from kiln.dialects.loop.simplify import polynomial_quotient
+from kiln.dialects.loop.simplify import polynomial_quotient, sample_sizes
 
 
 def _divides(a: sympy.Expr, b: sympy.Expr) -> bool:
     """``b / a`` is a polynomial in the sizes (sympy's ``cancel`` decides the same at
     ~10x the cost where sizes hold divisions: a strided convolution's output)."""
     return polynomial_quotient(sympy.expand(b), sympy.expand(a)) is not None
-
-
-def _sample(e: sympy.Expr) -> float:
-    point = {s: sympy.Integer(1009 + 37 * k) for k, s in enumerate(sorted(e.free_symbols, key=str))}
-    value = sympy.sympify(e.xreplace(point))
-    return float(cast(Any, value)) if value.is_Number else math.inf
 
 
 def _cuts(shapes: Sequence[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
@@ -50,7 +42,7 @@ def _cuts(shapes: Sequence[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
 def shapes_refine(shapes: Sequence[Sequence[sympy.Expr]]) -> bool:
     """Whether the shapes (of one element count) have a common refinement: their suffix
     products, together, form a chain each of which divides the next."""
-    cuts = sorted(_cuts(shapes), key=_sample)
+    cuts = sorted(_cuts(shapes), key=sample_sizes)
     return all(_divides(a, b) for a, b in itertools.pairwise(cuts))
 
 

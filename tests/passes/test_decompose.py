@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,6 @@ from xdsl.parser import Parser
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.interpreter import run_function
 from kiln.frontends.fx import import_graph
-from kiln.passes import decompose
 from kiln.passes.decompose import DecomposePass
 from kiln.registry import make_context
 
@@ -196,16 +194,7 @@ def test_user_decompositions_by_subclassing() -> None:
     torch.testing.assert_close(run_function(module, [x])[0], torch.relu(x))
 
 
-def test_traces_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    real = decompose._trace
-
-    def counting(op: AtenOp, *args: Any) -> Any:
-        calls.append(op.overload_name)
-        return real(op, *args)
-
-    monkeypatch.setattr(decompose, "_trace", counting)
-    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
+def test_traces_once_per_signature(traced: list[str]) -> None:
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = torch.softmax(x, -1)
@@ -213,7 +202,7 @@ def test_traces_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
 
     DecomposePass().apply(make_context(), _import(fn, torch.randn(3, 5)))
     # dim=-1 twice (one signature) and dim=0 once.
-    assert calls.count("aten::_softmax.default") == 2
+    assert traced.count("aten::_softmax.default") == 2
 
 
 def test_symbolic_sizes_decompose_for_every_size() -> None:

@@ -72,21 +72,6 @@ def _decomposed(case: str, shape: str, generic: bool, monkeypatch: pytest.Monkey
         return printed(module)
 
 
-@pytest.fixture
-def traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The overloads ``decompose`` traces from here on (an empty trace cache)."""
-    calls: list[str] = []
-    real = decompose._trace
-
-    def counting(op: AtenOp, *args: Any) -> Any:
-        calls.append(op.overload_name)
-        return real(op, *args)
-
-    monkeypatch.setattr(decompose, "_trace", counting)
-    monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
-    return calls
-
-
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_size_generic_body_is_the_op_own_trace(
