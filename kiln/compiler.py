@@ -53,6 +53,7 @@ from kiln.executors import (
     with_constants,
 )
 from kiln.gc_pause import frozen_heap
+from kiln.output_structure import is_flat
 from kiln.registry import Registry, default_registry, normalize_pipeline
 
 
@@ -198,9 +199,19 @@ def compile_graph(
     executor = choose_executor(options.executor, devices, available_executors())
     if executor == "triton":
         check_triton_devices(name, example_inputs, devices)
+    structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
+    # A Triton program builds a flat structure itself, inside its CUDA graphs.
+    built = executor == "triton" and structure is not None and is_flat(structure)
     build_start = time.perf_counter()
     run, stats.executor, program = build_runner(
-        executor, module, options, debug, gpu_device(devices), stats.stage_seconds, guarded
+        executor,
+        module,
+        options,
+        debug,
+        gpu_device(devices),
+        stats.stage_seconds,
+        guarded,
+        output_structure=structure if built else None,
     )
     if stats.executor not in ("cpp", "triton"):
         stats.stage_seconds["build"] = time.perf_counter() - build_start
@@ -209,13 +220,12 @@ def compile_graph(
     stats.externs = extern_overloads(module)
     # The C++ wrapper's oneDNN-packed ops (not the Triton wrapper's channels-last copies).
     stats.prepacked = prepacked_ops(module) if stats.executor == "cpp" else 0
-    structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
     strides = returned_strides(module, structure) if free_layout_outputs else None
     if cache_key is not None and program is not None:
         _store(cache_key, program, structure, stats, lifted, strides)
     record(stats, start, options)
     fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
-    compiled = _finish(run, stats, module, structure, constants, fix)
+    compiled = _finish(run, stats, module, None if built else structure, constants, fix)
     compiled.output_strides = strides
     return compiled
 

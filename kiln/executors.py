@@ -59,12 +59,15 @@ def build_runner(
     device: torch.device | None = None,
     stages: dict[str, float] | None = None,
     guarded: bool = False,
+    output_structure: str | None = None,
 ) -> tuple[Runner, str, Any]:
     """The runner for ``module``, and the executor that actually runs it. The driver
     lowers to the backend's level (:mod:`kiln.targets`); backends run no passes.
     ``stages`` receives the build's time by stage (:attr:`GraphStats.stage_seconds`).
     The third value is the backend's program object for the C++ executor (the graph
-    cache saves it), else None."""
+    cache saves it), else None. ``output_structure``: a flat structure the Triton
+    program builds its outputs into (see ``TritonOptions.output_structure``); the
+    caller then builds none."""
     stages = stages if stages is not None else {}
     if executor == "interpret":
         return _interpreter(module), "interpret", None
@@ -98,6 +101,7 @@ def build_runner(
             cuda_graphs=options.cuda_graphs,
             device=None if interpreting() or device is None else str(device),
             guarded=guarded,
+            output_structure=output_structure,
         )
         # Lowered in place: the compiled graph's module shows the Triton kernels.
         triton_start = time.perf_counter()

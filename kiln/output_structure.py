@@ -235,9 +235,25 @@ def structure_builder(text: str) -> Callable[[Sequence[Any]], Any]:
     return _builder(body)  # resolves container types and rejects bad nodes now
 
 
+def is_flat(text: str) -> bool:
+    """Whether a ``kiln.outputs`` string builds a flat tuple of values: returned values,
+    ``None`` and views of returned values (``alias``, ``permute``), no container inside
+    (what every AOTAutograd graph returns). A CUDA-graph runner can then record the built
+    outputs, views included (:class:`~kiln.backends.triton.runtime.TritonOptions`)."""
+    try:
+        body = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(body, ast.Tuple) and all(
+        (isinstance(e, ast.Constant) and (e.value is None or type(e.value) is int))
+        or _root_index(e) is not None
+        for e in body.elts
+    )
+
+
 def rebuild_structure(text: str, values: Sequence[Any]) -> Any:
     """The Python value a ``kiln.outputs`` string describes, filled with ``values``."""
     return structure_builder(text)(values)
 
 
-__all__ = ["OutputStructureError", "rebuild_structure", "structure_builder"]
+__all__ = ["OutputStructureError", "is_flat", "rebuild_structure", "structure_builder"]

@@ -58,10 +58,12 @@ behaviour's remedy, kept for callers that want outputs detached from any pool).
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import le
 from typing import Any, Protocol
 
 import torch
@@ -175,6 +177,18 @@ class _Instance:
     )
     """One output tensor per distinct storage (which keeps it alive), the storage's
     ``StorageImpl`` address, and its use count while only the runner holds it."""
+    impls: list[int] = field(default_factory=list[int])
+    counts: list[int] = field(default_factory=list[int])
+    """``storages``' addresses and idle use counts, as lists (``idle`` maps over them)."""
+    kept: list[torch.Tensor] = field(default_factory=list[torch.Tensor])
+    """The outputs handed over as themselves at every replay (see ``settle``)."""
+    kept_refs: list[int] = field(default_factory=list[int])
+    kept_uses: list[int] = field(default_factory=list[int])
+    """``kept``'s Python reference counts and ``TensorImpl`` use counts while only the
+    runner holds them (``_kept_counts``)."""
+    fresh: tuple[int, ...] = ()
+    """The output positions handed over as fresh aliases (``detach``) at every replay:
+    outputs sharing their storage with another output, and views."""
     copies: tuple[int, ...] = ()
     """The tensor positions copied into static inputs (not borrowed), in order."""
     unborrowed: tuple[int, ...] = ()
@@ -221,9 +235,29 @@ class _Instance:
         )
 
     def idle(self) -> bool:
-        """Whether nothing outside the runner holds an output (or a view of one)."""
+        """Whether nothing outside the runner holds an output (or a view of one): no
+        storage used more than when only the runner held it, and no kept output
+        referenced more (``settle``)."""
         # Called on every replay: the addresses are kept, not looked up per call.
-        return all(_storage_use_count(impl) <= count for _, impl, count in self.storages)
+        return all(map(le, map(_storage_use_count, self.impls), self.counts)) and (
+            not self.kept or _kept_counts(self.kept) == (self.kept_refs, self.kept_uses)
+        )
+
+    def handed_over(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The outputs of a replay, for the caller: kept outputs as themselves, others as
+        fresh aliases (whose references raise their storages' use counts), and those
+        lying in a borrowed input rebuilt from the argument (see ``returned``)."""
+        outputs = list(self.outputs)
+        for i in self.fresh:
+            outputs[i] = outputs[i].detach()
+        for i, (k, view) in self.returned.items():
+            outputs[i] = _rebuilt(args, k, view)
+        for t in self.kept:
+            # Hooks live on the tensor, not in its autograd meta (which autograd.Function
+            # resets): a hook registered on the last step's output is not this step's.
+            if t._backward_hooks is not None:
+                t._backward_hooks = None
+        return tuple(outputs)
 
     def fits(self, args: Sequence[Any], in_place: bool = False) -> bool:
         """Whether every borrowed argument lies where the graph reads it (known when
@@ -255,16 +289,22 @@ class _Instance:
         ``lent``: the storages of borrowed inputs that returned views lie in (see
         ``returned``), registered as borrowable: a parameter's transposed view, passed
         to the backward, is at the same address at every step."""
-        seen: dict[int, torch.Tensor] = {}
-        for o in self.outputs:
-            if isinstance(o, torch.Tensor):
-                seen.setdefault(o.untyped_storage().data_ptr(), o)
-        impls = [(t, t.untyped_storage()._cdata) for t in seen.values()]  # pyright: ignore[reportAttributeAccessIssue]
-        self.storages = [(t, impl, _storage_use_count(impl)) for t, impl in impls]
-        for address in seen:
+        by_storage = _positions_by_storage(self.outputs)
+        self.storages = [
+            (t, impl, _storage_use_count(impl))
+            for t, impl in _storage_impls(self.outputs, by_storage.values())
+        ]
+        self.impls = [impl for _, impl, _ in self.storages]
+        self.counts = [count for _, _, count in self.storages]
+        for address in by_storage:
             _GRAPH_OUTPUTS[address] = self
         for address in lent:
             _GRAPH_OUTPUTS.setdefault(address, self)
+        kept, self.fresh = _kept_positions(self.outputs, by_storage.values())
+        self.kept = [self.outputs[i] for i in kept]
+        if self.kept:
+            _mark_cached(self, self.kept)
+        self.kept_refs, self.kept_uses = _kept_counts(self.kept)
 
 
 MOVES_BEFORE_COPY = 2
@@ -429,6 +469,63 @@ def _returned(
         if k is not None and (view := _view_in(o, args[k])) is not None:
             returned[i] = k, view
     return returned
+
+
+def _positions_by_storage(outputs: Sequence[Any]) -> dict[int, list[int]]:
+    """The tensor outputs' positions, by the address of the storage they lie in."""
+    by_storage: dict[int, list[int]] = {}
+    for i, o in enumerate(outputs):
+        if isinstance(o, torch.Tensor):
+            by_storage.setdefault(o.untyped_storage().data_ptr(), []).append(i)
+    return by_storage
+
+
+def _storage_impls(
+    outputs: Sequence[Any], groups: Iterable[list[int]]
+) -> list[tuple[torch.Tensor, int]]:
+    """Per storage, its first output and its ``StorageImpl`` address."""
+    firsts = [outputs[group[0]] for group in groups]
+    return [(t, t.untyped_storage()._cdata) for t in firsts]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _kept_positions(
+    outputs: Sequence[Any], groups: Iterable[list[int]]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The outputs a replay hands over as themselves (the only output in its storage,
+    not a view: what Inductor's CUDA-graph trees keep, ``cached_tensor_outputs``), and
+    those it hands over as fresh aliases. Keeping saves a ``detach`` per output and per
+    replay (~1 us: a training forward returns hundreds, its saved activations)."""
+    kept: list[int] = []
+    fresh: list[int] = []
+    for group in groups:
+        if len(group) == 1 and not outputs[group[0]]._is_view():
+            kept.append(group[0])
+        else:
+            fresh.extend(group)
+    return tuple(sorted(kept)), tuple(sorted(fresh))
+
+
+def _kept_counts(kept: list[torch.Tensor]) -> tuple[list[int], list[int]]:
+    """The Python reference counts and ``TensorImpl`` use counts of ``kept`` (the same
+    expression at ``settle`` and at every ``idle``, so that the counts compare)."""
+    return list(map(sys.getrefcount, kept)), list(map(torch.Tensor._use_count, kept))
+
+
+def _mark_cached(instance: _Instance, kept: list[torch.Tensor]) -> None:
+    """Tell autograd that the runner's reference to each kept output is a cache's
+    (``torch._C._add_cached_tensor``, as Inductor's CUDA-graph trees do): a gradient
+    the backward returns is then taken over by ``AccumulateGrad`` (``.grad`` aliases
+    it, as it aliases a fresh output) instead of copied into a new ``.grad`` at every
+    step. Unmarked when the instance goes (the mark is keyed on the tensor's address)."""
+    torch._C._set_cached_tensors_enabled(True)  # pyright: ignore[reportAttributeAccessIssue]
+    for t in kept:
+        torch._C._add_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
+    weakref.finalize(instance, _unmark_cached, kept)
+
+
+def _unmark_cached(kept: list[torch.Tensor]) -> None:
+    for t in kept:
+        torch._C._remove_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _rebuilt(args: Sequence[Any], k: int, view: View | None) -> Any:
@@ -596,7 +693,15 @@ class CudaGraphRunner:
         for k in entry.copies:
             value = args[k]
             seen = entry.last[k]
-            if seen is not None and seen[0]() is value and seen[1] == value._version:
+            # The very tensor seen last time, unmodified, is skipped; but one copied for
+            # having moved is another graph's output, which that graph's replays rewrite
+            # without moving its version (a kept output is the same tensor every time).
+            if (
+                seen is not None
+                and seen[0]() is value
+                and seen[1] == value._version
+                and k not in entry.copied
+            ):
                 continue
             try:
                 span = entry.spans.get(k)
@@ -622,15 +727,7 @@ class CudaGraphRunner:
             finally:
                 for k in entry.borrowed:
                     entry.inputs[k] = None
-        # Fresh aliases: the caller's references raise the storages' use counts.
-        outputs = tuple(
-            _rebuilt(args, *entry.returned[i])
-            if i in entry.returned
-            else o.detach()
-            if isinstance(o, torch.Tensor)
-            else o
-            for i, o in enumerate(entry.outputs)
-        )
+        outputs = entry.handed_over(args)
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in outputs)
         return outputs

@@ -122,6 +122,8 @@ class ChannelsLastConvolution:
         self.pointer = 0
         self.copy: torch.Tensor | None = None
         """The copy the site read last (what a graph recorded now reads)."""
+        self.ready_version: int | None = None
+        """The weight's version when ``ready`` last found the copy current."""
 
     @classmethod
     def of(cls, op: AtenOp) -> ChannelsLastConvolution:
@@ -144,6 +146,7 @@ class ChannelsLastConvolution:
         self.weight = weakref.ref(weight)
         self.pointer = weight.data_ptr()
         self.copy = self.copies.of(weight)
+        self.ready_version = None
         return self.copy
 
     def pin(self) -> torch.Tensor | None:
@@ -157,7 +160,15 @@ class ChannelsLastConvolution:
         weight = self._adopted()
         if self.copy is not pinned or weight is None:
             return False
-        return self.copies.of(weight) is pinned
+        version = weight._version
+        if version == self.ready_version:
+            # Unchanged since found current: asked at every replay, for every site
+            # (ResNet-18's training step: 40), the copies' weak-keyed lookup cost 0.2 ms.
+            return True
+        if self.copies.of(weight) is not pinned:
+            return False
+        self.ready_version = version
+        return True
 
 
 class ChannelsLastConvolutionBackward(ChannelsLastConvolution):

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kiln.output_structure import structure_builder
+from kiln.output_structure import is_flat, structure_builder
 
 # A training forward's saved query: view -> split -> view -> permute of a projection.
 QUERY = (
@@ -68,3 +68,14 @@ def test_another_layout_of_the_viewed_value_replays_the_ops() -> None:
     _same_view(view, _eager(shifted))
     view, _ = build([shifted])
     _same_view(view, _eager(shifted))
+
+
+def test_flat_structures_are_those_a_graph_runner_can_record() -> None:
+    assert is_flat(QUERY)
+    assert is_flat("(0, None, alias('aten::t.default', 1, '{}'), permute(2, (1, 0)))")
+    assert is_flat("()")
+    assert not is_flat("((0, 1), 2)")  # a container inside
+    assert not is_flat("[0, 1]")
+    assert not is_flat("{'a': 0}")
+    assert not is_flat("0")
+    assert not is_flat("(0,")  # malformed: not flat (the builder reports it)

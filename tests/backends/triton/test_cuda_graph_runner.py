@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 from cuda_graph_standin import fixed_memory_recorder
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kiln.backends.triton.cudagraphs import (
     MAX_RECORDINGS,
@@ -23,6 +24,7 @@ from kiln.backends.triton.cudagraphs import (
     _at_addresses,  # pyright: ignore[reportPrivateUsage]
 )
 from kiln.dialects.aten.arg_layout import in_layout
+from kiln.output_structure import structure_builder
 
 
 class FakeProgram:
@@ -35,7 +37,10 @@ class FakeProgram:
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         self.calls += 1
-        return self.fn(*args)
+        # As a compiled program runs under AOTAutograd: without grad (a kept output read
+        # by a program that records autograd history would stay held by that history).
+        with torch.no_grad():
+            return self.fn(*args)
 
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]:
         self.boxed = len(args)
@@ -420,6 +425,72 @@ def test_a_borrowed_input_that_keeps_moving_is_copied() -> None:
     assert f.plain_calls == plain  # a moving input no longer makes calls plain
 
 
+def test_a_copied_graph_output_is_copied_at_every_replay() -> None:
+    """An input copied for having moved is another graph's output: once that graph
+    settles, its replays hand over the same tensor (a kept output) with new values and
+    an unmoved version counter, so "the very tensor seen last time, unmodified" is no
+    reason to skip its copy (the downstream graph read the first replay's values)."""
+    upstream = runner(lambda x: (x + 1,), auto=True, max_instances=MAX_RECORDINGS)
+    f = runner(affine, auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    held = []
+    for _ in range(MAX_RECORDINGS + 4):  # moves until f copies the input
+        x = torch.randn(8)
+        (h,) = upstream([x])
+        held.append(h)
+        f([h, w])
+    assert any(i.copied == {0} for i in next(iter(f.graphs.values())))
+    del held, h
+    seen: set[int] = set()
+    for _ in range(6):
+        x = torch.randn(8)
+        (h,) = upstream([x])  # the same kept tensor at every replay
+        seen.add(id(h))
+        torch.testing.assert_close(f([h, w])[0], (x + 1) * w + 1)
+        del h
+    assert len(seen) < 6
+
+
+def test_each_output_held_alone_keeps_its_instance_busy() -> None:
+    """Outputs alone in their storage are handed over as themselves at every replay
+    (no ``detach`` per output, as Inductor's CUDA-graph trees keep them), the others as
+    fresh aliases; holding any one of them, alone, keeps the instance from replaying
+    over it (its reference counts are compared with the runner's own)."""
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> tuple[Any, ...]:
+        base = x * w
+        return x + w, base, base[2:6], x.sum(), None
+
+    f = runner(program, auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    f([torch.randn(8), w])  # records
+    # Each result dropped at once: one instance replays, handing over the same tensor.
+    assert len({id(f([torch.randn(8), w])[0]) for _ in range(4)}) == 1
+    first = f([torch.randn(8), w])
+    assert f([torch.randn(8), w])[0] is not first[0]  # held: the second instance
+    del first
+    for position in (0, 1, 2, 3):
+        x = torch.randn(8)
+        held = f([x, w])[position]
+        expected = program(x, w)[position]
+        for _ in range(3):
+            f([torch.randn(8), w])
+        torch.testing.assert_close(held, expected, msg=f"output {position}")
+        del held
+
+
+def test_a_hook_on_a_kept_output_does_not_outlive_the_step() -> None:
+    f = runner(affine, auto=True)
+    w = torch.nn.Parameter(torch.randn(8))
+    f([torch.randn(8), w])
+    y = f([torch.randn(8), w])[0]
+    y.requires_grad_()
+    y.register_hook(lambda g: g * 2)
+    del y
+    y = f([torch.randn(8), w])[0]
+    assert y._backward_hooks is None  # pyright: ignore[reportPrivateUsage]
+
+
 @torch.no_grad()  # as AOTAutograd runs compiled graphs: no autograd history
 def test_a_moved_input_that_settles_is_borrowed_again() -> None:
     """Moves happen while upstream graphs record: a training step's first calls. On the
@@ -538,3 +609,48 @@ def test_a_block_called_by_every_layer_replays_without_copying_weights() -> None
     # Each layer's instance borrows its weight; only layer 1 copies its input (x).
     used = [i for i in forward.graphs[next(iter(forward.graphs))] if 1 in i.borrowed]
     assert {i.borrowed[1] for i in used} == {w.data_ptr() for w in weights}
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_graph_runner_over_built_outputs_replays_views_without_view_ops() -> None:
+    """A Triton program builds a flat structure itself (``TritonOptions.output_structure``),
+    so that its CUDA graph records the views: a replay hands a saved view over with no
+    view op (ViT-tiny's training forward: 84 views, ~4 us each as ``as_strided``)."""
+    # A training forward's saved query: view -> split -> view -> permute of a projection.
+    build = structure_builder(
+        "(alias('aten::permute.default', alias('aten::view.default', "
+        "alias('aten::split_with_sizes.default', alias('aten::view.default', 0, "
+        "\"{'size': [1, 4, 12]}\"), \"{'split_sizes': [4, 4, 4], 'dim': 2}\", 1), "
+        "\"{'size': [1, 4, 2, 2]}\"), \"{'dims': [0, 2, 1, 3]}\"), 0)"
+    )
+
+    class Program(FakeProgram):
+        def __init__(self) -> None:
+            super().__init__(lambda x: build([x * 2]))
+
+    f = make(Program(), auto=True)  # pyright: ignore[reportArgumentType]
+    for _ in range(2):
+        f([torch.randn(4, 12)])
+    x = torch.randn(4, 12)
+    view, value = f([x])
+    (instances,) = f.graphs.values()
+    with _Ops() as recorded:
+        instances[0].handed_over([x])
+    # Both lie in one storage: fresh aliases, with no view op (the stand-in's replay
+    # reruns the program, so only the handing over is counted).
+    assert recorded.ops == ["aten.detach.default"] * 2, recorded.ops
+    expected = value.view(1, 4, 12).split([4, 4, 4], 2)[1].view(1, 4, 2, 2).permute(0, 2, 1, 3)
+    assert view.stride() == expected.stride()
+    assert view.storage_offset() == expected.storage_offset()
+    assert view.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()
+    torch.testing.assert_close(value, x * 2)
+    torch.testing.assert_close(view, expected)
