@@ -524,6 +524,9 @@ def _mark_cached(instance: _Instance, kept: list[torch.Tensor]) -> None:
 
 
 def _unmark_cached(kept: list[torch.Tensor]) -> None:
+    # ``torch._dynamo.reset()`` turns the marks off process-wide (Inductor's CUDA-graph
+    # trees' reset), and removing one then fails: on again, as every marking does.
+    torch._C._set_cached_tensors_enabled(True)  # pyright: ignore[reportAttributeAccessIssue]
     for t in kept:
         torch._C._remove_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
 
