@@ -10,9 +10,11 @@ Python per kernel.
 **Safe by default.** A graph writes its outputs into the same memory at every replay.
 Unlike Inductor's ``reduce-overhead`` (which overwrites outputs the caller still holds and
 reports it when they are read), a replay here never overwrites a tensor the caller can
-still see: the caller gets fresh tensor objects aliasing the graph's outputs, and before
-replaying an instance the runner checks, by the use counts of those outputs' storages,
-that nothing outside the runner holds them any more (views and ``.grad`` fields count).
+still see: before replaying an instance the runner checks, by the use counts of its
+outputs' storages, that nothing outside the runner holds them any more (views and
+``.grad`` fields count). An output alone in its storage is handed over as itself at
+every replay (also checked by its reference counts, as Inductor's CUDA-graph trees keep
+such outputs); the others as fresh aliases.
 If every instance of the signature is still held, the runner records another one (up to
 ``max_instances`` per call site, each in its own memory pool, so that replaying one never
 writes into another's live outputs), and past that it runs the program without a graph,
@@ -110,6 +112,9 @@ def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple
         outputs = run()
     return graph.replay, tuple(outputs)
 
+
+_use_count: Callable[[torch.Tensor], int] = torch.Tensor._use_count  # pyright: ignore[reportAttributeAccessIssue]
+"""A tensor's ``TensorImpl`` use count (C++ references: autograd's saved tensors)."""
 
 _storage_use_count: Callable[[int], int] = torch._C._storage_Use_Count  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
 """The use count of the storage at a ``StorageImpl`` address (``storage._cdata``)."""
@@ -508,7 +513,7 @@ def _kept_positions(
 def _kept_counts(kept: list[torch.Tensor]) -> tuple[list[int], list[int]]:
     """The Python reference counts and ``TensorImpl`` use counts of ``kept`` (the same
     expression at ``settle`` and at every ``idle``, so that the counts compare)."""
-    return list(map(sys.getrefcount, kept)), list(map(torch.Tensor._use_count, kept))
+    return list(map(sys.getrefcount, kept)), list(map(_use_count, kept))
 
 
 def _mark_cached(instance: _Instance, kept: list[torch.Tensor]) -> None:
