@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from kiln.compiler import CompileOptions, compile_graph
+from kiln.frontends.activation_rewrites import rewrite_activations
 from kiln.frontends.input_aliases import InputAliases
 from kiln.frontends.input_mutations import InputMutations
 from kiln.frontends.saved_layout import (
@@ -132,5 +133,10 @@ def kiln_backend(
     # graph per pass over the model): full collections during it traverse Dynamo's and
     # torch's heap too (3-5 s of the 48-layer GPT-2 cold compile, session 12). The
     # compile_graph inside reuses this freeze (nested: one unfreeze, at the end).
+    # AOTAutograd traces a backward where grad is on and an input requires it.
+    needs_autograd = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    )
+    rewrite_activations(gm, needs_autograd)
     with frozen_heap():
         return backend(gm, list(example_inputs))
