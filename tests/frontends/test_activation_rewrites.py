@@ -51,7 +51,8 @@ def test_an_inference_relu6_in_place_is_an_out_of_place_clamp() -> None:
         done, targets, out = _captured(block, x, needs_autograd=False)
         expected = block(x)
     assert done == Counter({"out of place": 1, "hardtanh as clamp": 1})
-    assert torch.clamp in targets and F.hardtanh not in targets
+    assert torch.clamp in targets
+    assert F.hardtanh not in targets
     torch.testing.assert_close(out, expected)
 
 
@@ -62,7 +63,8 @@ def test_a_training_hardtanh_stays_hardtanh_out_of_place() -> None:
         lambda x: F.hardtanh(x * 2, 0.0, 6.0, True), torch.randn(8), needs_autograd=True
     )
     assert done == Counter({"out of place": 1})
-    assert F.hardtanh in targets and torch.clamp not in targets
+    assert F.hardtanh in targets
+    assert torch.clamp not in targets
 
 
 def test_in_place_calls_seen_elsewhere_stay_in_place() -> None:
