@@ -38,7 +38,7 @@ from kiln.dialects.loop.expr import (
     var_kind,
 )
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, segment_sizes
-from kiln.dialects.loop.simplify import simplify_with_ranges
+from kiln.dialects.loop.simplify import integer_bounds, polynomial_quotient, simplify_with_ranges
 from kiln.passes.scheduling.build import unflatten
 from kiln.passes.scheduling.exprs import substitute
 from kiln.passes.scheduling.graph import SIZE_HINT
@@ -261,14 +261,19 @@ def _index_blowup(producer: PointwiseOp, consumers: Sequence[LoopNestOp]) -> boo
                 )
             ):
                 continue  # the composition renames the producer's own indices
-            # Simplified first, as inline_into composes them: the composition stays small
-            # and inline_into's simplify_with_ranges calls then hit its cache.
-            coordinates = [
-                simplify_with_ranges(c, ranges) for c in unflatten(load.index.data, sizes)
+            # Composed as inline_into composes them (with what a mask says about the
+            # index: ShuffleNet's shuffled ``cat`` reads unflattened without it took
+            # ~30 ms each under symbolic sizes), simplified first: the composition
+            # stays small and inline_into's simplify calls then hit their caches.
+            facts = mask_facts(load, ranges)
+            here = gather_ranges(load.indirect, dict(facts.ranges))
+            split = _split_read(load, sizes_here, ranges) if sizes_here is not None else None
+            coordinates = split or [
+                facts.simplify(c, here) for c in unflatten(facts.write(load.index.data), sizes)
             ]
             substitution = {index_var(k): c for k, c in enumerate(coordinates)}
             for e in own:
-                composed = simplify_with_ranges(sympy.expand(e.xreplace(substitution)), ranges)
+                composed = facts.simplify(sympy.expand(e.xreplace(substitution)), here)
                 if expr_nodes(composed) > MAX_INDEX_NODES:
                     return True
     return False
@@ -325,6 +330,64 @@ def _permuted_read(
         del coefficients[found[0]]
         stride = stride * size
     return None if coefficients else coordinates[::-1]
+
+
+def _split_read(
+    load: LoadOp, sizes: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, sympy.Expr]
+) -> list[sympy.Expr] | None:
+    """The producer coordinates ``load`` reads, read off its index's terms: each term a
+    multiple of one dim's row-major stride (``sizes`` in the consumer's symbols), and
+    every coordinate but the outermost provably within its dim (a loop variable ranging
+    over the dim's size, or bounded within a static size), so that unflattening would
+    divide and wrap nothing. A channel shuffle's read ``464*d2 + d3 // 2 + 232*(d3 % 2)``
+    of an ``(n, h, w, 464)`` buffer is at ``(.., d2, d3 // 2 + 232*(d3 % 2))``; unflattened
+    by symbolic strides it took ~30 ms of sympy. None: another read (or a masked one,
+    whose mask says more: ``mask_facts``)."""
+    if load.indirect or load.mask is not None:
+        return None
+    n = len(sizes)
+    strides: list[sympy.Expr] = [sympy.Integer(1)] * n
+    for k in range(n - 2, -1, -1):
+        strides[k] = sympy.expand(strides[k + 1] * sizes[k + 1])
+    # The index as a polynomial in its loop-variable parts (``d0``, ``d3 // 2``, ...),
+    # each with its coefficient in sizes.
+    coefficients: dict[sympy.Expr, sympy.Expr] = {}
+    for term in sympy.Add.make_args(sympy.expand(load.index.data)):
+        variables: list[sympy.Expr] = []
+        sizes_only: list[sympy.Expr] = []
+        for factor in sympy.Mul.make_args(term):
+            (variables if factor.free_symbols & ranges.keys() else sizes_only).append(factor)
+        key = sympy.Mul(*variables)
+        coefficients[key] = coefficients.get(key, sympy.Integer(0)) + sympy.Mul(*sizes_only)
+    parts: list[sympy.Expr] = [sympy.Integer(0)] * n
+    for key, coefficient in coefficients.items():
+        coefficient = sympy.expand(coefficient)
+        for k in range(n):
+            # A stride with size symbols divides only a coefficient that has them.
+            if strides[k].free_symbols - coefficient.free_symbols:
+                continue
+            quotient = polynomial_quotient(coefficient, strides[k])
+            if quotient is not None:
+                parts[k] += quotient * key
+                break
+    for k in range(1, n):
+        if not _within_dim(parts[k], sizes[k], ranges):
+            return None
+    return parts
+
+
+def _within_dim(
+    coordinate: sympy.Expr, size: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]
+) -> bool:
+    """Whether ``0 <= coordinate < size`` wherever the loop variables range."""
+    if coordinate == 0:
+        return True
+    if isinstance(coordinate, sympy.Symbol) and coordinate in ranges:
+        return sympy.expand(ranges[coordinate] - size) == 0
+    if not size.is_Integer:
+        return False
+    low, high = integer_bounds(coordinate, ranges)
+    return low is not None and high is not None and low >= 0 and high < int(size)
 
 
 def _consumer_symbols(
@@ -484,6 +547,8 @@ def inline_into(producer: PointwiseOp, consumer: LoopNestOp) -> None:
             coordinates = [index_var(k) for k in range(len(producer_sizes))]
         elif (permuted := _permuted_read(load, producer_sizes, outer_ranges)) is not None:
             coordinates = permuted
+        elif (split := _split_read(load, producer_sizes, outer_ranges)) is not None:
+            coordinates = split
         else:
             coordinates = [
                 facts.simplify(c, ranges)

@@ -123,3 +123,37 @@ def test_a_permuted_read_inlines_as_the_producers_index_renamed(
             parse_expr("d3"),
         ]
     )
+
+
+SHUFFLED = FLAT.replace("96*d2 + d3", "96*d2 + d3 // 2 + 48*(d3 % 2)")
+"""FLAT at a channel shuffle's position (ShuffleNet-v2: ``view(n, 2, 48, h, w)``,
+``transpose(1, 2)``, flattened back, channels-last)."""
+
+
+def test_a_shuffled_read_is_read_off_its_terms_without_unflattening(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each term of the read a multiple of one dim's stride, and the channel coordinate
+    ``d3 // 2 + 48*(d3 % 2)`` provably within 96: the producer's coordinates, with no
+    division by the symbolic strides (ShuffleNet-v2 under symbolic sizes: ~30 ms of
+    sympy a read)."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("unflattened")
+
+    monkeypatch.setattr(inline, "unflatten", refuse)
+    producer, consumer = _pair(_module(FLAT, SHUFFLED))
+    assert not inline._index_blowup(producer, [consumer])
+    inline.inline_into(producer, consumer)
+    loads = [op for op in consumer.body.walk() if isinstance(op, LoadOp)]
+    assert [sympy.expand(op.index.data) for op in loads] == [
+        sympy.expand(parse_expr(SHUFFLED)),
+        sympy.expand(parse_expr("d3 // 2 + 48*(d3 % 2)")),
+        parse_expr("d3"),
+    ]
+    # Past the dim (a channel 96 and up for odd d3): unflattened after all.
+    producer, consumer = _pair(
+        _module(FLAT, FLAT.replace("96*d2 + d3", "96*d2 + d3 // 2 + 49*(d3 % 2)"))
+    )
+    with pytest.raises(AssertionError, match="unflattened"):
+        inline._index_blowup(producer, [consumer])
