@@ -496,14 +496,19 @@ def _storage_impls(
 def _kept_positions(
     outputs: Sequence[Any], groups: Iterable[list[int]]
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The outputs a replay hands over as themselves (the only output in its storage,
-    not a view: what Inductor's CUDA-graph trees keep, ``cached_tensor_outputs``), and
-    those it hands over as fresh aliases. Keeping saves a ``detach`` per output and per
-    replay (~1 us: a training forward returns hundreds, its saved activations)."""
+    """The outputs a replay hands over as themselves (the only tensor in its storage,
+    not a view: what Inductor's CUDA-graph trees keep, ``cached_tensor_outputs``), by
+    the first position each is at, and the positions handed over as fresh aliases.
+    Keeping saves a ``detach`` per output and per replay (~1 us: a training forward
+    returns hundreds, its saved activations). A tensor returned at several positions (a
+    training forward's result that is also saved, a batch norm's new running statistic
+    that is also a write-back value) is one tensor: kept, as the program without a
+    graph returns it twice."""
     kept: list[int] = []
     fresh: list[int] = []
     for group in groups:
-        if len(group) == 1 and not outputs[group[0]]._is_view():
+        first = outputs[group[0]]
+        if not first._is_view() and all(outputs[i] is first for i in group):
             kept.append(group[0])
         else:
             fresh.extend(group)

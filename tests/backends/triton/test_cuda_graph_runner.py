@@ -459,7 +459,8 @@ def test_each_output_held_alone_keeps_its_instance_busy() -> None:
 
     def program(x: torch.Tensor, w: torch.Tensor) -> tuple[Any, ...]:
         base = x * w
-        return x + w, base, base[2:6], x.sum(), None
+        twice = x - w  # a result also saved: one tensor at two positions
+        return x + w, base, base[2:6], x.sum(), None, twice, twice
 
     f = runner(program, auto=True)
     w = torch.nn.Parameter(torch.randn(8))
@@ -469,7 +470,13 @@ def test_each_output_held_alone_keeps_its_instance_busy() -> None:
     first = f([torch.randn(8), w])
     assert f([torch.randn(8), w])[0] is not first[0]  # held: the second instance
     del first
-    for position in (0, 1, 2, 3):
+    (instances,) = f.graphs.values()
+    for instance in instances:
+        assert instance.fresh == (1, 2)  # the view and its base: fresh aliases
+        handed = instance.handed_over([torch.randn(8), w])
+        assert handed[5] is handed[6]  # one tensor, kept, at both positions
+        del handed
+    for position in (0, 1, 2, 3, 5, 6):
         x = torch.randn(8)
         held = f([x, w])[position]
         expected = program(x, w)[position]
