@@ -129,14 +129,14 @@ def kiln_backend(
         # Writes to inputs stay in the graph, for kiln to do (InputMutations).
         keep_inference_input_mutations=True,
     )
-    # AOTAutograd's tracing builds as much as kiln's compile (FakeTensors, FX nodes, a
-    # graph per pass over the model): full collections during it traverse Dynamo's and
-    # torch's heap too (3-5 s of the 48-layer GPT-2 cold compile, session 12). The
-    # compile_graph inside reuses this freeze (nested: one unfreeze, at the end).
     # AOTAutograd traces a backward where grad is on and an input requires it.
     needs_autograd = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
     )
     rewrite_activations(gm, needs_autograd)
+    # AOTAutograd's tracing builds as much as kiln's compile (FakeTensors, FX nodes, a
+    # graph per pass over the model): full collections during it traverse Dynamo's and
+    # torch's heap too (3-5 s of the 48-layer GPT-2 cold compile, session 12). The
+    # compile_graph inside reuses this freeze (nested: one unfreeze, at the end).
     with frozen_heap():
         return backend(gm, list(example_inputs))

@@ -60,16 +60,22 @@ behaviour's remedy, kept for callers that want outputs detached from any pool).
 
 from __future__ import annotations
 
-import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import le
 from typing import Any, Protocol
 
 import torch
 
+from kiln.backends.triton.graph_outputs import (
+    kept_counts,
+    kept_positions,
+    mark_cached,
+    positions_by_storage,
+    storage_use_count,
+)
 from kiln.dialects.aten.arg_layout import flat_storage
 
 
@@ -112,12 +118,6 @@ def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple
         outputs = run()
     return graph.replay, tuple(outputs)
 
-
-_use_count: Callable[[torch.Tensor], int] = torch.Tensor._use_count  # pyright: ignore[reportAttributeAccessIssue]
-"""A tensor's ``TensorImpl`` use count (C++ references: autograd's saved tensors)."""
-
-_storage_use_count: Callable[[int], int] = torch._C._storage_Use_Count  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
-"""The use count of the storage at a ``StorageImpl`` address (``storage._cdata``)."""
 
 _data_ptrs_equal: Callable[[Sequence[Any], list[int | None], list[int]], bool] | None = getattr(
     torch._C, "_tensors_data_ptrs_at_indices_equal", None
@@ -177,20 +177,16 @@ class _Instance:
     spans: dict[int, torch.Tensor] = field(default_factory=dict[int, torch.Tensor])
     """Static inputs whose elements overlap (an expanded tensor, which cannot be copied
     into): position -> the 1-D memory span the input views, which arguments fill."""
-    storages: list[tuple[torch.Tensor, int, int]] = field(
-        default_factory=list[tuple[torch.Tensor, int, int]]
-    )
-    """One output tensor per distinct storage (which keeps it alive), the storage's
-    ``StorageImpl`` address, and its use count while only the runner holds it."""
     impls: list[int] = field(default_factory=list[int])
     counts: list[int] = field(default_factory=list[int])
-    """``storages``' addresses and idle use counts, as lists (``idle`` maps over them)."""
+    """The ``StorageImpl`` address of each distinct storage the outputs lie in (the
+    outputs keep them alive), and its use count while only the runner holds them."""
     kept: list[torch.Tensor] = field(default_factory=list[torch.Tensor])
     """The outputs handed over as themselves at every replay (see ``settle``)."""
     kept_refs: list[int] = field(default_factory=list[int])
     kept_uses: list[int] = field(default_factory=list[int])
     """``kept``'s Python reference counts and ``TensorImpl`` use counts while only the
-    runner holds them (``_kept_counts``)."""
+    runner holds them (``kept_counts``)."""
     fresh: tuple[int, ...] = ()
     """The output positions handed over as fresh aliases (``detach``) at every replay:
     outputs sharing their storage with another output, and views."""
@@ -244,8 +240,8 @@ class _Instance:
         storage used more than when only the runner held it, and no kept output
         referenced more (``settle``)."""
         # Called on every replay: the addresses are kept, not looked up per call.
-        return all(map(le, map(_storage_use_count, self.impls), self.counts)) and (
-            not self.kept or _kept_counts(self.kept) == (self.kept_refs, self.kept_uses)
+        return all(map(le, map(storage_use_count, self.impls), self.counts)) and (
+            not self.kept or kept_counts(self.kept) == (self.kept_refs, self.kept_uses)
         )
 
     def handed_over(self, args: Sequence[Any]) -> tuple[Any, ...]:
@@ -294,22 +290,21 @@ class _Instance:
         ``lent``: the storages of borrowed inputs that returned views lie in (see
         ``returned``), registered as borrowable: a parameter's transposed view, passed
         to the backward, is at the same address at every step."""
-        by_storage = _positions_by_storage(self.outputs)
-        self.storages = [
-            (t, impl, _storage_use_count(impl))
-            for t, impl in _storage_impls(self.outputs, by_storage.values())
+        by_storage = positions_by_storage(self.outputs)
+        self.impls = [
+            self.outputs[group[0]].untyped_storage()._cdata  # pyright: ignore[reportAttributeAccessIssue]
+            for group in by_storage.values()
         ]
-        self.impls = [impl for _, impl, _ in self.storages]
-        self.counts = [count for _, _, count in self.storages]
+        self.counts = list(map(storage_use_count, self.impls))
         for address in by_storage:
             _GRAPH_OUTPUTS[address] = self
         for address in lent:
             _GRAPH_OUTPUTS.setdefault(address, self)
-        kept, self.fresh = _kept_positions(self.outputs, by_storage.values())
+        kept, self.fresh = kept_positions(self.outputs, by_storage.values())
         self.kept = [self.outputs[i] for i in kept]
         if self.kept:
-            _mark_cached(self, self.kept)
-        self.kept_refs, self.kept_uses = _kept_counts(self.kept)
+            mark_cached(self, self.kept)
+        self.kept_refs, self.kept_uses = kept_counts(self.kept)
 
 
 MOVES_BEFORE_COPY = 2
@@ -474,71 +469,6 @@ def _returned(
         if k is not None and (view := _view_in(o, args[k])) is not None:
             returned[i] = k, view
     return returned
-
-
-def _positions_by_storage(outputs: Sequence[Any]) -> dict[int, list[int]]:
-    """The tensor outputs' positions, by the address of the storage they lie in."""
-    by_storage: dict[int, list[int]] = {}
-    for i, o in enumerate(outputs):
-        if isinstance(o, torch.Tensor):
-            by_storage.setdefault(o.untyped_storage().data_ptr(), []).append(i)
-    return by_storage
-
-
-def _storage_impls(
-    outputs: Sequence[Any], groups: Iterable[list[int]]
-) -> list[tuple[torch.Tensor, int]]:
-    """Per storage, its first output and its ``StorageImpl`` address."""
-    firsts = [outputs[group[0]] for group in groups]
-    return [(t, t.untyped_storage()._cdata) for t in firsts]  # pyright: ignore[reportAttributeAccessIssue]
-
-
-def _kept_positions(
-    outputs: Sequence[Any], groups: Iterable[list[int]]
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The outputs a replay hands over as themselves (the only tensor in its storage,
-    not a view: what Inductor's CUDA-graph trees keep, ``cached_tensor_outputs``), by
-    the first position each is at, and the positions handed over as fresh aliases.
-    Keeping saves a ``detach`` per output and per replay (~1 us: a training forward
-    returns hundreds, its saved activations). A tensor returned at several positions (a
-    training forward's result that is also saved, a batch norm's new running statistic
-    that is also a write-back value) is one tensor: kept, as the program without a
-    graph returns it twice."""
-    kept: list[int] = []
-    fresh: list[int] = []
-    for group in groups:
-        first = outputs[group[0]]
-        if not first._is_view() and all(outputs[i] is first for i in group):
-            kept.append(group[0])
-        else:
-            fresh.extend(group)
-    return tuple(sorted(kept)), tuple(sorted(fresh))
-
-
-def _kept_counts(kept: list[torch.Tensor]) -> tuple[list[int], list[int]]:
-    """The Python reference counts and ``TensorImpl`` use counts of ``kept`` (the same
-    expression at ``settle`` and at every ``idle``, so that the counts compare)."""
-    return list(map(sys.getrefcount, kept)), list(map(_use_count, kept))
-
-
-def _mark_cached(instance: _Instance, kept: list[torch.Tensor]) -> None:
-    """Tell autograd that the runner's reference to each kept output is a cache's
-    (``torch._C._add_cached_tensor``, as Inductor's CUDA-graph trees do): a gradient
-    the backward returns is then taken over by ``AccumulateGrad`` (``.grad`` aliases
-    it, as it aliases a fresh output) instead of copied into a new ``.grad`` at every
-    step. Unmarked when the instance goes (the mark is keyed on the tensor's address)."""
-    torch._C._set_cached_tensors_enabled(True)  # pyright: ignore[reportAttributeAccessIssue]
-    for t in kept:
-        torch._C._add_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
-    weakref.finalize(instance, _unmark_cached, kept)
-
-
-def _unmark_cached(kept: list[torch.Tensor]) -> None:
-    # ``torch._dynamo.reset()`` turns the marks off process-wide (Inductor's CUDA-graph
-    # trees' reset), and removing one then fails: on again, as every marking does.
-    torch._C._set_cached_tensors_enabled(True)  # pyright: ignore[reportAttributeAccessIssue]
-    for t in kept:
-        torch._C._remove_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _rebuilt(args: Sequence[Any], k: int, view: View | None) -> Any:

@@ -4,10 +4,8 @@ the same view of the same memory."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from recorded_ops import RecordedOps
 
 from kiln.output_structure import is_flat, structure_builder
 
@@ -22,16 +20,6 @@ QUERY = (
 
 def _eager(x: torch.Tensor) -> torch.Tensor:
     return x.view(1, 4, 12).split([4, 4, 4], 2)[1].view(1, 4, 2, 2).permute(0, 2, 1, 3)
-
-
-class _Ops(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 def _same_view(got: torch.Tensor, want: torch.Tensor) -> None:
@@ -49,7 +37,7 @@ def test_a_view_chain_is_one_as_strided_after_the_first_call() -> None:
     assert value is first
     _same_view(view, _eager(first))
     second = torch.randn(4, 12)  # a new result of the same layout
-    with _Ops() as recorded:
+    with RecordedOps() as recorded:
         view, _ = build([second])
     assert recorded.ops == ["aten.as_strided.default"], recorded.ops  # was four view ops
     _same_view(view, _eager(second))

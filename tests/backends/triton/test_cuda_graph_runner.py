@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from cuda_graph_standin import fixed_memory_recorder
-from torch.utils._python_dispatch import TorchDispatchMode
+from recorded_ops import RecordedOps
 
 from kiln.backends.triton.cudagraphs import (
     MAX_RECORDINGS,
@@ -618,16 +618,6 @@ def test_a_block_called_by_every_layer_replays_without_copying_weights() -> None
     assert {i.borrowed[1] for i in used} == {w.data_ptr() for w in weights}
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_a_graph_runner_over_built_outputs_replays_views_without_view_ops() -> None:
     """A Triton program builds a flat structure itself (``TritonOptions.output_structure``),
     so that its CUDA graph records the views: a replay hands a saved view over with no
@@ -650,7 +640,7 @@ def test_a_graph_runner_over_built_outputs_replays_views_without_view_ops() -> N
     x = torch.randn(4, 12)
     view, value = f([x])
     (instances,) = f.graphs.values()
-    with _Ops() as recorded:
+    with RecordedOps() as recorded:
         instances[0].handed_over([x])
     # Both lie in one storage: fresh aliases, with no view op (the stand-in's replay
     # reruns the program, so only the handing over is counted).
