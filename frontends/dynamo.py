@@ -86,7 +86,9 @@ def kiln_backend(
             saved = saved_for_backward(fx_graph) if kind == "forward" else ()
             mutations = InputMutations(fx_graph)
             graph, count = mutations.written_back(fx_graph)
-            aliases = InputAliases(graph)
+            # The written values are the compiled graph's to write: it returns the first
+            # ``count`` outputs, of which alone the aliases of inputs are rebuilt.
+            aliases = InputAliases(graph, count)
             with unset_fake_temporarily():
                 compiled = compile_graph(
                     aliases.forwarding_inputs(graph),
@@ -97,6 +99,7 @@ def kiln_backend(
                     inference=kind == "inference",
                     free_layout_outputs=saved,
                     guarded=True,  # Dynamo's guards (and the forward, for a backward)
+                    input_writes=mutations.positions,
                 )
             if saved:
                 views = [alias.output for alias in aliases.aliases]
@@ -110,11 +113,8 @@ def kiln_backend(
                 # reference, so the program frees each input (a saved activation, in
                 # a backward graph) after its last use, as Inductor's wrappers do.
                 captured = aliases.capture(args)
-                targets = mutations.capture(args)
                 outputs = compiled.run(args)
-                if captured is not None:
-                    outputs = aliases.apply(outputs, captured)
-                return outputs if targets is None else mutations.apply(outputs, targets, count)
+                return outputs if captured is None else aliases.apply(outputs, captured)
 
             run._boxed_call = True  # pyright: ignore[reportFunctionMemberAccess]
             return run

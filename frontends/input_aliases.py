@@ -62,7 +62,9 @@ def _storage(value: object) -> int | None:
 class InputAliases:
     """The outputs of one FX graph that alias its tensor inputs (see the module doc)."""
 
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, count: int | None = None) -> None:
+        """``count``: only the first ``count`` outputs are returned to the caller (the
+        others are written into inputs: :mod:`kiln.backends.host.input_writes`)."""
         self.forwarded = False
         """Whether the compiled graph returns the aliased inputs themselves
         (:meth:`forwarding_inputs`)."""
@@ -80,6 +82,8 @@ class InputAliases:
         returned = output.args[0] if output is not None else ()
         if not isinstance(returned, tuple | list):
             return
+        if count is not None:
+            returned = returned[:count]  # pyright: ignore[reportUnknownVariableType]
         for position, node in enumerate(returned):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
             if not isinstance(node, torch.fx.Node) or node.op == "placeholder":
                 continue  # an input returned as it is: AOTAutograd returns the input

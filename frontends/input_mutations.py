@@ -12,9 +12,11 @@ graphs and for training graphs whose mutations autograd does not see (buffers up
 under ``no_grad``).
 
 :class:`InputMutations` takes those nodes out of the graph kiln compiles (the values
-become extra outputs) and writes them back after the program ran, grouped by device and
-dtype into ``torch._foreach_copy_`` calls: a single launch for each group (multi-tensor
-apply on CUDA) in place of a launch per buffer::
+become extra outputs), and the compiled graph writes them back after the program ran
+(:mod:`kiln.backends.host.input_writes`), grouped by device and dtype into
+``torch._foreach_copy_`` calls: a single launch for each group (multi-tensor apply on
+CUDA) in place of a launch per buffer, and none from the host at a CUDA graph's replay,
+which writes buffers inside the graph::
 
     copy_ = aten.copy_.default(primals_4, add)            # removed; ``add`` is returned
     copy__1 = aten.copy_.default(primals_5, getitem_3)    # removed; ``getitem_3`` too
@@ -23,14 +25,12 @@ AOTAutograd writes each mutated input once, at the end of its graph, so every wr
 keeps is taken out. A ``copy_`` that something after it reads the input of, or whose
 target is not a graph input, would stay in the graph, where ``lower-aten`` refuses an
 input read after an in-place write (a clear error, not a wrong answer); two writes to
-one input write the last.
+one input write the last (the graph returns one value per input written).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.fx
@@ -66,11 +66,15 @@ class InputMutations:
                 continue
             self.nodes.append(node)
             self.targets.append(placeholders[target])
+        last = {position: node for position, node in zip(self.targets, self.nodes, strict=True)}
+        self.positions: tuple[int, ...] = tuple(last)
+        """The inputs written, each once, in the order of the values returned for them."""
+        self._values = [node.args[1] for node in last.values()]
 
     def written_back(self, gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
-        """``gm`` without the writes, each value returned after the graph's outputs (a
-        copy of the graph; ``gm`` itself when there is none), and the number of outputs
-        the graph had."""
+        """``gm`` without the writes, the last value written to each input returned after
+        the graph's outputs (in the order of :attr:`positions`; a copy of the graph,
+        ``gm`` itself when there is none), and the number of outputs the graph had."""
         output = next(iter(gm.graph.find_nodes(op="output")))
         returned = output.args[0]
         outputs = list(returned) if isinstance(returned, tuple | list) else [returned]  # pyright: ignore[reportUnknownArgumentType]
@@ -87,58 +91,11 @@ class InputMutations:
                 env[node] = env[target]
             elif node.op != "output":
                 env[node] = graph.node_copy(node, lambda n: env[n])
-        values = [env[node.args[1]] for node in self.nodes]  # pyright: ignore[reportArgumentType]
+        values = [env[value] for value in self._values]  # pyright: ignore[reportArgumentType]
         kept = [torch.fx.map_arg(o, lambda n: env[n]) for o in outputs]  # pyright: ignore[reportUnknownArgumentType]
         new_output = graph.output(tuple([*kept, *values]))
         new_output.meta = dict(output.meta)
         return torch.fx.GraphModule(gm, graph), len(outputs)
 
-    def capture(self, args: Sequence[Any]) -> list[torch.Tensor] | None:
-        """The inputs to write to, taken before the program consumes (clears) ``args``."""
-        return [args[k] for k in self.targets] if self.targets else None
 
-    def apply(self, outputs: Any, targets: list[torch.Tensor], count: int) -> Any:
-        """Write the trailing values of ``outputs`` into ``targets``; return the first
-        ``count`` outputs."""
-        values = list(outputs)[count:]  # pyright: ignore[reportUnknownArgumentType]
-        if len(values) != len(targets):
-            raise RuntimeError(
-                f"kiln: the compiled graph returned {len(values)} values for "
-                f"{len(targets)} input mutations"
-            )
-        # One write per input, the last (AOTAutograd writes each input once; a repeat
-        # in one grouped launch would race).
-        last = {position: k for k, position in enumerate(self.targets)}
-        write_back([targets[k] for k in last.values()], [values[k] for k in last.values()])
-        kept = list(outputs)[:count]  # pyright: ignore[reportUnknownArgumentType]
-        return type(outputs)(kept) if isinstance(outputs, tuple) else kept  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-
-
-def write_back(targets: Sequence[torch.Tensor], values: Sequence[Any]) -> None:
-    """``target.copy_(value)`` for each pair: pairs of one device and dtype, the same
-    shape, contiguous, as one ``torch._foreach_copy_`` per group; any other pair
-    (a broadcast, a cast, overlapping memory) by its own ``copy_``, as AOTAutograd would."""
-    groups: dict[tuple[torch.device, torch.dtype], tuple[list[torch.Tensor], list[torch.Tensor]]]
-    groups = {}
-    for target, value in zip(targets, values, strict=True):
-        if (
-            isinstance(value, torch.Tensor)
-            and value.device == target.device
-            and value.dtype == target.dtype
-            and value.shape == target.shape
-            and target.is_contiguous()
-            and value.is_contiguous()
-            and value.data_ptr() != target.data_ptr()
-        ):
-            group = groups.setdefault((target.device, target.dtype), ([], []))
-            group[0].append(target)
-            group[1].append(value)
-        else:
-            with torch.no_grad():
-                target.copy_(value)
-    with torch.no_grad():
-        for group_targets, group_values in groups.values():
-            torch._foreach_copy_(group_targets, group_values)  # pyright: ignore[reportPrivateUsage, reportPrivateImportUsage]
-
-
-__all__ = ["InputMutations", "write_back"]
+__all__ = ["InputMutations"]

@@ -23,6 +23,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from kiln import graph_cache
+from kiln.backends.host.input_writes import InputWrites
 from kiln.compile_options import (
     DEFAULT_PIPELINE,
     PARTITIONERS,
@@ -102,6 +103,7 @@ def compile_graph(
     inference: bool = False,
     free_layout_outputs: Sequence[int] = (),
     guarded: bool = False,
+    input_writes: Sequence[int] = (),
 ) -> CompiledGraph:
     """Compile one ATen-level GraphModule (FakeTensor metadata in ``node.meta['val']``).
     ``aot_seconds``: the time AOTAutograd took to hand over this graph (for the profile).
@@ -113,7 +115,10 @@ def compile_graph(
     metadata of every argument (Dynamo does), so a CUDA-graph replay checks parameters
     and static inputs by address only
     (:attr:`~kiln.backends.triton.cudagraphs.CudaGraphRunner.guarded`) and the C++
-    wrapper checks no argument's type and shape (``kiln.guarded_arguments``)."""
+    wrapper checks no argument's type and shape (``kiln.guarded_arguments``).
+    ``input_writes``: the inputs (by position) the graph's last ``len(input_writes)``
+    outputs are written into after each run; the compiled graph returns the outputs
+    before them (:mod:`kiln.backends.host.input_writes`)."""
     start = time.perf_counter()
     name = name or f"graph_{next(GRAPH_IDS)}"
     stats = GraphStats(name=name)
@@ -158,7 +163,7 @@ def compile_graph(
             cache_key = graph_cache.graph_key(description, options, "cpp", marks.key_context())
         stats.stage_seconds["graph-key"] = time.perf_counter() - key_start
         if cache_key is not None:
-            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks)
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks, input_writes)
             if hit is not None:
                 return hit
 
@@ -184,7 +189,7 @@ def compile_graph(
         stats.stage_seconds["graph-key"] += time.perf_counter() - key_start
         if cache_key is not None:
             stats.stage_seconds["setup"] = setup  # a miss's pipeline setup adds to it
-            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks)
+            hit = _from_graph_cache(cache_key, gm, options, stats, start, marks, input_writes)
             if hit is not None:
                 return hit
 
@@ -200,8 +205,10 @@ def compile_graph(
     if executor == "triton":
         check_triton_devices(name, example_inputs, devices)
     structure = None if output_structure is None else str(output_structure.data)  # pyright: ignore
-    # A Triton program builds a flat structure itself, inside its CUDA graphs.
+    # A Triton program builds a flat structure itself, inside its CUDA graphs, and then
+    # writes its inputs too (inside the graphs where it can).
     built = executor == "triton" and structure is not None and is_flat(structure)
+    writes_in_program = executor == "triton" and (built or structure is None)
     build_start = time.perf_counter()
     run, stats.executor, program = build_runner(
         executor,
@@ -212,7 +219,9 @@ def compile_graph(
         stats.stage_seconds,
         guarded,
         output_structure=structure if built else None,
+        input_writes=tuple(input_writes) if writes_in_program else (),
     )
+    writes_in_program = writes_in_program and stats.executor == "triton"
     if stats.executor not in ("cpp", "triton"):
         stats.stage_seconds["build"] = time.perf_counter() - build_start
     stats.kernels = sum(1 for op in module.ops if op.name == "kernel.kernel")
@@ -224,8 +233,10 @@ def compile_graph(
     if cache_key is not None and program is not None:
         _store(cache_key, program, structure, stats, lifted, strides)
     record(stats, start, options)
-    fix = device_fixer(gm, gpu_device(devices)) if stats.executor == "triton" else None
-    compiled = _finish(run, stats, module, None if built else structure, constants, fix)
+    returned = _returned_count(gm, input_writes)
+    fix = device_fixer(gm, gpu_device(devices), returned) if stats.executor == "triton" else None
+    writes = None if writes_in_program or not input_writes else InputWrites(tuple(input_writes))
+    compiled = _finish(run, stats, module, None if built else structure, constants, fix, writes)
     compiled.output_strides = strides
     return compiled
 
@@ -319,6 +330,16 @@ class _DriverMarks:
             module.attributes[PACKED_LINEAR_ATTR] = UnitAttr()
 
 
+def _returned_count(gm: torch.fx.GraphModule, input_writes: Sequence[int]) -> int | None:
+    """How many of ``gm``'s outputs the compiled graph returns (None: all of them)."""
+    if not input_writes:
+        return None
+    output = next(iter(gm.graph.find_nodes(op="output")))
+    returned = output.args[0]
+    total = len(returned) if isinstance(returned, tuple | list) else 1  # pyright: ignore[reportUnknownArgumentType]
+    return total - len(input_writes)
+
+
 def _from_graph_cache(
     key: str,
     gm: torch.fx.GraphModule,
@@ -326,6 +347,7 @@ def _from_graph_cache(
     stats: GraphStats,
     start: float,
     marks: _DriverMarks,
+    input_writes: Sequence[int],
 ) -> CompiledGraph | None:
     """The compiled graph from the graph cache entry ``key``, or None on a miss. A hit
     imports no IR module: the entry names the traced constants to pass (``lifted``) and
@@ -355,7 +377,8 @@ def _from_graph_cache(
         return again
 
     record(stats, start, options)
-    compiled = _finish(run, stats, rebuild, entry.output_structure, constants, None)
+    writes = InputWrites(tuple(input_writes)) if input_writes else None
+    compiled = _finish(run, stats, rebuild, entry.output_structure, constants, None, writes)
     compiled.output_strides = entry.output_strides
     return compiled
 
@@ -461,28 +484,27 @@ def _finish(
     output_structure: str | None,
     constants: list[torch.Tensor],
     fix: Callable[[Any], Any] | None,
+    writes: InputWrites | None = None,
 ) -> CompiledGraph:
     """The compiled graph: lifted constants appended, outputs rebuilt as the graph
-    returns them, moved where eager made them (``fix``)."""
+    returns them, the trailing ones written into inputs (``writes``), the others moved
+    where eager made them (``fix``)."""
     if constants:
         run = with_constants(run, constants)
-    if output_structure is None and fix is None:
-        return CompiledGraph(lambda args: run(owned(args)), stats, module)
-    from kiln.output_structure import structure_builder  # imports no IR (graph cache hits)
+    if output_structure is not None:
+        from kiln.output_structure import structure_builder  # imports no IR (graph cache hits)
 
-    build = structure_builder(output_structure) if output_structure is not None else tuple
-    if fix is None:
-
-        def call(args: Sequence[Any]) -> Any:
-            return build(run(owned(args)))
-
-    else:
-
-        def call(args: Sequence[Any]) -> Any:
-            # A CUDA program allocates on the GPU; eager made these outputs on the CPU.
-            return fix(build(run(owned(args))))
-
-    return CompiledGraph(call, stats, module)
+        build = structure_builder(output_structure)
+        built_run = run
+        run = lambda args: build(built_run(args))  # noqa: E731
+    if writes is not None:
+        run = writes.wrap(run)
+    if fix is not None:
+        fixed_run = run
+        # A CUDA program allocates on the GPU; eager made these outputs on the CPU.
+        run = lambda args: fix(fixed_run(args))  # noqa: E731
+    final = run
+    return CompiledGraph(lambda args: final(owned(args)), stats, module)
 
 
 def returned_strides(

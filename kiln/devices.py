@@ -81,14 +81,16 @@ def output_devices(gm: torch.fx.GraphModule) -> list[torch.device | None]:
 
 
 def device_fixer(
-    gm: torch.fx.GraphModule, program_device: torch.device | None
+    gm: torch.fx.GraphModule, program_device: torch.device | None, count: int | None = None
 ) -> Callable[[Any], Any] | None:
     """For a GPU program whose graph returns CPU tensors (``torch.tensor(2.0)`` made in
     a CUDA graph), a function moving those outputs back to the CPU; None when every
-    output is on the program's device (the common case costs nothing)."""
+    output is on the program's device (the common case costs nothing). ``count``: the
+    compiled graph returns the first ``count`` outputs only (the others are written into
+    inputs)."""
     if program_device is None:
         return None
-    devices = output_devices(gm)
+    devices = output_devices(gm)[:count]
     moved = [k for k, d in enumerate(devices) if d is not None and d.type == "cpu"]
     if not moved:
         return None

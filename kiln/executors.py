@@ -60,6 +60,7 @@ def build_runner(
     stages: dict[str, float] | None = None,
     guarded: bool = False,
     output_structure: str | None = None,
+    input_writes: tuple[int, ...] = (),
 ) -> tuple[Runner, str, Any]:
     """The runner for ``module``, and the executor that actually runs it. The driver
     lowers to the backend's level (:mod:`kiln.targets`); backends run no passes.
@@ -67,7 +68,8 @@ def build_runner(
     The third value is the backend's program object for the C++ executor (the graph
     cache saves it), else None. ``output_structure``: a flat structure the Triton
     program builds its outputs into (see ``TritonOptions.output_structure``); the
-    caller then builds none."""
+    caller then builds none. ``input_writes``: the inputs the Triton program writes its
+    trailing outputs into (``TritonOptions.input_writes``); other executors ignore it."""
     stages = stages if stages is not None else {}
     if executor == "interpret":
         return _interpreter(module), "interpret", None
@@ -102,6 +104,7 @@ def build_runner(
             device=None if interpreting() or device is None else str(device),
             guarded=guarded,
             output_structure=output_structure,
+            input_writes=input_writes,
         )
         # Lowered in place: the compiled graph's module shows the Triton kernels.
         triton_start = time.perf_counter()

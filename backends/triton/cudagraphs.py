@@ -69,6 +69,7 @@ from typing import Any, Protocol
 
 import torch
 
+from kiln.backends.host.input_writes import InputWrites, grouping, write_back, write_grouped
 from kiln.backends.triton.graph_outputs import (
     kept_counts,
     kept_positions,
@@ -100,14 +101,25 @@ class Program(Protocol):
 
 
 Replay = Callable[[], None]
-Recorder = Callable[[Callable[[], tuple[Any, ...]]], tuple[Replay, tuple[Any, ...]]]
-"""Records ``run`` into a graph; returns the replay and the outputs of the recording
-(the tensors every replay writes into)."""
+Epilogue = Callable[[tuple[Any, ...]], None]
 
 
-def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple[Any, ...]]:
-    """A CUDA graph of ``run`` in a memory pool of its own, after a warm-up on a side
-    stream (as ``torch.cuda.graphs`` requires)."""
+class Recorder(Protocol):
+    """Records ``run`` into a graph, followed by ``epilogue`` (given the outputs), which
+    runs at replays only (not at the recording's warm-up: it writes the caller's
+    buffers, once per call); returns the replay and the outputs of the recording (the
+    tensors every replay writes into)."""
+
+    def __call__(
+        self, run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
+    ) -> tuple[Replay, tuple[Any, ...]]: ...
+
+
+def record_cuda_graph(
+    run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
+) -> tuple[Replay, tuple[Any, ...]]:
+    """A CUDA graph of ``run`` and ``epilogue`` in a memory pool of its own, after a
+    warm-up of ``run`` on a side stream (as ``torch.cuda.graphs`` requires)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -115,8 +127,10 @@ def record_cuda_graph(run: Callable[[], tuple[Any, ...]]) -> tuple[Replay, tuple
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
-        outputs = run()
-    return graph.replay, tuple(outputs)
+        outputs = tuple(run())
+        if epilogue is not None:
+            epilogue(outputs)
+    return graph.replay, outputs
 
 
 _data_ptrs_equal: Callable[[Sequence[Any], list[int | None], list[int]], bool] | None = getattr(
@@ -217,6 +231,13 @@ class _Instance:
     )
     """The weight copies the graph reads, per site (kept alive with the instance); a
     replay first asks each site whether its copy is still the one for the weight."""
+    values: tuple[Any, ...] = ()
+    """The values a replay writes into inputs (the program's trailing outputs, see
+    ``CudaGraphRunner.writes``), never handed over."""
+    graph_writes: list[int] = field(default_factory=list[int])
+    """The borrowed inputs the graph itself writes (at the recorded addresses)."""
+    host_writes: list[tuple[int, int]] = field(default_factory=list[tuple[int, int]])
+    """(value index, input position): the other writes, done after each replay."""
 
     def __post_init__(self) -> None:
         n = len(self.inputs)
@@ -506,6 +527,11 @@ class CudaGraphRunner:
     max_instances: int = 2
     """Instances per signature and call site (see :class:`_Moves`)."""
     record: Recorder = record_cuda_graph
+    writes: InputWrites | None = None
+    """The inputs the program's trailing outputs are written into
+    (:mod:`kiln.backends.host.input_writes`): inside the graph where the input is
+    borrowed (a buffer: the graph writes the address it reads), after the replay
+    otherwise; never handed over."""
     device_type: str = "cuda"
     """The device whose tensors a graph holds (tests record CPU stand-ins)."""
     graphs: dict[tuple[object, ...], list[_Instance]] = field(
@@ -670,6 +696,14 @@ class CudaGraphRunner:
             finally:
                 for k in entry.borrowed:
                     entry.inputs[k] = None
+        if entry.graph_writes:
+            # Written in place, as eager's in-place update would be (autograd's checks).
+            torch.autograd.graph.increment_version([args[k] for k in entry.graph_writes])
+        if entry.host_writes:
+            write_back(
+                [args[k] for _, k in entry.host_writes],
+                [entry.values[j] for j, _ in entry.host_writes],
+            )
         outputs = entry.handed_over(args)
         if self.clone_outputs:
             return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in outputs)
@@ -683,7 +717,10 @@ class CudaGraphRunner:
         key, matched = self._key(args)
         if (self.last is None or key is not self.last[0]) and key in self.plain:
             self.plain_calls += 1
-            return self.program.boxed_call(args)
+            if self.writes is None:
+                return self.program.boxed_call(args)
+            targets = self.writes.capture(args)
+            return self.writes.apply(self.program.boxed_call(args), targets)
         outputs = self._run(args, key, matched)
         args.clear()
         return outputs
@@ -704,7 +741,10 @@ class CudaGraphRunner:
 
     def _plain(self, args: Sequence[Any]) -> tuple[Any, ...]:
         self.plain_calls += 1
-        return self.program(list(args))
+        outputs = self.program(list(args))
+        if self.writes is None:
+            return outputs
+        return self.writes.apply(outputs, self.writes.capture(args))
 
     def _record(
         self, key: tuple[object, ...], args: Sequence[Any], may_fail: bool
@@ -722,8 +762,21 @@ class CudaGraphRunner:
                 static[k], span = _static_copy(a)
                 if span is not None:
                     spans[k] = span
+        positions = self.writes.positions if self.writes is not None else ()
+        graph_writes = [(j, k) for j, k in enumerate(positions) if k in borrowed]
+
+        def write_borrowed(outputs: tuple[Any, ...]) -> None:
+            # Read at the capture (a CUDA graph) or at each replay (a stand-in that reruns
+            # the program: the runner puts borrowed arguments into ``static`` then).
+            values = outputs[len(outputs) - len(positions) :]
+            targets = [static[k] for _, k in graph_writes]
+            chosen = [values[j] for j, _ in graph_writes]
+            write_grouped(targets, chosen, grouping(targets, chosen))
+
         try:
-            replay, outputs = self.record(lambda: self.program(list(static)))
+            replay, outputs = self.record(
+                lambda: self.program(list(static)), write_borrowed if graph_writes else None
+            )
         except Exception:
             if not may_fail:
                 raise
@@ -736,6 +789,8 @@ class CudaGraphRunner:
         last: list[tuple[weakref.ref[torch.Tensor], int] | None] = [
             (weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else None for a in args
         ]
+        count = len(outputs) - len(positions)
+        outputs, values = outputs[:count], outputs[count:]
         returned = _returned(outputs, args, borrowed, static)
         outputs = tuple(None if i in returned else o for i, o in enumerate(outputs))
         for k in borrowed:  # keep addresses, not tensors
@@ -756,6 +811,9 @@ class CudaGraphRunner:
                 for site in self.program.weight_sites
                 if (copy := site.pin()) is not None
             ],
+            values=values,
+            graph_writes=[k for _, k in graph_writes],
+            host_writes=[(j, k) for j, k in enumerate(positions) if k not in borrowed],
         )
         instance.settle(
             {args[k].untyped_storage().data_ptr() for k, view in returned.values() if view}

@@ -38,6 +38,7 @@ import torch
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr
 
 from kiln.backends.cache import cache_root, content_hash, private_dir, store_source, usable_dir
+from kiln.backends.host.input_writes import InputWrites
 from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
@@ -82,6 +83,10 @@ class TritonOptions:
     views too: a replay then hands each over as it hands over any output, where building
     them after the runner replayed every view op (or its ``as_strided``) at every call,
     ~4 us each (ViT-tiny's training forward returns 84 views as saved activations)."""
+    input_writes: tuple[int, ...] = ()
+    """The inputs the program's last ``len(input_writes)`` outputs are written into after
+    each run (:mod:`kiln.backends.host.input_writes`); it returns the outputs before them.
+    A CUDA graph writes the inputs that stay put (buffers) inside the graph."""
 
 
 def default_cache_dir() -> Path:
@@ -285,12 +290,16 @@ class TritonProgram:
     the copies it reads)."""
     build: Callable[[Sequence[Any]], Any] | None = None
     """Builds the results into the graph's outputs (``TritonOptions.output_structure``)."""
+    writes: InputWrites | None = None
+    """Writes the trailing outputs into inputs (``TritonOptions.input_writes``)."""
     call: Callable[[list[Any]], tuple[Any, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
         call = self.module.call
         build = self.build
-        self.call = call if build is None else lambda args: build(call(args))
+        if build is not None:
+            call = lambda args, run=call: build(run(args))  # noqa: E731
+        self.call = call if self.writes is None else self.writes.wrap(call)
 
     def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
         return self.call(list(args))
@@ -357,6 +366,8 @@ def compile_program(
     loaded.default_device = program_device(options.device, interpret)  # pyright: ignore[reportAttributeAccessIssue]
     if not interpret and not options.autotune:
         precompile(generated.kernels, runners, options.compile_threads)
+    writes = InputWrites(options.input_writes) if options.input_writes else None
+    graphed = bool(options.cuda_graphs) and not interpret  # the runner writes, in its graphs
     program = TritonProgram(
         generated.text,
         path,
@@ -368,9 +379,12 @@ def compile_program(
         build=None
         if options.output_structure is None
         else structure_builder(options.output_structure),
+        writes=None if graphed else writes,
     )
-    if options.cuda_graphs and not interpret:
-        return CudaGraphRunner(program, auto=options.cuda_graphs == "auto", guarded=options.guarded)
+    if graphed:
+        return CudaGraphRunner(
+            program, auto=options.cuda_graphs == "auto", guarded=options.guarded, writes=writes
+        )
     return program
 
 

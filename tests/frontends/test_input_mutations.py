@@ -11,8 +11,9 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from kiln.backends.host.input_writes import InputWrites, write_back
 from kiln.frontends.dynamo import kiln_backend
-from kiln.frontends.input_mutations import InputMutations, write_back
+from kiln.frontends.input_mutations import InputMutations
 
 _COPY = torch.ops.aten.copy_.default
 _NOT_WRITES = frozenset({"aten::_foreach_copy_", "aten::_to_copy"})
@@ -128,14 +129,15 @@ def test_writes_become_trailing_outputs() -> None:
     written, count = mutations.written_back(gm)
     assert count == 1
     assert not any(n.target is _COPY for n in written.graph.nodes)
+    assert mutations.positions == (0,)
     buf, x = torch.randn(3), torch.randn(3)
     args = [buf, x]
-    targets = mutations.capture(args)
-    assert targets is not None
+    writes = InputWrites(mutations.positions)
+    targets = writes.capture(args)
     want_buf = buf + x
     outputs = written(*args)
     assert len(outputs) == 2
-    result = mutations.apply(outputs, targets, count)
+    result = writes.apply(outputs, targets)
     torch.testing.assert_close(result[0], x * 2)
     assert len(result) == 1
     torch.testing.assert_close(buf, want_buf)
@@ -250,10 +252,13 @@ def test_two_writes_to_one_input_leave_the_last() -> None:
     gm = torch.fx.GraphModule(nn.Module(), graph)
     mutations = InputMutations(gm)
     assert mutations.targets == [0, 0]
+    assert mutations.positions == (0,)
     written, count = mutations.written_back(gm)
+    assert count == 1
     b, v = torch.randn(3), torch.randn(3)
     want = (b + v) * 2
-    targets = mutations.capture([b, v])
-    assert targets is not None
-    mutations.apply(written(b, v), targets, count)
+    outputs = written(b, v)
+    assert len(outputs) == 2  # one value per input written: the last
+    writes = InputWrites(mutations.positions)
+    writes.apply(outputs, writes.capture([b, v]))
     torch.testing.assert_close(b, want)

@@ -14,6 +14,7 @@ import torch
 from cuda_graph_standin import fixed_memory_recorder
 from recorded_ops import RecordedOps
 
+from kiln.backends.host.input_writes import InputWrites
 from kiln.backends.triton.cudagraphs import (
     MAX_RECORDINGS,
     MAX_SITES,
@@ -21,6 +22,8 @@ from kiln.backends.triton.cudagraphs import (
     SETTLED_CALLS,
     STALE_CALLS,
     CudaGraphRunner,
+    Epilogue,
+    Recorder,
     _at_addresses,  # pyright: ignore[reportPrivateUsage]
 )
 from kiln.dialects.aten.arg_layout import in_layout
@@ -202,6 +205,7 @@ def test_auto_mode_leaves_out_numbers_and_other_devices() -> None:
 def test_auto_mode_falls_back_when_recording_fails() -> None:
     def failing(
         run: Callable[[], tuple[Any, ...]],
+        epilogue: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> tuple[Callable[[], None], tuple[Any, ...]]:
         raise RuntimeError("operation not permitted when stream is capturing")
 
@@ -247,13 +251,13 @@ def test_boxed_calls_without_graphs_hand_the_argument_list_over() -> None:
     torch.testing.assert_close(y, x * 2)
 
 
-def capturing_recorder(
-    flag: list[bool],
-) -> Callable[[Callable[[], tuple[Any, ...]]], tuple[Callable[[], None], tuple[Any, ...]]]:
+def capturing_recorder(flag: list[bool]) -> Recorder:
     """``fixed_memory_recorder`` with ``flag[0]`` set while the "graph" runs, as
     ``torch.cuda.is_current_stream_capturing()`` is during a capture."""
 
-    def record(run: Callable[[], tuple[Any, ...]]) -> tuple[Callable[[], None], tuple[Any, ...]]:
+    def record(
+        run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
+    ) -> tuple[Callable[[], None], tuple[Any, ...]]:
         def captured() -> tuple[Any, ...]:
             flag[0] = True
             try:
@@ -261,7 +265,7 @@ def capturing_recorder(
             finally:
                 flag[0] = False
 
-        return fixed_memory_recorder(captured)
+        return fixed_memory_recorder(captured, epilogue)
 
     return record
 
@@ -302,6 +306,7 @@ def test_outputs_on_the_host_in_the_recording_run_without_a_graph() -> None:
 
     def failing(
         run: Callable[[], tuple[Any, ...]],
+        epilogue: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> tuple[Callable[[], None], tuple[Any, ...]]:
         raise RuntimeError("operation not permitted when stream is capturing")
 
@@ -651,3 +656,51 @@ def test_a_graph_runner_over_built_outputs_replays_views_without_view_ops() -> N
     assert view.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()
     torch.testing.assert_close(value, x * 2)
     torch.testing.assert_close(view, expected)
+
+
+def _decayed(x: torch.Tensor, stat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The output reads the statistic; the trailing value is its update (written into it).
+    return x * 2 + stat, stat * 0.5 + x.mean()
+
+
+@pytest.mark.parametrize("borrowed", [True, False], ids=["buffer", "plain-input"])
+def test_trailing_values_are_written_into_inputs_once_per_call(borrowed: bool) -> None:
+    """A buffer (it stays put) is written inside the "graph" at each replay; another input
+    after it. Either way once per call, never at the recording itself (a second write
+    of a running statistic would double its update)."""
+    stat = torch.randn(8)
+    if borrowed:
+        stat = torch.nn.Parameter(stat, requires_grad=False)
+    f = make(FakeProgram(_decayed), auto=True, writes=InputWrites((1,)))
+    want = stat.detach().clone()
+    for call in range(5):
+        x = torch.randn(8)
+        version = stat._version
+        (y,) = f([x, stat])
+        torch.testing.assert_close(y, x * 2 + want, msg=f"call {call}")
+        want = want * 0.5 + x.mean()
+        torch.testing.assert_close(stat.detach(), want, msg=f"call {call}")
+        assert stat._version > version  # written in place, as eager would
+    (instances,) = f.graphs.values()
+    assert len(instances) == 2  # ``y`` holds the last call's output: two alternate
+    assert f.plain_calls == 1
+    for instance in instances:
+        assert instance.graph_writes == ([1] if borrowed else [])
+        assert instance.host_writes == ([] if borrowed else [(0, 1)])
+        assert len(instance.outputs) == 1  # the value is never handed over
+
+
+def test_trailing_values_are_written_by_calls_without_a_graph() -> None:
+    # A number among the arguments: auto mode runs the program plainly, and still writes.
+    def scaled(x: torch.Tensor, stat: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+        return x * n, stat + n
+
+    stat = torch.nn.Parameter(torch.zeros(4), requires_grad=False)
+    f = make(FakeProgram(scaled), auto=True, writes=InputWrites((1,)))
+    for n in (1, 2, 3):
+        x = torch.randn(4)
+        outputs = f([x, stat, n]) if n < 3 else f.boxed_call([x, stat, n])
+        assert len(outputs) == 1
+        torch.testing.assert_close(outputs[0], x * n)
+    torch.testing.assert_close(stat.detach(), torch.full((4,), 6.0))
+    assert not f.graphs

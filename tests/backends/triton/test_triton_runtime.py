@@ -235,3 +235,36 @@ def test_default_cuda_graphs_replay_training_steps_through_attention() -> None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
     runners = [o for o in gc.get_objects() if type(o) is CudaGraphRunner and o.graphs]
     assert len(runners) >= 2  # the forward and the backward both replay graphs
+
+
+@pytest.mark.skipif(
+    DEVICE.type != "cuda", reason="CUDA graphs need a GPU (KILN_TRITON_DEVICE=cuda)"
+)
+def test_default_cuda_graphs_write_batch_norm_statistics_inside_the_graph() -> None:
+    """A training step's running statistics (buffers: they stay put) are written by the
+    forward's CUDA graph itself at each replay, once per step, as eager updates them; no
+    write is left to the host."""
+    from kiln.backends.triton.cudagraphs import CudaGraphRunner
+    from kiln.frontends.dynamo import kiln_backend
+
+    torch._dynamo.reset()  # pyright: ignore[reportPrivateImportUsage]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.BatchNorm2d(8)
+    ).to(DEVICE)
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend=kiln_backend)
+    for step in range(5):
+        x = torch.randn(4, 3, 12, 12, device=DEVICE) * (step + 1) + step
+        for m, f in ((model, compiled), (reference, reference)):
+            m.zero_grad()
+            f(x).square().mean().backward()
+        for (name, got), (_, want) in zip(
+            model.named_buffers(), reference.named_buffers(), strict=True
+        ):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{name}, step {step}")
+    runners = [o for o in gc.get_objects() if type(o) is CudaGraphRunner and o.graphs]
+    instances = [i for r in runners for group in r.graphs.values() for i in group]
+    written = [i for i in instances if i.graph_writes]
+    assert written  # the forward's graph writes the statistics
+    assert all(not i.host_writes for i in instances)

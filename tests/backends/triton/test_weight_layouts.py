@@ -13,7 +13,7 @@ import pytest
 import torch
 from triton_checks import DEVICE
 
-from kiln.backends.triton.cudagraphs import CudaGraphRunner
+from kiln.backends.triton.cudagraphs import CudaGraphRunner, Epilogue, Recorder
 from kiln.backends.triton.weight_layouts import (
     ChannelsLastConvolution,
     ChannelsLastConvolutionBackward,
@@ -146,13 +146,14 @@ class _Program:
         return self(values)
 
 
-def _address_reading_recorder(
-    program: _Program,
-) -> Callable[[Callable[[], tuple[Any, ...]]], tuple[Callable[[], None], tuple[Any, ...]]]:
+def _address_reading_recorder(program: _Program) -> Recorder:
     """A stand-in graph that reads what a CUDA graph would: the static input and the
     weight copy the recording used, by reference (their addresses)."""
 
-    def record(run: Callable[[], tuple[Any, ...]]) -> tuple[Callable[[], None], tuple[Any, ...]]:
+    def record(
+        run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
+    ) -> tuple[Callable[[], None], tuple[Any, ...]]:
+        assert epilogue is None  # the program writes no input
         outputs = run()
         # The copy the site read, else the weight itself (the static input or the
         # caller's tensor: the recording's argument list holds it during a replay).
