@@ -84,9 +84,17 @@ class WeightSite(Protocol):
     """A call site that keeps a derived copy of a weight (a channels-last convolution
     weight, :mod:`kiln.backends.triton.weight_layouts`) which a graph reads by address."""
 
+    refreshable: bool
+
     def pin(self) -> torch.Tensor | None: ...
 
     def ready(self, pinned: torch.Tensor) -> bool: ...
+
+    def refresh(self) -> None: ...
+
+    def current(self, pinned: torch.Tensor) -> bool: ...
+
+    def refreshed(self) -> None: ...
 
 
 class Program(Protocol):
@@ -231,6 +239,12 @@ class _Instance:
     )
     """The weight copies the graph reads, per site (kept alive with the instance); a
     replay first asks each site whether its copy is still the one for the weight."""
+    refreshed: list[tuple[WeightSite, torch.Tensor]] = field(
+        default_factory=list[tuple[WeightSite, torch.Tensor]]
+    )
+    """The pins the graph refreshes itself at the start of each replay
+    (``CudaGraphRunner.refresh_weights``): a replay asks whether each is still the
+    weight's copy (``current``), not whether it is up to date, and marks it so after."""
     values: tuple[Any, ...] = ()
     """The values a replay writes into inputs (the program's trailing outputs, see
     ``CudaGraphRunner.writes``), never handed over."""
@@ -293,6 +307,7 @@ class _Instance:
             and (in_place or _at_addresses(args, self.ptrs, self.borrowed_positions))
             and not any(k not in self.copied and _borrowable(args[k]) for k in self.copies)
             and all(site.ready(copy) for site, copy in self.pins)
+            and all(site.current(copy) for site, copy in self.refreshed)
         )
 
     def moved_inputs_settled(self, args: Sequence[Any]) -> bool:
@@ -527,6 +542,9 @@ class CudaGraphRunner:
     max_instances: int = 2
     """Instances per signature and call site (see :class:`_Moves`)."""
     record: Recorder = record_cuda_graph
+    refresh_weights: bool = False
+    """A training graph: its graphs refresh the weight copies of its forward
+    convolutions themselves (:mod:`kiln.backends.triton.weight_layouts`)."""
     writes: InputWrites | None = None
     """The inputs the program's trailing outputs are written into
     (:mod:`kiln.backends.host.input_writes`): inside the graph where the input is
@@ -696,6 +714,8 @@ class CudaGraphRunner:
             finally:
                 for k in entry.borrowed:
                     entry.inputs[k] = None
+        for site, _ in entry.refreshed:
+            site.refreshed()
         if entry.graph_writes:
             # Written in place, as eager's in-place update would be (autograd's checks).
             torch.autograd.graph.increment_version([args[k] for k in entry.graph_writes])
@@ -773,10 +793,18 @@ class CudaGraphRunner:
             chosen = [values[j] for j, _ in graph_writes]
             write_grouped(targets, chosen, grouping(targets, chosen))
 
+        refreshing = [
+            s for s in self.program.weight_sites if self.refresh_weights and s.refreshable
+        ]
+
+        def run() -> tuple[Any, ...]:
+            # The copies the last run read, refreshed first (a replay: every step).
+            for site in refreshing:
+                site.refresh()
+            return self.program(list(static))
+
         try:
-            replay, outputs = self.record(
-                lambda: self.program(list(static)), write_borrowed if graph_writes else None
-            )
+            replay, outputs = self.record(run, write_borrowed if graph_writes else None)
         except Exception:
             if not may_fail:
                 raise
@@ -809,8 +837,9 @@ class CudaGraphRunner:
             pins=[
                 (site, copy)
                 for site in self.program.weight_sites
-                if (copy := site.pin()) is not None
+                if site not in refreshing and (copy := site.pin()) is not None
             ],
+            refreshed=[(site, copy) for site in refreshing if (copy := site.pin()) is not None],
             values=values,
             graph_writes=[k for _, k in graph_writes],
             host_writes=[(j, k) for j, k in enumerate(positions) if k not in borrowed],

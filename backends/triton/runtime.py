@@ -47,6 +47,7 @@ from kiln.backends.triton.weight_layouts import ChannelsLastConvolution, weight_
 from kiln.backends.triton.wrapper import WRAPPER_HEADER, print_wrapper
 from kiln.cores import usable_cores
 from kiln.dialects.aten.arg_layout import in_layout
+from kiln.dialects.aten.prepack import TRAINING_ATTR
 from kiln.dialects.kernel.attributes import ConfigAttr
 from kiln.dialects.kernel.contract_attrs import IMPLEMENTS
 from kiln.dialects.kernel.program_ops import ProgramNotFound, ProgramOp, find_program
@@ -383,7 +384,12 @@ def compile_program(
     )
     if graphed:
         return CudaGraphRunner(
-            program, auto=options.cuda_graphs == "auto", guarded=options.guarded, writes=writes
+            program,
+            auto=options.cuda_graphs == "auto",
+            guarded=options.guarded,
+            writes=writes,
+            # The optimizer updates a training graph's weights between two steps.
+            refresh_weights=TRAINING_ATTR in module.attributes,
         )
     return program
 
