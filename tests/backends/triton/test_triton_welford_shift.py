@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from triton_checks import DEVICE, capture, compile_capture, kernel_kinds, looped
+from triton_checks import capture, compile_capture, kernel_kinds, looped
 
 
 def _relative_error(got: torch.Tensor, exact: torch.Tensor) -> float:
@@ -26,8 +26,8 @@ def test_looped_variance_of_rows_with_a_large_mean_matches_float64(rblock: int) 
     assert "looped" in kernel_kinds(compiled)
     var, mean = compiled.run()
     exact_var, exact_mean = fn(x.double())
-    eager_var, _ = fn(x.to(DEVICE))
-    assert _relative_error(eager_var, exact_var) < 1e-6
+    # Against float64, not eager: CUDA's own var_mean loses 1.1e-4 of this variance
+    # (an H100, session 40), the CPU's nothing at 1e-6.
     assert _relative_error(var, exact_var) < 1e-6
     assert _relative_error(mean, exact_mean) < 1e-7
 
