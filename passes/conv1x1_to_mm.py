@@ -66,6 +66,23 @@ docs/benchmarks/cpu-profile.md, "Session 25").
 The channel counts (the weight's) must be static. Numbers change only by rounding (a different
 summation order in the same float32 dot products), as between ATen's own convolution
 algorithms.
+
+**NCHW activations** (a CPU training step at a small size keeps its activations NCHW:
+``channels-last``'s ``saved-nhwc-cpu-min-elements``). A float32 1x1 convolution of a small
+weight (at most :data:`MAX_NCHW_WEIGHT` elements) and its ``convolution_backward`` become
+batched products over the NCHW buffers as they are, each result NCHW as ATen's::
+
+    y[n] = W @ x[n]                       bmm(expand(W, [N, O, C]), view(x, [N, C, H*W]))
+    grad_x[n] = W^T @ grad_y[n]           bmm(expand(permute(W), [N, C, O]), view(grad_y, ...))
+    grad_W = sum_n grad_y[n] @ x[n]^T     sum(bmm(view(grad_y), permute(view(x), [0, 2, 1])), [0])
+    grad_b = sum(grad_y, [0, 2, 3])
+
+oneDNN took 62-69 us a forward and 144-161 us a backward for ShuffleNet-v2's small
+convolutions (2x116x4x4, 2x58x8x8, 2x24x16x16) against 9-17 and 28-41 us as products on
+the AMD EPYC VM (session 41, ``/tmp/s41/mm_vs_conv.py``); with a larger weight and few
+pixels (1024x464 over 2x2 pixels) MKL's product is the slower (553 us against 127), hence
+the bound. bfloat16 keeps the convolution (the batched partial sums of ``grad_W`` would
+round to bfloat16 once per image).
 """
 
 from __future__ import annotations
@@ -247,6 +264,122 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     return build("permute.default", {"self": y_nhwc, "dims": list(NCHW)}, [n, out, h, w], name)
 
 
+MAX_NCHW_WEIGHT = 1 << 15
+"""Weight elements (``O*C``) up to which a 1x1 convolution of an NCHW activation, and its
+backward, become batched products (see the module docstring)."""
+
+CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
+
+
+def _small_float32_weight(op: AtenOp, weight: SSAValue | None) -> bool:
+    shape = _static_shape(weight, 4)
+    return (
+        shape is not None
+        and shape[0] * shape[1] <= MAX_NCHW_WEIGHT
+        and isinstance(cast(TensorType[Attribute], op.operands[0].type).element_type, Float32Type)
+    )
+
+
+def _pointwise_backward(op: AtenOp) -> bool:
+    """A float32 ``convolution_backward`` of a 1x1 convolution as
+    :func:`is_pointwise_convolution` takes them, of a small weight, no bias gradient
+    asked for where the bias has another size."""
+    if op.overload_name != CONVOLUTION_BACKWARD or op.sym_operands() or is_prepacked(op):
+        return False
+    tensors = op.tensor_operands()
+    grad, x, weight = tensors["grad_output"][0], tensors["input"][0], tensors["weight"][0]
+    g, xs, w = _float_shape(grad, 4), _float_shape(x, 4), _static_shape(weight, 4)
+    if g is None or xs is None or w is None or not _small_float32_weight(op, weight):
+        return False
+    if len({cast(TensorType[Attribute], v.type).element_type for v in (grad, x, weight)}) != 1:  # pyright: ignore[reportOptionalMemberAccess]
+        return False
+    n, c, h, width = xs
+    if DYNAMIC_INDEX not in (n, h, width) and n * h * width > MAX_ROWS:
+        return False
+    mask = list(op.static_arg("output_mask"))
+    if any(not asked and result.uses for asked, result in zip(mask, op.results, strict=True)):
+        return False
+    return (
+        op.static_arg("transposed") is False
+        and op.static_arg("groups") == 1
+        and all(s == 1 for s in op.static_arg("stride"))
+        and all(p == 0 for p in op.static_arg("padding"))
+        and all(d == 1 for d in op.static_arg("dilation"))
+        and w == (w[0], c, 1, 1)
+        and g == (n, w[0], h, width)
+    )
+
+
+def _nchw_rewrite(op: AtenOp) -> SSAValue:
+    """``op`` (a pointwise convolution of an NCHW activation, small float32 weight) as
+    one ``bmm`` over the buffers as they are; the NCHW result (see the module doc)."""
+    tensors = op.tensor_operands()
+    x, weight = tensors["input"][0], tensors["weight"][0]
+    assert x is not None
+    assert weight is not None
+    bias = tensors["bias"][0] if tensors.get("bias") else None
+    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    c, out = x_shape[1], w_shape[0]
+    build = AtenBuilder(InsertPoint.before(op), op.location)
+    n = build.size(x, 0, x_shape[0], "batch")
+    h = build.size(x, 2, x_shape[2], "height")
+    w = build.size(x, 3, x_shape[3], "width")
+    pixels = build.product([h, w], "pixels")
+    x3 = build("view.default", {"self": x, "size": [n, c, pixels]}, [n, c, pixels], "x_3d")
+    w2 = build("view.default", {"self": weight, "size": [out, c]}, [out, c], "w_2d")
+    wb = build("expand.default", {"self": w2, "size": [n, out, c]}, [n, out, c], "w_batched")
+    y3 = build("bmm.default", {"self": wb, "mat2": x3}, [n, out, pixels], "bmm")
+    name = op.results[0].name_hint or "conv"
+    y = build("view.default", {"self": y3, "size": [n, out, h, w]}, [n, out, h, w], name)
+    if bias is None:
+        return y
+    b3 = build("view.default", {"self": bias, "size": [out, 1, 1]}, [out, 1, 1], "bias_3d")
+    return build("add.Tensor", {"self": y, "other": b3}, [n, out, h, w], name)
+
+
+def _nchw_backward_rewrite(op: AtenOp) -> list[SSAValue | None]:
+    """``op`` (:func:`_pointwise_backward`) as batched products and sums; its results'
+    replacements (None where not asked for)."""
+    tensors = op.tensor_operands()
+    grad, x, weight = tensors["grad_output"][0], tensors["input"][0], tensors["weight"][0]
+    assert grad is not None
+    assert x is not None
+    assert weight is not None
+    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    c, out = x_shape[1], w_shape[0]
+    build = AtenBuilder(InsertPoint.before(op), op.location)
+    n = build.size(x, 0, x_shape[0], "batch")
+    h = build.size(x, 2, x_shape[2], "height")
+    w = build.size(x, 3, x_shape[3], "width")
+    pixels = build.product([h, w], "pixels")
+    g3 = build("view.default", {"self": grad, "size": [n, out, pixels]}, [n, out, pixels], "g_3d")
+    asked = list(op.static_arg("output_mask"))
+    results: list[SSAValue | None] = [None, None, None]
+    if asked[0]:
+        w2 = build("view.default", {"self": weight, "size": [out, c]}, [out, c], "w_2d")
+        wt = build("permute.default", {"self": w2, "dims": [1, 0]}, [c, out], "w_t")
+        wb = build("expand.default", {"self": wt, "size": [n, c, out]}, [n, c, out], "w_t_batched")
+        gx = build("bmm.default", {"self": wb, "mat2": g3}, [n, c, pixels], "grad_x_3d")
+        results[0] = build(
+            "view.default", {"self": gx, "size": [n, c, h, w]}, [n, c, h, w], "grad_x"
+        )
+    if asked[1]:
+        x3 = build("view.default", {"self": x, "size": [n, c, pixels]}, [n, c, pixels], "x_3d")
+        xt = build("permute.default", {"self": x3, "dims": [0, 2, 1]}, [n, pixels, c], "x_t")
+        per_image = build("bmm.default", {"self": g3, "mat2": xt}, [n, out, c], "grad_w_3d")
+        gw = build("sum.dim_IntList", {"self": per_image, "dim": [0]}, [out, c], "grad_w_2d")
+        results[1] = build(
+            "view.default", {"self": gw, "size": [out, c, 1, 1]}, [out, c, 1, 1], "grad_w"
+        )
+    if asked[2]:
+        results[2] = build("sum.dim_IntList", {"self": grad, "dim": [0, 2, 3]}, [out], "grad_b")
+    return results
+
+
 def _rewrite_block(block: Block, pack: bool) -> None:
     nhwc: set[SSAValue] = set()
     """Values ``lower-aten`` stores NHWC because an op made them from such a value."""
@@ -258,6 +391,21 @@ def _rewrite_block(block: Block, pack: bool) -> None:
         if input_nhwc and is_pointwise_convolution(op) and not _returned(op.results[0]):
             replacement = _rewrite(op, pack)
             op.results[0].replace_all_uses_with(replacement)
+            Rewriter.erase_op(op)
+            continue
+        if (
+            not input_nhwc
+            and is_pointwise_convolution(op)
+            and _small_float32_weight(op, op.tensor_operands()["weight"][0])
+        ):
+            # NCHW in and out, as ATen's: returned or not, the layout is the same.
+            op.results[0].replace_all_uses_with(_nchw_rewrite(op))
+            Rewriter.erase_op(op)
+            continue
+        if _pointwise_backward(op) and not any(_stored_nhwc(v, nhwc) for v in op.operands[:2]):
+            for result, replacement in zip(op.results, _nchw_backward_rewrite(op), strict=True):
+                if replacement is not None:
+                    result.replace_all_uses_with(replacement)
             Rewriter.erase_op(op)
             continue
         if input_nhwc and has_aten_trait(op, FollowsChannelsLast):

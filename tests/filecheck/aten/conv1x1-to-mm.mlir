@@ -5,7 +5,8 @@
 // with a bias), viewed back as NHWC and permuted to the NCHW value it replaces. The
 // input is either the NCHW permute channels-last writes (its NHWC source is read
 // directly) or a channels-last clone / convolution result (permuted to NHWC first).
-// A 3x3, a strided 1x1 and a 1x1 of an NCHW value stay convolutions.
+// A 3x3 and a strided 1x1 stay convolutions; a 1x1 of an NCHW value (a small float32
+// weight) becomes one bmm of the weight, expanded over the batch, and the NCHW buffer.
 // CHECK-LABEL: func.func @forward
 // CHECK-NEXT:    %x_nhwc = aten.clone.default(%x, memory_format = "channels_last")
 // CHECK-NEXT:    %x_nhwc_1 = aten.permute.default(%x_nhwc, dims = [0, 2, 3, 1]) : (tensor<2x4x6x6xf32>) -> tensor<2x6x6x4xf32>
@@ -26,8 +27,12 @@
 // CHECK-NEXT:    %c = aten.permute.default(%y_nhwc_1, dims = [0, 3, 1, 2])
 // CHECK-NEXT:    %3 = aten.convolution.default(%2, %w3, {{.*}}padding = [1, 1]
 // CHECK-NEXT:    %4 = aten.convolution.default(%2, %w2, stride = [2, 2]
-// CHECK-NEXT:    %5 = aten.convolution.default(%y, %w2,
-// CHECK-NEXT:    %6 = aten.add.Tensor(%c, %3)
+// CHECK-NEXT:    %x_3d = aten.view.default(%y, size = [2, 8, 36]) : (tensor<2x8x6x6xf32>) -> tensor<2x8x36xf32>
+// CHECK-NEXT:    %w_2d_2 = aten.view.default(%w2, size = [8, 8])
+// CHECK-NEXT:    %w_batched = aten.expand.default(%w_2d_2, size = [2, 8, 8]) : (tensor<8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:    %bmm = aten.bmm.default(%w_batched, %x_3d) : (tensor<2x8x8xf32>, tensor<2x8x36xf32>) -> tensor<2x8x36xf32>
+// CHECK-NEXT:    %conv_1 = aten.view.default(%bmm, size = [2, 8, 6, 6]) : (tensor<2x8x36xf32>) -> tensor<2x8x6x6xf32>
+// CHECK-NEXT:    %5 = aten.add.Tensor(%c, %3)
 func.func @forward(%x: tensor<2x4x6x6xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>, %w2: tensor<8x8x1x1xf32>, %w3: tensor<8x8x3x3xf32>, %y: tensor<2x8x6x6xf32>) -> (tensor<2x8xf32>, tensor<2x8x6x6xf32>, tensor<2x8x3x3xf32>, tensor<2x8x6x6xf32>) {
   %x_nhwc = aten.clone.default(%x, memory_format = "channels_last") : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
   %0 = aten.convolution.default(%x_nhwc, %w, bias = %b, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x6x6xf32>
@@ -181,4 +186,31 @@ func.func @bfloat16(%x_nhwc: tensor<2x6x6x4xbf16>, %w: tensor<8x4x1x1xbf16>) -> 
   %c = aten.convolution.default(%x, %w, padding = [0, 0], stride = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1) : (tensor<2x4x6x6xbf16>, tensor<8x4x1x1xbf16>) -> tensor<2x8x6x6xbf16>
   %0 = aten.relu.default(%c) : (tensor<2x8x6x6xbf16>) -> tensor<2x8x6x6xbf16>
   func.return %0 : tensor<2x8x6x6xbf16>
+}
+
+// -----
+
+// The backward of a 1x1 convolution of NCHW activations (a small float32 weight): the
+// input's gradient a bmm of the transposed weight, expanded over the batch, and the
+// output's gradient; the weight's a bmm per image summed over the batch; the bias's a
+// sum. A 3x3's stays convolution_backward.
+// CHECK-LABEL: func.func @backward
+// CHECK-NEXT:    %g_3d = aten.view.default(%g, size = [2, 8, 36]) : (tensor<2x8x6x6xf32>) -> tensor<2x8x36xf32>
+// CHECK-NEXT:    %w_2d = aten.view.default(%w, size = [8, 4])
+// CHECK-NEXT:    %w_t = aten.permute.default(%w_2d, dims = [1, 0]) : (tensor<8x4xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %w_t_batched = aten.expand.default(%w_t, size = [2, 4, 8]) : (tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:    %grad_x_3d = aten.bmm.default(%w_t_batched, %g_3d) : (tensor<2x4x8xf32>, tensor<2x8x36xf32>) -> tensor<2x4x36xf32>
+// CHECK-NEXT:    %grad_x = aten.view.default(%grad_x_3d, size = [2, 4, 6, 6])
+// CHECK-NEXT:    %x_3d = aten.view.default(%x, size = [2, 4, 36])
+// CHECK-NEXT:    %x_t = aten.permute.default(%x_3d, dims = [0, 2, 1]) : (tensor<2x4x36xf32>) -> tensor<2x36x4xf32>
+// CHECK-NEXT:    %grad_w_3d = aten.bmm.default(%g_3d, %x_t) : (tensor<2x8x36xf32>, tensor<2x36x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT:    %grad_w_2d = aten.sum.dim_IntList(%grad_w_3d, dim = [0]) : (tensor<2x8x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT:    %grad_w = aten.view.default(%grad_w_2d, size = [8, 4, 1, 1])
+// CHECK-NEXT:    %grad_b = aten.sum.dim_IntList(%g, dim = [0, 2, 3]) : (tensor<2x8x6x6xf32>) -> tensor<8xf32>
+// CHECK-NEXT:    %0, %1, %2 = aten.convolution_backward.default(%g, %x, %w3, {{.*}}padding = [1, 1]
+// CHECK-NEXT:    func.return %grad_x, %grad_w, %grad_b, %0
+func.func @backward(%g: tensor<2x8x6x6xf32>, %x: tensor<2x4x6x6xf32>, %w: tensor<8x4x1x1xf32>, %w3: tensor<8x4x3x3xf32>) -> (tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>, tensor<2x4x6x6xf32>) {
+  %0, %1, %2 = aten.convolution_backward.default(%g, %x, %w, bias_sizes = [8], stride = [1, 1], padding = [0, 0], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [true, true, true]) : (tensor<2x8x6x6xf32>, tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>) -> (tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>)
+  %3, %4, %5 = aten.convolution_backward.default(%g, %x, %w3, bias_sizes = [0], stride = [1, 1], padding = [1, 1], dilation = [1, 1], transposed = false, output_padding = [0, 0], groups = 1, output_mask = [true, false, false]) : (tensor<2x8x6x6xf32>, tensor<2x4x6x6xf32>, tensor<8x4x3x3xf32>) -> (tensor<2x4x6x6xf32>, none, none)
+  func.return %0, %1, %2, %3 : tensor<2x4x6x6xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>, tensor<2x4x6x6xf32>
 }
