@@ -266,21 +266,25 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
 
 MAX_NCHW_WEIGHT = 1 << 15
 """Weight elements (``O*C``) up to which a 1x1 convolution of an NCHW activation, and its
-backward, become batched products (see the module docstring)."""
+backward, become batched products (see the module docstring; the pass option
+``nchw-max-weight``). At 1 << 17 (EfficientNet-b0's and MobileNet-v3's 55K-75K weights
+too) a small training step moved by noise only (AMD EPYC VM, 7 interleaved rounds:
+MobileNet-v3 25.3 -> 24.3 ms, EfficientNet-b0 39.4 -> 40.2); at 400K-475K weights over
+2x2 pixels MKL's product is 2x slower than oneDNN's convolution."""
 
 CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
 
-def _small_float32_weight(op: AtenOp, weight: SSAValue | None) -> bool:
+def _small_float32_weight(op: AtenOp, weight: SSAValue | None, limit: int) -> bool:
     shape = _static_shape(weight, 4)
     return (
         shape is not None
-        and shape[0] * shape[1] <= MAX_NCHW_WEIGHT
+        and shape[0] * shape[1] <= limit
         and isinstance(cast(TensorType[Attribute], op.operands[0].type).element_type, Float32Type)
     )
 
 
-def _pointwise_backward(op: AtenOp) -> bool:
+def _pointwise_backward(op: AtenOp, limit: int) -> bool:
     """A float32 ``convolution_backward`` of a 1x1 convolution as
     :func:`is_pointwise_convolution` takes them, of a small weight, no bias gradient
     asked for where the bias has another size."""
@@ -289,7 +293,7 @@ def _pointwise_backward(op: AtenOp) -> bool:
     tensors = op.tensor_operands()
     grad, x, weight = tensors["grad_output"][0], tensors["input"][0], tensors["weight"][0]
     g, xs, w = _float_shape(grad, 4), _float_shape(x, 4), _static_shape(weight, 4)
-    if g is None or xs is None or w is None or not _small_float32_weight(op, weight):
+    if g is None or xs is None or w is None or not _small_float32_weight(op, weight, limit):
         return False
     if len({cast(TensorType[Attribute], v.type).element_type for v in (grad, x, weight)}) != 1:  # pyright: ignore[reportOptionalMemberAccess]
         return False
@@ -380,7 +384,7 @@ def _nchw_backward_rewrite(op: AtenOp) -> list[SSAValue | None]:
     return results
 
 
-def _rewrite_block(block: Block, pack: bool) -> None:
+def _rewrite_block(block: Block, pack: bool, nchw_max_weight: int) -> None:
     nhwc: set[SSAValue] = set()
     """Values ``lower-aten`` stores NHWC because an op made them from such a value."""
     for op in list(block.ops):
@@ -396,13 +400,15 @@ def _rewrite_block(block: Block, pack: bool) -> None:
         if (
             not input_nhwc
             and is_pointwise_convolution(op)
-            and _small_float32_weight(op, op.tensor_operands()["weight"][0])
+            and _small_float32_weight(op, op.tensor_operands()["weight"][0], nchw_max_weight)
         ):
             # NCHW in and out, as ATen's: returned or not, the layout is the same.
             op.results[0].replace_all_uses_with(_nchw_rewrite(op))
             Rewriter.erase_op(op)
             continue
-        if _pointwise_backward(op) and not any(_stored_nhwc(v, nhwc) for v in op.operands[:2]):
+        if _pointwise_backward(op, nchw_max_weight) and not any(
+            _stored_nhwc(v, nhwc) for v in op.operands[:2]
+        ):
             for result, replacement in zip(op.results, _nchw_backward_rewrite(op), strict=True):
                 if replacement is not None:
                     result.replace_all_uses_with(replacement)
@@ -416,9 +422,9 @@ def _on_gpu(module: ModuleOp) -> bool:
     return not runs_on_cpu(module)
 
 
-def _rewrite_function(func: FuncOp, pack: bool) -> None:
+def _rewrite_function(func: FuncOp, pack: bool, nchw_max_weight: int) -> None:
     if func.body.blocks:
-        _rewrite_block(func.body.block, pack)
+        _rewrite_block(func.body.block, pack, nchw_max_weight)
 
 
 @dataclass(frozen=True)
@@ -428,13 +434,17 @@ class Conv1x1ToMmPass(ModulePass):
 
     name: ClassVar[str] = "conv1x1-to-mm"  # pyright: ignore[reportIncompatibleVariableOverride]
 
+    nchw_max_weight: int = MAX_NCHW_WEIGHT
+    """Weight elements up to which a 1x1 convolution of an NCHW activation (and its
+    backward) becomes batched products (0: never)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if _on_gpu(op):
             return
         # prepack-weights' linear=auto, for the products made here (it runs before).
         pack = INFERENCE_ATTR in op.attributes and PACKED_LINEAR_ATTR in op.attributes
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            _rewrite_function(func, pack)
+            _rewrite_function(func, pack, self.nchw_max_weight)
 
 
 __all__: list[str] = ["Conv1x1ToMmPass", "is_pointwise_convolution"]
