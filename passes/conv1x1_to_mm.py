@@ -104,7 +104,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from kiln.dialects.aten.builder import AtenBuilder
+from kiln.dialects.aten.builder import AtenBuilder, Size
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.memory_format import NCHW, NHWC
 from kiln.dialects.aten.ops import AtenOp
@@ -174,6 +174,16 @@ rewrite against 2587 ms with it, ShuffleNet-v2's 36 convolutions 83 ms against 1
 products are the faster (sessions 8 and 11)."""
 
 
+def _unit_geometry(op: AtenOp) -> bool:
+    """Not transposed, one group, stride 1, no padding (a convolution or its backward)."""
+    return (
+        op.static_arg("transposed") is False
+        and op.static_arg("groups") == 1
+        and all(s == 1 for s in op.static_arg("stride"))
+        and all(p == 0 for p in op.static_arg("padding"))
+    )
+
+
 def is_pointwise_convolution(op: AtenOp) -> bool:
     """A non-transposed 1x1 float32 or bfloat16 convolution (one element type throughout),
     stride 1, no padding, one group, with static channel counts (the batch and image sizes
@@ -199,18 +209,45 @@ def is_pointwise_convolution(op: AtenOp) -> bool:
         return False
     # A symbolic dim of y matches the same of x: a 1x1 stride-1 unpadded convolution keeps
     # the batch and image sizes (the types only say which are symbolic).
-    return (
-        op.static_arg("transposed") is False
-        and op.static_arg("groups") == 1
-        and all(s == 1 for s in op.static_arg("stride"))
-        and all(p == 0 for p in op.static_arg("padding"))
-        and w == (w[0], c, 1, 1)
-        and y == (n, w[0], h, width)
-    )
+    return _unit_geometry(op) and w == (w[0], c, 1, 1) and y == (n, w[0], h, width)
 
 
 def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
+
+
+@dataclass(frozen=True)
+class _Dims:
+    """A pointwise convolution's sizes for a rewrite, and the builder that inserts its
+    ops: static ints, or ``sym_size`` values of the input where symbolic."""
+
+    build: AtenBuilder
+    n: Size
+    c: int
+    h: Size
+    w: Size
+    out: int
+
+
+def _convolution_operands(op: AtenOp) -> tuple[SSAValue, SSAValue, SSAValue | None]:
+    """A convolution's input, weight and bias (None: none)."""
+    tensors = op.tensor_operands()
+    x, weight = tensors["input"][0], tensors["weight"][0]
+    assert x is not None
+    assert weight is not None
+    return x, weight, tensors["bias"][0] if tensors.get("bias") else None
+
+
+def _dims(op: AtenOp, x: SSAValue, weight: SSAValue) -> _Dims:
+    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
+    assert x_shape is not None
+    assert w_shape is not None
+    element = cast(TensorType[Attribute], x.type).element_type
+    build = AtenBuilder(InsertPoint.before(op), op.location, element)
+    n = build.size(x, 0, x_shape[0], "batch")
+    h = build.size(x, 2, x_shape[2], "height")
+    w = build.size(x, 3, x_shape[3], "width")
+    return _Dims(build, n, x_shape[1], h, w, w_shape[0])
 
 
 def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
@@ -219,20 +256,10 @@ def _rewrite(op: AtenOp, pack: bool = False) -> SSAValue:
     product ``kiln.prepack`` when its weight is a function argument and it has at least
     ``auto_min_rows`` static rows for its weight's size, or symbolic rows (see the module
     docstring)."""
-    tensors = op.tensor_operands()
-    x, weight = tensors["input"][0], tensors["weight"][0]
-    assert x is not None
-    assert weight is not None
-    bias = tensors["bias"][0] if tensors.get("bias") else None
-    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
-    assert x_shape is not None
-    assert w_shape is not None
-    c, out = x_shape[1], w_shape[0]
-    element = cast(TensorType[Attribute], x.type).element_type
-    build = AtenBuilder(InsertPoint.before(op), op.location, element)
-    n = build.size(x, 0, x_shape[0], "batch")
-    h = build.size(x, 2, x_shape[2], "height")
-    w = build.size(x, 3, x_shape[3], "width")
+    x, weight, bias = _convolution_operands(op)
+    dims = _dims(op, x, weight)
+    build, n, c, h, w, out = dims.build, dims.n, dims.c, dims.h, dims.w, dims.out
+    element = build.element
     rows = build.product([n, h, w], "rows")
     owner = x.owner
     if isinstance(owner, AtenOp) and owner.overload_name == _PERMUTE:
@@ -304,10 +331,7 @@ def _pointwise_backward(op: AtenOp, limit: int) -> bool:
     if any(not asked and result.uses for asked, result in zip(mask, op.results, strict=True)):
         return False
     return (
-        op.static_arg("transposed") is False
-        and op.static_arg("groups") == 1
-        and all(s == 1 for s in op.static_arg("stride"))
-        and all(p == 0 for p in op.static_arg("padding"))
+        _unit_geometry(op)
         and all(d == 1 for d in op.static_arg("dilation"))
         and w == (w[0], c, 1, 1)
         and g == (n, w[0], h, width)
@@ -317,19 +341,9 @@ def _pointwise_backward(op: AtenOp, limit: int) -> bool:
 def _nchw_rewrite(op: AtenOp) -> SSAValue:
     """``op`` (a pointwise convolution of an NCHW activation, small float32 weight) as
     one ``bmm`` over the buffers as they are; the NCHW result (see the module doc)."""
-    tensors = op.tensor_operands()
-    x, weight = tensors["input"][0], tensors["weight"][0]
-    assert x is not None
-    assert weight is not None
-    bias = tensors["bias"][0] if tensors.get("bias") else None
-    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
-    assert x_shape is not None
-    assert w_shape is not None
-    c, out = x_shape[1], w_shape[0]
-    build = AtenBuilder(InsertPoint.before(op), op.location)
-    n = build.size(x, 0, x_shape[0], "batch")
-    h = build.size(x, 2, x_shape[2], "height")
-    w = build.size(x, 3, x_shape[3], "width")
+    x, weight, bias = _convolution_operands(op)
+    dims = _dims(op, x, weight)
+    build, n, c, h, w, out = dims.build, dims.n, dims.c, dims.h, dims.w, dims.out
     pixels = build.product([h, w], "pixels")
     x3 = build("view.default", {"self": x, "size": [n, c, pixels]}, [n, c, pixels], "x_3d")
     w2 = build("view.default", {"self": weight, "size": [out, c]}, [out, c], "w_2d")
@@ -351,14 +365,8 @@ def _nchw_backward_rewrite(op: AtenOp) -> list[SSAValue | None]:
     assert grad is not None
     assert x is not None
     assert weight is not None
-    x_shape, w_shape = _float_shape(x, 4), _static_shape(weight, 4)
-    assert x_shape is not None
-    assert w_shape is not None
-    c, out = x_shape[1], w_shape[0]
-    build = AtenBuilder(InsertPoint.before(op), op.location)
-    n = build.size(x, 0, x_shape[0], "batch")
-    h = build.size(x, 2, x_shape[2], "height")
-    w = build.size(x, 3, x_shape[3], "width")
+    dims = _dims(op, x, weight)
+    build, n, c, h, w, out = dims.build, dims.n, dims.c, dims.h, dims.w, dims.out
     pixels = build.product([h, w], "pixels")
     g3 = build("view.default", {"self": grad, "size": [n, out, pixels]}, [n, out, pixels], "g_3d")
     asked = list(op.static_arg("output_mask"))

@@ -71,12 +71,16 @@ import torch
 
 from kiln.backends.host.input_writes import InputWrites, grouping, write_back, write_grouped
 from kiln.backends.triton.graph_outputs import (
+    View,
     kept_counts,
     kept_positions,
+    lying_in_borrowed,
     mark_cached,
     positions_by_storage,
+    rebuilt,
     storage_use_count,
 )
+from kiln.backends.triton.graph_recording import Recorder, Replay, record_cuda_graph
 from kiln.dialects.aten.arg_layout import flat_storage
 
 
@@ -108,58 +112,11 @@ class Program(Protocol):
     def boxed_call(self, args: list[Any]) -> tuple[Any, ...]: ...
 
 
-Replay = Callable[[], None]
-Epilogue = Callable[[tuple[Any, ...]], None]
-
-
-class Recorder(Protocol):
-    """Records ``run`` into a graph, followed by ``epilogue`` (given the outputs), which
-    runs at replays only (not at the recording's warm-up: it writes the caller's
-    buffers, once per call); returns the replay and the outputs of the recording (the
-    tensors every replay writes into)."""
-
-    def __call__(
-        self, run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
-    ) -> tuple[Replay, tuple[Any, ...]]: ...
-
-
-def record_cuda_graph(
-    run: Callable[[], tuple[Any, ...]], epilogue: Epilogue | None = None
-) -> tuple[Replay, tuple[Any, ...]]:
-    """A CUDA graph of ``run`` and ``epilogue`` in a memory pool of its own, after a
-    warm-up of ``run`` on a side stream (as ``torch.cuda.graphs`` requires)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
-        outputs = tuple(run())
-        if epilogue is not None:
-            epilogue(outputs)
-    return graph.replay, outputs
-
-
 _data_ptrs_equal: Callable[[Sequence[Any], list[int | None], list[int]], bool] | None = getattr(
     torch._C, "_tensors_data_ptrs_at_indices_equal", None
 )
 """``(args, ptrs, indices)``: whether ``args[i].data_ptr() == ptrs[i]`` at every index, in
 C++ (what Inductor's CUDA-graph trees check parameters with; CUDA builds only)."""
-
-
-View = tuple[tuple[int, ...], tuple[int, ...], int]
-"""An output's sizes, strides and element offset from the borrowed input it lies in."""
-
-
-def _view_in(output: torch.Tensor, value: torch.Tensor) -> View | None:
-    """Where ``output`` lies in ``value``'s memory, if it can be rebuilt from ``value``."""
-    if output.dtype != value.dtype:
-        return None
-    offset, rest = divmod(output.data_ptr() - value.data_ptr(), output.element_size())
-    if rest or value.storage_offset() + offset < 0:
-        return None
-    return tuple(output.shape), output.stride(), offset
 
 
 def _at_addresses(args: Sequence[Any], ptrs: list[int | None], indices: list[int]) -> bool:
@@ -287,7 +244,7 @@ class _Instance:
         for i in self.fresh:
             outputs[i] = outputs[i].detach()
         for i, (k, view) in self.returned.items():
-            outputs[i] = _rebuilt(args, k, view)
+            outputs[i] = rebuilt(args, k, view)
         for t in self.kept:
             # Hooks live on the tensor, not in its autograd meta (which autograd.Function
             # resets): a hook registered on the last step's output is not this step's.
@@ -486,33 +443,6 @@ def _static_copy(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None
         return value.clone(), None
     span = flat_storage(value).clone()
     return span.as_strided(value.shape, value.stride()), span
-
-
-def _returned(
-    outputs: Sequence[Any], args: Sequence[Any], borrowed: dict[int, int], static: Sequence[Any]
-) -> dict[int, tuple[int, View | None]]:
-    """The outputs lying in a borrowed input's memory (see ``_Instance.returned``)."""
-    by_storage = {args[k].untyped_storage().data_ptr(): k for k in borrowed}
-    returned: dict[int, tuple[int, View | None]] = {}
-    for i, o in enumerate(outputs):
-        if not isinstance(o, torch.Tensor):
-            continue
-        same = [k for k in borrowed if o is static[k]]
-        if same:
-            returned[i] = same[0], None
-            continue
-        k = by_storage.get(o.untyped_storage().data_ptr())
-        if k is not None and (view := _view_in(o, args[k])) is not None:
-            returned[i] = k, view
-    return returned
-
-
-def _rebuilt(args: Sequence[Any], k: int, view: View | None) -> Any:
-    if view is None:
-        return args[k]
-    shape, stride, offset = view
-    value = args[k].detach()
-    return value.as_strided(shape, stride, value.storage_offset() + offset)
 
 
 def _signature(args: Sequence[Any]) -> tuple[object, ...]:
@@ -819,7 +749,7 @@ class CudaGraphRunner:
         ]
         count = len(outputs) - len(positions)
         outputs, values = outputs[:count], outputs[count:]
-        returned = _returned(outputs, args, borrowed, static)
+        returned = lying_in_borrowed(outputs, args, borrowed, static)
         outputs = tuple(None if i in returned else o for i, o in enumerate(outputs))
         for k in borrowed:  # keep addresses, not tensors
             static[k] = last[k] = None
@@ -850,4 +780,4 @@ class CudaGraphRunner:
         return instance
 
 
-__all__ = ["CudaGraphRunner", "record_cuda_graph", "stays_put"]
+__all__ = ["CudaGraphRunner", "stays_put"]

@@ -80,10 +80,58 @@ def _unmark_cached(kept: list[torch.Tensor]) -> None:
         torch._C._remove_cached_tensor(t)  # pyright: ignore[reportAttributeAccessIssue]
 
 
+View = tuple[tuple[int, ...], tuple[int, ...], int]
+"""An output's sizes, strides and element offset from the borrowed input it lies in."""
+
+
+def view_in(output: torch.Tensor, value: torch.Tensor) -> View | None:
+    """Where ``output`` lies in ``value``'s memory, if it can be rebuilt from ``value``."""
+    if output.dtype != value.dtype:
+        return None
+    offset, rest = divmod(output.data_ptr() - value.data_ptr(), output.element_size())
+    if rest or value.storage_offset() + offset < 0:
+        return None
+    return tuple(output.shape), output.stride(), offset
+
+
+def lying_in_borrowed(
+    outputs: Sequence[Any], args: Sequence[Any], borrowed: dict[int, int], static: Sequence[Any]
+) -> dict[int, tuple[int, View | None]]:
+    """The outputs lying in a borrowed input's memory: output position -> the input's
+    position and where the output lies in it (None: the input itself; see
+    ``cudagraphs._Instance.returned``)."""
+    by_storage = {args[k].untyped_storage().data_ptr(): k for k in borrowed}
+    returned: dict[int, tuple[int, View | None]] = {}
+    for i, o in enumerate(outputs):
+        if not isinstance(o, torch.Tensor):
+            continue
+        same = [k for k in borrowed if o is static[k]]
+        if same:
+            returned[i] = same[0], None
+            continue
+        k = by_storage.get(o.untyped_storage().data_ptr())
+        if k is not None and (view := view_in(o, args[k])) is not None:
+            returned[i] = k, view
+    return returned
+
+
+def rebuilt(args: Sequence[Any], k: int, view: View | None) -> Any:
+    """The output ``lying_in_borrowed`` found in argument ``k``, from this call's argument."""
+    if view is None:
+        return args[k]
+    shape, stride, offset = view
+    value = args[k].detach()
+    return value.as_strided(shape, stride, value.storage_offset() + offset)
+
+
 __all__ = [
+    "View",
     "kept_counts",
     "kept_positions",
+    "lying_in_borrowed",
     "mark_cached",
     "positions_by_storage",
+    "rebuilt",
     "storage_use_count",
+    "view_in",
 ]

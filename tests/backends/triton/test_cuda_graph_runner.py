@@ -22,10 +22,9 @@ from kiln.backends.triton.cudagraphs import (
     SETTLED_CALLS,
     STALE_CALLS,
     CudaGraphRunner,
-    Epilogue,
-    Recorder,
     _at_addresses,  # pyright: ignore[reportPrivateUsage]
 )
+from kiln.backends.triton.graph_recording import Epilogue, Recorder
 from kiln.dialects.aten.arg_layout import in_layout
 from kiln.output_structure import structure_builder
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from triton_checks import DEVICE
 
-from kiln.backends.triton.cudagraphs import CudaGraphRunner, Epilogue, Recorder
+from kiln.backends.triton.cudagraphs import CudaGraphRunner
+from kiln.backends.triton.graph_recording import Epilogue, Recorder
 from kiln.backends.triton.weight_layouts import (
     ChannelsLastConvolution,
     ChannelsLastConvolutionBackward,
