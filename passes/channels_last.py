@@ -142,6 +142,12 @@ class ChannelsLastPass(ModulePass):
     backward of those layers (batch 8, 3x3 pixels) took 28 ms a call NHWC against 18 ms
     NCHW (profiler, 1 thread)."""
 
+    gpu_channel_plumbing: bool = False
+    """On the GPU too, keep the layout through ``cat`` and ``split`` along C and
+    ShuffleNet's channel shuffle (as on the CPU): a convolution reading a channel slice
+    gets a compact NHWC copy of it, and the depthwise convolutions after the shuffle run
+    cuDNN's NHWC kernels instead of ATen's NCHW ones."""
+
     saved_nhwc_cpu_min_elements: int = SAVED_NHWC_CPU_MIN_ELEMENTS
     """On the CPU, a training forward whose largest convolution output has at least this
     many elements saves its activations channels-last (and its backward, which receives
@@ -178,6 +184,7 @@ class ChannelsLastPass(ModulePass):
                 free if saved_nhwc else frozenset(),
                 nhwc_args,
                 saved_nhwc,
+                channel_plumbing=not _on_gpu(op) or self.gpu_channel_plumbing,
             )
             rewrite.run()
             if rewrite.returned_nhwc:

@@ -64,14 +64,15 @@ class FunctionRewrite(ConvolutionLayout, ChannelPlumbing, SavedNhwc):
                 changed |= self._convolution(op)
             elif has_aten_trait(op, FollowsChannelsLast):
                 self._follow_input(op)
-            elif not self.on_gpu and op.overload_name == CAT:
-                # CPU only (cat, split, shuffle): what they buy is conv1x1-to-mm's
-                # matrix products on channel slices (CPU only); on the GPU a slice would
-                # reach cuDNN as a strided view, and that was not measured.
+            elif self.channel_plumbing and op.overload_name == CAT:
                 changed |= self._cat(op)
-            elif not self.on_gpu and op.overload_name in CHANNEL_SPLITS:
+            elif self.channel_plumbing and op.overload_name in CHANNEL_SPLITS:
                 changed |= self._channel_split(op)
-            elif not self.on_gpu and op.overload_name in RESHAPES and self._channel_shuffle(op):
+            elif (
+                self.channel_plumbing
+                and op.overload_name in RESHAPES
+                and self._channel_shuffle(op)
+            ):
                 changed = True
             elif self._is_nchw_view_of_nhwc(op):
                 # ``permute(y, [0, 3, 1, 2])`` of a contiguous NHWC tensor (ConvNeXt's

@@ -56,6 +56,7 @@ class RewriteState:
         free_outputs: frozenset[int] = frozenset(),
         channels_last_args: Sequence[SSAValue] = (),
         recorded_nhwc: bool = False,
+        channel_plumbing: bool = True,
     ) -> None:
         self.block = block
         self.free_outputs = free_outputs
@@ -66,6 +67,8 @@ class RewriteState:
         """Whether results the importer records as laid out NHWC count as channels-last."""
         self.on_gpu = on_gpu
         """Whether permutes of NHWC tensors count as channels-last (see ``run``)."""
+        self.channel_plumbing = channel_plumbing
+        """Whether ``cat`` / ``split`` along C and channel shuffles keep the layout."""
         self.pointwise_as_mm = pointwise_as_mm
         """Whether ``conv1x1-to-mm`` follows (CPU): it reads a channel slice of an NHWC
         buffer as strided rows, with no copy (see ``_convolution``)."""
