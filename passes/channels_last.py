@@ -148,6 +148,11 @@ class ChannelsLastPass(ModulePass):
     gets a compact NHWC copy of it, and the depthwise convolutions after the shuffle run
     cuDNN's NHWC kernels instead of ATen's NCHW ones."""
 
+    gpu_copy_nchw_inputs: bool = False
+    """On the GPU, a convolution whose input is stored NCHW (a value the function must
+    keep NCHW, e.g. a channel slice it returns) reads a channels-last copy of it, so that
+    it and what follows run NHWC (Inductor's layout optimization copies so)."""
+
     saved_nhwc_cpu_min_elements: int = SAVED_NHWC_CPU_MIN_ELEMENTS
     """On the CPU, a training forward whose largest convolution output has at least this
     many elements saves its activations channels-last (and its backward, which receives
@@ -185,6 +190,7 @@ class ChannelsLastPass(ModulePass):
                 nhwc_args,
                 saved_nhwc,
                 channel_plumbing=not _on_gpu(op) or self.gpu_channel_plumbing,
+                copy_nchw_inputs=_on_gpu(op) and self.gpu_copy_nchw_inputs,
             )
             rewrite.run()
             if rewrite.returned_nhwc:

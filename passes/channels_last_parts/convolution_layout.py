@@ -38,9 +38,12 @@ class ConvolutionLayout(RewriteState):
             # slice instead keeps the branch channels-last.
             x = op.operands[0] = self._compact_slice(x, op)
         if x not in self.channels_last:
-            if not (self.convert_inputs and isinstance(x, BlockArgument)):
+            if self.convert_inputs and isinstance(x, BlockArgument):
+                op.operands[0] = self._input_clone(x)
+            elif self.copy_nchw_inputs and not isinstance(x, BlockArgument):
+                op.operands[0] = self._compact_slice(x, op)
+            else:
                 return False
-            op.operands[0] = self._input_clone(x)
         weight = op.operands[1]
         if self.convert_weights and isinstance(weight, BlockArgument):
             op.operands[1] = self._input_clone(weight)

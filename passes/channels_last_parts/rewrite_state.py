@@ -57,6 +57,7 @@ class RewriteState:
         channels_last_args: Sequence[SSAValue] = (),
         recorded_nhwc: bool = False,
         channel_plumbing: bool = True,
+        copy_nchw_inputs: bool = False,
     ) -> None:
         self.block = block
         self.free_outputs = free_outputs
@@ -69,6 +70,8 @@ class RewriteState:
         """Whether permutes of NHWC tensors count as channels-last (see ``run``)."""
         self.channel_plumbing = channel_plumbing
         """Whether ``cat`` / ``split`` along C and channel shuffles keep the layout."""
+        self.copy_nchw_inputs = copy_nchw_inputs
+        """Whether a convolution reading an NCHW intermediate reads a channels-last copy."""
         self.pointwise_as_mm = pointwise_as_mm
         """Whether ``conv1x1-to-mm`` follows (CPU): it reads a channel slice of an NHWC
         buffer as strided rows, with no copy (see ``_convolution``)."""
