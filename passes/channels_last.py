@@ -148,7 +148,7 @@ class ChannelsLastPass(ModulePass):
     gets a compact NHWC copy of it, and the depthwise convolutions after the shuffle run
     cuDNN's NHWC kernels instead of ATen's NCHW ones."""
 
-    gpu_copy_nchw_inputs: bool = True
+    gpu_copy_nchw_inputs: bool = False
     """On the GPU, a convolution whose input is stored NCHW (a value the function must
     keep NCHW, e.g. a channel slice it returns) reads a channels-last copy of it, so that
     it and what follows run NHWC (Inductor's layout optimization copies so)."""

@@ -671,3 +671,44 @@ def test_a_channel_slice_a_convolution_reads_is_copied_compact() -> None:
     ]
     assert relu is not None
     assert_same_numbers(before, after)
+
+
+def _on_gpu(text: str) -> str:
+    return 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + text + "}"
+
+
+def test_gpu_channel_plumbing_option_keeps_the_shuffle_nhwc() -> None:
+    # On the GPU the cat, split and shuffle stay NCHW by default (ShuffleNet-v2 small
+    # training on an H100 was no faster with them NHWC: session 42, train-kernels.md);
+    # ``gpu-channel-plumbing`` rewrites them as on the CPU, computing the same numbers.
+    before, default = run_pass(ChannelsLastPass(), _on_gpu(CHANNEL_SHUFFLE))
+    (cat,) = _aten_ops(default, "aten::cat.default")
+    assert _shape(cat.results[0]) == (2, 8, 6, 6)
+    _, after = run_pass(ChannelsLastPass(gpu_channel_plumbing=True), _on_gpu(CHANNEL_SHUFFLE))
+    (cat,) = _aten_ops(after, "aten::cat.default")
+    assert _shape(cat.results[0]) == (2, 6, 6, 8)
+    (split,) = _aten_ops(after, "aten::split_with_sizes.default")
+    assert _shape(split.operands[0]) == (2, 6, 6, 8)
+    assert_same_numbers(before, after)
+
+
+def test_gpu_copy_nchw_inputs_option_copies_a_convolution_input_channels_last() -> None:
+    # The 1x1 convolution reads a channel slice of a tensor kept NCHW (the split is not
+    # rewritten on the GPU): by default it runs NCHW (and so does its branch, with ATen's
+    # NCHW depthwise kernels in ShuffleNet); ``gpu-copy-nchw-inputs`` gives it a
+    # channels-last copy of the slice.
+    before, default = run_pass(ChannelsLastPass(), _on_gpu(CHANNEL_SHUFFLE))
+    pointwise = _aten_ops(default, "aten::convolution.default")[1]
+    assert isinstance(pointwise.operands[0].owner, AtenOp)
+    assert pointwise.operands[0].owner.overload_name == "aten::split_with_sizes.default"
+    _, after = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), _on_gpu(CHANNEL_SHUFFLE))
+    pointwise = _aten_ops(after, "aten::convolution.default")[1]
+    copy = pointwise.operands[0].owner
+    assert isinstance(copy, AtenOp)
+    assert copy.overload_name == "aten::clone.default"
+    assert copy.arg_attr("memory_format") == StringAttr("channels_last")
+    assert_same_numbers(before, after)
+    # On the CPU the option does nothing.
+    _, cpu = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), CHANNEL_SHUFFLE)
+    _, cpu_default = run_pass(ChannelsLastPass(), CHANNEL_SHUFFLE)
+    assert printed(cpu) == printed(cpu_default)
