@@ -11,7 +11,9 @@ inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends:
 ``inductor``, ``kiln``, and kiln variants by suffix: ``-nocg`` (``cuda_graphs=False``), ``-nopack``
 (``prepack_weights=False``: ATen copies each weight channels-last at every convolution),
 ``-autotune`` (``autotune=True``: each kernel's candidate configs timed on its first call);
-``-dynamic`` (last, on either compiler) compiles with ``dynamic=True``.
+``-dynamic`` (last, on either compiler) compiles with ``dynamic=True``; after a ``:``,
+passes of the default pipeline with options, ``+``-separated, replace those passes
+(``kiln-nocg:channels-last{gpu-copy-nchw-inputs=true}``: an A/B of a pass option).
 ``--tiling NAME=VALUE,...`` sets constants of ``kiln.passes.scheduling.tiling`` before
 compiling (with the graph cache off), for sweeps of the tiling heuristics.
 
@@ -69,6 +71,20 @@ def _set_tiling(spec: str) -> None:
         setattr(tiling, name, int(value))
 
 
+def _with_pass_options(spec: str) -> str:
+    """The default pipeline with each ``pass{options}`` of ``spec`` (``+``-separated) in
+    place of that pass."""
+    from kiln.compile_options import DEFAULT_PIPELINE
+
+    passes = DEFAULT_PIPELINE.split(",")
+    for item in filter(None, spec.split("+")):
+        name = item.split("{", 1)[0]
+        if name not in passes:
+            raise SystemExit(f"{name} is not a pass of the default pipeline")
+        passes[passes.index(name)] = item
+    return ",".join(passes)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--models", default="tv_resnet18")
@@ -105,7 +121,8 @@ def main() -> None:
             inputs = tuple(
                 x.to(device, dtype) if x.is_floating_point() else x.to(device) for x in inputs
             )
-            dynamic = True if backend.endswith("-dynamic") else None
+            variant, _, pass_options = backend.partition(":")
+            dynamic = True if variant.endswith("-dynamic") else None
             if backend.startswith("inductor"):
                 if device.type == "cpu":  # its C++ kernels as named profiler ranges
                     import torch._inductor.config as inductor_config
@@ -114,11 +131,13 @@ def main() -> None:
                 fn = torch.compile(model, dynamic=dynamic)
             else:
                 options: dict[str, Any] = {"verbose": False, "graph_cache": not args.tiling}
-                if "-nocg" in backend:
+                if pass_options:
+                    options["pipeline"] = _with_pass_options(pass_options)
+                if "-nocg" in variant:
                     options["cuda_graphs"] = False
-                if "-nopack" in backend:
+                if "-nopack" in variant:
                     options["prepack_weights"] = False
-                if "-autotune" in backend:
+                if "-autotune" in variant:
                     options["autotune"] = True
                 fn = torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic)
             with torch.set_grad_enabled(args.mode == "train"):

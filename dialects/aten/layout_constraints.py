@@ -1,10 +1,12 @@
 """ATen kernels that compute wrong numbers unless an argument has the layout eager gives
-it, not just any strides.
+it, not just any strides, or that run far slower on the layout kiln gives them.
 
 kiln hands externs contiguous buffers, which almost every ATen kernel takes. The
 exceptions are called through an adapter that re-lays the argument out first, as
 Inductor's ``sdpa_constraint`` does for the same ops. :func:`adapted_overload` is what
-every extern call path (the interpreter's call plans, both host wrappers) asks.
+every extern call path (the interpreter's call plans, both host wrappers) asks. The
+adapters for speed only (:mod:`kiln.dialects.aten.depthwise_backward`) compute the same
+values by another of ATen's algorithms.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from kiln.dialects.aten.depthwise_backward import convolution_backward
 
 
 def attention_output_layout(out: torch.Tensor) -> torch.Tensor:
@@ -44,6 +48,7 @@ _ADAPTED: dict[str, Callable[..., Any]] = {
     "aten::_scaled_dot_product_efficient_attention_backward.default": (
         _efficient_attention_backward
     ),
+    "aten::convolution_backward.default": convolution_backward,
 }
 
 

@@ -69,9 +69,7 @@ class FunctionRewrite(ConvolutionLayout, ChannelPlumbing, SavedNhwc):
             elif self.channel_plumbing and op.overload_name in CHANNEL_SPLITS:
                 changed |= self._channel_split(op)
             elif (
-                self.channel_plumbing
-                and op.overload_name in RESHAPES
-                and self._channel_shuffle(op)
+                self.channel_plumbing and op.overload_name in RESHAPES and self._channel_shuffle(op)
             ):
                 changed = True
             elif self._is_nchw_view_of_nhwc(op):
