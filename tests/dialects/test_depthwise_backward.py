@@ -90,11 +90,13 @@ def test_a_bfloat16_channels_last_depthwise_block_trains_as_eager(
 
     monkeypatch.setattr(depthwise_backward, "splits_depthwise_backward", counted)
     torch.manual_seed(0)
-    model = nn.Sequential(Block(), Block()).to(torch.bfloat16)
-    reference = nn.Sequential(Block(), Block()).double()
+    model = nn.Sequential(Block()).to(torch.bfloat16)
+    reference = nn.Sequential(Block()).double()
     reference.load_state_dict(model.state_dict())
-    # A channels-last image: the backward gets the saved activations NHWC (as ConvNeXt's
-    # depthwise convolutions get theirs through its permutes).
+    # A channels-last image, which the depthwise convolution reads: its backward gets the
+    # image as saved, NHWC (as ConvNeXt's depthwise convolutions get their inputs through
+    # its permutes; whether kiln keeps an intermediate NHWC depends on its heuristics and
+    # the machine: a second block's split on this VM was not one on the H100 host).
     x = torch.randn(2, 32, 4, 4).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     compiled = torch.compile(model, backend=kiln_backend, options={"verbose": False})
     for step in range(2):
@@ -112,5 +114,5 @@ def test_a_bfloat16_channels_last_depthwise_block_trains_as_eager(
             scale = exact.abs().max().item()
             error = (p.grad.double() - exact).abs().max().item()
             assert error <= 3e-2 * scale + 1e-2, (step, name, error, scale)
-    # both depthwise weight gradients of both steps came from the split call
-    assert splits.count(True) == 4
+    # the depthwise weight gradient of both steps came from the split call
+    assert splits == [True, True]
