@@ -144,9 +144,10 @@ class ChannelsLastPass(ModulePass):
 
     gpu_channel_plumbing: bool = False
     """On the GPU too, keep the layout through ``cat`` and ``split`` along C and
-    ShuffleNet's channel shuffle (as on the CPU): a convolution reading a channel slice
-    gets a compact NHWC copy of it, and the depthwise convolutions after the shuffle run
-    cuDNN's NHWC kernels instead of ATen's NCHW ones."""
+    ShuffleNet's channel shuffle (as on the CPU; a convolution reading a channel slice
+    gets a compact NHWC copy of it). Off: in a training forward the split pieces are
+    saved for the backward, which keeps the shuffle NCHW anyway (ShuffleNet-v2 on an
+    H100: no change; docs/benchmarks/train-kernels.md, "Session 42")."""
 
     gpu_copy_nchw_inputs: bool = False
     """On the GPU, a convolution whose input is stored NCHW (a value the function must

@@ -293,7 +293,7 @@ class _Body:
             reinterpret = self.constant(reinterpret_fallback if opaque else REINTERPRET)
             return f"{reinterpret}({', '.join(positional[:3])}, {offset})"
         function = FAST_CALLS.get(overload) if not keywords else None
-        function = adapted_overload(overload) or function
+        function = adapted_overload(overload, op) or function
         callee = self.constant(function if function is not None else torch_overload(overload))
         return f"{callee}({', '.join(positional + keywords)})"
 

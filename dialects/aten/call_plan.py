@@ -178,7 +178,7 @@ def build_plan(op: AtenOp) -> CallPlan:
             positional.append(getter)
     overload = f"{schema.namespace}::{schema.qualified_name}"
     return CallPlan(
-        target=adapted_overload(overload) or torch_overload(overload),
+        target=adapted_overload(overload, op) or torch_overload(overload),
         positional=tuple(positional),
         keywords=tuple(keywords),
         unpack=_unpacker(schema),

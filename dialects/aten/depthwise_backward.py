@@ -21,6 +21,25 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from xdsl.dialects.builtin import BFloat16Type, TensorType
+from xdsl.ir import Operation
+
+from kiln.dialects.aten.function_attrs import runs_on_cpu
+
+
+def may_split(op: Operation) -> bool:
+    """Whether a ``convolution_backward`` op can need the split at all: a bfloat16 input
+    in a CPU program (decided when the call is built, so that other programs call ATen
+    directly, without this adapter's checks at every call)."""
+    if len(op.operands) < 2:
+        return False
+    ty = op.operands[1].type
+    top = op.get_toplevel_object()
+    return (
+        isinstance(ty, TensorType)
+        and isinstance(ty.element_type, BFloat16Type)  # pyright: ignore[reportUnknownMemberType]
+        and runs_on_cpu(top if isinstance(top, Operation) else None)
+    )
 
 
 def splits_depthwise_backward(
@@ -71,4 +90,4 @@ def convolution_backward(
     return grad_input, grad_weight, grad_bias
 
 
-__all__ = ["convolution_backward", "splits_depthwise_backward"]
+__all__ = ["convolution_backward", "may_split", "splits_depthwise_backward"]

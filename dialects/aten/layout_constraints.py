@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from xdsl.ir import Operation
 
-from kiln.dialects.aten.depthwise_backward import convolution_backward
+from kiln.dialects.aten.depthwise_backward import convolution_backward, may_split
 
 
 def attention_output_layout(out: torch.Tensor) -> torch.Tensor:
@@ -52,9 +53,13 @@ _ADAPTED: dict[str, Callable[..., Any]] = {
 }
 
 
-def adapted_overload(overload: str) -> Callable[..., Any] | None:
-    """The adapter to call instead of ``overload`` (``aten::name.overload``), if any."""
-    return _ADAPTED.get(overload)
+def adapted_overload(overload: str, op: Operation | None = None) -> Callable[..., Any] | None:
+    """The adapter to call instead of ``overload`` (``aten::name.overload``), if any; for
+    ``op`` (the call being built), only where its types and device can need it."""
+    adapter = _ADAPTED.get(overload)
+    if adapter is convolution_backward and op is not None and not may_split(op):
+        return None
+    return adapter
 
 
 __all__ = ["adapted_overload", "attention_output_layout"]

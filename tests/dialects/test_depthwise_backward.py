@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
 
-from kiln.dialects.aten import depthwise_backward
+from kiln.dialects.aten import AtenOp, depthwise_backward
 from kiln.dialects.aten.depthwise_backward import convolution_backward, splits_depthwise_backward
+from kiln.dialects.aten.interpreter import build_plan
 from kiln.dialects.aten.layout_constraints import adapted_overload
 from kiln.frontends.dynamo import kiln_backend
+from kiln.frontends.fx import import_graph
 
 CALL = torch.ops.aten.convolution_backward.default
 
@@ -116,3 +119,20 @@ def test_a_bfloat16_channels_last_depthwise_block_trains_as_eager(
             assert error <= 3e-2 * scale + 1e-2, (step, name, error, scale)
     # the depthwise weight gradient of both steps came from the split call
     assert splits == [True, True]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_adapter_is_chosen_when_the_call_is_built_for_bfloat16_only(
+    dtype: torch.dtype,
+) -> None:
+    # float32 (and GPU) programs call ATen directly: no adapter frame and checks per call.
+    args = _args(8, 4, dtype, channels_last=True)
+    gm = make_fx(lambda g, x, w: CALL(g, x, w, *args[3:], [True, True, True]))(*args[:3])
+    module = import_graph(gm)
+    (op,) = [
+        o
+        for o in module.walk()
+        if isinstance(o, AtenOp) and o.overload_name == "aten::convolution_backward.default"
+    ]
+    adapted = build_plan(op).target is convolution_backward
+    assert adapted == (dtype == torch.bfloat16)
