@@ -39,6 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).parent))
 
 import zoo
+from dashboard_measure import TimingLock
 
 from kiln.frontends.dynamo import kiln_backend
 
@@ -106,7 +107,14 @@ def main() -> None:
         default="",
         help="NAME=INT,... constants of kiln.passes.scheduling.tiling to set (a sweep)",
     )
+    p.add_argument(
+        "--lock",
+        default=None,
+        help="a file to flock while stepping and profiling: several of these processes "
+        "compile at once on one machine but never profile at once",
+    )
     args = p.parse_args()
+    timing_lock = TimingLock(args.lock, pause_others=False)
     dtype = getattr(torch, args.dtype)
     _set_tiling(args.tiling)
     for name in args.models.split(","):
@@ -143,21 +151,16 @@ def main() -> None:
             with torch.set_grad_enabled(args.mode == "train"):
                 grad = torch.randn_like(_output(fn(*inputs)))
 
-            for _ in range(args.warm):
-                step(model, fn, inputs, grad)
-            if device.type == "cpu":
-                _cpu_profile(name, args, backend, functools.partial(step, model, fn, inputs, grad))
-                continue
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-                for _ in range(args.steps):
+            step(model, fn, inputs, grad)  # compiles the backward, outside the lock
+            with timing_lock():
+                for _ in range(args.warm - 1):
                     step(model, fn, inputs, grad)
-                torch.cuda.synchronize()
-            kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
-            for event in prof.events():
-                if event.device_type == torch.autograd.DeviceType.CUDA:
-                    kernels[event.name][0] += event.device_time_total / args.steps
-                    kernels[event.name][1] += 1
+                if device.type == "cpu":
+                    _cpu_profile(
+                        name, args, backend, functools.partial(step, model, fn, inputs, grad)
+                    )
+                    continue
+                kernels = _cuda_kernels(args, functools.partial(step, model, fn, inputs, grad))
             total = sum(v[0] for v in kernels.values()) / 1e3
             launches = sum(v[1] for v in kernels.values()) / args.steps
             copies = sum(v[1] for k, v in kernels.items() if k.startswith("Memcpy")) / args.steps
@@ -169,6 +172,21 @@ def main() -> None:
             ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
             for kernel, (us, count) in ranked[: args.top]:
                 print(f"   {us:8.1f} us {count // args.steps:4d}x {kernel[:110]}")
+
+
+def _cuda_kernels(args: argparse.Namespace, step: Any) -> dict[str, list[float]]:
+    """Per CUDA kernel name: microseconds a step and launches in ``args.steps`` steps."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+    kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            kernels[event.name][0] += event.device_time_total / args.steps
+            kernels[event.name][1] += 1
+    return kernels
 
 
 def _cpu_profile(name: str, args: argparse.Namespace, backend: str, step: Any) -> None:
