@@ -90,6 +90,7 @@ class FunctionRewrite(ConvolutionLayout, ChannelPlumbing, SavedNhwc):
             elif self.recorded_nhwc:
                 self._recorded_nhwc(op)
         changed |= self._return_free_nhwc()
+        changed |= self._return_compact_copies()
         self._erase_unused()
         return changed
 

@@ -83,6 +83,8 @@ class RewriteState:
         self.nhwc: dict[SSAValue, SSAValue] = {}
         """A channels-last NCHW value -> the same tensor as a logical NHWC value."""
         self.input_clones: dict[SSAValue, SSAValue] = {}
+        self.compact_copies: dict[SSAValue, SSAValue] = {}
+        """A value a convolution reads through a compact channels-last copy -> the copy."""
         self.channel_slices: set[SSAValue] = set()
         """Values of ``channels_last`` that are channel slices of an NHWC buffer (a
         ``split`` along C): NHWC views, but not dense buffers of their own."""

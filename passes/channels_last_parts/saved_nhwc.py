@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, BlockArgument, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.arg_layout import arg_strides
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR
@@ -19,6 +19,7 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.result_layout import RESULT_ORDERS_ATTR, result_order
 from kiln.passes.channels_last_parts.aten_helpers import is_elementwise, tensor_rank, tensor_shape
 from kiln.passes.channels_last_parts.rewrite_state import RewriteState
+from kiln.passes.output_layout import ViewCall, view_chain
 
 _CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
@@ -77,6 +78,66 @@ class SavedNhwc(RewriteState):
                 ret.operands[k] = self.nhwc_of(value)
                 self.returned_nhwc.append(k)
         return bool(self.returned_nhwc)
+
+    def _return_compact_copies(self) -> bool:
+        """Returns each free-layout result that ``kiln.outputs`` replays as a view of
+        another result (``alias(...)``, from ``output-layout``) and that a convolution
+        reads through a compact NHWC copy (``compact_copies``) as that copy instead, the
+        same numbers: the backward then gets it channels-last, as it gets the gradients,
+        and cuDNN's backward convolutions read both without ATen copying the NCHW view
+        (ShuffleNet-v2's saved channel slices on the GPU)."""
+        ret = self.block.last_op
+        func = self.block.parent_op()
+        structure = func.attributes.get(OUTPUTS_ATTR) if func is not None else None
+        if not isinstance(ret, ReturnOp) or not isinstance(structure, StringAttr):
+            return False
+        copies: dict[tuple[SSAValue, tuple[ViewCall, ...]], SSAValue] = {}
+        for value, copy in self.compact_copies.items():
+            root, calls = view_chain(value)
+            if calls:
+                copies[root, tuple(calls)] = copy
+        tree = ast.parse(structure.data, mode="eval")
+        if not copies or not isinstance(tree.body, ast.Tuple):
+            return False
+        operands = list(ret.operands)
+        for k, leaf in enumerate(tree.body.elts):
+            chain = _alias_chain(leaf) if k in self.free_outputs else None
+            if chain is None or not 0 <= chain[0] < len(operands):
+                continue
+            copy = copies.get((operands[chain[0]], chain[1]))
+            if copy is None:
+                continue
+            tree.body.elts[k] = ast.Constant(len(operands))
+            self.returned_nhwc.append(len(operands))
+            operands.append(self.nhwc_of(copy))
+        if len(operands) == len(ret.operands):
+            return False
+        func.attributes[OUTPUTS_ATTR] = StringAttr(ast.unparse(tree))
+        Rewriter.replace_op(ret, ReturnOp(*operands))
+        return True
+
+
+def _alias_chain(leaf: ast.expr) -> tuple[int, tuple[ViewCall, ...]] | None:
+    """A ``kiln.outputs`` leaf ``alias(overload, base, arguments[, result])`` as its base's
+    index and its view calls, outermost first (as :func:`view_chain` gives them)."""
+    calls: list[ViewCall] = []
+    node = leaf
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id != "alias" or len(node.args) not in (3, 4):
+            return None
+        overload, arguments = node.args[0], node.args[2]
+        result = node.args[3] if len(node.args) == 4 else None
+        if not (
+            isinstance(overload, ast.Constant)
+            and isinstance(arguments, ast.Constant)
+            and (result is None or isinstance(result, ast.Constant))
+        ):
+            return None
+        calls.append((overload.value, arguments.value, None if result is None else result.value))
+        node = node.args[1]
+    if not calls or not isinstance(node, ast.Constant) or type(node.value) is not int:
+        return None
+    return node.value, tuple(calls)
 
 
 def _record_result_order(op: AtenOp, index: int, order: Sequence[int]) -> None:

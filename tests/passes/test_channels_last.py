@@ -712,3 +712,30 @@ def test_gpu_copy_nchw_inputs_option_copies_a_convolution_input_channels_last() 
     _, cpu = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), CHANNEL_SHUFFLE)
     _, cpu_default = run_pass(ChannelsLastPass(), CHANNEL_SHUFFLE)
     assert printed(cpu) == printed(cpu_default)
+
+
+SQUEEZE_EXCITE = f"""
+func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<8x3x3x3xf32>, %w1: tensor<4x8x1x1xf32>, %w2: tensor<8x4x1x1xf32>) -> tensor<2x8xf32> {{
+  %0 = aten.convolution.default(%x, %w, padding = [1, 1], {CONV}) : (tensor<2x3x6x6xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x6x6xf32>
+  %1 = aten.relu.default(%0) : (tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32>
+  %2 = aten.mean.dim(%1, dim = [2, 3], keepdim = true) : (tensor<2x8x6x6xf32>) -> tensor<2x8x1x1xf32>
+  %3 = aten.convolution.default(%2, %w1, padding = [0, 0], {CONV}) : (tensor<2x8x1x1xf32>, tensor<4x8x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %4 = aten.relu.default(%3) : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %5 = aten.convolution.default(%4, %w2, padding = [0, 0], {CONV}) : (tensor<2x4x1x1xf32>, tensor<8x4x1x1xf32>) -> tensor<2x8x1x1xf32>
+  %6 = aten.sigmoid.default(%5) : (tensor<2x8x1x1xf32>) -> tensor<2x8x1x1xf32>
+  %7 = aten.mul.Tensor(%1, %6) : (tensor<2x8x6x6xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x6x6xf32>
+  %8 = aten.mean.dim(%7, dim = [2, 3]) : (tensor<2x8x6x6xf32>) -> tensor<2x8xf32>
+  func.return %8 : tensor<2x8xf32>
+}}
+"""
+
+
+def test_gpu_copy_nchw_inputs_leaves_single_pixel_inputs_alone() -> None:
+    # A squeeze-excite block's pooled [N, C, 1, 1] is NHWC and NCHW at once: a copy would
+    # change only its strides, for a kernel launch (nine in MobileNet-v3's forward).
+    before, after = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), _on_gpu(SQUEEZE_EXCITE))
+    (image_copy,) = _aten_ops(after, "aten::clone.default")
+    image = image_copy.parent_block()
+    assert image is not None
+    assert image_copy.operands[0] == image.args[0]
+    assert_same_numbers(before, after)
