@@ -149,10 +149,14 @@ class ChannelsLastPass(ModulePass):
     saved for the backward, which keeps the shuffle NCHW anyway (ShuffleNet-v2 on an
     H100: no change; docs/benchmarks/train-kernels.md, "Session 42")."""
 
-    gpu_copy_nchw_inputs: bool = False
-    """On the GPU, a convolution whose input is stored NCHW (a value the function must
-    keep NCHW, e.g. a channel slice it returns) reads a channels-last copy of it, so that
-    it and what follows run NHWC (Inductor's layout optimization copies so)."""
+    gpu_copy_nchw_inputs: bool = True
+    """On the GPU, a convolution whose input is stored NCHW (ShuffleNet's channel slices
+    of the NCHW shuffle) reads a compact channels-last copy of it, so that it and what
+    follows run NHWC (cuDNN's NHWC depthwise kernels rather than ATen's NCHW ones;
+    Inductor's layout optimization copies so). In a training forward that saves the
+    slice, the copy is what is saved (the backward reads it channels-last). Not for
+    ``[N, C, 1, 1]`` inputs (a squeeze-excite block's), NHWC already. Off until session
+    43 (the copies of those inputs made MobileNet-v3 and EfficientNet-b0 slower)."""
 
     saved_nhwc_cpu_min_elements: int = SAVED_NHWC_CPU_MIN_ELEMENTS
     """On the CPU, a training forward whose largest convolution output has at least this

@@ -694,14 +694,16 @@ def test_gpu_channel_plumbing_option_keeps_the_shuffle_nhwc() -> None:
 
 def test_gpu_copy_nchw_inputs_option_copies_a_convolution_input_channels_last() -> None:
     # The 1x1 convolution reads a channel slice of a tensor kept NCHW (the split is not
-    # rewritten on the GPU): by default it runs NCHW (and so does its branch, with ATen's
-    # NCHW depthwise kernels in ShuffleNet); ``gpu-copy-nchw-inputs`` gives it a
-    # channels-last copy of the slice.
-    before, default = run_pass(ChannelsLastPass(), _on_gpu(CHANNEL_SHUFFLE))
+    # rewritten on the GPU): without ``gpu-copy-nchw-inputs`` (on by default) it runs
+    # NCHW (and so does its branch, with ATen's NCHW depthwise kernels in ShuffleNet);
+    # with it, it reads a channels-last copy of the slice.
+    before, default = run_pass(
+        ChannelsLastPass(gpu_copy_nchw_inputs=False), _on_gpu(CHANNEL_SHUFFLE)
+    )
     pointwise = _aten_ops(default, "aten::convolution.default")[1]
     assert isinstance(pointwise.operands[0].owner, AtenOp)
     assert pointwise.operands[0].owner.overload_name == "aten::split_with_sizes.default"
-    _, after = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), _on_gpu(CHANNEL_SHUFFLE))
+    _, after = run_pass(ChannelsLastPass(), _on_gpu(CHANNEL_SHUFFLE))
     pointwise = _aten_ops(after, "aten::convolution.default")[1]
     copy = pointwise.operands[0].owner
     assert isinstance(copy, AtenOp)
@@ -709,8 +711,8 @@ def test_gpu_copy_nchw_inputs_option_copies_a_convolution_input_channels_last() 
     assert copy.arg_attr("memory_format") == StringAttr("channels_last")
     assert_same_numbers(before, after)
     # On the CPU the option does nothing.
-    _, cpu = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), CHANNEL_SHUFFLE)
-    _, cpu_default = run_pass(ChannelsLastPass(), CHANNEL_SHUFFLE)
+    _, cpu = run_pass(ChannelsLastPass(), CHANNEL_SHUFFLE)
+    _, cpu_default = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=False), CHANNEL_SHUFFLE)
     assert printed(cpu) == printed(cpu_default)
 
 
@@ -733,7 +735,7 @@ func.func @forward(%x: tensor<2x3x6x6xf32>, %w: tensor<8x3x3x3xf32>, %w1: tensor
 def test_gpu_copy_nchw_inputs_leaves_single_pixel_inputs_alone() -> None:
     # A squeeze-excite block's pooled [N, C, 1, 1] is NHWC and NCHW at once: a copy would
     # change only its strides, for a kernel launch (nine in MobileNet-v3's forward).
-    before, after = run_pass(ChannelsLastPass(gpu_copy_nchw_inputs=True), _on_gpu(SQUEEZE_EXCITE))
+    before, after = run_pass(ChannelsLastPass(), _on_gpu(SQUEEZE_EXCITE))
     (image_copy,) = _aten_ops(after, "aten::clone.default")
     image = image_copy.parent_block()
     assert image is not None

@@ -88,18 +88,17 @@ class ShuffleBlocks(torch.nn.Module):
 def test_saved_channel_slices_are_the_compact_copies_the_convolutions_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On the GPU the split along C stays NCHW, and ``gpu-copy-nchw-inputs`` gives the
-    branch's first convolution a compact channels-last copy of its half. The forward
-    saved the half itself for the backward (a view of the shuffled tensor), so the
-    backward's ``convolution_backward`` read it NCHW against NHWC gradients and ATen
-    copied it each step; now the copy is what is saved: the backward gets every branch
-    input channels-last, with the same gradients as eager."""
+    """On the GPU the split along C stays NCHW, and ``gpu-copy-nchw-inputs`` (on by
+    default) gives the branch's first convolution a compact channels-last copy of its
+    half. The forward saved the half itself for the backward (a view of the shuffled
+    tensor), so the backward's ``convolution_backward`` read it NCHW against NHWC
+    gradients and ATen copied it each step; now the copy is what is saved: the backward
+    gets every branch input channels-last, with the same gradients as eager."""
     import kiln.passes.channels_last as channels_last_pass
 
     monkeypatch.setattr(channels_last_pass, "_on_gpu", lambda module: True)
     torch.manual_seed(0)
-    pipeline = SAVED_NHWC.replace("channels-last{", "channels-last{gpu-copy-nchw-inputs=true ")
-    options = {"executor": "triton", "verbose": False, "cuda_graphs": False, "pipeline": pipeline}
+    options = {"executor": "triton", "verbose": False, "cuda_graphs": False}
     cudnn = torch.backends.cudnn
     with cudnn.flags(
         enabled=cudnn.enabled,
