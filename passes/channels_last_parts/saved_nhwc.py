@@ -100,21 +100,57 @@ class SavedNhwc(RewriteState):
         if not copies or not isinstance(tree.body, ast.Tuple):
             return False
         operands = list(ret.operands)
+        replaced = False
         for k, leaf in enumerate(tree.body.elts):
             chain = _alias_chain(leaf) if k in self.free_outputs else None
-            if chain is None or not 0 <= chain[0] < len(operands):
+            if chain is None or k >= len(operands) or not 0 <= chain[0] < len(operands):
                 continue
             copy = copies.get((operands[chain[0]], chain[1]))
             if copy is None:
                 continue
-            tree.body.elts[k] = ast.Constant(len(operands))
-            self.returned_nhwc.append(len(operands))
-            operands.append(self.nhwc_of(copy))
-        if len(operands) == len(ret.operands):
+            # Slot k returned the view's base only to keep the indices (output-layout).
+            operands[k] = self.nhwc_of(copy)
+            tree.body.elts[k] = ast.Constant(k)
+            self.returned_nhwc.append(k)
+            replaced = True
+        if not replaced:
             return False
+        operands = _drop_unreferenced_bases(tree, operands)
         func.attributes[OUTPUTS_ATTR] = StringAttr(ast.unparse(tree))
         Rewriter.replace_op(ret, ReturnOp(*operands))
         return True
+
+
+def _drop_unreferenced_bases(tree: ast.Expression, operands: list[SSAValue]) -> list[SSAValue]:
+    """``operands`` without the bases ``output-layout`` appended after the outputs that no
+    leaf of ``tree`` (a flat tuple, renumbered in place) reads any more: a returned
+    buffer is one ``buffer-reuse`` cannot give to a later value."""
+    assert isinstance(tree.body, ast.Tuple)
+    outputs = len(tree.body.elts)
+    read = {node.value for node in _leaves(tree.body) if type(node.value) is int}
+    kept = [k for k in range(len(operands)) if k < outputs or k in read]
+    if len(kept) == len(operands):
+        return operands
+    index = {old: new for new, old in enumerate(kept)}
+    for node in _leaves(tree.body):
+        if type(node.value) is int:
+            node.value = index[node.value]
+    return [operands[k] for k in kept]
+
+
+def _leaves(node: ast.expr) -> list[ast.Constant]:
+    """The constants of a ``kiln.outputs`` expression that are returned values' indices:
+    tuple items, a ``permute``'s first argument, an ``alias``'s base (not the dims of a
+    permute, nor an alias's result index)."""
+    if isinstance(node, ast.Constant):
+        return [node]
+    if isinstance(node, ast.Tuple | ast.List):
+        return [leaf for item in node.elts for leaf in _leaves(item)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        position = {"permute": 0, "alias": 1}.get(node.func.id)
+        if position is not None and len(node.args) > position:
+            return _leaves(node.args[position])
+    return []
 
 
 def _alias_chain(leaf: ast.expr) -> tuple[int, tuple[ViewCall, ...]] | None:
