@@ -727,11 +727,13 @@ class CudaGraphRunner:
             s for s in self.program.weight_sites if self.refresh_weights and s.refreshable
         ]
 
+        program = self.program  # not ``self``: the instance holds ``run`` (no cycle)
+
         def run() -> tuple[Any, ...]:
             # The copies the last run read, refreshed first (a replay: every step).
             for site in refreshing:
                 site.refresh()
-            return self.program(list(static))
+            return program(list(static))
 
         try:
             replay, outputs = self.record(run, write_borrowed if graph_writes else None)

@@ -703,3 +703,28 @@ def test_trailing_values_are_written_by_calls_without_a_graph() -> None:
         torch.testing.assert_close(outputs[0], x * n)
     torch.testing.assert_close(stat.detach(), torch.full((4,), 6.0))
     assert not f.graphs
+
+
+@torch.no_grad()
+def test_a_dropped_runner_is_freed_without_the_cycle_collector() -> None:
+    """Each instance's recorded ``run`` held the runner, which holds its instances: a
+    dropped runner (and its graphs' memory) lived until the cycle collector ran, with
+    its outputs' addresses still registered as graph outputs, so a later runner took a
+    tensor at a reused address for one (flaky plain-call counts in this file)."""
+    import gc
+    import weakref
+
+    f = runner(affine, auto=True)
+    w = torch.randn(8)
+    for _ in range(3):  # plain, recorded, replayed
+        f([torch.randn(8), w])
+    (instances,) = f.graphs.values()
+    refs = [weakref.ref(f), *(weakref.ref(i) for i in instances)]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del f, instances
+        assert all(r() is None for r in refs)
+    finally:
+        if enabled:
+            gc.enable()
