@@ -88,8 +88,10 @@ class SavedNhwc(RewriteState):
         (ShuffleNet-v2's saved channel slices on the GPU)."""
         ret = self.block.last_op
         func = self.block.parent_op()
-        structure = func.attributes.get(OUTPUTS_ATTR) if func is not None else None
-        if not isinstance(ret, ReturnOp) or not isinstance(structure, StringAttr):
+        if func is None or not isinstance(ret, ReturnOp):
+            return False
+        structure = func.attributes.get(OUTPUTS_ATTR)
+        if not isinstance(structure, StringAttr):
             return False
         copies: dict[tuple[SSAValue, tuple[ViewCall, ...]], SSAValue] = {}
         for value, copy in self.compact_copies.items():
@@ -161,19 +163,21 @@ def _alias_chain(leaf: ast.expr) -> tuple[int, tuple[ViewCall, ...]] | None:
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         if node.func.id != "alias" or len(node.args) not in (3, 4):
             return None
-        overload, arguments = node.args[0], node.args[2]
-        result = node.args[3] if len(node.args) == 4 else None
-        if not (
-            isinstance(overload, ast.Constant)
-            and isinstance(arguments, ast.Constant)
-            and (result is None or isinstance(result, ast.Constant))
-        ):
+        overload, arguments = _constant(node.args[0]), _constant(node.args[2])
+        result = _constant(node.args[3]) if len(node.args) == 4 else None
+        if not isinstance(overload, str) or not isinstance(arguments, str):
             return None
-        calls.append((overload.value, arguments.value, None if result is None else result.value))
+        if result is not None and type(result) is not int:
+            return None
+        calls.append((overload, arguments, result))
         node = node.args[1]
     if not calls or not isinstance(node, ast.Constant) or type(node.value) is not int:
         return None
     return node.value, tuple(calls)
+
+
+def _constant(node: ast.expr) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _record_result_order(op: AtenOp, index: int, order: Sequence[int]) -> None:
