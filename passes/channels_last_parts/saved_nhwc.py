@@ -23,6 +23,10 @@ from kiln.passes.output_layout import ViewCall, view_chain
 
 _CONVOLUTION_BACKWARD = "aten::convolution_backward.default"
 
+_INDEX_ARGUMENT = {"permute": 0, "alias": 1}
+"""The argument of a ``kiln.outputs`` call that is a returned value's index (or an
+expression over one): a ``permute``'s first, an ``alias``'s base."""
+
 
 class SavedNhwc(RewriteState):
     """Free-layout results returned NHWC, and values a backward receives or ATen returns
@@ -88,7 +92,7 @@ class SavedNhwc(RewriteState):
         (ShuffleNet-v2's saved channel slices on the GPU)."""
         ret = self.block.last_op
         func = self.block.parent_op()
-        if func is None or not isinstance(ret, ReturnOp):
+        if not self.compact_copies or func is None or not isinstance(ret, ReturnOp):
             return False
         structure = func.attributes.get(OUTPUTS_ATTR)
         if not isinstance(structure, StringAttr):
@@ -149,7 +153,7 @@ def _leaves(node: ast.expr) -> list[ast.Constant]:
     if isinstance(node, ast.Tuple | ast.List):
         return [leaf for item in node.elts for leaf in _leaves(item)]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        position = {"permute": 0, "alias": 1}.get(node.func.id)
+        position = _INDEX_ARGUMENT.get(node.func.id)
         if position is not None and len(node.args) > position:
             return _leaves(node.args[position])
     return []
@@ -261,7 +265,7 @@ class PermuteLeaves(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         name = node.func.id if isinstance(node.func, ast.Name) else None
-        position = {"permute": 0, "alias": 1}.get(name or "")
+        position = _INDEX_ARGUMENT.get(name or "")
         if position is None:
             return self.generic_visit(node)
         node.args[position] = self.visit(node.args[position])

@@ -4,6 +4,8 @@ cuDNN's convolution backward then runs channels-last too."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 import pytest
 import torch
 from saved_layout_cases import (
@@ -14,6 +16,17 @@ from saved_layout_cases import (
     train_like_eager,
 )
 from triton_checks import DEVICE
+
+
+def _no_tf32() -> AbstractContextManager[None]:
+    """cuDNN's TF32 convolutions, NHWC here and NCHW in eager, would differ by ~1e-3."""
+    cudnn = torch.backends.cudnn
+    return cudnn.flags(
+        enabled=cudnn.enabled,
+        benchmark=cudnn.benchmark,
+        deterministic=cudnn.deterministic,
+        allow_tf32=False,
+    )
 
 
 def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,14 +41,7 @@ def test_cnn_training_saves_activations_channels_last(monkeypatch: pytest.Monkey
         "cuda_graphs": False,
         "pipeline": SAVED_NHWC,
     }
-    cudnn = torch.backends.cudnn
-    # cuDNN's TF32 convolutions, NHWC here and NCHW in eager, would differ by ~1e-3.
-    with cudnn.flags(
-        enabled=cudnn.enabled,
-        benchmark=cudnn.benchmark,
-        deterministic=cudnn.deterministic,
-        allow_tf32=False,
-    ):
+    with _no_tf32():
         compiled, copies = train_like_eager(
             SmallCnn().to(DEVICE),
             lambda: torch.randn(2, 3, 8, 8, device=DEVICE),
@@ -99,13 +105,7 @@ def test_saved_channel_slices_are_the_compact_copies_the_convolutions_read(
     monkeypatch.setattr(channels_last_pass, "_on_gpu", lambda module: True)
     torch.manual_seed(0)
     options = {"executor": "triton", "verbose": False, "cuda_graphs": False}
-    cudnn = torch.backends.cudnn
-    with cudnn.flags(
-        enabled=cudnn.enabled,
-        benchmark=cudnn.benchmark,
-        deterministic=cudnn.deterministic,
-        allow_tf32=False,
-    ):
+    with _no_tf32():
         compiled, _ = train_like_eager(
             ShuffleBlocks().to(DEVICE),
             lambda: torch.randn(2, 3, 6, 6, device=DEVICE),
