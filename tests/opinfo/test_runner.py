@@ -90,3 +90,21 @@ def test_the_float64_oracle_takes_float64_dtype_arguments() -> None:
     reference = _float64_run(built)
     assert reference is not None
     assert reference[0].dtype == torch.float64
+
+
+def test_where_torch_meta_disagrees_with_eager_the_meta_strides_are_the_contract() -> None:
+    """max_unpool2d of a channels-last input: eager returns channels-last, torch's meta
+    kernel (what AOTAutograd gives kiln) contiguous; kiln is held to the meta's strides."""
+    x = torch.randn(1, 2, 2, 4).contiguous(memory_format=torch.channels_last)
+    pooled, indices = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+    assert pooled.stride() != pooled.contiguous().stride()  # the sample is channels-last
+
+    def unpool(p: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.max_unpool2d(p, i, 2)
+
+    sample = _sample(unpool, pooled, indices)
+    eager = sample.expected[0]
+    assert eager.stride() == (16, 1, 8, 2)  # channels-last, unlike the meta's (16, 8, 4, 1)
+    check_sample(sample, [eager.contiguous()])
+    with pytest.raises(AssertionError, match="strides"):
+        check_sample(sample, [eager.transpose(2, 3).contiguous().transpose(2, 3)])
