@@ -201,6 +201,17 @@ def _empty_softmax_is_empty(decomposition: Callable[..., Any]) -> Callable[..., 
     return decompose
 
 
+def _materialised_zeros(
+    size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
+    """``_efficientzerotensor`` (autograd's zero gradients, e.g. of ``sgn``) as a
+    materialised zero tensor: the same values, with storage, which kiln's buffers need
+    (a ZeroTensor has none). Inductor keeps it an ATen call."""
+    import torch
+
+    return torch.zeros(size, dtype=dtype, device=device)
+
+
 @cache
 def base_table(name: str) -> dict[Any, Callable[..., Any]]:
     """The named decomposition table (see module docstring)."""
@@ -241,6 +252,7 @@ def base_table(name: str) -> dict[Any, Callable[..., Any]]:
             table[overload] = _when_not_training(get_decompositions([overload])[overload])
         for overload in (torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default):
             table[overload] = _empty_softmax_is_empty(table[overload])
+        table[torch.ops.aten._efficientzerotensor.default] = _materialised_zeros
         return table
     raise ValueError(f"unknown decomposition table {name!r} (kiln, core, inductor)")
 

@@ -159,3 +159,15 @@ def test_outputs_have_eager_strides() -> None:
         torch.testing.assert_close(have, want)
         assert have.stride() == want.stride()
     assert last_compile_stats().kernels == 2
+
+
+def test_a_zero_gradient_of_sign_trains() -> None:
+    """``sgn``'s gradient is autograd's ZeroTensor: the backward graph of a step whose
+    input reaches the loss only through ``sgn`` is one ``_efficientzerotensor``, which
+    kiln ran as an ATen call whose result has no storage ("invalid python storage")."""
+    x = torch.randn(6, 5, requires_grad=True)
+    grad = torch.randn(6, 5)
+    (got,) = torch.autograd.grad(kiln.compile(torch.sgn, verbose=False)(x), x, grad)
+    (want,) = torch.autograd.grad(torch.sgn(x), x, grad)
+    torch.testing.assert_close(got, want)
+    assert not got._is_zerotensor()

@@ -157,20 +157,81 @@ def _clone(tensors: Sequence[Any]) -> list[Any]:
     return [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def make_case(info: Any, dtype: torch.dtype, device: str, limit: int | None = None) -> OpCase:
-    """The op's samples with eager's results (samples eager rejects are counted, dropped)."""
+def _with_gradients(
+    programs: tuple[Callable[..., list[torch.Tensor]], ...], inputs: list[Any]
+) -> tuple[list[Callable[..., list[torch.Tensor]]], list[Any]] | None:
+    """Each program followed by its backward: a function of the inputs and one random
+    gradient per differentiable output (fixed from the first program's outputs) returning
+    the outputs, then the gradients of the inputs that require grad (autograd's backward
+    ops traced into the same graph). None: nothing to differentiate, or eager fails.
+    """
+    count = len(inputs)
+    # The inputs OpInfo made require grad (not, e.g., batch norm's running statistics).
+    wrt = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    inputs = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs]
+    if not wrt:
+        return None
+
+    def leaves(tensors: Sequence[Any]) -> list[Any]:
+        return [
+            t.detach().requires_grad_(i in wrt) if isinstance(t, torch.Tensor) else t
+            for i, t in enumerate(tensors)
+        ]
+
+    try:
+        with torch.enable_grad():
+            outputs = programs[0](*leaves(inputs))
+        differentiable = [k for k, out in enumerate(outputs) if out.requires_grad]
+        tangents = [torch.randn_like(outputs[k]) for k in differentiable]
+    except Exception:  # eager's error (a sparse output has no random tangent either)
+        return None
+    if not differentiable:
+        return None
+
+    def joint(program: Callable[..., list[torch.Tensor]]) -> Callable[..., list[torch.Tensor]]:
+        def run(*tensors: Any) -> list[torch.Tensor]:
+            with torch.enable_grad():
+                values = leaves(tensors[:count])
+                outs = program(*values)
+                grads = torch.autograd.grad(
+                    [outs[k] for k in differentiable],
+                    [values[i] for i in wrt],
+                    list(tensors[count:]),
+                    allow_unused=True,
+                )
+            return [o.detach() for o in outs] + [g for g in grads if g is not None]
+
+        return run
+
+    return [joint(p) for p in programs], [*inputs, *tangents]
+
+
+def make_case(
+    info: Any, dtype: torch.dtype, device: str, limit: int | None = None, grad: bool = False
+) -> OpCase:
+    """The op's samples with eager's results (samples eager rejects are counted, dropped).
+
+    ``grad``: each sample's program with its backward (:func:`_with_gradients`); samples
+    with nothing to differentiate are counted with eager's rejections."""
     case = OpCase(op_key(info), info, dtype, [])
     undefined = info.name in UNDEFINED_VALUES
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
         try:
-            generated = list(info.sample_inputs_func(info, device, dtype, False))
+            generated = list(info.sample_inputs_func(info, device, dtype, grad))
         except Exception:
             generated = []
             case.eager_errors += 1
         for k, sample in enumerate(generated[:limit]):
             program, inputs = _program(info, sample)
+            float64 = _program(info, sample, float64=True)[0]
+            if grad:
+                joint = _with_gradients((program, float64), inputs)
+                if joint is None:
+                    case.eager_errors += 1
+                    continue
+                (program, float64), inputs = joint
             mode = _SeededOps()
             try:
                 with mode:
@@ -189,7 +250,7 @@ def make_case(info: Any, dtype: torch.dtype, device: str, limit: int | None = No
                     expected,
                     mode.random or undefined,
                     sample,
-                    _program(info, sample, float64=True)[0],
+                    float64,
                 )
             )
     return case
@@ -423,16 +484,20 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--group", type=int, default=1, help="ops per compiled graph")
     parser.add_argument("--every", type=int, default=1, help="every N-th op that supports dtype")
     parser.add_argument("--offset", type=int, default=0, help="... starting at this one")
+    parser.add_argument("--grad", action="store_true", help="outputs and input gradients")
     args = parser.parse_args(argv)
     dtype = getattr(torch, args.dtype)
     db = op_db()
     keys = list(db) if args.ops == "all" else args.ops.split(",")
     keys = [k for k in keys if dtype in db[k].supported_dtypes(args.device)]
+    if args.grad:
+        keys = [k for k in keys if dtype in db[k].supported_backward_dtypes(args.device)]
     keys = [k for i, k in enumerate(keys) if i % args.every == args.offset % args.every]
     for i in range(0, len(keys), args.group):
         start = time.perf_counter()
         cases = [
-            make_case(db[k], dtype, args.device, args.samples) for k in keys[i : i + args.group]
+            make_case(db[k], dtype, args.device, args.samples, args.grad)
+            for k in keys[i : i + args.group]
         ]
         made = time.perf_counter()
         outcomes = run_group(cases, args.executor)

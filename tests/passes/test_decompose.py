@@ -404,3 +404,25 @@ def test_decomposed_results_keep_the_traced_sizes() -> None:
     assert len(permutes) == 3
     for permute in permutes:
         assert str(permute.attributes["kiln.traced_sizes"]).count('"s0"') == 1
+
+
+_ZERO_TENSOR = """
+func.func @forward() -> tensor<2x3xf32> {
+  %z = aten.generic "aten::_efficientzerotensor.default"(size = [2, 3], dtype = f32, layout = "strided", device = "cpu") : () -> tensor<2x3xf32>
+  func.return %z : tensor<2x3xf32>
+}
+"""
+
+
+def test_efficient_zero_tensor_becomes_materialised_zeros() -> None:
+    """Autograd's zero gradients (``sgn``, ``sign``) are ZeroTensors, which have no
+    storage for a buffer: kiln's runtime failed on one ("invalid python storage", found
+    by the gradient OpInfo sweep); decomposed, they are plain zeros."""
+    module = Parser(make_context(), _ZERO_TENSOR).parse_module()
+    DecomposePass().apply(make_context(), module)
+    module.verify()
+    assert _overloads(module) == {"aten::full.default"}
+    (out,) = run_function(module, [])
+    assert isinstance(out, torch.Tensor)
+    assert not out._is_zerotensor()
+    torch.testing.assert_close(out, torch.zeros(2, 3))
