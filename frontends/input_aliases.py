@@ -96,6 +96,10 @@ class InputAliases:
             source = placeholders[storages[storage]].meta.get("val")
             if not isinstance(source, torch.Tensor) or source.dtype != tensor.dtype:
                 continue  # a view of another dtype (view_as_real): not an as_strided of it
+            if tensor.is_conj() != source.is_conj() or tensor.is_neg() != source.is_neg():
+                # A conjugate or negative view (``_conj``, ``_neg_view``: RoPE's saved
+                # ``freqs_cis.conj()``): as_strided would drop the bit, not the values.
+                continue
             alias = _Alias(
                 position,
                 storages[storage],
