@@ -14,12 +14,15 @@ What runs (environment variables); results and counts are in ``docs/opinfo.md``:
   C++ backend (PyTorch's Inductor OpInfo test also runs only the first sample unless
   asked), every sample of every 32nd op, and the first sample of every 8th op (another
   offset each) at bfloat16 and float16 on the C++ backend and at float32 on the Triton
-  interpreter. Deterministic: op_db order, ops supporting the dtype.
+  interpreter, and the first sample of every 4th op with its gradients (``grad``: the
+  sample's outputs and the gradients of its inputs that require grad, the backward
+  traced into the same graph; about a minute on 2 cores). Deterministic: op_db order,
+  ops supporting the dtype (forward and backward for ``grad``).
 * ``KILN_OPINFO_SAMPLES=all`` (or a number): every sample (or the first N) of each op.
 * ``KILN_OPINFO_FULL=1``: every op in every configuration, not the subsets.
 * ``KILN_OPINFO_SHARD=i/n``: only ops ``k`` with ``k % n == i`` (0-based) in op_db order.
 * ``KILN_OPINFO_DEVICE=cuda``: on the GPU: float32, bfloat16, float16 on the Triton
-  backend, every op. On the H200::
+  backend, every op, and float32 with gradients. On the H200::
 
       for i in 0 1 2 3 4 5 6 7; do KILN_OPINFO_DEVICE=cuda KILN_OPINFO_SHARD=$i/8 \\
         python -m pytest tests/opinfo/test_opinfo.py -q -rxX > opinfo-$i.log 2>&1 & done; wait
@@ -78,13 +81,16 @@ class Config:
     offset: int = 0
     samples: int = 1
     """The first ``samples`` samples of each op (``ALL``: every one)."""
+    grad: bool = False
+    """Outputs and input gradients, the backward traced into the same graph (ops whose
+    OpInfo supports backward at the dtype; ``runner.make_case(grad=True)``)."""
 
     @property
     def name(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
         subset = "" if self.every == 1 else f"-every{self.every}"
         count = "all" if self.samples == ALL else str(self.samples)
-        return f"{self.executor}-{dtype}{subset}-s{count}"
+        return f"{self.executor}-{dtype}{'-grad' if self.grad else ''}{subset}-s{count}"
 
     def sample_limit(self) -> int | None:
         if _SAMPLES:
@@ -97,6 +103,7 @@ if DEVICE == "cuda":
         Config("triton", torch.float32),
         Config("triton", torch.bfloat16),
         Config("triton", torch.float16),
+        Config("triton", torch.float32, grad=True),
     ]
 else:
     CONFIGS = [
@@ -105,9 +112,10 @@ else:
         Config("cpp", torch.bfloat16, every=8, offset=1),
         Config("cpp", torch.float16, every=8, offset=3),
         Config("triton", torch.float32, every=8, offset=5),
+        Config("cpp", torch.float32, every=4, offset=2, grad=True),
     ]
 if FULL or _SAMPLES:  # the subsets' extra samples are then covered: one config per pair
-    CONFIGS = list({(c.executor, c.dtype): c for c in reversed(CONFIGS)}.values())[::-1]
+    CONFIGS = list({(c.executor, c.dtype, c.grad): c for c in reversed(CONFIGS)}.values())[::-1]
 
 
 @dataclass(frozen=True)
@@ -130,12 +138,15 @@ def expected_failure(key: str, config: Config) -> XFail | None:
     return None
 
 
-def _supported(key: str, dtype: torch.dtype) -> bool:
-    return dtype in op_db()[key].supported_dtypes(DEVICE)
+def _supported(key: str, config: Config) -> bool:
+    info = op_db()[key]
+    if config.grad:
+        return config.dtype in info.supported_backward_dtypes(DEVICE)
+    return config.dtype in info.supported_dtypes(DEVICE)
 
 
 def selected(config: Config) -> list[str]:
-    keys = [k for k in op_db() if _supported(k, config.dtype)]
+    keys = [k for k in op_db() if _supported(k, config)]
     if not FULL:
         keys = [k for i, k in enumerate(keys) if i % config.every == config.offset]
     return [k for i, k in enumerate(keys) if i % SHARDS == SHARD]
@@ -163,7 +174,8 @@ GROUPS = {config: _groups(config) for config in CONFIGS}
 def group_outcomes(config: Config, group: int) -> dict[str, Outcome]:
     keys = [k for k, g in GROUPS[config].items() if g == group]
     cases: list[OpCase] = [
-        make_case(op_db()[k], config.dtype, DEVICE, config.sample_limit()) for k in keys
+        make_case(op_db()[k], config.dtype, DEVICE, config.sample_limit(), config.grad)
+        for k in keys
     ]
     return run_group(cases, config.executor)
 
