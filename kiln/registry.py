@@ -69,7 +69,16 @@ KILN_TARGETS: dict[str, tuple[str, str]] = {
 }
 
 # The xDSL dialects kiln's IR uses.
-UPSTREAM_DIALECTS: tuple[str, ...] = ("builtin", "func", "arith", "math", "scf", "memref", "test")
+UPSTREAM_DIALECTS: tuple[str, ...] = (
+    "builtin",
+    "func",
+    "arith",
+    "math",
+    "scf",
+    "memref",
+    "test",
+    "complex",  # #complex.number: complex Scalar arguments of aten ops (mul.Scalar(x, 1j))
+)
 
 
 def _dialect(module: str, attr: str) -> DialectFactory:

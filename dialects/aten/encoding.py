@@ -7,6 +7,7 @@ int, SymInt    ``IntegerAttr`` i64                         ``3``
 float          ``FloatAttr`` f64                           ``1.0e-05``, ``-inf``
 bool           ``IntegerAttr`` i1                          ``true``
 Scalar         i64 / f64 / i1 attribute by Python type     ``2``, ``0.5``
+               complex: ``complex.number`` f64             ``#complex.number<:f64 0.0, 1.0> : complex<f64>``
 int[]          ``array<i64: ...>``                         ``[1, 2]``
 float[]        ``array<f64: ...>``                         ``[0.5]``
 bool[]         ``array<i1: ...>``                          ``[true, false]``
@@ -28,6 +29,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    ComplexType,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -37,6 +39,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
+from xdsl.dialects.complex import ComplexNumberAttr
 from xdsl.ir import Attribute, SSAValue, TypeAttribute
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -68,6 +71,10 @@ def _scalar_attr(value: object, kind: ArgKind) -> Attribute:
         if not isinstance(value, int):
             raise ArgEncodingError(f"expected an int, got {value!r}")
         return IntegerAttr(value, i64)
+    if kind is ArgKind.SCALAR and isinstance(value, complex):
+        # A complex Scalar (a polar or complex-mul backward's ``mul.Scalar(x, 1j)``):
+        # eager receives a Python complex, stored exactly as two f64.
+        return ComplexNumberAttr(value.real, value.imag, ComplexType(f64))
     if kind in (ArgKind.FLOAT, ArgKind.SCALAR):
         if not isinstance(value, int | float):
             raise ArgEncodingError(f"expected a number, got {value!r}")
@@ -162,6 +169,8 @@ def decode_value(spec: ArgSpec, attr: Attribute | None, sym_values: Sequence[Any
         return value
     if isinstance(attr, FloatAttr):
         return float(attr.value.data)  # pyright: ignore[reportUnknownMemberType]
+    if isinstance(attr, ComplexNumberAttr):
+        return complex(attr.real.data, attr.imag.data)
     if isinstance(attr, DenseArrayBase):
         values = list(attr.get_values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         if attr.elt_type == i1:
@@ -196,7 +205,7 @@ _ALLOWED: dict[ArgKind, Callable[[Attribute], bool]] = {
     ArgKind.INT: lambda a: isinstance(a, IntegerAttr) and a.type == i64,
     ArgKind.FLOAT: lambda a: isinstance(a, FloatAttr),
     ArgKind.BOOL: lambda a: isinstance(a, IntegerAttr) and a.type == i1,
-    ArgKind.SCALAR: lambda a: isinstance(a, IntegerAttr | FloatAttr),
+    ArgKind.SCALAR: lambda a: isinstance(a, IntegerAttr | FloatAttr | ComplexNumberAttr),
     ArgKind.INT_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == i64,
     ArgKind.FLOAT_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == f64,
     ArgKind.BOOL_LIST: lambda a: isinstance(a, DenseArrayBase) and a.elt_type == i1,
@@ -335,6 +344,10 @@ def parse_value(parser: Parser) -> ParsedValue:
         return text
     if (ty := parser.parse_optional_type()) is not None:
         return ty
+    if (attr := parser.parse_optional_attribute()) is not None:
+        if isinstance(attr, ComplexNumberAttr):
+            return complex(attr.real.data, attr.imag.data)
+        parser.raise_error(f"expected an argument value, got the attribute {attr}")
     parser.raise_error("expected an argument value")
 
 
