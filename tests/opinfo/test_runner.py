@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from runner import Sample, check_sample
+from runner import Sample, check_sample, make_case, op_db
 
 
 def _sample(fn, *inputs: torch.Tensor, random: bool = False) -> Sample:
@@ -108,3 +108,34 @@ def test_where_torch_meta_disagrees_with_eager_the_meta_strides_are_the_contract
     check_sample(sample, [eager.contiguous()])
     with pytest.raises(AssertionError, match="strides"):
         check_sample(sample, [eager.transpose(2, 3).contiguous().transpose(2, 3)])
+
+
+def test_gradient_samples_check_the_outputs_and_the_input_gradients() -> None:
+    """``make_case(grad=True)``: each sample returns its outputs, then the gradient of
+    each input that requires grad for fixed random output gradients (the tangents are the
+    sample's last inputs); a wrong gradient fails the check."""
+    case = make_case(op_db()["sin"], torch.float32, "cpu", limit=1, grad=True)
+    (sample,) = case.samples
+    x, tangent = sample.inputs
+    assert not x.requires_grad
+    out, grad = sample.expected
+    torch.testing.assert_close(out, torch.sin(x))
+    torch.testing.assert_close(grad, torch.cos(x) * tangent)
+    check_sample(sample, [torch.sin(x), torch.cos(x) * tangent])
+    with pytest.raises(AssertionError, match="output 1"):
+        check_sample(sample, [torch.sin(x), -torch.cos(x) * tangent])
+
+
+def test_gradient_samples_leave_out_what_opinfo_does_not_differentiate() -> None:
+    """Batch norm's running statistics are inputs OpInfo leaves without grad: they get
+    no gradient (asking for one made eager's in-place update of a leaf fail)."""
+    info = op_db()["nn.functional.batch_norm"]
+    case = make_case(info, torch.float32, "cpu", limit=4, grad=True)
+    generated = list(info.sample_inputs("cpu", torch.float32, requires_grad=True))[:4]
+    assert len(case.samples) == len(generated)
+    for sample, opinfo_sample in zip(case.samples, generated, strict=True):
+        leaves = [opinfo_sample.input, *opinfo_sample.args, *opinfo_sample.kwargs.values()]
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        wanted = sum(t.requires_grad for t in tensors)
+        assert wanted < len(tensors)  # the running statistics
+        assert len(sample.expected) == 1 + wanted  # the output, then those gradients
