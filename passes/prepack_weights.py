@@ -79,6 +79,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -131,8 +132,23 @@ def _cpu_convolution_float(value: SSAValue | None, rank: int) -> bool:
     """float32 or bfloat16: the dtypes whose CPU convolutions are packed. A bfloat16 one
     on a channels-last input had ATen copy its OIHW weight at every call, in a state
     oneDNN slowed by 2-3x (ResNet-18 small inference on the AMD EPYC VM: 8.5-19.8 ms
-    against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7)."""
-    return _tensor_of(value, rank, (Float32Type, BFloat16Type))
+    against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7). bfloat16 only
+    where oneDNN has a bfloat16 path (:func:`_cpu_packs_bfloat16`)."""
+    if _cpu_packs_bfloat16():
+        return _tensor_of(value, rank, (Float32Type, BFloat16Type))
+    return _tensor_of(value, rank, (Float32Type,))
+
+
+@cache
+def _cpu_packs_bfloat16() -> bool:
+    """Whether this CPU runs oneDNN's bfloat16 convolutions: they need AVX-512 (BW, VL,
+    DQ) or AVX-NE-CONVERT. On an AVX2-only CPU ``mkldnn._reorder_convolution_weight``
+    raises ("bf16 path needs the cpu support ..."), and ATen's own convolution is the
+    one that runs: the packed program failed there."""
+    import torch
+
+    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(supported is not None and supported())
 
 
 def _static(value: SSAValue | None) -> bool:

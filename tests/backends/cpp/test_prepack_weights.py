@@ -18,6 +18,7 @@ from torch import nn
 import kiln
 from kiln.backends.cpp.prepack import PackedConvolution, PackedLinear, available
 from kiln.compiler import DEFAULT_PIPELINE, compile_history, reset_compile_history
+from kiln.passes import prepack_weights as prepack_weights_pass
 
 pytestmark = pytest.mark.skipif(not available(), reason="this torch has no oneDNN")
 
@@ -207,6 +208,10 @@ def test_training_graph_is_not_prepacked() -> None:
     assert all(s.prepacked == 0 for s in compile_history())
 
 
+@pytest.mark.skipif(
+    not prepack_weights_pass._cpu_packs_bfloat16(),  # pyright: ignore[reportPrivateUsage]
+    reason="this CPU has no oneDNN bfloat16 path (AVX-512 BW/VL/DQ or AVX-NE-CONVERT)",
+)
 def test_bfloat16_inference_runs_prepacked_weights(packs: list[int]) -> None:
     """bfloat16 convolutions are packed too (unpacked, ATen copied each OIHW weight to
     the channels-last input's layout at every call, 2-3x slower on ResNets); the values
@@ -219,6 +224,22 @@ def test_bfloat16_inference_runs_prepacked_weights(packs: list[int]) -> None:
             torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
     assert [s.prepacked for s in compile_history()] == [2]
     assert packs[0] == 2
+
+
+def test_bfloat16_convolutions_stay_atens_without_onednn_bfloat16(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a CPU without oneDNN's bfloat16 path (an AVX2-only AMD EPYC) packing raised
+    "bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl and avx512dq"
+    at the first call: there the convolutions stay ATen's (float32 ones are packed)."""
+    monkeypatch.setattr(prepack_weights_pass, "_cpu_packs_bfloat16", lambda: False)
+    model = _Net().to(torch.bfloat16).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 10, 10, dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+    assert [s.prepacked for s in compile_history()] == [0]
 
 
 def test_option_off_and_float64_run_plain_convolutions() -> None:
