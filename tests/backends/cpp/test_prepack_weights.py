@@ -208,6 +208,16 @@ def test_training_graph_is_not_prepacked() -> None:
     assert all(s.prepacked == 0 for s in compile_history())
 
 
+def _check_bfloat16_net() -> None:
+    """A bfloat16 ``_Net`` compiled, against eager at bfloat16 tolerances, twice."""
+    model = _Net().to(torch.bfloat16).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 10, 10, dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.skipif(
     not prepack_weights_pass._cpu_packs_bfloat16(),  # pyright: ignore[reportPrivateUsage]
     reason="this CPU has no oneDNN bfloat16 path (AVX-512 BW/VL/DQ or AVX-NE-CONVERT)",
@@ -216,12 +226,7 @@ def test_bfloat16_inference_runs_prepacked_weights(packs: list[int]) -> None:
     """bfloat16 convolutions are packed too (unpacked, ATen copied each OIHW weight to
     the channels-last input's layout at every call, 2-3x slower on ResNets); the values
     are eager's to bfloat16 rounding of the same oneDNN products."""
-    model = _Net().to(torch.bfloat16).eval()
-    compiled = _compile(model)
-    with torch.no_grad():
-        for _ in range(2):
-            x = torch.randn(2, 3, 10, 10, dtype=torch.bfloat16)
-            torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+    _check_bfloat16_net()
     assert [s.prepacked for s in compile_history()] == [2]
     assert packs[0] == 2
 
@@ -233,12 +238,7 @@ def test_bfloat16_convolutions_stay_atens_without_onednn_bfloat16(
     "bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl and avx512dq"
     at the first call: there the convolutions stay ATen's (float32 ones are packed)."""
     monkeypatch.setattr(prepack_weights_pass, "_cpu_packs_bfloat16", lambda: False)
-    model = _Net().to(torch.bfloat16).eval()
-    compiled = _compile(model)
-    with torch.no_grad():
-        for _ in range(2):
-            x = torch.randn(2, 3, 10, 10, dtype=torch.bfloat16)
-            torch.testing.assert_close(compiled(x), model(x), atol=2e-2, rtol=2e-2)
+    _check_bfloat16_net()
     assert [s.prepacked for s in compile_history()] == [0]
 
 
