@@ -132,10 +132,12 @@ def _cpu_convolution_float(value: SSAValue | None, rank: int) -> bool:
     """float32 or bfloat16: the dtypes whose CPU convolutions are packed. A bfloat16 one
     on a channels-last input had ATen copy its OIHW weight at every call, in a state
     oneDNN slowed by 2-3x (ResNet-18 small inference on the AMD EPYC VM: 8.5-19.8 ms
-    against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7). bfloat16 only
-    where oneDNN has a bfloat16 path (:func:`_cpu_packs_bfloat16`)."""
-    if _cpu_packs_bfloat16():
-        return _tensor_of(value, rank, (Float32Type, BFloat16Type))
+    against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7)."""
+    return _tensor_of(value, rank, (Float32Type, BFloat16Type))
+
+
+def _cpu_float32_convolution(value: SSAValue | None, rank: int) -> bool:
+    """float32 only: a CPU without oneDNN's bfloat16 path (:func:`_cpu_packs_bfloat16`)."""
     return _tensor_of(value, rank, (Float32Type,))
 
 
@@ -183,9 +185,10 @@ def _spatial_weight_argument(
     )
 
 
-def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
+def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False, cpu_bfloat16: bool = True) -> bool:
     """``op`` is a convolution whose weight the wrapper may keep prepacked (on the
-    GPU: in the memory format cuDNN needs; any floating dtype there)."""
+    GPU: in the memory format cuDNN needs; any floating dtype there; on the CPU float32,
+    and bfloat16 if ``cpu_bfloat16``)."""
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
         return False
     if op.static_arg("transposed") is not False:
@@ -193,7 +196,9 @@ def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False) -> bool:
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    floating = _float if on_gpu else _cpu_convolution_float
+    floating = (
+        _float if on_gpu else _cpu_convolution_float if cpu_bfloat16 else _cpu_float32_convolution
+    )
     # The input's and result's sizes may be symbolic: the site packs per input size.
     return (
         _spatial_weight_argument(weight, func, floating)
@@ -329,6 +334,20 @@ class PrepackWeightsPass(ModulePass):
     Intel VM, but made BERT and ViT at 17 tokens 15-20% slower end to end there,
     docs/benchmarks/cpu-profile.md)."""
 
+    cpu_bfloat16: str = "auto"
+    """bfloat16 CPU convolutions: ``auto`` (packed where this CPU has oneDNN's bfloat16
+    path, :func:`_cpu_packs_bfloat16`), ``always`` or ``never``."""
+
+    def packs_cpu_bfloat16(self) -> bool:
+        if self.cpu_bfloat16 not in ("auto", "always", "never"):
+            raise ValueError(
+                f"prepack-weights: cpu-bfloat16={self.cpu_bfloat16!r} "
+                "(expected auto, always or never)"
+            )
+        return self.cpu_bfloat16 == "always" or (
+            self.cpu_bfloat16 == "auto" and _cpu_packs_bfloat16()
+        )
+
     def linear_rows(self, module: ModuleOp) -> Callable[[int | None, int], bool]:
         """Which row counts of a CPU linear layer of ``module`` to mark, given its weight's
         element count (None: symbolic; under ``auto`` marked with :func:`auto_min_rows`
@@ -357,6 +376,7 @@ class PrepackWeightsPass(ModulePass):
             return
         # oneDNN's packed GEMM is CPU-only; cuBLAS reads a transposed weight in place.
         rows = (lambda *_: False) if on_gpu else self.linear_rows(op)
+        cpu_bfloat16 = not on_gpu and self.packs_cpu_bfloat16()
         for func in op.walk():
             if not isinstance(func, FuncOp) or not func.body.blocks:
                 continue
@@ -367,5 +387,7 @@ class PrepackWeightsPass(ModulePass):
                     symbolic_auto = linear_row_count(inner) is None and self._auto_rows()
                     min_rows = auto_min_rows(linear_weight_elements(inner))
                     mark_prepacked(inner, min_rows if symbolic_auto else 0)
-                elif packable(inner, func, on_gpu) or (on_gpu and packable_backward(inner, func)):
+                elif packable(inner, func, on_gpu, cpu_bfloat16) or (
+                    on_gpu and packable_backward(inner, func)
+                ):
                     mark_prepacked(inner)

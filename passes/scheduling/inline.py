@@ -667,6 +667,12 @@ def _substitute(
             inner.expr = IndexExprAttr(simplify_with_ranges(sympy.expand(expr), ranges))
 
 
+def _empty_space(op: LoopNestOp) -> bool:
+    """``op`` iterates over no element (a size that is the integer 0)."""
+    sizes = [*op.sizes.data, *op.reduction_sizes_list()]
+    return any(size.data == 0 for size in sizes)
+
+
 def inline_cheap_producers(
     func: FuncOp,
     max_rounds: int = 8,
@@ -698,6 +704,10 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
+            if any(_empty_space(op) for op in (producer, *loops)):
+                # Nothing to compute, and composing indices would divide by the zero size
+                # (qr's gradient of a [5, 0] matrix: ``zoo*d0``).
+                continue
             siblings = {c: _siblings(c, same_space) for c in loops}
             weighed = [*loops, *(s for c in loops for s in siblings[c])]
             key = tuple((op, changes.get(op, 0)) for op in (producer, *weighed))

@@ -171,3 +171,18 @@ def test_a_zero_gradient_of_sign_trains() -> None:
     (want,) = torch.autograd.grad(torch.sgn(x), x, grad)
     torch.testing.assert_close(got, want)
     assert not got._is_zerotensor()
+
+
+def test_the_gradient_of_an_empty_qr_trains() -> None:
+    """QR of a [5, 0] matrix: inlining into the empty backward's loops composed an index
+    that divides by the zero size (``zoo*d0``, a verifier error); found by the OpInfo
+    gradient sweep (``qr`` samples 2 and 5). Empty loops are not inlined into."""
+    x = torch.randn(5, 0, requires_grad=True)
+
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        q, r = torch.linalg.qr(a)
+        return q.sum() + r.sum() + a.sum()
+
+    (got,) = torch.autograd.grad(kiln.compile(fn, verbose=False)(x), x)
+    (want,) = torch.autograd.grad(fn(x), x)
+    assert got.shape == want.shape == (5, 0)

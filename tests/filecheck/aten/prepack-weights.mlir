@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear-max-rows=4}' | filecheck %s
+// RUN: kiln-opt %s --split-input-file -p 'prepack-weights{linear-max-rows=4 cpu-bfloat16=always}' | filecheck %s
 
 // In an inference graph (the driver marks the module kiln.inference), a 2-D float32
 // convolution whose weight is a function argument is marked kiln.prepack: the C++
