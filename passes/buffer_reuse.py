@@ -48,6 +48,7 @@ from kiln.dialects.kernel.liveness import (
 )
 from kiln.dialects.kernel.program_ops import (
     AllocOp,
+    ExternOp,
     FreeOp,
     LaunchOp,
     ProgramOp,
@@ -90,6 +91,35 @@ def strip_frees(program: ProgramOp) -> None:
         block.erase_op(op)
 
 
+SMALLER_THAN_META = frozenset(
+    {
+        "aten::_embedding_bag.default",
+        "aten::_embedding_bag_forward_only.default",
+        "aten::native_batch_norm.default",
+        "aten::_native_batch_norm_legit.default",
+        "aten::_native_batch_norm_legit.no_stats",
+        "aten::_native_batch_norm_legit_no_training.default",
+        "aten::cudnn_batch_norm.default",
+        "aten::miopen_batch_norm.default",
+    }
+)
+"""ATen calls some of whose results eager makes smaller than their FakeTensors say
+(``_embedding_bag``'s ``offset2bag`` is empty in ``sum`` mode with per-sample weights,
+where the meta says one entry per index; the CPU's batch-norm statistics are empty in
+inference): their memory is never given to another buffer, which would be written past
+its end (a segfault in the OpInfo gradient sweep, bfloat16 ``embedding_bag``)."""
+
+
+def _size_trusted(value: SSAValue) -> bool:
+    """``value``'s memory is as large as its type says (not a result of an ATen call
+    in :data:`SMALLER_THAN_META`)."""
+    owner = value.owner
+    if not isinstance(owner, ExternOp):
+        return True
+    names = {getattr(op, "overload_name", None) for op in owner.body.walk()}
+    return not names & SMALLER_THAN_META
+
+
 def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
     """Write outputs into dying inputs where legal; returns how many."""
     info = liveness(program)
@@ -117,6 +147,7 @@ def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:
                     or args.count(arg) > 1
                     or arg in launch.outs
                     or arg.type != out.type
+                    or not _size_trusted(arg)
                     or not same_sizes(arg, out, sizes)
                     or not info.dies_at(arg, here)
                     or not can_update_in_place(kernel, i, j)
@@ -188,7 +219,7 @@ def reuse_freed(program: ProgramOp) -> None:
     sizes = BufferSizes()
     frees: dict[tuple[object, ...], list[tuple[int, FreeOp]]] = {}
     for i, op in enumerate(ops):
-        if isinstance(op, FreeOp):
+        if isinstance(op, FreeOp) and _size_trusted(op.buffer):
             assert isinstance(op.buffer.type, MemRefType)
             frees.setdefault(_reuse_key(op.buffer.type), []).append((i, op))
     used: set[int] = set()
