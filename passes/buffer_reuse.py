@@ -37,6 +37,8 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from kiln.dialects.aten import AtenOp
+from kiln.dialects.aten.result_layout import SMALLER_THAN_META
 from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.lifetimes import is_buffer
 from kiln.dialects.kernel.liveness import (
@@ -91,33 +93,15 @@ def strip_frees(program: ProgramOp) -> None:
         block.erase_op(op)
 
 
-SMALLER_THAN_META = frozenset(
-    {
-        "aten::_embedding_bag.default",
-        "aten::_embedding_bag_forward_only.default",
-        "aten::native_batch_norm.default",
-        "aten::_native_batch_norm_legit.default",
-        "aten::_native_batch_norm_legit.no_stats",
-        "aten::_native_batch_norm_legit_no_training.default",
-        "aten::cudnn_batch_norm.default",
-        "aten::miopen_batch_norm.default",
-    }
-)
-"""ATen calls some of whose results eager makes smaller than their FakeTensors say
-(``_embedding_bag``'s ``offset2bag`` is empty in ``sum`` mode with per-sample weights,
-where the meta says one entry per index; the CPU's batch-norm statistics are empty in
-inference): their memory is never given to another buffer, which would be written past
-its end (a segfault in the OpInfo gradient sweep, bfloat16 ``embedding_bag``)."""
-
-
 def _size_trusted(value: SSAValue) -> bool:
-    """``value``'s memory is as large as its type says (not a result of an ATen call
-    in :data:`SMALLER_THAN_META`)."""
+    """``value``'s memory is as large as its type says: not a result of an extern calling
+    one of :data:`~kiln.dialects.aten.result_layout.SMALLER_THAN_META` (a segfault in the
+    OpInfo gradient sweep: a kernel wrote past the end of bfloat16 ``embedding_bag``'s
+    empty ``offset2bag``)."""
     owner = value.owner
-    if not isinstance(owner, ExternOp):
-        return True
-    names = {getattr(op, "overload_name", None) for op in owner.body.walk()}
-    return not names & SMALLER_THAN_META
+    return not isinstance(owner, ExternOp) or not any(
+        isinstance(op, AtenOp) and op.overload_name in SMALLER_THAN_META for op in owner.body.walk()
+    )
 
 
 def update_in_place(program: ProgramOp, kernels: dict[str, KernelOp]) -> int:

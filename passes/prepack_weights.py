@@ -128,17 +128,14 @@ def _float(value: SSAValue | None, rank: int) -> bool:
     return _tensor_of(value, rank, (BFloat16Type, Float16Type, Float32Type, Float64Type))
 
 
-def _cpu_convolution_float(value: SSAValue | None, rank: int) -> bool:
-    """float32 or bfloat16: the dtypes whose CPU convolutions are packed. A bfloat16 one
-    on a channels-last input had ATen copy its OIHW weight at every call, in a state
-    oneDNN slowed by 2-3x (ResNet-18 small inference on the AMD EPYC VM: 8.5-19.8 ms
-    against 4.2 ms packed, eager 6.7 ms; ResNet-50 32.6 against 14.7)."""
-    return _tensor_of(value, rank, (Float32Type, BFloat16Type))
-
-
-def _cpu_float32_convolution(value: SSAValue | None, rank: int) -> bool:
-    """float32 only: a CPU without oneDNN's bfloat16 path (:func:`_cpu_packs_bfloat16`)."""
-    return _tensor_of(value, rank, (Float32Type,))
+def _cpu_convolution_float(bfloat16: bool) -> Callable[[SSAValue | None, int], bool]:
+    """float32, and bfloat16 if ``bfloat16`` (:func:`_cpu_packs_bfloat16`): the dtypes
+    whose CPU convolutions are packed. A bfloat16 one on a channels-last input had ATen
+    copy its OIHW weight at every call, in a state oneDNN slowed by 2-3x (ResNet-18 small
+    inference on the AMD EPYC VM: 8.5-19.8 ms against 4.2 ms packed, eager 6.7 ms;
+    ResNet-50 32.6 against 14.7)."""
+    types = (Float32Type, BFloat16Type) if bfloat16 else (Float32Type,)
+    return lambda value, rank: _tensor_of(value, rank, types)
 
 
 @cache
@@ -196,9 +193,7 @@ def packable(op: AtenOp, func: FuncOp, on_gpu: bool = False, cpu_bfloat16: bool 
     tensors = op.tensor_operands()
     x, weight = tensors["input"][0], tensors["weight"][0]
     bias = tensors["bias"][0] if tensors.get("bias") else None
-    floating = (
-        _float if on_gpu else _cpu_convolution_float if cpu_bfloat16 else _cpu_float32_convolution
-    )
+    floating = _float if on_gpu else _cpu_convolution_float(cpu_bfloat16)
     # The input's and result's sizes may be symbolic: the site packs per input size.
     return (
         _spatial_weight_argument(weight, func, floating)

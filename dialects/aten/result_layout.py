@@ -96,3 +96,22 @@ __all__ = [
     "stride_order",
     "with_unit_dims",
 ]
+
+
+SMALLER_THAN_META = frozenset(
+    {
+        "aten::_embedding_bag.default",
+        "aten::_embedding_bag_forward_only.default",
+        "aten::native_batch_norm.default",
+        "aten::_native_batch_norm_legit.default",
+        "aten::_native_batch_norm_legit.no_stats",
+        "aten::_native_batch_norm_legit_no_training.default",
+        "aten::cudnn_batch_norm.default",
+        "aten::miopen_batch_norm.default",
+    }
+)
+"""ATen calls some of whose results eager makes smaller than their FakeTensors (and so
+their types) say: ``_embedding_bag``'s ``offset2bag`` is empty in ``sum`` mode with
+per-sample weights, where the meta says one entry per index; the CPU's batch-norm
+statistics are empty in inference. Their memory must not be given to another value
+(``buffer-reuse``), which would be written past its end."""
