@@ -46,6 +46,14 @@ Inductor's 0.28 ms padded). Its bias vector is padded too and stays in the produ
 (a bias ``add`` after the slice was a pass of its own over the logits, 167 us on an H100);
 a bias that is no vector goes into an ``add`` of the slice instead.
 
+The other misaligned products (float32 without TF32, memory bound, ``M`` of a row-major
+``a``) are decided by measurement where the compile runs on a GPU (``measure=auto``, as
+Inductor times every misaligned product): cuBLAS picks its kernel by the sizes, and no
+rule predicts it. MobileNet-v3's classifier gradient at batch 2, float32
+``[2, 1000] x [1000, 1024]``, ran ``gemmSN_NN`` in 16-21 us on an H100 and, with two zero
+rows (``M = 4``), a split-K kernel in 5 us, which is what Inductor ran
+(:mod:`kiln.backends.triton.matmul_padding` times both forms and keeps the verdict).
+
 ```mlir
 %0 = aten.addmm.default(%b, %x, %w) : (tensor<1001xbf16>, tensor<64x32xbf16>, tensor<32x1001xbf16>) -> tensor<64x1001xbf16>
 ```
@@ -64,7 +72,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import ClassVar
@@ -90,6 +98,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from kiln.backends.triton.matmul_padding import PaddingProblem
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device, tf32_matmul
@@ -172,9 +181,24 @@ def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
     return op.operands[first], op.operands[first + 1]
 
 
-def plan_padding(op: AtenOp, tf32: bool) -> _Plan | None:
-    """How to pad ``op`` (``mm``/``bmm``), or ``None`` to leave it; ``tf32``: whether
-    float32 products run on the tensor cores (in TF32)."""
+Measure = Callable[[PaddingProblem], bool]
+"""Whether a product's padded form is faster (``pad-mm{measure=auto}`` on a GPU:
+:func:`kiln.backends.triton.matmul_padding.padding_pays`)."""
+
+_DTYPE_NAMES: dict[type[Attribute], str] = {
+    BFloat16Type: "bfloat16",
+    Float16Type: "float16",
+    Float32Type: "float32",
+}
+
+
+def plan_padding(op: AtenOp, tf32: bool, measure: Measure | None = None) -> _Plan | None:
+    """How to pad ``op`` (``mm``/``bmm``/``addmm``), or ``None`` to leave it; ``tf32``:
+    whether float32 products run on the tensor cores (in TF32). The rules pad what is
+    known to pay; ``measure``, where given, decides the other misaligned products, ``M``
+    of a row-major ``a`` included (cuBLAS picks its kernel by the sizes: a float32
+    ``[2, 1000] x [1000, 1024]`` ran ``gemmSN_NN`` in 16-21 us on an H100, ``M = 4`` a
+    split-K kernel in 5 us)."""
     if op.overload_name not in _PADDED or op.sym_operands():
         return None
     if _is_addmm(op) and not (is_one(op, "alpha") and is_one(op, "beta")):
@@ -189,16 +213,34 @@ def plan_padding(op: AtenOp, tf32: bool) -> _Plan | None:
     alignment = _ALIGNMENT.get(type(element))
     if alignment is None or b.type != TensorType(element, b_shape):
         return None
-    if isinstance(element, Float32Type) and not tf32:
-        return None
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     if 0 in (m, k, n):
         return None
-    m_pad = _padding(m, alignment) if _transposed(a) else 0
-    plan = _Plan(m_pad, _padding(k, alignment), _padding(n, alignment))
-    if plan.m_pad == plan.k_pad == plan.n_pad == 0 or not compute_bound(m, k, n, element):
+    if tf32 or not isinstance(element, Float32Type):
+        m_pad = _padding(m, alignment) if _transposed(a) else 0
+        plan = _Plan(m_pad, _padding(k, alignment), _padding(n, alignment))
+        if (plan.m_pad or plan.k_pad or plan.n_pad) and compute_bound(m, k, n, element):
+            return plan
+    if measure is None:
         return None
-    return plan
+    plan = _Plan(_padding(m, alignment), _padding(k, alignment), _padding(n, alignment))
+    if plan.m_pad == plan.k_pad == plan.n_pad == 0:
+        return None
+    vector = TensorType(element, [n])
+    problem = PaddingProblem(
+        dtype=_DTYPE_NAMES[type(element)],
+        batch=a_shape[0] if len(a_shape) == 3 else 0,
+        m=m,
+        k=k,
+        n=n,
+        a_transposed=_transposed(a),
+        b_transposed=_transposed(b),
+        bias=_is_addmm(op) and op.operands[0].type == vector,
+        m_pad=plan.m_pad,
+        k_pad=plan.k_pad,
+        n_pad=plan.n_pad,
+    )
+    return plan if measure(problem) else None
 
 
 def _pad(value: SSAValue, pads: list[int], location: object) -> AtenOp:
@@ -276,15 +318,17 @@ class PadMatmul(RewritePattern):
     """``mm``/``bmm``/``addmm`` with a misaligned ``K`` or ``N`` (or ``M`` of a transposed
     ``a``) -> padded operands, sliced result (plus the bias for ``addmm``)."""
 
-    def __init__(self, tf32: bool) -> None:
+    def __init__(self, tf32: bool, measure: Measure | None = None) -> None:
         self.tf32 = tf32
-        """Whether float32 products run in TF32 (else they are left alone)."""
+        """Whether float32 products run in TF32 (else the rules leave them alone)."""
+        self.measure = measure
+        """Decides the products the rules leave (None: they stay as they are)."""
         self.sliced: list[SSAValue] = []
         """The sliced products whose rows are padded (for :func:`_return_padded`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
-        plan = plan_padding(op, self.tf32)
+        plan = plan_padding(op, self.tf32, self.measure)
         if plan is None:
             return
         a, b = _matrices(op)
@@ -552,10 +596,28 @@ class PadMmPass(ModulePass):
     """Pad whatever the device, and float32 products as if in TF32 (``kiln-opt`` tests;
     the driver leaves it off)."""
 
+    measure: str = "auto"
+    """The misaligned products the rules leave: ``auto`` times them padded and as they
+    are on this process's GPU and pads where that is faster (as Inductor does; verdicts
+    kept on disk), where the module is on CUDA and a GPU is here (never under ``force``);
+    ``never`` leaves them."""
+
+    def measurer(self, module: ModuleOp) -> Measure | None:
+        if self.measure not in ("auto", "never"):
+            raise ValueError(f"pad-mm: measure={self.measure!r} (expected auto or never)")
+        if self.measure == "never" or self.force or not _on_cuda(module):
+            return None
+        from kiln.backends.triton.matmul_padding import can_measure, padding_pays
+
+        if not can_measure():
+            return None
+        device = module_device(module)
+        return lambda problem: padding_pays(problem, device)
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not (self.force or _on_cuda(op)):
             return
-        pattern = PadMatmul(tf32=self.force or tf32_matmul(op))
+        pattern = PadMatmul(tf32=self.force or tf32_matmul(op), measure=self.measurer(op))
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
         if pattern.sliced:
             for func in op.walk():

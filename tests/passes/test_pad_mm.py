@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import pytest
 import torch
-from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
+from pass_checks import ArgsFactory, assert_pass_output, assert_same_semantics, printed, run_pass
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 
 import kiln
+from kiln.backends.triton.matmul_padding import PaddingProblem
 from kiln.compiler import DEFAULT_PIPELINE
 from kiln.dialects.aten.interpreter import run_function
 from kiln.output_structure import rebuild_structure
@@ -272,7 +276,8 @@ def test_float32_is_padded_only_in_tf32() -> None:
     would only add copies (ViT-small's training step on the H200). 16-bit products are
     padded either way."""
     full_fp32 = 'builtin.module attributes {"kiln.device" = "cuda:0"} {' + N_MISALIGNED + "}"
-    assert "aten.constant_pad_nd" not in printed(run_pass(PadMmPass(), full_fp32)[1])
+    never = PadMmPass(measure="never")  # the rules alone, on a machine with a GPU too
+    assert "aten.constant_pad_nd" not in printed(run_pass(never, full_fp32)[1])
     large_bf16 = (
         N_MISALIGNED.replace("f32", "bf16")
         .replace("64x", "4096x")
@@ -417,3 +422,142 @@ def test_end_to_end_a_returned_view_of_a_padded_product() -> None:
         strides = [g.stride() for g in got]
         assert strides[0] == ((32 * 1004, 1004, 1) if padded else (32 * 1001, 1001, 1))
         assert strides[1:] == [e.stride() for e in expected[1:]]
+
+
+CLASSIFIER_GRADIENT = """
+builtin.module attributes {"kiln.device" = "cuda:0"} {
+  func.func @f(%g: tensor<2x1000xf32>, %w: tensor<1000x1024xf32>) -> tensor<2x1024xf32> {
+    %0 = aten.mm.default(%g, %w) : (tensor<2x1000xf32>, tensor<1000x1024xf32>) -> tensor<2x1024xf32>
+    func.return %0 : tensor<2x1024xf32>
+  }
+}
+"""
+"""MobileNet-v3's classifier input gradient at batch 2 (float32, no TF32): no rule pads
+it (memory bound, row-major ``a``), cuBLAS ran it in ``gemmSN_NN`` (16-21 us on an H100)
+and with ``M = 4`` in a split-K kernel (5 us)."""
+
+
+@dataclass
+class FakeGpu:
+    """A GPU that measures: records the problems asked about, answers ``pays``."""
+
+    pays: bool = True
+    asked: list[PaddingProblem] = field(default_factory=list[PaddingProblem])
+
+    def padding_pays(self, problem: PaddingProblem, device: str) -> bool:
+        assert device == "cuda:0"  # the module's
+        self.asked.append(problem)
+        return self.pays
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
+    from kiln.backends.triton import matmul_padding
+
+    fake = FakeGpu()
+    monkeypatch.setattr(matmul_padding, "can_measure", lambda: True)
+    monkeypatch.setattr(matmul_padding, "padding_pays", fake.padding_pays)
+    return fake
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_the_products_the_rules_leave_are_measured(gpu: FakeGpu, pays: bool) -> None:
+    gpu.pays = pays
+    before, after = run_pass(PadMmPass(), CLASSIFIER_GRADIENT)
+    assert gpu.asked == [
+        PaddingProblem("float32", 0, 2, 1000, 1024, False, False, False, m_pad=2, k_pad=0, n_pad=0)
+    ]
+    out = printed(after)
+    if not pays:
+        assert "aten.constant_pad_nd" not in out
+        return
+    # M of a row-major ``a`` too (cuBLAS picks its kernel by M): two zero rows, sliced back
+    assert "aten.constant_pad_nd.default(%g, pad = [0, 0, 0, 2])" in out
+    assert "aten.mm.default(%padded, %w) : (tensor<4x1000xf32>, tensor<1000x1024xf32>)" in out
+    assert "aten.slice.Tensor(%mm_padded, start = 0, end = 2)" in out
+    assert "aten.clone" not in out
+    # integers: exact sums in any order (the padded product's blocking differs)
+    integers: dict[str, ArgsFactory] = {
+        "f": lambda: [
+            torch.randint(-3, 4, (2, 1000)).float(),
+            torch.randint(-3, 4, (1000, 1024)).float(),
+        ]
+    }
+    assert_same_semantics(before, after, integers)
+
+
+def test_measuring_is_never_asked_for_what_the_rules_decide_or_under_never(gpu: FakeGpu) -> None:
+    on_gpu = (
+        'builtin.module attributes {"kiln.device" = "cuda:0", "kiln.tf32_matmul"} {'
+        + N_MISALIGNED
+        + "}"
+    )
+    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), on_gpu)[1])  # the rules
+    assert_pass_output(PadMmPass(measure="never"), CLASSIFIER_GRADIENT, CLASSIFIER_GRADIENT)
+    assert_pass_output(PadMmPass(), N_MISALIGNED, N_MISALIGNED)  # not on CUDA
+    aligned = CLASSIFIER_GRADIENT.replace("2x", "4x")
+    assert_pass_output(PadMmPass(), aligned, aligned)
+    assert gpu.asked == []
+    with pytest.raises(ValueError, match="measure='sometimes'"):
+        run_pass(PadMmPass(measure="sometimes"), CLASSIFIER_GRADIENT)
+
+
+def test_a_measured_addmm_and_bmm_describe_their_bias_layout_and_batch(gpu: FakeGpu) -> None:
+    gpu.pays = False
+    text = """
+    builtin.module attributes {"kiln.device" = "cuda:0"} {
+      func.func @f(%b: tensor<1000xf32>, %x: tensor<2x1024xf32>, %w: tensor<1000x1024xf32>,
+                   %p: tensor<3x5x7xf32>, %q: tensor<3x7x9xf32>) -> (tensor<2x1000xf32>, tensor<3x5x9xf32>) {
+        %t = aten.t.default(%w) : (tensor<1000x1024xf32>) -> tensor<1024x1000xf32>
+        %0 = aten.addmm.default(%b, %x, %t) : (tensor<1000xf32>, tensor<2x1024xf32>, tensor<1024x1000xf32>) -> tensor<2x1000xf32>
+        %1 = aten.bmm.default(%p, %q) : (tensor<3x5x7xf32>, tensor<3x7x9xf32>) -> tensor<3x5x9xf32>
+        func.return %0, %1 : tensor<2x1000xf32>, tensor<3x5x9xf32>
+      }
+    }
+    """
+    run_pass(PadMmPass(), text)
+    assert gpu.asked == [
+        PaddingProblem("float32", 0, 2, 1024, 1000, False, True, True, m_pad=2, k_pad=0, n_pad=0),
+        PaddingProblem("float32", 3, 5, 7, 9, False, False, False, m_pad=3, k_pad=1, n_pad=3),
+    ]
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        PaddingProblem("float64", 0, 2, 1000, 1024, False, False, False, 2, 0, 0),
+        PaddingProblem("float64", 0, 6, 30, 1001, True, True, True, 2, 2, 3),
+        PaddingProblem("float64", 0, 2, 1024, 1001, False, True, True, 0, 0, 3),
+        PaddingProblem("float64", 0, 5, 30, 1001, False, False, True, 3, 2, 3),
+        PaddingProblem("float64", 3, 5, 7, 9, True, False, False, 3, 1, 3),
+    ],
+    ids=lambda p: p.describe(),
+)
+def test_the_timed_padded_form_computes_the_product(problem: PaddingProblem) -> None:
+    """What the GPU times as the padded form is the same product as the original (in
+    float64 here: the padded product sums in another order)."""
+    from kiln.backends.triton.matmul_padding import _programs  # pyright: ignore[reportPrivateUsage]
+
+    torch.manual_seed(0)
+    original, padded = _programs(problem, "cpu")
+    want, have = original(), padded()
+    assert have.shape == want.shape
+    torch.testing.assert_close(have, want)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="times cuBLAS on a GPU")
+def test_a_verdict_is_measured_once_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kiln.backends.triton import matmul_padding
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    problem = PaddingProblem("float32", 0, 2, 1000, 1024, False, False, False, 2, 0, 0)
+    timing = matmul_padding.padding_timing(problem)
+    assert timing.original_ms > 0
+    assert timing.padded_ms > 0
+    (stored,) = (tmp_path / "matmul-padding").glob("*.json")
+    matmul_padding._measured.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(matmul_padding, "_measured", lambda *_: pytest.fail("measured again"))
+    assert matmul_padding.padding_timing(problem) == timing
+    assert stored.exists()
