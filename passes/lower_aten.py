@@ -433,6 +433,12 @@ def _returned(
         return lowered
     buffer = lowered.buffer
     first = returned.get(buffer, value)
+    if isinstance(value, BlockArgument) and _is_argument(ctx, buffer):
+        # An argument returned unchanged is returned itself, as eager returns it, in the
+        # strides it came in (the graph's contract): a strided one (a channels-last
+        # gradient passed straight through) was copied into a row-major buffer.
+        returned.setdefault(buffer, value)
+        return buffer
     root = _eager_base(value)
     taken = _is_argument(ctx, _viewed_buffer(buffer)) or (
         first is not value and _eager_base(first) is not root
