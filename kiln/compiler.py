@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
@@ -56,6 +56,9 @@ from kiln.executors import (
 from kiln.gc_pause import frozen_heap
 from kiln.output_structure import is_flat
 from kiln.registry import Registry, default_registry, normalize_pipeline
+
+if TYPE_CHECKING:
+    from kiln.passes.pad_mm import PadMmPass
 
 
 @dataclass
@@ -410,6 +413,7 @@ def _run_pipeline(
 ) -> None:
     """Run the options' pipeline on ``module`` in place, timing each pass into ``stats``."""
     from kiln.passes.aten_to_loop.stamp import stamped_notes
+    from kiln.passes.pad_mm import PadMmPass
     from kiln.passes.scheduling.stamp import STAMPED_FUSE_ATTR
 
     setup_start = time.perf_counter() if setup_start is None else setup_start
@@ -430,6 +434,8 @@ def _run_pipeline(
             if debug is not None:
                 dump(debug, f"{next(counter):02d}_{prev.name}.mlir", str(mod))
         last[0] = now
+        if isinstance(_next, PadMmPass):
+            _measure_padding(_next, mod)  # counted as the pass's time
 
     try:
         pipeline = PassPipeline.parse_spec(
@@ -442,6 +448,22 @@ def _run_pipeline(
     last[0] = passes_start = time.perf_counter()
     pipeline.apply(ctx, module)
     stats.stage_seconds["passes"] = time.perf_counter() - passes_start
+
+
+def _measure_padding(pad_mm: PadMmPass, module: ModuleOp) -> None:
+    """Time the products ``pad-mm`` leaves to measurement on the program's GPU and list
+    those that pay padded on ``module`` (``kiln.padded_products``), when a GPU is here."""
+    problems = pad_mm.to_measure(module)
+    if not problems:
+        return
+    from kiln.backends.triton.matmul_padding import can_measure, padding_pays
+    from kiln.dialects.aten.function_attrs import module_device
+    from kiln.dialects.aten.padded_products import mark_padded_products
+
+    if not can_measure():
+        return
+    device = module_device(module)
+    mark_padded_products(module, [p for p in problems if padding_pays(p, device)])
 
 
 def _store(

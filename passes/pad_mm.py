@@ -51,8 +51,11 @@ The other misaligned products (float32 without TF32, memory bound, ``M`` of a ro
 Inductor times every misaligned product): cuBLAS picks its kernel by the sizes, and no
 rule predicts it. MobileNet-v3's classifier gradient at batch 2, float32
 ``[2, 1000] x [1000, 1024]``, ran ``gemmSN_NN`` in 16-21 us on an H100 and, with two zero
-rows (``M = 4``), a split-K kernel in 5 us, which is what Inductor ran
-(:mod:`kiln.backends.triton.matmul_padding` times both forms and keeps the verdict).
+rows (``M = 4``), a split-K kernel in 5 us, which is what Inductor ran. The driver
+asks :meth:`PadMmPass.to_measure` for them, times both forms on the GPU
+(:mod:`kiln.backends.triton.matmul_padding`, verdicts kept on disk) and lists those that
+pay on the module (``kiln.padded_products``, :mod:`kiln.dialects.aten.padded_products`);
+this pass pads what is listed.
 
 ```mlir
 %0 = aten.addmm.default(%b, %x, %w) : (tensor<1001xbf16>, tensor<64x32xbf16>, tensor<32x1001xbf16>) -> tensor<64x1001xbf16>
@@ -72,7 +75,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import ClassVar
@@ -98,10 +101,10 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from kiln.backends.triton.matmul_padding import PaddingProblem
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device, tf32_matmul
+from kiln.dialects.aten.padded_products import PaddingProblem, padded_products
 from kiln.output_structure import replay_view, structure_builder
 from kiln.passes.output_layout import ViewCall, alias_expr, view_chain
 from kiln.passes.unfuse_addmm import is_one
@@ -181,10 +184,6 @@ def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
     return op.operands[first], op.operands[first + 1]
 
 
-Measure = Callable[[PaddingProblem], bool]
-"""Whether a product's padded form is faster (``pad-mm{measure=auto}`` on a GPU:
-:func:`kiln.backends.triton.matmul_padding.padding_pays`)."""
-
 _DTYPE_NAMES: dict[type[Attribute], str] = {
     BFloat16Type: "bfloat16",
     Float16Type: "float16",
@@ -192,13 +191,21 @@ _DTYPE_NAMES: dict[type[Attribute], str] = {
 }
 
 
-def plan_padding(op: AtenOp, tf32: bool, measure: Measure | None = None) -> _Plan | None:
-    """How to pad ``op`` (``mm``/``bmm``/``addmm``), or ``None`` to leave it; ``tf32``:
-    whether float32 products run on the tensor cores (in TF32). The rules pad what is
-    known to pay; ``measure``, where given, decides the other misaligned products, ``M``
-    of a row-major ``a`` included (cuBLAS picks its kernel by the sizes: a float32
-    ``[2, 1000] x [1000, 1024]`` ran ``gemmSN_NN`` in 16-21 us on an H100, ``M = 4`` a
-    split-K kernel in 5 us)."""
+@dataclass(frozen=True)
+class _Product:
+    """A static misaligned-or-not product ``pad-mm`` may pad: its matrices and sizes."""
+
+    a: SSAValue
+    b: SSAValue
+    element: Attribute
+    alignment: int
+    batch: int
+    m: int
+    k: int
+    n: int
+
+
+def _product(op: AtenOp) -> _Product | None:
     if op.overload_name not in _PADDED or op.sym_operands():
         return None
     if _is_addmm(op) and not (is_one(op, "alpha") and is_one(op, "beta")):
@@ -216,31 +223,65 @@ def plan_padding(op: AtenOp, tf32: bool, measure: Measure | None = None) -> _Pla
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     if 0 in (m, k, n):
         return None
-    if tf32 or not isinstance(element, Float32Type):
-        m_pad = _padding(m, alignment) if _transposed(a) else 0
-        plan = _Plan(m_pad, _padding(k, alignment), _padding(n, alignment))
-        if (plan.m_pad or plan.k_pad or plan.n_pad) and compute_bound(m, k, n, element):
-            return plan
-    if measure is None:
+    batch = a_shape[0] if len(a_shape) == 3 else 0
+    return _Product(a, b, element, alignment, batch, m, k, n)
+
+
+def _ruled(product: _Product, tf32: bool) -> _Plan | None:
+    """The rules' plan: tensor-core products (16-bit, or float32 in TF32) that are compute
+    bound, ``M`` padded only for a transposed ``a`` (its leading dimension)."""
+    p = product
+    if isinstance(p.element, Float32Type) and not tf32:
         return None
-    plan = _Plan(_padding(m, alignment), _padding(k, alignment), _padding(n, alignment))
+    m_pad = _padding(p.m, p.alignment) if _transposed(p.a) else 0
+    plan = _Plan(m_pad, _padding(p.k, p.alignment), _padding(p.n, p.alignment))
     if plan.m_pad == plan.k_pad == plan.n_pad == 0:
         return None
-    vector = TensorType(element, [n])
+    return plan if compute_bound(p.m, p.k, p.n, p.element) else None
+
+
+def measurement(op: AtenOp, tf32: bool) -> tuple[_Plan, PaddingProblem] | None:
+    """The padding of ``op`` to measure (every misaligned dimension, ``M`` of a row-major
+    ``a`` too: cuBLAS picks its kernel by the sizes, a float32 ``[2, 1000] x [1000, 1024]``
+    ran ``gemmSN_NN`` in 16-21 us on an H100, with ``M = 4`` a split-K kernel in 5 us), or
+    None where the rules decide or nothing is misaligned."""
+    product = _product(op)
+    if product is None or _ruled(product, tf32) is not None:
+        return None
+    p = product
+    plan = _Plan(_padding(p.m, p.alignment), _padding(p.k, p.alignment), _padding(p.n, p.alignment))
+    if plan.m_pad == plan.k_pad == plan.n_pad == 0:
+        return None
     problem = PaddingProblem(
-        dtype=_DTYPE_NAMES[type(element)],
-        batch=a_shape[0] if len(a_shape) == 3 else 0,
-        m=m,
-        k=k,
-        n=n,
-        a_transposed=_transposed(a),
-        b_transposed=_transposed(b),
-        bias=_is_addmm(op) and op.operands[0].type == vector,
+        dtype=_DTYPE_NAMES[type(p.element)],
+        batch=p.batch,
+        m=p.m,
+        k=p.k,
+        n=p.n,
+        a_transposed=_transposed(p.a),
+        b_transposed=_transposed(p.b),
+        bias=_is_addmm(op) and op.operands[0].type == TensorType(p.element, [p.n]),
         m_pad=plan.m_pad,
         k_pad=plan.k_pad,
         n_pad=plan.n_pad,
     )
-    return plan if measure(problem) else None
+    return plan, problem
+
+
+def plan_padding(op: AtenOp, tf32: bool, measured: frozenset[str] = frozenset()) -> _Plan | None:
+    """How to pad ``op`` (``mm``/``bmm``/``addmm``), or ``None`` to leave it; ``tf32``:
+    whether float32 products run on the tensor cores (in TF32); ``measured``: the keys of
+    the products measured faster padded (``kiln.padded_products``)."""
+    product = _product(op)
+    if product is None:
+        return None
+    ruled = _ruled(product, tf32)
+    if ruled is not None:
+        return ruled
+    candidate = measurement(op, tf32) if measured else None
+    if candidate is None or candidate[1].key() not in measured:
+        return None
+    return candidate[0]
 
 
 def _pad(value: SSAValue, pads: list[int], location: object) -> AtenOp:
@@ -318,17 +359,17 @@ class PadMatmul(RewritePattern):
     """``mm``/``bmm``/``addmm`` with a misaligned ``K`` or ``N`` (or ``M`` of a transposed
     ``a``) -> padded operands, sliced result (plus the bias for ``addmm``)."""
 
-    def __init__(self, tf32: bool, measure: Measure | None = None) -> None:
+    def __init__(self, tf32: bool, measured: frozenset[str] = frozenset()) -> None:
         self.tf32 = tf32
         """Whether float32 products run in TF32 (else the rules leave them alone)."""
-        self.measure = measure
-        """Decides the products the rules leave (None: they stay as they are)."""
+        self.measured = measured
+        """The products the rules leave that were measured faster padded (their keys)."""
         self.sliced: list[SSAValue] = []
         """The sliced products whose rows are padded (for :func:`_return_padded`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AtenOp, rewriter: PatternRewriter) -> None:
-        plan = plan_padding(op, self.tf32, self.measure)
+        plan = plan_padding(op, self.tf32, self.measured)
         if plan is None:
             return
         a, b = _matrices(op)
@@ -597,27 +638,33 @@ class PadMmPass(ModulePass):
     the driver leaves it off)."""
 
     measure: str = "auto"
-    """The misaligned products the rules leave: ``auto`` times them padded and as they
-    are on this process's GPU and pads where that is faster (as Inductor does; verdicts
-    kept on disk), where the module is on CUDA and a GPU is here (never under ``force``);
-    ``never`` leaves them."""
+    """The misaligned products the rules leave: ``auto`` pads those the module lists as
+    measured faster padded (``kiln.padded_products``: the driver times what
+    :meth:`to_measure` returns on the program's GPU before this pass, as Inductor times
+    every misaligned product); ``never`` leaves them."""
 
-    def measurer(self, module: ModuleOp) -> Measure | None:
+    def _measuring(self) -> bool:
         if self.measure not in ("auto", "never"):
             raise ValueError(f"pad-mm: measure={self.measure!r} (expected auto or never)")
-        if self.measure == "never" or self.force or not _on_cuda(module):
-            return None
-        from kiln.backends.triton.matmul_padding import can_measure, padding_pays
+        return self.measure == "auto" and not self.force
 
-        if not can_measure():
-            return None
-        device = module_device(module)
-        return lambda problem: padding_pays(problem, device)
+    def to_measure(self, module: ModuleOp) -> list[PaddingProblem]:
+        """The products of ``module`` whose padding this pass leaves to measurement (none
+        off CUDA, under ``force`` or ``measure=never``), each once."""
+        if not (self._measuring() and _on_cuda(module)):
+            return []
+        tf32 = tf32_matmul(module)
+        found: dict[PaddingProblem, None] = {}
+        for op in module.walk():
+            if isinstance(op, AtenOp) and (candidate := measurement(op, tf32)) is not None:
+                found[candidate[1]] = None
+        return list(found)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not (self.force or _on_cuda(op)):
             return
-        pattern = PadMatmul(tf32=self.force or tf32_matmul(op), measure=self.measurer(op))
+        measured = padded_products(op) if self._measuring() else frozenset()
+        pattern = PadMatmul(tf32=self.force or tf32_matmul(op), measured=measured)
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
         if pattern.sliced:
             for func in op.walk():
@@ -625,4 +672,4 @@ class PadMmPass(ModulePass):
                     _return_padded(func, pattern.sliced)
 
 
-__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "plan_padding"]
+__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "measurement", "plan_padding"]

@@ -8,8 +8,9 @@ product with two zero rows added (``M = 4``) a split-K kernel in about 5 us; oth
 small products gain nothing. Inductor times both forms of every misaligned product at
 compile time (``pad_mm``'s ``_should_pad``, padding when the padded form, the copies
 included, is more than 1.1x faster); this module does the same for the products the rules
-leave, and keeps each verdict on disk (one JSON per problem, device and torch build), so
-a later compile of the same shapes measures nothing.
+leave (the driver asks ``pad-mm`` for them and lists the winners on the module,
+:mod:`kiln.dialects.aten.padded_products`), and keeps each verdict on disk (one JSON per
+problem, device and torch build), so a later compile of the same shapes measures nothing.
 
 The padded form is timed as ``pad-mm`` writes it: each padded operand copied with
 ``constant_pad_nd`` (a transposed operand's source padded and transposed back), the
@@ -25,33 +26,10 @@ from pathlib import Path
 
 import torch
 
+from kiln.dialects.aten.padded_products import PaddingProblem
+
 PAYS_ABOVE = 1.1
 """The padded form must be this many times faster (Inductor's ``is_padded_faster``)."""
-
-
-@dataclass(frozen=True)
-class PaddingProblem:
-    """One product and its padding: ``[batch,] m x k`` times ``k x n`` (``batch`` 0 for
-    ``mm``/``addmm``), each matrix stored row-major or as the transpose of a row-major
-    one, ``bias``: ``addmm``'s bias vector (padded with ``N``)."""
-
-    dtype: str
-    batch: int
-    m: int
-    k: int
-    n: int
-    a_transposed: bool
-    b_transposed: bool
-    bias: bool
-    m_pad: int
-    k_pad: int
-    n_pad: int
-
-    def describe(self) -> str:
-        batch = f"{self.batch} x " if self.batch else ""
-        layout = ("T" if self.a_transposed else "N") + ("T" if self.b_transposed else "N")
-        pads = f"pad m+{self.m_pad} k+{self.k_pad} n+{self.n_pad}"
-        return f"{self.dtype} {batch}{self.m}x{self.k}x{self.n} {layout} {pads}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +63,7 @@ def padding_timing(problem: PaddingProblem, device: str = "cuda") -> PaddingTimi
         from kiln.backends.cache import store_json
 
         try:
-            store_json(path, {**asdict(timing), "problem": problem.describe()})
+            store_json(path, {**asdict(timing), "problem": problem.key()})
         except OSError:
             pass
     return timing
@@ -186,7 +164,6 @@ def _programs(
 
 __all__ = [
     "PAYS_ABOVE",
-    "PaddingProblem",
     "PaddingTiming",
     "can_measure",
     "padding_pays",

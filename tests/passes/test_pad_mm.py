@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
-from pass_checks import ArgsFactory, assert_pass_output, assert_same_semantics, printed, run_pass
+from pass_checks import (
+    ArgsFactory,
+    assert_pass_output,
+    assert_same_semantics,
+    parse,
+    printed,
+    run_pass,
+)
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 
 import kiln
-from kiln.backends.triton.matmul_padding import PaddingProblem
 from kiln.compiler import DEFAULT_PIPELINE
 from kiln.dialects.aten.interpreter import run_function
+from kiln.dialects.aten.padded_products import PaddingProblem
 from kiln.output_structure import rebuild_structure
 from kiln.passes.pad_mm import PadMmPass
 from kiln.registry import default_registry
@@ -437,40 +443,27 @@ it (memory bound, row-major ``a``), cuBLAS ran it in ``gemmSN_NN`` (16-21 us on 
 and with ``M = 4`` in a split-K kernel (5 us)."""
 
 
-@dataclass
-class FakeGpu:
-    """A GPU that measures: records the problems asked about, answers ``pays``."""
-
-    pays: bool = True
-    asked: list[PaddingProblem] = field(default_factory=list[PaddingProblem])
-
-    def padding_pays(self, problem: PaddingProblem, device: str) -> bool:
-        assert device == "cuda:0"  # the module's
-        self.asked.append(problem)
-        return self.pays
+MNV3_PROBLEM = PaddingProblem(
+    "float32", 0, 2, 1000, 1024, False, False, False, m_pad=2, k_pad=0, n_pad=0
+)
 
 
-@pytest.fixture
-def gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
-    from kiln.backends.triton import matmul_padding
-
-    fake = FakeGpu()
-    monkeypatch.setattr(matmul_padding, "can_measure", lambda: True)
-    monkeypatch.setattr(matmul_padding, "padding_pays", fake.padding_pays)
-    return fake
+def _listing(text: str, *keys: str) -> str:
+    listed = ", ".join(f'"{k}"' for k in keys)
+    return text.replace(
+        '"kiln.device" = "cuda:0"', f'"kiln.device" = "cuda:0", "kiln.padded_products" = [{listed}]'
+    )
 
 
-@pytest.mark.parametrize("pays", [True, False])
-def test_the_products_the_rules_leave_are_measured(gpu: FakeGpu, pays: bool) -> None:
-    gpu.pays = pays
-    before, after = run_pass(PadMmPass(), CLASSIFIER_GRADIENT)
-    assert gpu.asked == [
-        PaddingProblem("float32", 0, 2, 1000, 1024, False, False, False, m_pad=2, k_pad=0, n_pad=0)
-    ]
+def test_the_products_the_rules_leave_are_measured_and_padded_where_listed() -> None:
+    module = parse(CLASSIFIER_GRADIENT)
+    assert PadMmPass().to_measure(module) == [MNV3_PROBLEM]
+    assert MNV3_PROBLEM.key() == "float32 2x1000x1024 NN pad m+2 k+0 n+0"
+    # measured, not faster padded (not listed): left
+    assert_pass_output(PadMmPass(), _listing(CLASSIFIER_GRADIENT), _listing(CLASSIFIER_GRADIENT))
+    listed = _listing(CLASSIFIER_GRADIENT, MNV3_PROBLEM.key())
+    before, after = run_pass(PadMmPass(), listed)
     out = printed(after)
-    if not pays:
-        assert "aten.constant_pad_nd" not in out
-        return
     # M of a row-major ``a`` too (cuBLAS picks its kernel by M): two zero rows, sliced back
     assert "aten.constant_pad_nd.default(%g, pad = [0, 0, 0, 2])" in out
     assert "aten.mm.default(%padded, %w) : (tensor<4x1000xf32>, tensor<1000x1024xf32>)" in out
@@ -484,26 +477,28 @@ def test_the_products_the_rules_leave_are_measured(gpu: FakeGpu, pays: bool) -> 
         ]
     }
     assert_same_semantics(before, after, integers)
+    # listed, but the option says never: left
+    assert_pass_output(PadMmPass(measure="never"), listed, listed)
 
 
-def test_measuring_is_never_asked_for_what_the_rules_decide_or_under_never(gpu: FakeGpu) -> None:
-    on_gpu = (
+def test_nothing_is_measured_where_the_rules_decide_or_off_cuda_or_under_never() -> None:
+    on_gpu_tf32 = (
         'builtin.module attributes {"kiln.device" = "cuda:0", "kiln.tf32_matmul"} {'
         + N_MISALIGNED
         + "}"
     )
-    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), on_gpu)[1])  # the rules
-    assert_pass_output(PadMmPass(measure="never"), CLASSIFIER_GRADIENT, CLASSIFIER_GRADIENT)
-    assert_pass_output(PadMmPass(), N_MISALIGNED, N_MISALIGNED)  # not on CUDA
+    assert PadMmPass().to_measure(parse(on_gpu_tf32)) == []  # the rules pad it
+    assert PadMmPass(measure="never").to_measure(parse(CLASSIFIER_GRADIENT)) == []
+    assert PadMmPass(force=True).to_measure(parse(CLASSIFIER_GRADIENT)) == []
+    off_gpu = CLASSIFIER_GRADIENT.replace('"kiln.device" = "cuda:0"', '"kiln.device" = "cpu"')
+    assert PadMmPass().to_measure(parse(off_gpu)) == []
     aligned = CLASSIFIER_GRADIENT.replace("2x", "4x")
-    assert_pass_output(PadMmPass(), aligned, aligned)
-    assert gpu.asked == []
+    assert PadMmPass().to_measure(parse(aligned)) == []
     with pytest.raises(ValueError, match="measure='sometimes'"):
-        run_pass(PadMmPass(measure="sometimes"), CLASSIFIER_GRADIENT)
+        PadMmPass(measure="sometimes").to_measure(parse(CLASSIFIER_GRADIENT))
 
 
-def test_a_measured_addmm_and_bmm_describe_their_bias_layout_and_batch(gpu: FakeGpu) -> None:
-    gpu.pays = False
+def test_a_measured_addmm_and_bmm_describe_their_bias_layout_and_batch() -> None:
     text = """
     builtin.module attributes {"kiln.device" = "cuda:0"} {
       func.func @f(%b: tensor<1000xf32>, %x: tensor<2x1024xf32>, %w: tensor<1000x1024xf32>,
@@ -511,15 +506,41 @@ def test_a_measured_addmm_and_bmm_describe_their_bias_layout_and_batch(gpu: Fake
         %t = aten.t.default(%w) : (tensor<1000x1024xf32>) -> tensor<1024x1000xf32>
         %0 = aten.addmm.default(%b, %x, %t) : (tensor<1000xf32>, tensor<2x1024xf32>, tensor<1024x1000xf32>) -> tensor<2x1000xf32>
         %1 = aten.bmm.default(%p, %q) : (tensor<3x5x7xf32>, tensor<3x7x9xf32>) -> tensor<3x5x9xf32>
+        %2 = aten.bmm.default(%p, %q) : (tensor<3x5x7xf32>, tensor<3x7x9xf32>) -> tensor<3x5x9xf32>
         func.return %0, %1 : tensor<2x1000xf32>, tensor<3x5x9xf32>
       }
     }
     """
-    run_pass(PadMmPass(), text)
-    assert gpu.asked == [
-        PaddingProblem("float32", 0, 2, 1024, 1000, False, True, True, m_pad=2, k_pad=0, n_pad=0),
-        PaddingProblem("float32", 3, 5, 7, 9, False, False, False, m_pad=3, k_pad=1, n_pad=3),
-    ]
+    addmm = PaddingProblem("float32", 0, 2, 1024, 1000, False, True, True, 2, 0, 0)
+    bmm = PaddingProblem("float32", 3, 5, 7, 9, False, False, False, 3, 1, 3)
+    assert PadMmPass().to_measure(parse(text)) == [addmm, bmm]  # each once
+    assert addmm.key() == "float32 2x1024x1000 NT bias pad m+2 k+0 n+0"
+    assert bmm.key() == "float32 3x5x7x9 NN pad m+3 k+1 n+3"
+
+
+def test_the_driver_measures_before_pad_mm_and_lists_what_pays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kiln.backends.triton import matmul_padding
+    from kiln.compiler import _measure_padding  # pyright: ignore[reportPrivateUsage]
+    from kiln.dialects.aten.padded_products import padded_products
+
+    asked: list[tuple[PaddingProblem, str]] = []
+
+    def pays(problem: PaddingProblem, device: str) -> bool:
+        asked.append((problem, device))
+        return True
+
+    module = parse(CLASSIFIER_GRADIENT)
+    monkeypatch.setattr(matmul_padding, "can_measure", lambda: False)
+    _measure_padding(PadMmPass(), module)  # no GPU here: nothing listed
+    assert padded_products(module) == frozenset()
+    monkeypatch.setattr(matmul_padding, "can_measure", lambda: True)
+    monkeypatch.setattr(matmul_padding, "padding_pays", pays)
+    _measure_padding(PadMmPass(), module)
+    assert asked == [(MNV3_PROBLEM, "cuda:0")]
+    assert padded_products(module) == {MNV3_PROBLEM.key()}
+    assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), str(module))[1])
 
 
 @pytest.mark.parametrize(
@@ -531,7 +552,7 @@ def test_a_measured_addmm_and_bmm_describe_their_bias_layout_and_batch(gpu: Fake
         PaddingProblem("float64", 0, 5, 30, 1001, False, False, True, 3, 2, 3),
         PaddingProblem("float64", 3, 5, 7, 9, True, False, False, 3, 1, 3),
     ],
-    ids=lambda p: p.describe(),
+    ids=lambda p: p.key(),
 )
 def test_the_timed_padded_form_computes_the_product(problem: PaddingProblem) -> None:
     """What the GPU times as the padded form is the same product as the original (in
