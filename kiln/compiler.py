@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -463,7 +464,17 @@ def _measure_padding(pad_mm: PadMmPass, module: ModuleOp) -> None:
     if not can_measure():
         return
     device = module_device(module)
-    mark_padded_products(module, [p for p in problems if padding_pays(p, device)])
+    try:
+        paying = [p for p in problems if padding_pays(p, device)]
+    except Exception as e:  # a measurement is an optimisation: the rules' program still runs
+        warnings.warn(
+            f"kiln: pad-mm could not time {len(problems)} matrix products on {device} "
+            f"({type(e).__name__}: {e}); they stay unpadded",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return
+    mark_padded_products(module, paying)
 
 
 def _store(

@@ -542,6 +542,15 @@ def test_the_driver_measures_before_pad_mm_and_lists_what_pays(
     assert padded_products(module) == {MNV3_PROBLEM.key()}
     assert "aten.constant_pad_nd" in printed(run_pass(PadMmPass(), str(module))[1])
 
+    def fails(problem: PaddingProblem, device: str) -> bool:
+        raise RuntimeError("CUDA error: out of memory")
+
+    fresh = parse(CLASSIFIER_GRADIENT)
+    monkeypatch.setattr(matmul_padding, "padding_pays", fails)
+    with pytest.warns(RuntimeWarning, match="could not time 1 matrix products on cuda:0"):
+        _measure_padding(PadMmPass(), fresh)  # the program still compiles, unpadded
+    assert padded_products(fresh) == frozenset()
+
 
 @pytest.mark.parametrize(
     "problem",
