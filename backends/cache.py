@@ -177,6 +177,18 @@ def load_json(path: Path) -> Any | None:
         return None
 
 
+def load_timings(path: Path, *names: str) -> list[float] | None:
+    """The fields ``names`` of a stored measurement (JSON), or None when it is missing,
+    corrupt or hand-edited (any of them not a positive float): measure again."""
+    value = load_json(path)
+    if not isinstance(value, dict):
+        return None
+    times = [value.get(name) for name in names]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not all(type(t) is float and t > 0 for t in times):  # pyright: ignore[reportUnknownVariableType]
+        return None
+    return times  # pyright: ignore[reportUnknownVariableType, reportReturnType]
+
+
 def store_json(path: Path, value: Any) -> None:
     private_dir(path.parent)
     atomic_write(path, json.dumps(value, sort_keys=True))
@@ -188,6 +200,7 @@ __all__ = [
     "cache_root",
     "content_hash",
     "load_json",
+    "load_timings",
     "max_bytes",
     "private_dir",
     "prune",

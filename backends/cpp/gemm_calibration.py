@@ -127,15 +127,10 @@ def stored_path() -> Path:
 
 
 def _read(path: Path) -> GemmCalibration | None:
-    from kiln.backends.cache import load_json
+    from kiln.backends.cache import load_timings
 
-    value = load_json(path)
-    if not isinstance(value, dict):
-        return None
-    times = [value.get("mm_ms"), value.get("packed_ms")]  # pyright: ignore[reportUnknownMemberType]
-    if not all(type(t) is float and t > 0 for t in times):
-        return None  # corrupt or hand-edited: measure again
-    return GemmCalibration(*times)  # pyright: ignore[reportArgumentType]
+    times = load_timings(path, "mm_ms", "packed_ms")
+    return GemmCalibration(*times) if times is not None else None
 
 
 def calibration() -> GemmCalibration | None:

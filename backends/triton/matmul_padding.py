@@ -92,15 +92,10 @@ def _stored_path(problem: PaddingProblem, device: str) -> Path | None:
 
 
 def _read(path: Path) -> PaddingTiming | None:
-    from kiln.backends.cache import load_json
+    from kiln.backends.cache import load_timings
 
-    value = load_json(path)
-    if not isinstance(value, dict):
-        return None
-    times = [value.get("original_ms"), value.get("padded_ms")]  # pyright: ignore[reportUnknownMemberType]
-    if not all(type(t) is float and t > 0 for t in times):
-        return None  # corrupt or hand-edited: measure again
-    return PaddingTiming(*times)  # pyright: ignore[reportArgumentType]
+    times = load_timings(path, "original_ms", "padded_ms")
+    return PaddingTiming(*times) if times is not None else None
 
 
 @functools.cache
