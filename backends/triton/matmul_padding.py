@@ -43,8 +43,9 @@ class PaddingTiming:
 
 
 def can_measure() -> bool:
-    """A CUDA device to time on (the compile runs where the program will)."""
-    return torch.cuda.is_available()
+    """A CUDA device to time on (the compile runs where the program will), not capturing
+    a CUDA graph (a compile inside a capture: timing there would break the capture)."""
+    return torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing()
 
 
 def padding_pays(problem: PaddingProblem, device: str = "cuda") -> bool:
