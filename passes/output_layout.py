@@ -65,6 +65,7 @@ from kiln.dialects.aten.function_attrs import (
 )
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.result_layout import stride_order, with_unit_dims
+from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 
 
@@ -111,7 +112,8 @@ def _literal_arguments(op: AtenOp) -> str | None:
 
 
 # One view op of a chain: its overload, its literal arguments, and which of its results
-# (None for a single-result op; split/unbind return a list of views).
+# (None for an op returning one tensor; split/unbind return a list of views, of one
+# piece too: ``split(x, 1, dim)`` of a size-1 dim).
 ViewCall = tuple[str, str, int | None]
 
 
@@ -128,7 +130,11 @@ def view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
         if len(tensors) != 1 or arguments is None:
             return value, calls
         assert isinstance(value, OpResult)
-        calls.append((op.overload_name, arguments, value.index if len(op.results) > 1 else None))
+        # split/unbind return a list even of one piece: which one is returned, always
+        returns = op.op_schema().returns
+        listed = len(returns) == 1 and returns[0].kind is ArgKind.TENSOR_LIST
+        piece = value.index if listed or len(op.results) > 1 else None
+        calls.append((op.overload_name, arguments, piece))
         value = tensors[0]
 
 

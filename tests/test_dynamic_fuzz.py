@@ -134,3 +134,20 @@ def test_first_chunk_of_a_symbolic_split_returned_as_is(executor: str) -> None:
     # Found by the derandomized fuzzer: the program returned the input's whole buffer for
     # the view, and the shape check meant to guard the rebuild skipped eager's view.
     check(Program(shape=(5, 6, 3), grow=(2, 2, 2), steps=(("chunk_first", 0),)), executor)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("executor", ["cpp", "interpret"])
+def test_a_view_of_a_one_piece_chunk_found_by_the_fuzz_campaign(executor: str) -> None:
+    # Found by a random fuzz campaign (session 45): ``chunk(t, 3, 1)[0]`` of a size-1 dim
+    # is a ``split`` of one piece, a list of one view in ATen; the returned transpose of
+    # it was replayed on the list, and every call raised (permute of a list).
+    steps = (
+        ("chunk_last", 0),
+        ("broadcast", 0),
+        ("broadcast", 0),
+        ("expand", 0),
+        ("chunk_first", 1),
+        ("reshape_back", 0),
+    )
+    check(Program(shape=(2, 2, 2), grow=(1, 1, 1), steps=steps), executor)

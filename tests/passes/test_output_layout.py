@@ -211,3 +211,29 @@ def test_a_view_that_replays_to_other_strides_stays_a_permuted_copy() -> None:
     _, after = run_pass(OutputLayoutPass(), text)
     structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
     assert "alias" not in structure
+
+
+# ``torch.chunk(t, 3, 1)[0]`` of a size-1 dim under ``dynamic=True``: a ``split`` of one
+# piece, which ATen returns as a list of one view (found by the dynamic fuzzer).
+ONE_PIECE_SPLIT = """
+func.func @f(%x: tensor<2x1x3xf32>) -> tensor<3x1x2xf32> attributes {kiln.outputs = "(0,)", kiln.output_strides = [[1, 3, 3]]} {
+  %y = aten.add.Scalar(%x, other = 1) : (tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  %s = aten.split_with_sizes.default(%y, split_sizes = [1], dim = 1) : (tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  %t = aten.permute.default(%s, dims = [2, 1, 0]) : (tensor<2x1x3xf32>) -> tensor<3x1x2xf32>
+  func.return %t : tensor<3x1x2xf32>
+}
+"""
+
+
+def test_a_view_of_a_one_piece_split_is_replayed_on_the_piece() -> None:
+    """The returned view's chain names the split's piece (``[0]``), as for several pieces:
+    replayed without it, ``permute`` was applied to ATen's list of one tensor and every
+    call raised."""
+    before, after = run_pass(OutputLayoutPass(), ONE_PIECE_SPLIT)
+    structure = after.ops.first.attributes["kiln.outputs"].data  # pyright: ignore
+    assert "'aten::split_with_sizes.default'" in structure
+    x = torch.randn(2, 1, 3)
+    (want,) = run_function(before, [x], "f")
+    (got,) = rebuild_structure(structure, run_function(after, [x], "f"))
+    torch.testing.assert_close(got, want)
+    assert got.stride() == (1, 3, 3)  # eager's: the view itself, not a copy
