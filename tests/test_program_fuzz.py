@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from test_graph_fuzz import _broadcast_partner  # pyright: ignore[reportPrivateUsage]
 
@@ -512,7 +512,7 @@ def check_backward(program: Program, executor: str, seed: int = 1) -> None:
     base = make_inputs(program, seed)
     grads: list[list[torch.Tensor | None]] = []
     outs: list[tuple[torch.Tensor, ...]] = []
-    for fn in (program.run, compiled):
+    for is_eager, fn in ((True, program.run), (False, compiled)):
         inputs = [t.clone().requires_grad_() for t in base]
         out = fn(*inputs)
         weights = torch.Generator().manual_seed(seed + 1)
@@ -526,7 +526,15 @@ def check_backward(program: Program, executor: str, seed: int = 1) -> None:
             if o.requires_grad
         )
         if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            loss.backward()
+            if is_eager:
+                try:
+                    loss.backward()
+                except RuntimeError:
+                    # Eager itself fails: kiln is never asked to agree with an error
+                    # (``True ** x``'s gradient trips an internal assert in PyTorch).
+                    reject()
+            else:
+                loss.backward()
         outs.append(tuple(o.detach() for o in out))
         grads.append([t.grad for t in inputs])
     loosest = loosest_float(program)
