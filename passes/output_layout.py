@@ -63,9 +63,8 @@ from kiln.dialects.aten.function_attrs import (
     contiguous_strides,
     output_strides,
 )
-from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.ops import AtenOp, returns_tensor_list
 from kiln.dialects.aten.result_layout import stride_order, with_unit_dims
-from kiln.dialects.aten.schema import ArgKind
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
 
 
@@ -131,8 +130,7 @@ def view_chain(value: SSAValue) -> tuple[SSAValue, list[ViewCall]]:
             return value, calls
         assert isinstance(value, OpResult)
         # split/unbind return a list even of one piece: which one is returned, always
-        returns = op.op_schema().returns
-        listed = len(returns) == 1 and returns[0].kind is ArgKind.TENSOR_LIST
+        listed = returns_tensor_list(op.op_schema())
         piece = value.index if listed or len(op.results) > 1 else None
         calls.append((op.overload_name, arguments, piece))
         value = tensors[0]

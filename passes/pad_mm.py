@@ -103,6 +103,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.aten.dialect import op_class
+from kiln.dialects.aten.dtypes import type_to_dtype
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device, tf32_matmul
 from kiln.dialects.aten.padded_products import PaddingProblem, padded_products
 from kiln.output_structure import replay_view, structure_builder
@@ -184,13 +185,6 @@ def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
     return op.operands[first], op.operands[first + 1]
 
 
-_DTYPE_NAMES: dict[type[Attribute], str] = {
-    BFloat16Type: "bfloat16",
-    Float16Type: "float16",
-    Float32Type: "float32",
-}
-
-
 @dataclass(frozen=True)
 class _Product:
     """A static misaligned-or-not product ``pad-mm`` may pad: its matrices and sizes."""
@@ -248,12 +242,15 @@ def measurement(op: AtenOp, tf32: bool) -> tuple[_Plan, PaddingProblem] | None:
     product = _product(op)
     if product is None or _ruled(product, tf32) is not None:
         return None
-    p = product
+    return _measured_padding(op, product)
+
+
+def _measured_padding(op: AtenOp, p: _Product) -> tuple[_Plan, PaddingProblem] | None:
     plan = _Plan(_padding(p.m, p.alignment), _padding(p.k, p.alignment), _padding(p.n, p.alignment))
     if plan.m_pad == plan.k_pad == plan.n_pad == 0:
         return None
     problem = PaddingProblem(
-        dtype=_DTYPE_NAMES[type(p.element)],
+        dtype=str(type_to_dtype(p.element)).removeprefix("torch."),
         batch=p.batch,
         m=p.m,
         k=p.k,
@@ -276,9 +273,9 @@ def plan_padding(op: AtenOp, tf32: bool, measured: frozenset[str] = frozenset())
     if product is None:
         return None
     ruled = _ruled(product, tf32)
-    if ruled is not None:
+    if ruled is not None or not measured:
         return ruled
-    candidate = measurement(op, tf32) if measured else None
+    candidate = _measured_padding(op, product)
     if candidate is None or candidate[1].key() not in measured:
         return None
     return candidate[0]

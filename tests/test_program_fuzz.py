@@ -526,15 +526,12 @@ def check_backward(program: Program, executor: str, seed: int = 1) -> None:
             if o.requires_grad
         )
         if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            if is_eager:
-                try:
-                    loss.backward()
-                except RuntimeError:
-                    # Eager itself fails: kiln is never asked to agree with an error
-                    # (``True ** x``'s gradient trips an internal assert in PyTorch).
-                    reject()
-            else:
+            try:
                 loss.backward()
+            except RuntimeError:
+                if not is_eager:
+                    raise
+                reject()  # eager fails (True ** x's backward asserts in PyTorch): not kiln's
         outs.append(tuple(o.detach() for o in out))
         grads.append([t.grad for t in inputs])
     loosest = loosest_float(program)

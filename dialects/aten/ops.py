@@ -180,11 +180,11 @@ class AtenOp(IRDLOperation):
             operands.append(sym)
         results: list[Attribute | Sequence[Attribute]] = []
         expected = len(cls.SCHEMA.returns)
-        if not _has_var_result(cls.SCHEMA) and len(result_types) != expected:
+        if not returns_tensor_list(cls.SCHEMA) and len(result_types) != expected:
             raise encoding.ArgEncodingError(
                 f"{cls.SCHEMA.qualified_name}: expected {expected} results, got {len(result_types)}"
             )
-        if _has_var_result(cls.SCHEMA):
+        if returns_tensor_list(cls.SCHEMA):
             results.append(list(result_types))
         else:
             results.extend(result_types)
@@ -278,7 +278,7 @@ class AtenOp(IRDLOperation):
             )
 
     def _verify_results(self, returns: Sequence[ReturnSpec]) -> None:
-        if _has_var_result(self.op_schema()):
+        if returns_tensor_list(self.op_schema()):
             types = self.result_types
             if not all(isinstance(t, TensorType) for t in types):
                 raise VerifyException(f"{self.name}: results must be tensors")
@@ -425,7 +425,7 @@ def _create_layout(cls: type[AtenOp]) -> _CreateLayout:
         arg_names=frozenset(a.name for a in schema.arguments),
         has_sym=_has_sym_group(schema),
         segmented=any(isinstance(o, AttrSizedOperandSegments) for o in options),
-        result_count=None if _has_var_result(schema) else len(schema.returns),
+        result_count=None if returns_tensor_list(schema) else len(schema.returns),
     )
 
 
@@ -435,7 +435,9 @@ def _has_output_mask(schema: OpSchema) -> bool:
     return any(a.name == "output_mask" for a in schema.arguments)
 
 
-def _has_var_result(schema: OpSchema) -> bool:
+def returns_tensor_list(schema: OpSchema) -> bool:
+    """Whether the op returns one ``Tensor[]`` (split, unbind): its IR results are the
+    list's items, however many (one, for a one-piece split)."""
     return len(schema.returns) == 1 and schema.returns[0].kind is ArgKind.TENSOR_LIST
 
 
@@ -630,7 +632,7 @@ def make_op_class(schema_text: str, tags: Sequence[str] = ()) -> type[AtenOp]:
     if needs_segments:
         fields["irdl_options"] = (AttrSizedOperandSegments(as_property=True),)
     used = set(fields)
-    if _has_var_result(schema):
+    if returns_tensor_list(schema):
         fields[_result_field(schema.returns[0], 0, 1, used)] = var_result_def(TensorType)
     else:
         for i, ret in enumerate(schema.returns):
@@ -790,5 +792,6 @@ __all__ = [
     "class_name",
     "field_name",
     "make_op_class",
+    "returns_tensor_list",
     "torch_schema",
 ]
