@@ -115,19 +115,44 @@ _KILN_EXTRA = (
 _FLASH_CPU_MIN_SCORES = 64 * 64
 
 
-def _only_short_attention(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+class SizeDependent:
+    """A decomposition that applies at some sizes only, judged by the sizes the graph was
+    traced at (``accepts``: per tensor operand, its sizes, -1 where unknown). ``decompose`` asks before tracing at
+    sizes of its own choosing (the primes of :func:`_lifted_body`), where the wrapper
+    could not read the graph's."""
+
+    def __init__(
+        self,
+        decomposition: Callable[..., Any],
+        accepts: Callable[[list[list[int]]], bool],
+    ) -> None:
+        self.decomposition = decomposition
+        self.accepts = accepts
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        sizes = [
+            [-1 if (h := _size_hint(d)) is None else h for d in a.shape]
+            for a in (*args, *kwargs.values())
+            if isinstance(a, torch.Tensor)
+        ]
+        if not self.accepts(sizes):
+            raise NotImplementedError("not at these sizes")
+        return self.decomposition(*args, **kwargs)
+
+
+def _only_short_attention(decomposition: Callable[..., Any]) -> SizeDependent:
     """The flash-attention decomposition, refused (the op stays one ATen call) for long
     sequences. A symbolic sequence length is judged by the size the graph was traced at
     (its hint, see :class:`SymbolicDims`): both programs are right at every length, the
     hint only chooses the faster one for the sizes the model was first called with."""
 
-    def decompose(query: torch.Tensor, key: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        lq, lk = _size_hint(query.shape[-2]), _size_hint(key.shape[-2])
-        if lq is None or lk is None or lq * lk >= _FLASH_CPU_MIN_SCORES:
-            raise NotImplementedError("long sequence: kept as flash attention")
-        return decomposition(query, key, *args, **kwargs)
+    def short(sizes: list[list[int]]) -> bool:
+        lq, lk = sizes[0][-2], sizes[1][-2]  # -1: unknown
+        return lq >= 0 and lk >= 0 and lq * lk < _FLASH_CPU_MIN_SCORES
 
-    return decompose
+    return SizeDependent(decomposition, short)
 
 
 def _size_hint(size: Any) -> int | None:
@@ -431,6 +456,10 @@ def _decomposed_body(
         generic = _size_generic_body(op, overload, table, key, device, shapes)
         if generic is not None:
             return generic
+    if dims is not None and size_generic.lifts_sizes(op):
+        lifted = _lifted_body(op, overload, table, key, device, dims)
+        if lifted is not None:
+            return lifted
     return _cached_trace(
         (*signature, dims, key, device), lambda: _trace(op, overload, table, key, device, dims)
     )
@@ -465,6 +494,52 @@ def _size_generic_body(
     return Traced(func, traced.absent)
 
 
+def _lifted_body(
+    op: AtenOp,
+    overload: Any,
+    table: Decompositions,
+    key: TableKey,
+    device: str,
+    dims: SymbolicDims,
+) -> Traced | None:
+    """``op``'s decomposition at symbolic sizes from two fake traces at primes instead of a
+    symbolic one (0.9 s for CPU attention, a third of OPT's ``dynamic=True`` compile),
+    with the sizes the body reads lifted into symbolic arguments
+    (:func:`~kiln.passes.decompose_parts.size_generic.lift_sizes`). None: no such body."""
+    pattern = size_generic.lifted_pattern(dims.shapes)
+    if pattern is None:
+        return None
+    decomposition = table[overload]
+    if isinstance(decomposition, SizeDependent):
+        hinted = [[d if d >= 0 else dims.hints[-1 - d] for d in shape] for shape in dims.shapes]
+        if not decomposition.accepts(hinted):
+            return None
+        decomposition = decomposition.decomposition
+
+    def trace() -> Traced | None:
+        traces: list[tuple[torch.fx.GraphModule, list[int]]] = []
+        for primes in (size_generic.PRIMES, size_generic.OTHER_PRIMES):
+            traced = _trace_graph(
+                op, overload, table, key, device, None, pattern, primes, decomposition
+            )
+            if traced is None or not size_generic.lift_sizes(traced[0], pattern, primes):
+                return None
+            traces.append(traced)
+        if not size_generic.same_graph(traces[0][0], traces[1][0]):
+            return None  # the body reads a size some other way (a float, a size - 1)
+        return _import_trace(op, *traces[0], pattern=pattern, lifted=True)
+
+    traced = _cached_trace(
+        ("lifted", *size_generic.pattern_key(op, pattern), *_arguments_key(op), key, device),
+        trace,
+    )
+    if traced is None:
+        return None
+    return _with_results_of(
+        op, Traced(size_generic.with_lifted_sizes(traced.func, pattern), traced.absent)
+    )
+
+
 def _cached_trace(entry: tuple[Any, ...], trace: Callable[[], Traced | None]) -> Traced | None:
     if entry in _TRACE_CACHE:
         _TRACE_CACHE.move_to_end(entry)
@@ -487,15 +562,32 @@ def _trace(
 ) -> Traced | None:
     """``op``'s decomposition traced at its types (``dims``: at symbolic sizes;
     ``pattern``: at a size pattern's primes, see ``_size_generic_body``)."""
+    traced = _trace_graph(op, overload, table, key, device, dims, pattern)
+    return None if traced is None else _import_trace(op, *traced, pattern=pattern)
+
+
+def _trace_graph(
+    op: AtenOp,
+    overload: Any,
+    table: Decompositions,
+    key: TableKey,
+    device: str,
+    dims: SymbolicDims | None,
+    pattern: tuple[tuple[int, ...], ...] | None = None,
+    primes: tuple[int, ...] = size_generic.PRIMES,
+    decomposition: Callable[..., Any] | None = None,
+) -> tuple[torch.fx.GraphModule, list[int]] | None:
+    """The FX graph of ``op``'s decomposition (``decomposition``, else the table's) and
+    the op results it does not compute; None where it does not trace or holds only for
+    some sizes."""
     from torch import _guards
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._python_dispatch import _disable_current_modes
 
-    from kiln.dialects.aten.fx import import_graph
-
     schema = op.op_schema()
     tensors = op.tensor_operands()
     flat_inputs: list[SSAValue] = [v for vs in tensors.values() for v in vs if v is not None]
+    decompose = decomposition if decomposition is not None else table[overload]
 
     def build_args(runtime: list[torch.Tensor]) -> tuple[list[Any], dict[str, Any]]:
         it = iter(runtime)
@@ -520,7 +612,7 @@ def _trace(
 
     def fn(*runtime: torch.Tensor) -> Any:
         args, kwargs = build_args(list(runtime))
-        result = table[overload](*args, **kwargs)
+        result = decompose(*args, **kwargs)
         if not isinstance(result, tuple | list):
             return result
         # A plain tuple (a structseq would be traced as a Python call), without the
@@ -532,17 +624,36 @@ def _trace(
         # Outside any ambient tracing context and mode (AOTAutograd's would make shapes
         # symbolic; an active fake mode would claim our example tensors).
         with _guards.tracing(None), _disable_current_modes():
-            examples, shape_env = _examples(flat_inputs, dims, device, pattern)
+            examples, shape_env = _examples(flat_inputs, dims, device, pattern, primes)
             gm = make_fx(
                 fn,
                 decomposition_table=_with_prims(key),
                 tracing_mode="fake" if dims is None else "symbolic",
             )(*examples)
-        if shape_env is not None and shape_env.guards:
-            return None  # the trace holds only for some sizes
-        module = import_graph(gm)
     except Exception:
         # The decomposition does not apply to these types: keep the op.
+        return None
+    if shape_env is not None and shape_env.guards:
+        return None  # the trace holds only for some sizes
+    return gm, absent
+
+
+def _import_trace(
+    op: AtenOp,
+    gm: torch.fx.GraphModule,
+    absent: list[int],
+    *,
+    pattern: tuple[tuple[int, ...], ...] | None,
+    lifted: bool = False,
+) -> Traced | None:
+    """The traced graph ``gm`` as a function replacing ``op`` (None: it cannot). With
+    ``pattern``, traced at its primes: the body must hold for every size (``lifted``:
+    the sizes it reads were lifted into arguments, ``size_generic.lift_sizes``)."""
+    from kiln.dialects.aten.fx import import_graph
+
+    try:
+        module = import_graph(gm)
+    except Exception:
         return None
     funcs = [o for o in module.ops if isinstance(o, FuncOp)]
     if len(funcs) != 1:
@@ -558,25 +669,35 @@ def _trace(
         return None  # the "decomposition" re-emits the op itself
     if pattern is not None:
         # Result types are checked once the body has a use's sizes.
-        if not size_generic.is_size_generic(func, pattern):
+        if not size_generic.is_size_generic(func, pattern, lifted=lifted):
             return None
         func.detach()
         return Traced(func, tuple(absent))
-    # A result of another type is left out: the decomposition computes it for the CPU
-    # (batch norm's saved statistics are [0] there and [C] on CUDA); the op is then only
-    # replaced where that result is unused (see _splice).
-    kept = [v.type == op.results[i].type for i, v in zip(present, ret.arguments, strict=True)]
-    if not any(kept):
-        return None
-    if not all(kept):
-        absent = sorted([*absent, *(i for i, k in zip(present, kept, strict=True) if not k)])
-        values = [v for v, k in zip(ret.arguments, kept, strict=True) if k]
-        Rewriter.replace_op(ret, ReturnOp(*values))
     for inner in func.walk():
         # Sizes of the trace's own shape environment: its symbols are not the graph's.
         inner.attributes.pop(TRACED_SIZES_ATTR, None)
     func.detach()
-    return Traced(func, tuple(absent))
+    return _with_results_of(op, Traced(func, tuple(absent)))
+
+
+def _with_results_of(op: AtenOp, traced: Traced) -> Traced | None:
+    """``traced`` with the results of another type than ``op``'s left out (None: all are):
+    the decomposition computes them for the CPU (batch norm's saved statistics are [0]
+    there and [C] on CUDA; the math path's attention weights where flash attention
+    returns its log-sum-exp); the op is then only replaced where they are unused (see
+    _splice)."""
+    ret = traced.func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    present = [i for i in range(len(op.results)) if i not in traced.absent]
+    kept = [v.type == op.results[i].type for i, v in zip(present, ret.arguments, strict=True)]
+    if not any(kept):
+        return None
+    if all(kept):
+        return traced
+    absent = sorted([*traced.absent, *(i for i, k in zip(present, kept, strict=True) if not k)])
+    values = [v for v, k in zip(ret.arguments, kept, strict=True) if k]
+    Rewriter.replace_op(ret, ReturnOp(*values))
+    return Traced(traced.func, tuple(absent))
 
 
 _SYMBOL_HINTS = (67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113)
@@ -671,6 +792,7 @@ def _examples(
     dims: SymbolicDims | None,
     device: str,
     pattern: tuple[tuple[int, ...], ...] | None = None,
+    primes: tuple[int, ...] = size_generic.PRIMES,
 ) -> tuple[list[Any], Any]:
     """Example inputs for tracing on ``device``: empty tensors (fake ones off the CPU, so
     that no GPU is needed; with ``pattern``, fake ones of its sizes), or, with ``dims``,
@@ -689,7 +811,7 @@ def _examples(
     on_cpu = torch.device(device).type == "cpu"
     if dims is None:
         shapes = (
-            size_generic.traced_shapes(pattern)
+            size_generic.traced_shapes(pattern, primes)
             if pattern is not None
             else [list(cast(TensorType[Any], v.type).get_shape()) for v in values]
         )

@@ -15,12 +15,12 @@ from kiln.passes import decompose
 def traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The overloads ``decompose`` traces from here on (an empty trace cache)."""
     calls: list[str] = []
-    real = decompose._trace
+    real = decompose._trace_graph
 
     def counting(op: AtenOp, *args: Any) -> Any:
         calls.append(op.overload_name)
         return real(op, *args)
 
-    monkeypatch.setattr(decompose, "_trace", counting)
+    monkeypatch.setattr(decompose, "_trace_graph", counting)
     monkeypatch.setattr(decompose, "_TRACE_CACHE", OrderedDict())
     return calls
