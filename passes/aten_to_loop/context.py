@@ -608,21 +608,42 @@ class _ExternBody:
         return self.sym_arg(self.ctx.index_value(e))
 
     def as_strided(self, tensor: SSAValue, view: TensorRef, result_type: Attribute) -> SSAValue:
+        """``view`` of ``tensor`` as ATen ops: ``as_strided``, then ``flip`` of the dims
+        whose strides are negative (a flipped view: ATen's ``as_strided`` refuses negative
+        strides, and a C++ view built with them reads before the storage)."""
         from kiln.dialects.aten.dialect import op_class
 
         as_strided = op_class("as_strided.default")
         assert as_strided is not None
         assert view.strides is not None
+        strides = [sympy.sympify(s) for s in view.strides]
+        sizes = [sympy.sympify(s) for s in view.sizes]
+        if any(not (s.is_nonnegative or s.is_negative) for s in strides):
+            raise NoLowering(f"a view with strides {view.strides} of unknown sign")
+        flipped = [k for k, s in enumerate(strides) if s.is_negative]
+        # The flipped dims' last elements are the lowest addresses: the view starts there
+        # (an empty view anywhere: at 0).
+        offset = sympy.sympify(view.offset) + sum(
+            ((sizes[k] - 1) * strides[k] for k in flipped), sympy.S.Zero
+        )
+        if any(s == 0 for s in sizes):
+            offset = sympy.S.Zero
         args: dict[str, Any] = {
             "self": tensor,
-            "size": [self.size(s) for s in view.sizes],
-            "stride": [self.size(s) for s in view.strides],
+            "size": [self.size(s) for s in sizes],
+            "stride": [self.size(abs(s)) for s in strides],
         }
-        if view.offset != 0:
-            args["storage_offset"] = self.size(view.offset)
+        if offset != 0:
+            args["storage_offset"] = self.size(offset)
         op = as_strided.from_args(args, [result_type])
         self.ops.append(op)
-        return op.results[0]
+        if not flipped:
+            return op.results[0]
+        flip = op_class("flip.default")
+        assert flip is not None
+        reversed_ = flip.from_args({"self": op.results[0], "dims": flipped}, [result_type])
+        self.ops.append(reversed_)
+        return reversed_.results[0]
 
 
 @dataclass
