@@ -18,7 +18,7 @@ differ: dropout in a transformer layer, fractional max pooling) has its metadata
 only. A sample on which eager raises is skipped (kiln is never asked to agree with an
 error).
 
-    python tests/modules/runner.py [--modules nn.Linear,nn.LSTM] [--dtype float32]
+    python tests/modules/module_runner.py [--modules nn.Linear,nn.LSTM] [--dtype float32]
         [--limit N] [--no-grad]
 """
 
@@ -52,6 +52,8 @@ class Outcome:
     passed: int = 0
     random: int = 0
     eager_errors: int = 0
+    uncompiled: int = 0
+    """Passed samples of which kiln compiled no graph (Dynamo ran them eagerly: RNNs)."""
     failures: list[str] = field(default_factory=list[str])
 
 
@@ -206,8 +208,11 @@ def _eager_is_random(build: Callable[[], torch.nn.Module], args: Any, kwargs: An
 def run_sample(
     info: Any, sample: Any, training: bool, grad: bool, compile_options: dict[str, Any]
 ) -> str:
-    """``passed``, ``random`` (metadata compared), ``eager error``; AssertionError or
-    another exception for a failure."""
+    """``passed``, ``random`` (metadata compared), ``uncompiled`` (passed, kiln compiled
+    no graph of it), ``eager error``; AssertionError or another exception for a
+    failure."""
+    from kiln.compile_stats import compile_history, reset_compile_history
+
     c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
     f_args, f_kwargs = sample.forward_input.args, sample.forward_input.kwargs
 
@@ -231,8 +236,11 @@ def run_sample(
     module = build()
     compiled = torch.compile(module, backend="kiln", options={"verbose": False, **compile_options})
     torch.manual_seed(2)
+    reset_compile_history()
     got = run_module(module, f_args, f_kwargs, grad_seed, call=compiled)
     compare(got, want, lambda: _float64(build(), f_args, f_kwargs, grad_seed), random)
+    if not compile_history():
+        return "uncompiled"
     return "random" if random else "passed"
 
 
@@ -284,6 +292,7 @@ def run_module_info(
             else:
                 outcome.passed += 1
                 outcome.random += result == "random"
+                outcome.uncompiled += result == "uncompiled"
     return outcome
 
 
@@ -316,10 +325,12 @@ def main(argv: Sequence[str]) -> None:
         totals.passed += outcome.passed
         totals.random += outcome.random
         totals.eager_errors += outcome.eager_errors
+        totals.uncompiled += outcome.uncompiled
         status = "ok" if not outcome.failures else f"{len(outcome.failures)} FAILED"
         print(
             f"{name:36s} {outcome.samples:3d} samples, {outcome.passed:3d} passed "
-            f"({outcome.random} random), {outcome.eager_errors} eager errors: {status} "
+            f"({outcome.random} random, {outcome.uncompiled} not compiled), "
+            f"{outcome.eager_errors} eager errors: {status} "
             f"[{time.perf_counter() - t0:.1f} s]",
             flush=True,
         )
@@ -327,7 +338,8 @@ def main(argv: Sequence[str]) -> None:
             print(f"    {failure}", flush=True)
             failed.append(f"{name}: {failure}")
     print(
-        f"\n{totals.samples} samples, {totals.passed} passed ({totals.random} metadata only), "
+        f"\n{totals.samples} samples, {totals.passed} passed ({totals.random} metadata only, "
+        f"{totals.uncompiled} not compiled by kiln), "
         f"{totals.eager_errors} eager errors, {len(failed)} failures "
         f"[{time.perf_counter() - start:.0f} s]"
     )

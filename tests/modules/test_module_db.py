@@ -1,0 +1,49 @@
+"""PyTorch's ModuleInfo database as a correctness net: every module's first sample, in
+training mode (and eval where it differs), forward and backward, through
+``torch.compile(backend="kiln")``, equal to eager (``module_runner.py``; the full sweep,
+every sample: ``python tests/modules/module_runner.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from module_runner import Run, compare, module_db, run_module_info
+
+_DB = module_db()
+
+
+@pytest.mark.parametrize("name", sorted(_DB))
+def test_module(name: str) -> None:
+    info = _DB[name]
+    outcome = run_module_info(info, torch.float32, grad=True, limit=1)
+    assert not outcome.failures, "\n".join(outcome.failures)
+    assert outcome.passed + outcome.eager_errors == outcome.samples
+
+
+def test_a_wrong_gradient_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness compares what the compiled module computes: a backend whose
+    gradients are off by 1 % fails the sample."""
+    import module_runner
+
+    real = module_runner.run_module
+
+    def perturbed(*args: Any, **kwargs: Any) -> Run:
+        run = real(*args, **kwargs)
+        if kwargs.get("call") is not None:
+            run.grads = [None if g is None else g * 1.01 for g in run.grads]
+        return run
+
+    monkeypatch.setattr(module_runner, "run_module", perturbed)
+    outcome = run_module_info(_DB["nn.Linear"], torch.float32, grad=True, limit=1)
+    assert outcome.failures
+    assert "gradient" in outcome.failures[0]
+
+
+def test_compare_names_the_output_that_differs() -> None:
+    x = torch.randn(4, 3)
+    want = Run([x], [], [])
+    with pytest.raises(AssertionError, match="output 0"):
+        compare(Run([x + 0.1], [], []), want, lambda: None, random=False)
+    compare(Run([x + 0.1], [], []), want, lambda: None, random=True)  # metadata only
