@@ -504,43 +504,63 @@ def check(program: Program, executor: str, seed: int = 1) -> None:
     assert _aliasing(have, kiln_inputs) == _aliasing(want, eager_inputs), "aliasing"
 
 
+def _gradients(
+    program: Program, fn: Callable[..., Any], base: list[torch.Tensor], seed: int, is_eager: bool
+) -> tuple[tuple[torch.Tensor, ...], list[torch.Tensor | None]]:
+    """``fn``'s outputs and the gradients of a weighted sum of them for every input."""
+    inputs = [t.clone().requires_grad_() for t in base]
+    out = fn(*inputs)
+    weights = torch.Generator().manual_seed(seed + 1)
+    loss = sum(
+        (
+            (o.double() * torch.randn(o.shape, generator=weights, dtype=torch.float64)).nan_to_num()
+        ).sum()
+        for o in out
+        if o.requires_grad
+    )
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        try:
+            loss.backward()
+        except RuntimeError:
+            if not is_eager:
+                raise
+            reject()  # eager fails (True ** x's backward asserts in PyTorch): not kiln's
+    return tuple(o.detach() for o in out), [t.grad for t in inputs]
+
+
 def check_backward(program: Program, executor: str, seed: int = 1) -> None:
-    """Gradients of a weighted sum of the outputs with respect to every input."""
+    """Gradients of a weighted sum of the outputs with respect to every input.
+
+    Where a gradient differs from eager's, kiln is held to AOTAutograd's traced backward
+    run by ATen (``aot_eager``) instead: PyTorch's autograd formulas differ between eager
+    and tracing in places (``prod``'s backward divides the product by the input in
+    eager, NaN for an infinite element, and is zero-safe when traced: the gradient of a
+    one-element product is the output gradient), and the traced formula is the program
+    every compiler is given."""
     torch._dynamo.reset()
     reset_compile_history()
     compiled = kiln.compile(program.run, fullgraph=True, verbose=False, **EXECUTORS[executor])
     base = make_inputs(program, seed)
-    grads: list[list[torch.Tensor | None]] = []
-    outs: list[tuple[torch.Tensor, ...]] = []
-    for is_eager, fn in ((True, program.run), (False, compiled)):
-        inputs = [t.clone().requires_grad_() for t in base]
-        out = fn(*inputs)
-        weights = torch.Generator().manual_seed(seed + 1)
-        loss = sum(
-            (
-                (
-                    o.double() * torch.randn(o.shape, generator=weights, dtype=torch.float64)
-                ).nan_to_num()
-            ).sum()
-            for o in out
-            if o.requires_grad
-        )
-        if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            try:
-                loss.backward()
-            except RuntimeError:
-                if not is_eager:
-                    raise
-                reject()  # eager fails (True ** x's backward asserts in PyTorch): not kiln's
-        outs.append(tuple(o.detach() for o in out))
-        grads.append([t.grad for t in inputs])
+    want_out, want = _gradients(program, program.run, base, seed, is_eager=True)
+    have_out, have = _gradients(program, compiled, base, seed, is_eager=False)
     loosest = loosest_float(program)
-    for k, (h, w) in enumerate(zip(outs[1], outs[0], strict=True)):
+    for k, (h, w) in enumerate(zip(have_out, want_out, strict=True)):
         _close(h, w, f"output {k}", loosest)
-    for k, (h, w) in enumerate(zip(grads[1], grads[0], strict=True)):
+    traced: list[list[torch.Tensor | None]] = []
+    for k, (h, w) in enumerate(zip(have, want, strict=True)):
         assert (h is None) == (w is None), f"grad {k}"
-        if h is not None and w is not None:
+        if h is None or w is None:
+            continue
+        try:
             _close(h, w, f"grad {k}", loosest)
+        except AssertionError:
+            if not traced:
+                torch._dynamo.reset()
+                aot = torch.compile(program.run, backend="aot_eager", fullgraph=True)
+                traced.append(_gradients(program, aot, base, seed, is_eager=False)[1])
+            if traced[0][k] is None:
+                raise
+            _close(h, traced[0][k], f"grad {k} (against aot_eager, where eager differs)", loosest)
 
 
 def fuzz(examples: int) -> settings:
@@ -796,3 +816,21 @@ def test_a_stepped_slice_of_a_channels_last_copy_keeps_eager_strides(executor: s
         Step("slice", "slice", (1,), (3, 0, 2)),
     )
     check(Program((torch.float16,), ((1, 5, 5, 5),), False, steps, (2,), None), executor)
+
+
+def test_a_gradient_eager_computes_otherwise_than_its_traced_formula() -> None:
+    """Found by the fuzz campaign (session 46): ``prod`` of a one-element tensor holding an
+    infinity. Eager's backward divides the product by the input (NaN); the formula
+    AOTAutograd traces is zero-safe (the output gradient), and so is kiln's result, as
+    ``aot_eager``'s: the harness holds kiln to the traced formula there."""
+    program = Program(
+        dtypes=(torch.float32,),
+        shapes=((1,),),
+        special=True,
+        steps=(Step(kind="reduce", name="prod", args=(0,), extra=(0, 0)),),
+        outputs=(1, 0),
+        mutate=None,
+    )
+    inputs = make_inputs(program, 1)
+    assert inputs[0].isinf().any() or inputs[0].isnan().any()
+    check_backward(program, "cpp")
