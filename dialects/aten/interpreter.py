@@ -99,7 +99,17 @@ class AtenFunctions(InterpreterFunctions):
             # module with the op marked as a note on this error.
             raise InterpretationError(f"{op.name}: torch raised {type(e).__name__}: {e}") from e
         if self.check_types:
-            check_results(op, plan.checks, results)
+            try:
+                check_results(op, plan.checks, results)
+            except InterpretationError as mismatch:
+                wrapped = _constants_as_numbers(op, args)
+                if wrapped is None:
+                    raise
+                try:
+                    results = plan.run(wrapped)
+                except Exception:
+                    raise mismatch from None
+                check_results(op, plan.checks, results)
         return results
 
     @impl(ConstantOp)
@@ -107,6 +117,25 @@ class AtenFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: ConstantOp, args: PythonValues
     ) -> PythonValues:
         return (dense_to_tensor(op.value, self.device),)
+
+
+def _constants_as_numbers(op: AtenOp, args: PythonValues) -> PythonValues | None:
+    """``args`` with each 0-dim ``aten.constant`` operand as a Python number (None: there
+    is none). Such a constant is often a Python scalar the tracer lifted (``rsub(x, 0.5)``
+    traced as ``sub(0.5, x)``): a *wrapped number* to type promotion, which a float64
+    constant beside a float32 0-dim tensor is not (float64 result, not float32)."""
+    wrapped = list(args)
+    found = False
+    for k, operand in enumerate(op.operands):
+        value = args[k] if k < len(args) else None
+        if (
+            isinstance(operand.owner, ConstantOp)
+            and isinstance(value, torch.Tensor)
+            and value.dim() == 0
+        ):
+            wrapped[k] = value.item()
+            found = True
+    return tuple(wrapped) if found else None
 
 
 def _register_aten_ops(functions: type[AtenFunctions]) -> None:

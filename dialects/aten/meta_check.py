@@ -118,7 +118,27 @@ def _check(op: AtenOp, stand_in: bool) -> str | None:
         for t in (*op.operand_types, *op.result_types)
     ):
         return None  # meta tensors report quantized values as float32: no verdict
-    return _run_meta(op, plan, dtypes, declared, device is not None, stand_in)
+    mismatch = _run_meta(op, plan, dtypes, declared, device is not None, stand_in)
+    if mismatch is not None and _lifted_scalars(op):
+        # A 0-dim constant operand may be a Python scalar the tracer lifted (a wrapped
+        # number to type promotion: ``rsub(x, 0.5)`` as ``sub(0.5, x)``): the IR holds
+        # if it does for one of the two readings (the interpreter runs it the same way).
+        if _run_meta(op, plan, dtypes, declared, device is not None, stand_in, True) is None:
+            return None
+    return mismatch
+
+
+def _lifted_scalars(op: AtenOp) -> list[int]:
+    """Operands that are 0-dim ``aten.constant`` values."""
+    from kiln.dialects.aten.dialect import ConstantOp
+
+    return [
+        k
+        for k, v in enumerate(op.operands)
+        if isinstance(v.owner, ConstantOp)
+        and isinstance(v.type, TensorType)
+        and not v.type.get_shape()
+    ]
 
 
 def _alias_mismatch(op: AtenOp) -> str | None:
@@ -166,16 +186,21 @@ def _returns_per_result(op: AtenOp) -> list[Any]:
     return list(returns) if len(returns) == len(op.results) else []
 
 
-def _stand_in_values(op: AtenOp, dtypes: Sequence[Any]) -> list[Any] | None:
+def _stand_in_values(
+    op: AtenOp, dtypes: Sequence[Any], scalars: Sequence[int] = ()
+) -> list[Any] | None:
     """Meta tensors for the tensor operands, dynamic dims :data:`STAND_IN`; a symbolic
-    operand is the stand-in as an int or float (None: an operand of another type)."""
+    operand is the stand-in as an int or float (None: an operand of another type); the
+    operands at ``scalars`` (0-dim tensors) as Python numbers of their dtype's kind."""
     import torch
     from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType
 
     meta = torch.device("meta")
     values: list[Any] = []
-    for t, d in zip(op.operand_types, dtypes, strict=True):
-        if isinstance(t, TensorType):
+    for k, (t, d) in enumerate(zip(op.operand_types, dtypes, strict=True)):
+        if k in scalars:
+            values.append(torch.ones((), dtype=d).item())  # pyright: ignore[reportArgumentType]
+        elif isinstance(t, TensorType):
             shape = tuple(STAND_IN if n < 0 else n for n in t.get_shape())
             values.append(torch.empty(shape, dtype=d, device=meta))  # pyright: ignore[reportArgumentType]
         elif isinstance(t, IndexType | IntegerType):
@@ -194,13 +219,15 @@ def _run_meta(
     declared: Sequence[tuple[int, Any, tuple[int, ...]]],
     has_device: bool,
     stand_in: bool,
+    wrapped_constants: bool = False,
 ) -> str | None:
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
     meta = torch.device("meta")
     with _disable_current_modes():
-        values = _stand_in_values(op, dtypes)
+        scalars = _lifted_scalars(op) if wrapped_constants else ()
+        values = _stand_in_values(op, dtypes, scalars)
         if values is None:
             return None
         args = [get(values) for get in plan.positional]

@@ -296,6 +296,26 @@ def test_constant_feeds_aten_ops() -> None:
     assert_close(out, (x * torch.tensor([0.5, -1.0, 2.0])).masked_fill(mask, float("-inf")))
 
 
+def test_a_zero_dim_constant_of_a_wider_dtype_is_a_wrapped_number() -> None:
+    """``rsub(x, 0.5)`` of a 0-dim float32 ``x``, as AOTAutograd traces it: ``sub`` of a
+    lifted float64 constant. The constant was a Python scalar (a wrapped number, which
+    does not promote a float32 result to float64); found by the program fuzzer (session
+    46: the interpreter raised that torch computed float64)."""
+    module = parse(
+        """
+        func.func @forward(%x: tensor<f32>) -> tensor<f32> {
+          %c = aten.constant dense<5.000000e-01> : tensor<f64>
+          %0 = aten.sub.Tensor(%c, %x) : (tensor<f64>, tensor<f32>) -> tensor<f32>
+          func.return %0 : tensor<f32>
+        }
+        """
+    )
+    x = torch.randn(())
+    (out,) = run_function(module, [x])
+    assert out.dtype == torch.float32
+    assert_close(out, torch.rsub(x, 0.5))
+
+
 SYM_ARITH = """
 func.func @forward(%x: tensor<?x6xf32>, %k: index) -> (tensor<?x3xf32>, tensor<?x?xf32>, index, i64, i1) {
   %n = aten.sym_size.int(%x, dim = 0) : (tensor<?x6xf32>) -> index
