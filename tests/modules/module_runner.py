@@ -303,6 +303,12 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--limit", type=int, default=None, help="samples per module and mode")
     parser.add_argument("--no-grad", action="store_true", help="forward only")
+    parser.add_argument(
+        "--any-dtype",
+        action="store_true",
+        help="every module at --dtype, not only those whose ModuleInfo lists it "
+        "(most list float32 and float64 only; eager errors are skipped)",
+    )
     args = parser.parse_args(argv)
     import kiln  # noqa: F401  (registers the backend when not installed as a package)
 
@@ -317,7 +323,7 @@ def main(argv: Sequence[str]) -> None:
         if name in skip:
             continue
         info = db[name]
-        if dtype not in info.dtypes:
+        if dtype not in info.dtypes and not args.any_dtype:
             continue
         t0 = time.perf_counter()
         outcome = run_module_info(info, dtype, not args.no_grad, args.limit)
