@@ -618,9 +618,7 @@ class _ExternBody:
         assert view.strides is not None
         strides = [sympy.sympify(s) for s in view.strides]
         sizes = [sympy.sympify(s) for s in view.sizes]
-        if any(not (s.is_nonnegative or s.is_negative) for s in strides):
-            raise NoLowering(f"a view with strides {view.strides} of unknown sign")
-        flipped = [k for k, s in enumerate(strides) if s.is_negative]
+        flipped = [k for k, s in enumerate(strides) if _negative(s)]
         # The flipped dims' last elements are the lowest addresses: the view starts there
         # (an empty view anywhere: at 0).
         offset = sympy.sympify(view.offset) + sum(
@@ -631,7 +629,7 @@ class _ExternBody:
         args: dict[str, Any] = {
             "self": tensor,
             "size": [self.size(s) for s in sizes],
-            "stride": [self.size(abs(s)) for s in strides],
+            "stride": [self.size(-s if k in flipped else s) for k, s in enumerate(strides)],
         }
         if offset != 0:
             args["storage_offset"] = self.size(offset)
@@ -644,6 +642,15 @@ class _ExternBody:
         reversed_ = flip.from_args({"self": op.results[0], "dims": flipped}, [result_type])
         self.ops.append(reversed_)
         return reversed_.results[0]
+
+
+def _negative(stride: Expr) -> bool:
+    """Whether a (symbolic) stride is negative: a flip's is the negated stride of its
+    input (``-32*s0``); a size expression whose sign sympy cannot tell is not."""
+    stride = sympy.sympify(stride)
+    if stride.is_negative is not None:
+        return bool(stride.is_negative)
+    return stride.could_extract_minus_sign()
 
 
 @dataclass

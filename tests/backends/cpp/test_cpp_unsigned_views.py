@@ -43,3 +43,15 @@ def test_a_flipped_unsigned_view_through_torch_compile(executor: str) -> None:
         compiled = torch.compile(lambda x: x.flip(0), backend="kiln", options=options)
         x = torch.randint(0, 256, shape, dtype=torch.uint8)
         torch.testing.assert_close(compiled(x), x.flip(0), rtol=0, atol=0)
+
+
+def test_a_flipped_unsigned_view_of_symbolic_sizes() -> None:
+    """Under ``dynamic=True`` the flipped strides are symbolic (``-s1``): told negative by
+    their form, the others (products of sizes) non-negative."""
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda x: x[:, 1:].flip(0) + 1, backend="kiln", dynamic=True, options={"verbose": False}
+    )
+    for shape in [(3, 4), (5, 7), (2, 9)]:
+        x = torch.randint(0, 200, shape, dtype=torch.uint8)
+        torch.testing.assert_close(compiled(x), x[:, 1:].flip(0) + 1, rtol=0, atol=0)
