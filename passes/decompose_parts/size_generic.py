@@ -31,7 +31,7 @@ the same (``same_graph``), or the symbolic trace is taken as before.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, TensorType
@@ -181,6 +181,12 @@ def is_size_generic(
 
 def with_sizes(func: FuncOp, sizes: dict[int, int]) -> FuncOp:
     """A copy of a size-generic body with each traced prime replaced by its real size."""
+    return _resized(func, lambda d: sizes.get(d, d))
+
+
+def _resized(func: FuncOp, size_of: Callable[[int], int]) -> FuncOp:
+    """A copy of a traced body with each dim ``d`` of its tensors ``size_of(d)`` (and
+    the trace's own sizes dropped)."""
     func = func.clone()
     values: list[SSAValue] = [*func.body.block.args]
     for inner in func.body.block.ops:
@@ -188,9 +194,10 @@ def with_sizes(func: FuncOp, sizes: dict[int, int]) -> FuncOp:
         inner.attributes.pop(TRACED_SIZES_ATTR, None)
     for value in values:
         ty = value.type
-        if isinstance(ty, TensorType) and any(d in sizes for d in ty.get_shape()):
-            shape = [sizes.get(d, d) for d in ty.get_shape()]
-            Rewriter.replace_value_with_new_type(value, TensorType(ty.element_type, shape))
+        if isinstance(ty, TensorType):
+            shape = [size_of(d) for d in ty.get_shape()]
+            if shape != list(ty.get_shape()):
+                Rewriter.replace_value_with_new_type(value, TensorType(ty.element_type, shape))
     func.update_function_type()
     return func
 
@@ -296,18 +303,7 @@ def same_graph(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> bool:
 def with_lifted_sizes(func: FuncOp, pattern: tuple[tuple[int, ...], ...]) -> FuncOp:
     """A copy of a lifted-size body with each traced size, or product of them, symbolic."""
     primes = _primes_of(pattern)
-    func = func.clone()
-    values: list[SSAValue] = [*func.body.block.args]
-    for inner in func.body.block.ops:
-        values.extend(inner.results)
-        inner.attributes.pop(TRACED_SIZES_ATTR, None)
-    for value in values:
-        ty = value.type
-        if isinstance(ty, TensorType) and any(_baked(d, primes) for d in ty.get_shape()):
-            shape = [DYNAMIC_INDEX if _baked(d, primes) else d for d in ty.get_shape()]
-            Rewriter.replace_value_with_new_type(value, TensorType(ty.element_type, shape))
-    func.update_function_type()
-    return func
+    return _resized(func, lambda d: DYNAMIC_INDEX if _baked(d, primes) else d)
 
 
 def pattern_key(op: AtenOp, pattern: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
