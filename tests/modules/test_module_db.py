@@ -28,11 +28,14 @@ def test_a_wrong_gradient_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     import module_runner
 
     real = module_runner.run_module
+    compiled_calls: list[int] = []
 
     def perturbed(*args: Any, **kwargs: Any) -> Run:
         run = real(*args, **kwargs)
         if kwargs.get("call") is not None:
-            run.grads = [None if g is None else g * 1.01 for g in run.grads]
+            compiled_calls.append(1)
+            if len(compiled_calls) == 1:  # kiln's, not the aot_eager reference's
+                run.grads = [None if g is None else g * 1.01 for g in run.grads]
         return run
 
     monkeypatch.setattr(module_runner, "run_module", perturbed)
@@ -47,3 +50,16 @@ def test_compare_names_the_output_that_differs() -> None:
     with pytest.raises(AssertionError, match="output 0"):
         compare(Run([x + 0.1], [], []), want, lambda: None, random=False)
     compare(Run([x + 0.1], [], []), want, lambda: None, random=True)  # metadata only
+
+
+def test_a_sample_torch_traces_otherwise_than_eager_is_held_to_the_trace() -> None:
+    """``multilabel_margin_loss`` of a 1-d input with ``reduction="none"``: eager returns a
+    0-dim loss, AOTAutograd's traced program (``aot_eager``, Inductor) a ``[1]`` one; kiln
+    computes the traced program, counted apart from a pass."""
+    from module_runner import run_sample, samples_of
+
+    info = _DB["nn.MultiLabelMarginLoss"]
+    samples = samples_of(info, torch.float32, training=True, grad=True)
+    (sample,) = [s for s in samples if s.desc == "1d_reduction_none"]
+    torch._dynamo.reset()
+    assert run_sample(info, sample, True, True, {}) == "traced"
