@@ -64,6 +64,7 @@ from kiln.dialects.aten.call_plan import (
 )
 from kiln.dialects.aten.dialect import ConstantOp, generated_op_classes
 from kiln.dialects.aten.dtypes import UnsupportedDtype, type_to_dtype
+from kiln.dialects.aten.meta_check import lifted_scalar_operands
 from kiln.dialects.aten.ops import AtenOp, GenericOp
 
 
@@ -124,18 +125,10 @@ def _constants_as_numbers(op: AtenOp, args: PythonValues) -> PythonValues | None
     is none). Such a constant is often a Python scalar the tracer lifted (``rsub(x, 0.5)``
     traced as ``sub(0.5, x)``): a *wrapped number* to type promotion, which a float64
     constant beside a float32 0-dim tensor is not (float64 result, not float32)."""
-    wrapped = list(args)
-    found = False
-    for k, operand in enumerate(op.operands):
-        value = args[k] if k < len(args) else None
-        if (
-            isinstance(operand.owner, ConstantOp)
-            and isinstance(value, torch.Tensor)
-            and value.dim() == 0
-        ):
-            wrapped[k] = value.item()
-            found = True
-    return tuple(wrapped) if found else None
+    scalars = lifted_scalar_operands(op)
+    if not scalars:
+        return None
+    return tuple(v.item() if k in scalars else v for k, v in enumerate(args))
 
 
 def _register_aten_ops(functions: type[AtenFunctions]) -> None:

@@ -119,7 +119,7 @@ def _check(op: AtenOp, stand_in: bool) -> str | None:
     ):
         return None  # meta tensors report quantized values as float32: no verdict
     mismatch = _run_meta(op, plan, dtypes, declared, device is not None, stand_in)
-    if mismatch is not None and _lifted_scalars(op):
+    if mismatch is not None and lifted_scalar_operands(op):
         # A 0-dim constant operand may be a Python scalar the tracer lifted (a wrapped
         # number to type promotion: ``rsub(x, 0.5)`` as ``sub(0.5, x)``): the IR holds
         # if it does for one of the two readings (the interpreter runs it the same way).
@@ -128,8 +128,10 @@ def _check(op: AtenOp, stand_in: bool) -> str | None:
     return mismatch
 
 
-def _lifted_scalars(op: AtenOp) -> list[int]:
-    """Operands that are 0-dim ``aten.constant`` values."""
+def lifted_scalar_operands(op: AtenOp) -> list[int]:
+    """Operands that are 0-dim ``aten.constant`` values: perhaps Python scalars the tracer
+    lifted, which type promotion reads as wrapped numbers (the verifier and the
+    interpreter try that reading where the tensor one contradicts the declared types)."""
     from kiln.dialects.aten.dialect import ConstantOp
 
     return [
@@ -226,7 +228,7 @@ def _run_meta(
 
     meta = torch.device("meta")
     with _disable_current_modes():
-        scalars = _lifted_scalars(op) if wrapped_constants else ()
+        scalars = lifted_scalar_operands(op) if wrapped_constants else ()
         values = _stand_in_values(op, dtypes, scalars)
         if values is None:
             return None

@@ -237,7 +237,7 @@ def lift_sizes(
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(pattern) or any(n.op == "get_attr" for n in graph.nodes):
         return False
-    used = [primes[k] for k in range(len(_primes_of(pattern)))]
+    used = primes[: len(_primes_of(pattern))]
     source: dict[int, tuple[torch.fx.Node, int]] = {}
     for node, dims in zip(placeholders, pattern, strict=True):
         for i, d in enumerate(dims):
@@ -260,8 +260,8 @@ def lift_sizes(
         product.meta["val"] = a.meta["val"] * (b if isinstance(b, int) else b.meta["val"])
         return product
 
-    for node in list(graph.nodes):
-        if node.op != "call_function" or node.target is operator.mul or node in sizes.values():
+    for node in list(graph.nodes):  # the trace's own nodes: the reads and products come after
+        if node.op != "call_function":
             continue
 
         def lift(value: Any, node: torch.fx.Node = node) -> Any:

@@ -33,6 +33,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import torch
@@ -158,21 +159,17 @@ def _float64(module: torch.nn.Module, args: Any, kwargs: Any, grad_seed: int | N
 
 
 def compare(got: Run, want: Run, exact: Callable[[], Run | None], random: bool) -> None:
-    """AssertionError naming what differs."""
+    """AssertionError naming what differs (``exact``: the float64 run, asked for where
+    values differ; callers cache it)."""
     assert len(got.outputs) == len(want.outputs), (
         f"{len(got.outputs)} tensor outputs, eager {len(want.outputs)}"
     )
-    reference: list[Run | None] = []
 
     def exact_of(
         pick: Callable[[Run], Sequence[torch.Tensor | None]], k: int
     ) -> torch.Tensor | None:
-        if not reference:
-            reference.append(exact())
-        run = reference[0]
-        if run is None:
-            return None
-        values = pick(run)
+        run = exact()
+        values = [] if run is None else pick(run)
         value = values[k] if k < len(values) else None
         return None if value is None else value.to(torch.float64)
 
@@ -241,7 +238,7 @@ def run_sample(
     torch.manual_seed(2)
     reset_compile_history()
     got = run_module(module, f_args, f_kwargs, grad_seed, call=compiled)
-    exact = lambda: _float64(build(), f_args, f_kwargs, grad_seed)  # noqa: E731
+    exact = cache(lambda: _float64(build(), f_args, f_kwargs, grad_seed))
     try:
         compare(got, want, exact, random)
     except AssertionError:
