@@ -253,7 +253,9 @@ def _aot_run(
     A module runs as a function of its parameters and buffers (each tensor once, so
     tied weights are one input), then its inputs; the parameters keep static shapes.
     """
-    from functorch.compile import aot_function
+    from functorch.compile import aot_function, default_partition
+
+    from kiln.frontends.eager_statistics import with_eager_statistics
 
     program, state = fn, []
     if isinstance(fn, nn.Module):
@@ -263,6 +265,7 @@ def _aot_run(
         program,
         fw_compiler=forward,
         bw_compiler=backward,
+        partition_fn=with_eager_statistics(default_partition),
         decompositions=decompositions,
         num_params_buffers=len(state),
         dynamic=dynamic,

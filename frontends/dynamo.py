@@ -42,6 +42,7 @@ import torch
 
 from kiln.compiler import CompileOptions, compile_graph
 from kiln.frontends.activation_rewrites import rewrite_activations
+from kiln.frontends.eager_statistics import with_eager_statistics
 from kiln.frontends.input_aliases import InputAliases
 from kiln.frontends.input_mutations import InputMutations
 from kiln.frontends.saved_layout import (
@@ -65,7 +66,7 @@ def kiln_backend(
     from torch._dynamo.backends.common import aot_autograd
 
     opts = CompileOptions.from_mapping(options)
-    partition = (
+    partition = with_eager_statistics(
         min_cut_rematerialization_partition if opts.partitioner == "min-cut" else default_partition
     )
     graph_id = next(_GRAPH_IDS)

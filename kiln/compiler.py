@@ -54,6 +54,7 @@ from kiln.executors import (
     owned,
     with_constants,
 )
+from kiln.frontends.eager_statistics import declare_eager_statistics
 from kiln.gc_pause import frozen_heap
 from kiln.output_structure import is_flat
 from kiln.registry import Registry, default_registry, normalize_pipeline
@@ -129,6 +130,9 @@ def compile_graph(
     if aot_seconds is not None:
         stats.stage_seconds["aot"] = aot_seconds
     stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+    # Before anything reads the metadata (the graph key, the importer): a training
+    # step's graphs had it corrected before the partition (kiln.frontends.dynamo).
+    declare_eager_statistics(gm.graph)
     debug = debug_dir_for(options.debug_dir, name)
     if debug is not None:  # printing the graph costs 0.3 s at 48 GPT-2 layers: only when asked
         dump(debug, "fx_graph.py", gm.print_readable(print_output=False))

@@ -377,7 +377,8 @@ def inline_extern(
         elif isinstance(result.type, MemRefType):
             if as_buffer_name is None:
                 as_buffer_name = writer.constant(as_buffer)
-            lines.append(f"{name} = {as_buffer_name}({source}, {arguments})")
+            dtype = writer.constant(declared_dtype(result.type))
+            lines.append(f"{name} = {as_buffer_name}({source}, {arguments}, False, {dtype})")
         else:
             lines.append(f"{name} = {source}")
     if writer.temporaries:
@@ -455,6 +456,7 @@ class ExternCall:
         )
         self.buffer_results = tuple(isinstance(r.type, MemRefType) for r in op.outputs)
         self.fresh_results = _fresh_results(op)
+        self.dtypes = tuple(declared_dtype(r.type) for r in op.outputs)
         self._body = compile_body(op)
         self._op = op
         self._module = module
@@ -462,9 +464,11 @@ class ExternCall:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         values = self._body(*inputs) if self._body is not None else self._interpret(inputs)
         return tuple(
-            as_buffer(v, inputs, fresh) if is_buffer and isinstance(v, torch.Tensor) else v
-            for v, is_buffer, fresh in zip(
-                values, self.buffer_results, self.fresh_results, strict=True
+            as_buffer(v, inputs, fresh, dtype)
+            if is_buffer and isinstance(v, torch.Tensor)
+            else v
+            for v, is_buffer, fresh, dtype in zip(
+                values, self.buffer_results, self.fresh_results, self.dtypes, strict=True
             )
         )
 
@@ -478,6 +482,21 @@ class ExternCall:
         interpreter = make_interpreter(self._module, device)
         interpreter.register_implementations(_KernelYield())
         return tuple(interpreter.run_ssacfg_region(self._op.body, tuple(inputs), "extern"))
+
+
+def declared_dtype(result_type: Attribute) -> torch.dtype | None:
+    """The torch dtype of a buffer result's declared element type (None: not a buffer,
+    or a type torch has no dtype for, such as a quantized one)."""
+    from kiln.dialects.aten.dtypes import UnsupportedDtype, type_to_dtype
+
+    if not isinstance(result_type, MemRefType) or isinstance(
+        result_type.element_type, OpaqueDtypeType
+    ):
+        return None
+    try:
+        return type_to_dtype(result_type.element_type)
+    except UnsupportedDtype:
+        return None
 
 
 def _fresh_results(op: ExternOp) -> tuple[bool, ...]:

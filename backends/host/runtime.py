@@ -109,14 +109,25 @@ FAST_CALLS: dict[str, Callable[..., Any]] = {
 
 
 def as_buffer(
-    value: torch.Tensor | None, inputs: Sequence[Any], fresh: bool = False
+    value: torch.Tensor | None,
+    inputs: Sequence[Any],
+    fresh: bool = False,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor | None:
     """``value`` as a buffer a kernel may read and later overwrite (``fresh``: it cannot
     alias an input, so only its layout is checked). ``None`` stays ``None``: an optional
     output ATen left undefined (cuDNN attention's ``cum_seq_q``) although the FakeTensor
-    the graph was traced with is a tensor."""
+    the graph was traced with is a tensor.
+
+    ``dtype``: the result's declared element type. A few ATen kernels return another
+    than the meta function the graph was traced with declares (mixed-precision
+    ``native_group_norm_backward``: a bfloat16 input gradient, declared float32); the
+    kernels after it read the buffer as declared, so it is converted, as the next ATen
+    op would convert it, never reinterpreted."""
     if value is None:
         return None
+    if dtype is not None and value.dtype != dtype:
+        return value.to(dtype, memory_format=torch.contiguous_format)
     if value.is_contiguous() and value.storage_offset() == 0:
         if fresh:
             return value

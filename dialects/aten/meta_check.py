@@ -29,6 +29,7 @@ from typing import Any
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute
 
+from kiln.dialects.aten.norm_statistics import NORMALIZATIONS
 from kiln.dialects.aten.ops import AtenOp
 
 _VERDICTS: dict[Hashable, str | None] = {}
@@ -240,6 +241,7 @@ def _run_meta(
                 kwargs["pin_memory"] = None
         try:
             results = plan.unpack(plan.target(*args, **kwargs))
+            results = _as_eager_statistics(op, args, kwargs, results)
         except NotImplementedError:
             return None  # no meta kernel (nonzero, unique, ...)
         except (RuntimeError, ValueError, IndexError, TypeError) as e:
@@ -269,6 +271,36 @@ def _run_meta(
                 f"torch computes {_type_text(got)}"
             )
     return None
+
+
+def _as_eager_statistics(
+    op: AtenOp, args: Sequence[Any], kwargs: dict[str, Any], results: Sequence[Any]
+) -> Sequence[Any]:
+    """``results`` with a normalization's saved statistics in the dtype eager's kernels
+    give them where torch's meta says otherwise and the IR declares eager's (see
+    ``norm_statistics``): the IR holds for either reading."""
+    from kiln.dialects.aten.dtypes import type_to_dtype
+    from kiln.dialects.aten.norm_statistics import (
+        STATISTICS,
+        bind_arguments,
+        eager_statistics_dtype,
+    )
+
+    if op.name not in NORMALIZATIONS:
+        return results
+    dtype = eager_statistics_dtype(op.name, bind_arguments(op.op_schema(), args, kwargs))
+    if dtype is None:
+        return results
+    corrected = list(results)
+    for k in STATISTICS:
+        declared = op.result_types[k]
+        if (
+            k < len(corrected)
+            and isinstance(declared, TensorType)
+            and type_to_dtype(declared.element_type) == dtype
+        ):
+            corrected[k] = corrected[k].to(dtype)
+    return corrected
 
 
 def shape_mismatch(op: AtenOp) -> str | None:

@@ -41,7 +41,7 @@ def test_bf16_batch_norm_running_stats_cpp() -> None:
 
 
 def test_decomposition_updates_running_stats_in_float() -> None:
-    from kiln.passes.decompose import base_table
+    from kiln.passes.decompose_parts.tables import base_table
 
     decompose = base_table("kiln")[torch.ops.aten._native_batch_norm_legit_functional.default]
     x = torch.randn(2, 3, 4).bfloat16()
