@@ -12,18 +12,10 @@ eager, instead of a bfloat16 round trip between them.
 from __future__ import annotations
 
 import operator
-from functools import cache
 from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from kiln.dialects.aten.norm_statistics import (
-    NORMALIZATIONS,
-    STATISTICS,
-    bind_arguments,
-    eager_statistics_dtype,
-)
 
 
 def _value(arg: Any) -> Any:
@@ -54,6 +46,8 @@ _READERS = frozenset(
 
 
 def _statistics_uses(node: torch.fx.Node) -> list[torch.fx.Node] | None:
+    from kiln.dialects.aten.norm_statistics import STATISTICS
+
     """The nodes that carry ``node``'s statistics results (its ``getitem``s and their
     ``detach``/``alias`` chains), or None when one reaches anything but a graph output
     or a normalization backward: a value computed from the statistics would keep the
@@ -71,20 +65,29 @@ def _statistics_uses(node: torch.fx.Node) -> list[torch.fx.Node] | None:
     return carriers
 
 
-@cache
-def _overloads() -> frozenset[Any]:
-    from kiln.dialects.aten.call_plan import torch_overload
-
-    return frozenset(torch_overload(name.replace(".", "::", 1)) for name in NORMALIZATIONS)
-
-
 def declare_eager_statistics(graph: torch.fx.Graph) -> int:
     """Give each mixed-precision normalization's saved statistics in ``graph`` eager's
     dtype (the op's ``val`` and those of the nodes carrying them to the backward); the
     number of ops changed."""
+    # Every graph kiln compiles passes here, a warm graph-cache hit included, which
+    # imports none of kiln's IR: only a normalization's name brings the rule in.
+    candidates = [
+        n
+        for n in graph.nodes
+        if "norm" in getattr(n.target, "__name__", "") and n.op == "call_function"
+    ]
+    if not candidates:
+        return 0
+    from kiln.dialects.aten.norm_statistics import (
+        NORMALIZATIONS,
+        STATISTICS,
+        bind_arguments,
+        eager_statistics_dtype,
+    )
+
     changed = 0
-    for node in graph.nodes:
-        if node.target not in _overloads():  # a set lookup: every graph kiln compiles
+    for node in candidates:
+        if str(node.target) not in NORMALIZATIONS:
             continue
         values = node.meta.get("val")
         if not isinstance(values, list | tuple):

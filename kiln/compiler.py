@@ -130,9 +130,6 @@ def compile_graph(
     if aot_seconds is not None:
         stats.stage_seconds["aot"] = aot_seconds
     stats.fx_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
-    # Before anything reads the metadata (the graph key, the importer): a training
-    # step's graphs had it corrected before the partition (kiln.frontends.dynamo).
-    declare_eager_statistics(gm.graph)
     debug = debug_dir_for(options.debug_dir, name)
     if debug is not None:  # printing the graph costs 0.3 s at 48 GPT-2 layers: only when asked
         dump(debug, "fx_graph.py", gm.print_readable(print_output=False))
@@ -181,6 +178,10 @@ def compile_graph(
 
     setup = time.perf_counter() - setup_start
     import_start = time.perf_counter()
+    # After the graph-cache lookup (a hit imports none of kiln's IR): the correction is a
+    # function of the graph the key is made of. A training step's graphs had it before
+    # the partition (kiln.frontends.dynamo).
+    declare_eager_statistics(gm.graph)
     module = import_graph(gm)
     # Traced constants kiln does not embed are arguments after the placeholders.
     constants = lifted_constants(module, gm)
@@ -379,6 +380,7 @@ def _from_graph_cache(
         # Only when asked for: the same import and pipeline as a cold compile.
         from kiln.dialects.aten.fx import import_graph
 
+        declare_eager_statistics(gm.graph)
         again = import_graph(gm)
         marks.apply(again)
         _run_pipeline(again, options, GraphStats(name=name), None, name)

@@ -464,9 +464,7 @@ class ExternCall:
     def __call__(self, *inputs: Any) -> tuple[Any, ...]:
         values = self._body(*inputs) if self._body is not None else self._interpret(inputs)
         return tuple(
-            as_buffer(v, inputs, fresh, dtype)
-            if is_buffer and isinstance(v, torch.Tensor)
-            else v
+            as_buffer(v, inputs, fresh, dtype) if is_buffer and isinstance(v, torch.Tensor) else v
             for v, is_buffer, fresh, dtype in zip(
                 values, self.buffer_results, self.fresh_results, self.dtypes, strict=True
             )

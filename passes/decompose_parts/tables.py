@@ -297,4 +297,3 @@ def with_prims(key: TableKey) -> dict[Any, Callable[..., Any]]:
     merged = dict(_prims_to_aten())
     merged.update(dict(key))
     return merged
-
