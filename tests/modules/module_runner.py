@@ -206,7 +206,12 @@ def _eager_is_random(build: Callable[[], torch.nn.Module], args: Any, kwargs: An
 
 
 def run_sample(
-    info: Any, sample: Any, training: bool, grad: bool, compile_options: dict[str, Any]
+    info: Any,
+    sample: Any,
+    training: bool,
+    grad: bool,
+    compile_options: dict[str, Any],
+    dynamic: bool = False,
 ) -> str:
     """``passed``, ``random`` (metadata compared), ``uncompiled`` (passed, kiln compiled
     no graph of it), ``traced`` (kiln equals ``aot_eager``, which differs from eager),
@@ -234,7 +239,12 @@ def run_sample(
     except Exception:
         return "eager error"
     module = build()
-    compiled = torch.compile(module, backend="kiln", options={"verbose": False, **compile_options})
+    compiled = torch.compile(
+        module,
+        backend="kiln",
+        options={"verbose": False, **compile_options},
+        dynamic=dynamic or None,
+    )
     torch.manual_seed(2)
     reset_compile_history()
     got = run_module(module, f_args, f_kwargs, grad_seed, call=compiled)
@@ -242,7 +252,7 @@ def run_sample(
     try:
         compare(got, want, exact, random)
     except AssertionError:
-        if not _as_traced(build, f_args, f_kwargs, grad_seed, got, want, exact, random):
+        if not _as_traced(build, f_args, f_kwargs, grad_seed, got, want, exact, random, dynamic):
             raise
         return "traced"
     if not compile_history():
@@ -259,6 +269,7 @@ def _as_traced(
     want: Run,
     exact: Callable[[], Run | None],
     random: bool,
+    dynamic: bool = False,
 ) -> bool:
     """Whether kiln computed what AOTAutograd's traced program computes (``aot_eager``:
     the same graphs run by ATen) where that differs from eager: torch's own trace
@@ -266,7 +277,7 @@ def _as_traced(
     ``reduction="none"``: eager returns a 0-dim loss, the traced program a ``[1]``)."""
     torch._dynamo.reset()
     module = build()
-    traced = torch.compile(module, backend="aot_eager")
+    traced = torch.compile(module, backend="aot_eager", dynamic=dynamic or None)
     torch.manual_seed(2)
     try:
         reference = run_module(module, args, kwargs, grad_seed, call=traced)
@@ -303,6 +314,7 @@ def run_module_info(
     grad: bool,
     limit: int | None = None,
     compile_options: dict[str, Any] | None = None,
+    dynamic: bool = False,
 ) -> Outcome:
     outcome = Outcome()
     for training in modes(info):
@@ -318,7 +330,9 @@ def run_module_info(
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = run_sample(info, sample, training, grad, compile_options or {})
+                    result = run_sample(
+                        info, sample, training, grad, compile_options or {}, dynamic
+                    )
             except Exception as e:
                 lines = str(e).strip().splitlines()
                 outcome.failures.append(
@@ -350,6 +364,11 @@ def main(argv: Sequence[str]) -> None:
         help="every module at --dtype, not only those whose ModuleInfo lists it "
         "(most list float32 and float64 only; eager errors are skipped)",
     )
+    parser.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="compile with torch.compile(dynamic=True): every size symbolic",
+    )
     args = parser.parse_args(argv)
     import kiln  # noqa: F401  (registers the backend when not installed as a package)
 
@@ -367,7 +386,7 @@ def main(argv: Sequence[str]) -> None:
         if dtype not in info.dtypes and not args.any_dtype:
             continue
         t0 = time.perf_counter()
-        outcome = run_module_info(info, dtype, not args.no_grad, args.limit)
+        outcome = run_module_info(info, dtype, not args.no_grad, args.limit, dynamic=args.dynamic)
         totals.samples += outcome.samples
         totals.passed += outcome.passed
         totals.random += outcome.random
