@@ -558,9 +558,10 @@ def check_backward(program: Program, executor: str, seed: int = 1) -> None:
                 torch._dynamo.reset()
                 aot = torch.compile(program.run, backend="aot_eager", fullgraph=True)
                 traced.append(_gradients(program, aot, base, seed, is_eager=False)[1])
-            if traced[0][k] is None:
+            reference = traced[0][k]
+            if reference is None:
                 raise
-            _close(h, traced[0][k], f"grad {k} (against aot_eager, where eager differs)", loosest)
+            _close(h, reference, f"grad {k} (against aot_eager, where eager differs)", loosest)
 
 
 def fuzz(examples: int) -> settings:
