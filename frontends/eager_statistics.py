@@ -46,12 +46,12 @@ _READERS = frozenset(
 
 
 def _statistics_uses(node: torch.fx.Node) -> list[torch.fx.Node] | None:
-    from kiln.dialects.aten.norm_statistics import STATISTICS
-
     """The nodes that carry ``node``'s statistics results (its ``getitem``s and their
     ``detach``/``alias`` chains), or None when one reaches anything but a graph output
     or a normalization backward: a value computed from the statistics would keep the
     dtype traced from the meta's (the op is then left as traced)."""
+    from kiln.dialects.aten.norm_statistics import STATISTICS
+
     carriers: list[torch.fx.Node] = []
     pending = [u for u in node.users if u.target is operator.getitem and u.args[1] in STATISTICS]
     while pending:
