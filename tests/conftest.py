@@ -50,3 +50,15 @@ def kiln_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         os.environ.pop("KILN_CACHE_DIR", None)
     else:
         os.environ["KILN_CACHE_DIR"] = previous
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """Dynamo reset before and after the test: each module compiled afresh, and no
+    recompile left behind (Dynamo counts compiles of ``Module._call_impl`` across
+    modules and would make a later test's shapes dynamic)."""
+    import torch
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

@@ -29,7 +29,12 @@ from typing import Any
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute
 
-from kiln.dialects.aten.norm_statistics import NORMALIZATIONS
+from kiln.dialects.aten.norm_statistics import (
+    NORMALIZATIONS,
+    STATISTICS,
+    bind_arguments,
+    eager_statistics_dtype,
+)
 from kiln.dialects.aten.ops import AtenOp
 
 _VERDICTS: dict[Hashable, str | None] = {}
@@ -279,15 +284,10 @@ def _as_eager_statistics(
     """``results`` with a normalization's saved statistics in the dtype eager's kernels
     give them where torch's meta says otherwise and the IR declares eager's (see
     ``norm_statistics``): the IR holds for either reading."""
-    from kiln.dialects.aten.dtypes import type_to_dtype
-    from kiln.dialects.aten.norm_statistics import (
-        STATISTICS,
-        bind_arguments,
-        eager_statistics_dtype,
-    )
-
     if op.name not in NORMALIZATIONS:
         return results
+    from kiln.dialects.aten.dtypes import type_to_dtype
+
     dtype = eager_statistics_dtype(op.name, bind_arguments(op.op_schema(), args, kwargs))
     if dtype is None:
         return results

@@ -10,7 +10,7 @@ sweep, session 46).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -19,14 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from kiln.frontends.eager_statistics import declare_eager_statistics
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    """Each module compiled afresh, and no recompile left behind: Dynamo counts compiles
-    of ``Module._call_impl`` across modules and would make a later test's shapes dynamic."""
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 MODULES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {

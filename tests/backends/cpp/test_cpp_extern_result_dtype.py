@@ -11,21 +11,13 @@ bfloat16 inputs returned NaN or 1e37 input gradients.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 
 import pytest
 import torch
 
 from kiln.backends.host.runtime import as_buffer
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    """Each module compiled afresh, and no recompile left behind: Dynamo counts compiles
-    of ``Module._call_impl`` across modules and would make a later test's shapes dynamic."""
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_group_norm_backward_under_dynamic_shapes_is_eager_s() -> None:
