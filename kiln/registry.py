@@ -45,6 +45,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "scale-after-bmm": ("kiln.passes.scale_after_bmm", "ScaleAfterBmmPass"),
     "unfuse-conv-bias": ("kiln.passes.unfuse_conv_bias", "UnfuseConvBiasPass"),
     "pad-mm": ("kiln.passes.pad_mm", "PadMmPass"),
+    "dot-kernels": ("kiln.passes.dot_kernels", "DotKernelsPass"),
     "output-layout": ("kiln.passes.output_layout", "OutputLayoutPass"),
     "lower-aten": ("kiln.passes.lower_aten", "LowerAtenPass"),
     "inline-producers": ("kiln.passes.inline_producers", "InlineProducersPass"),

@@ -44,7 +44,7 @@ IMPLEMENTS = IMPLEMENTS_ATTR.name
 """Attribute of a ``triton.kernel``: the ``kernel.kernel`` it implements (declared in
 :mod:`kiln.dialects.kernel.contract_attrs`)."""
 
-_PREFIX = {"pointwise": "poi", "persistent": "per", "looped": "red", "split": "red"}
+_PREFIX = {"pointwise": "poi", "persistent": "per", "looped": "red", "split": "red", "matmul": "mm"}
 _MAX_NAMES = 4
 
 

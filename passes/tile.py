@@ -10,6 +10,9 @@ For every ``kernel.kernel`` (after ``fuse``), chooses with the heuristics of
 * ``reduction_hint``: ``inner`` (contiguous along the reduction) or ``outer``;
 * 2-D tiles (``ynumel``, ``YBLOCK`` x ``XBLOCK``) for pointwise kernels whose loads are
   contiguous along another dimension than their stores (transposes);
+* ``matmul`` kernels (a matrix product, :mod:`kiln.dialects.loop.dot`, with its
+  epilogue): ``YBLOCK`` x ``XBLOCK`` output tiles over the product's rows (``ynumel``)
+  and ``RBLOCK`` chunks of its inner dimension, never split;
 * ``tiling``, the chosen :class:`~kiln.dialects.kernel.attributes.ConfigAttr`, and
   ``configs``, the candidates an autotuner benchmarks.
 
@@ -43,7 +46,9 @@ from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, spli
 from kiln.passes.scheduling.tiling import (
     OUTER_XBLOCK,
     Tiling,
+    dot_node,
     hint,
+    matmul_tiling,
     pointwise_tiling,
     reduction_hint,
     reduction_tiling,
@@ -108,6 +113,10 @@ class TilePass(ModulePass):
         for kernel in [k for k in op.ops if isinstance(k, KernelOp)]:
             if kernel.tiling is not None:
                 continue  # tiled already
+            product = dot_node(kernel)
+            if product is not None:
+                annotate(kernel, matmul_tiling(kernel, product))
+                continue
             kind = kernel.kernel_kind
             if kind is KernelKind.POINTWISE:
                 annotate(kernel, pointwise_tiling(kernel))

@@ -55,7 +55,7 @@ def _is_metadata(op: Operation) -> bool:
     return isinstance(op, AtenOp) and op.overload_name in _METADATA
 
 
-def _feeds_only_pointwise(value: SSAValue) -> bool:
+def feeds_only_pointwise(value: SSAValue) -> bool:
     users = [use.operation for use in value.uses if not _is_metadata(use.operation)]
     if not users:
         return False
@@ -65,7 +65,7 @@ def _feeds_only_pointwise(value: SSAValue) -> bool:
         if has_aten_trait(user, Pointwise):
             continue
         if not has_aten_trait(user, ViewLike) or not all(
-            _feeds_only_pointwise(r) for r in user.results
+            feeds_only_pointwise(r) for r in user.results
         ):
             return False
     return True
@@ -87,7 +87,7 @@ def _is_candidate(op: Operation) -> bool:
         and not op.sym_operands()
         and is_one(op, "alpha")
         and is_one(op, "beta")
-        and _feeds_only_pointwise(op.results[0])
+        and feeds_only_pointwise(op.results[0])
     )
 
 
@@ -124,4 +124,4 @@ class UnfuseAddmmPass(ModulePass):
         PatternRewriteWalker(UnfuseAddmm(), apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["UnfuseAddmm", "UnfuseAddmmPass", "is_one"]
+__all__ = ["UnfuseAddmm", "UnfuseAddmmPass", "feeds_only_pointwise", "is_one"]

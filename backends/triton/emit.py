@@ -53,6 +53,7 @@ from kiln.dialects.triton import (
     ConstantOp,
     ConstexprOp,
     DeviceAssertOp,
+    DotOp,
     ExpandDimsOp,
     FullOp,
     KernelOp,
@@ -398,6 +399,11 @@ class _KernelPrinter:
             return f"tl.load({', '.join(args)})"
         if isinstance(op, ReduceOp):
             return self.reduce(op)
+        if isinstance(op, DotOp):
+            precision = (
+                f", input_precision={op.precision.data!r}" if op.precision is not None else ""
+            )
+            return f"tl.dot({self.text(op.lhs)}, {self.text(op.rhs)}, {self.text(op.acc)}{precision})"
         if isinstance(op, CombineOp):
             kind = op.kind.data
             name = self.helper("_kiln_welford_update" if kind == "welford" else f"_kiln_{kind}")

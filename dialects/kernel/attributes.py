@@ -20,7 +20,10 @@ class KernelKind(StrEnum):
     ``fuse`` produces ``pointwise`` (rnumel 1) and ``reduction`` kernels; ``tile`` refines
     a reduction into ``persistent`` (the whole reduction in one block), ``looped`` (a loop
     over reduction blocks with an accumulator) or ``split`` (the first stage of a split
-    reduction: partial results for chunks of the reduction).
+    reduction: partial results for chunks of the reduction), and a kernel holding a
+    matrix product (:mod:`kiln.dialects.loop.dot`) into ``matmul``: ``YBLOCK`` x
+    ``XBLOCK`` output tiles over ``ynumel`` rows, a loop over ``RBLOCK`` chunks of the
+    product's inner dimension, its pointwise nodes the epilogue.
     """
 
     POINTWISE = auto()
@@ -28,6 +31,7 @@ class KernelKind(StrEnum):
     PERSISTENT = auto()
     LOOPED = auto()
     SPLIT = auto()
+    MATMUL = auto()
 
     @property
     def reduces(self) -> bool:

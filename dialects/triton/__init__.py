@@ -21,6 +21,7 @@ from kiln.dialects.triton.block_ops import (
     StoreOp,
 )
 from kiln.dialects.triton.dialect import Triton
+from kiln.dialects.triton.dot_ops import DotOp
 from kiln.dialects.triton.elementwise import (
     BINARY_CLASSES,
     BINARY_OPS,
@@ -64,6 +65,7 @@ __all__ = [
     "ConstantOp",
     "ConstexprOp",
     "DeviceAssertOp",
+    "DotOp",
     "ExpandDimsOp",
     "FullOp",
     "KernelOp",

@@ -16,6 +16,7 @@ from kiln.dialects.triton.block_ops import (
     LoadOp,
     StoreOp,
 )
+from kiln.dialects.triton.dot_ops import DotOp
 from kiln.dialects.triton.elementwise import BINARY_CLASSES, CastOp, CmpOp, MathOp, WhereOp
 from kiln.dialects.triton.kernel_ops import (
     ConstexprOp,
@@ -51,6 +52,7 @@ Triton = Dialect(
         CastOp,
         ReduceOp,
         CombineOp,
+        DotOp,
     ],
     [BlockType, PointerType, TritonKernelKindAttr],
 )

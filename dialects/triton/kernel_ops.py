@@ -68,12 +68,14 @@ from kiln.dialects.triton.types import PointerType
 class TritonKernelKind(StrEnum):
     """``pointwise``; reductions with the whole reduction in one block (``persistent``) or
     a loop over reduction blocks (``looped``, and ``split``: the partial first stage of a
-    split reduction, which loops too)."""
+    split reduction, which loops too); ``matmul``: ``tl.dot`` over a loop of ``RBLOCK``
+    chunks for a ``YBLOCK`` x ``XBLOCK`` output tile, then the epilogue."""
 
     POINTWISE = auto()
     PERSISTENT = auto()
     LOOPED = auto()
     SPLIT = auto()
+    MATMUL = auto()
 
 
 @irdl_attr_definition

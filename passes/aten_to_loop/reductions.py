@@ -95,7 +95,7 @@ class Reduce:
         return ctx.reduction(kind, self.out_sizes, self.reduction_sizes, value_type, body)
 
 
-def _finish(ctx: LoweringContext, ref: TensorRef, dtype: Attribute) -> TensorRef:
+def finish_in(ctx: LoweringContext, ref: TensorRef, dtype: Attribute) -> TensorRef:
     """Round a reduction computed in f32 to the result's half type (a pointwise cast)."""
     if ref.dtype == dtype:
         return ref
@@ -122,7 +122,7 @@ def _simple(
             ty = compute_type(out)
         r = Reduce(x, dims, keepdim)
         (result,) = r.run(ctx, kind, ty)
-        return [_finish(ctx, result, out)]
+        return [finish_in(ctx, result, out)]
 
     return lower
 
@@ -238,7 +238,7 @@ def _var_mean(sqrt: bool) -> Callable[[LoweringContext, OpArgs], list[Lowered]]:
         r, (mean, m2, _), ty = _welford(args, ctx, args.value("dim"), keepdim)
         count = numel(r.reduction_sizes)
         var = _variance(ctx, m2, count, _correction(args), ty, args.result_dtype(0), sqrt)
-        return [var, _finish(ctx, mean, args.result_dtype(1))]
+        return [var, finish_in(ctx, mean, args.result_dtype(1))]
 
     return lower
 
@@ -369,7 +369,7 @@ def _cumsum(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
         return bb.select(upto, bb.load_as(x, at, ty), bb.const(0, ty))
 
     (total,) = ctx.reduction(K.SUM, x.sizes, [n], ty, body)
-    return [_finish(ctx, total, out)]
+    return [finish_in(ctx, total, out)]
 
 
 LOWERINGS: dict[str, Lowering] = {

@@ -52,6 +52,7 @@ from kiln.dialects.triton.types import BlockType, Dim, broadcast_shapes, element
 from kiln.passes.kernel_to_triton.body import index_element, lower_body
 from kiln.passes.kernel_to_triton.builder import TritonBuilder, constant_value
 from kiln.passes.kernel_to_triton.index import IndexEmitter
+from kiln.passes.kernel_to_triton.matmul import MatmulLowering
 from kiln.passes.kernel_to_triton.plan import KernelPlan, Level, NodePlan, R, X, Y
 from kiln.passes.kernel_to_triton.reduction import ReductionLowering
 
@@ -85,6 +86,8 @@ class KernelLowering:
             if plan.structure == "pointwise" and plan.ynumel is None
             else ["YBLOCK", "XBLOCK"]
             if plan.structure == "pointwise"
+            else ["YBLOCK", "XBLOCK", "RBLOCK"]
+            if plan.structure == "matmul"
             else ["XBLOCK", "RBLOCK"]
         )
         self.op = KernelOp(
@@ -119,7 +122,7 @@ class KernelLowering:
     def size(self, expr: sympy.Expr) -> SSAValue:
         return self.index.emit(expr)
 
-    def _lanes(self, block_name: str, axis: int | None, rank: int) -> SSAValue:
+    def lanes(self, block_name: str, axis: int | None, rank: int) -> SSAValue:
         """``tl.arange(0, BLOCK)`` placed along ``axis`` of a ``rank``-D tile."""
         b = self.builder
         value = b.add(ArangeOp(block_name))
@@ -142,7 +145,7 @@ class KernelLowering:
         block = b.cast(b.add(ConstexprOp(block_name)), self.index_type)
         offset = b.binary("mul", pid, block)
         offset.name_hint = f"{prefix}offset"
-        lanes = self._lanes(block_name, axis, rank)
+        lanes = self.lanes(block_name, axis, rank)
         index = b.binary("add", offset, lanes)
         index.name_hint = f"{prefix}index"
         mask = b.cmp("lt", index, numel)
@@ -157,16 +160,18 @@ class KernelLowering:
             xnumel = self.size(plan.numel)
             self.index.bases[X] = self._offset_lanes(0, "XBLOCK", None, 1, xnumel, "x")
             return
-        if plan.structure == "pointwise":
+        if plan.structure in ("pointwise", "matmul"):
             assert plan.ynumel is not None
             ynumel, xnumel = self.size(plan.ynumel), self.size(plan.xnumel)
             self.index.bases[Y] = self._offset_lanes(1, "YBLOCK", 0, 2, ynumel, "y")
             self.index.bases[X] = self._offset_lanes(0, "XBLOCK", 1, 2, xnumel, "x")
+            if plan.structure == "matmul":
+                self.rnumel = self.size(plan.rnumel)
             return
         xnumel = self.size(plan.numel)
         self.index.bases[X] = self._offset_lanes(0, "XBLOCK", 0, 2, xnumel, "x")
         self.rnumel = self.size(plan.rnumel)
-        self.rbase = self._lanes("RBLOCK", 1, 2)
+        self.rbase = self.lanes("RBLOCK", 1, 2)
         self.rbase.name_hint = "rbase"
         if plan.structure == "persistent":
             self.set_rindex(self.rbase)
@@ -213,7 +218,7 @@ class KernelLowering:
     @property
     def tile_shape(self) -> tuple[Dim, ...]:
         plan = self.plan
-        if plan.structure == "pointwise":
+        if plan.structure in ("pointwise", "matmul"):
             return ("XBLOCK",) if plan.ynumel is None else ("YBLOCK", "XBLOCK")
         return ("XBLOCK", "RBLOCK")
 
@@ -329,6 +334,8 @@ class KernelLowering:
         plan = self.plan
         if plan.structure == "looped":
             self._lower_looped()
+        elif plan.structure == "matmul":
+            MatmulLowering(self).lower()
         else:
             # Every load before the first store, as Inductor orders a kernel: Triton must
             # assume a store may alias any later load, so a store between two nodes

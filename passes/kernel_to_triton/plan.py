@@ -1,7 +1,8 @@
 """What a ``kernel.kernel`` becomes: its structure, configs, nodes' levels and stages.
 
 * **Structure**: ``pointwise`` (1-D, or a 2-D ``YBLOCK`` x ``XBLOCK`` tile when ``tile``
-  set ``ynumel``), ``persistent`` (one block holds a whole reduction: ``RBLOCK`` covers
+  set ``ynumel``), ``matmul`` (a 2-D tile whose matrix product node runs as a loop of
+  ``tl.dot`` over ``RBLOCK`` chunks, the other nodes its epilogue), ``persistent`` (one block holds a whole reduction: ``RBLOCK`` covers
   ``rnumel``) or ``looped`` (a loop over ``RBLOCK`` chunks; ``split`` kernels loop too).
   Kernels that ``tile`` did not annotate get its heuristics here.
 * **Levels** (as in :mod:`kiln.passes.scheduling.legality`): a node runs once per ``x``
@@ -27,6 +28,7 @@ from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp
+from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
@@ -153,6 +155,8 @@ def plan_kernel(kernel: KernelOp) -> KernelPlan:
     kind, config, configs, ynumel = _config_of(kernel)
     if kind is KernelKind.POINTWISE:
         structure, triton_kind = "pointwise", "pointwise"
+    elif kind is KernelKind.MATMUL:
+        structure, triton_kind = "matmul", "matmul"
     elif kind is KernelKind.PERSISTENT:
         structure, triton_kind = "persistent", "persistent"
     elif kind in (KernelKind.LOOPED, KernelKind.SPLIT, KernelKind.REDUCTION):
@@ -164,8 +168,10 @@ def plan_kernel(kernel: KernelOp) -> KernelPlan:
         rnumel = kernel.rnumel.data
         if rblock is None or rnumel.free_symbols or int(rnumel) > rblock:
             structure, triton_kind = "looped", "looped"
-    if structure != "pointwise":
+    if structure not in ("pointwise", "matmul"):
         ynumel = None
+    if structure == "matmul" and ynumel is None:
+        raise PlanError(f"@{kernel.sym_name.data}: a matmul kernel without ynumel (its rows)")
     plan = KernelPlan(kernel, structure, triton_kind, config, configs, _index_type(kernel), ynumel)
     sym_args = list(kernel.sym_args())
     for node in kernel.nodes():
@@ -183,6 +189,11 @@ def plan_kernel(kernel: KernelOp) -> KernelPlan:
         if structure == "pointwise" and level is not Level.X:
             raise PlanError(
                 f"@{kernel.sym_name.data}: a pointwise kernel holds a {level.name} node"
+            )
+        if structure == "matmul" and level is not Level.X and not is_dot(node):
+            raise PlanError(
+                f"@{kernel.sym_name.data}: a matmul kernel holds a {level.name} node "
+                "besides its product"
             )
         node_plan = NodePlan(node, level, subst)
         plan.nodes.append(node_plan)

@@ -26,6 +26,7 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
+from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.ops import ScatterOp
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
 from kiln.passes.scheduling.legality import (
@@ -229,7 +230,7 @@ class Scheduler:
                 return f"{self.graph.nodes[group.first].name} has an empty iteration space"
         if len(a.nodes) + len(b.nodes) > self.max_nodes:
             return f"the kernel would have more than max-nodes={self.max_nodes} nodes"
-        hazard = self._scatter_hazard(a, b)
+        hazard = self._scatter_hazard(a, b) or self._dot_hazard(a, b)
         if hazard is not None:
             return hazard
         space = self._merge_space(a, b)
@@ -290,6 +291,31 @@ class Scheduler:
                     return (
                         f"{self.graph.nodes[reader].name} reads {value_name(result)}, which a "
                         "scatter accumulates into (atomic adds): not in the same kernel"
+                    )
+        return None
+
+    def _dot_hazard(self, a: Group, b: Group) -> str | None:
+        """Why a matrix product (:mod:`kiln.dialects.loop.dot`) may not share a kernel
+        with the other group: its kernel is a ``tl.dot`` loop over output tiles, so it
+        takes only pointwise nodes over its output space (its epilogue, or nodes beside
+        it) and reads its operands from memory, never from a fused node."""
+        members = [*a.nodes, *b.nodes]
+        dots = [i for i in members if is_dot(self.graph.nodes[i].op)]
+        if not dots:
+            return None
+        name = self.graph.nodes[dots[0]].name
+        if a.reduces and b.reduces:
+            return f"{name} is a matrix product, which shares its kernel with no other reduction"
+        other = b if dots[0] in a.nodes else a
+        if not same_size(other.numel, self.graph.nodes[dots[0]].numel):
+            return f"{name} is a matrix product, whose kernel runs only over its output"
+        for i in dots:
+            for buffer in self.graph.nodes[i].loads:
+                producer = self.graph.producer.get(buffer)
+                if producer is not None and producer in members:
+                    return (
+                        f"{name} is a matrix product, which reads {value_name(buffer)} "
+                        "from memory: not in the kernel that computes it"
                     )
         return None
 

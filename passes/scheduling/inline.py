@@ -28,6 +28,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_eval import torch_dtype
 from kiln.dialects.loop.body_ops import CheckIndexOp, IndexOp, LoadOp, YieldOp, fill_attr
+from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.expr import (
     MAX_INDEX_NODES,
     expr_nodes,
@@ -704,6 +705,10 @@ def inline_cheap_producers(
             if not all(isinstance(c, LoopNestOp) for c in consumers):
                 continue
             loops = [c for c in consumers if isinstance(c, LoopNestOp)]
+            if any(is_dot(c) for c in loops):
+                # A matrix product's operands are plain loads (``tl.dot`` tiles), so what
+                # feeds it stays a kernel of its own, as for cuBLAS.
+                continue
             if any(_empty_space(op) for op in (producer, *loops)):
                 # Nothing to compute, and composing indices would divide by the zero size
                 # (qr's gradient of a [5, 0] matrix: ``zoo*d0``).

@@ -22,6 +22,7 @@ import sympy
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
+from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.expr import FloorDiv, as_int, index_var, reduction_var, var_kind
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import SIZE_HINT
@@ -458,3 +459,51 @@ __all__ = [
     "split_factor",
     "transposed_split",
 ]
+
+
+MATMUL_TILES = (
+    (64, 64, 32, 4, 3),
+    (32, 32, 32, 4, 2),
+    (32, 64, 32, 4, 3),
+    (64, 32, 32, 4, 3),
+    (64, 128, 32, 4, 3),
+    (128, 64, 32, 4, 3),
+    (16, 32, 64, 2, 2),
+    (64, 64, 64, 4, 3),
+)
+"""Candidate (``YBLOCK``, ``XBLOCK``, ``RBLOCK``, warps, stages) of a matmul kernel, a
+subset of Inductor's ``mm_configs``; each block is clamped to the product's size (at
+least 16: ``tl.dot``'s smallest operand)."""
+
+
+def dot_node(kernel: KernelOp) -> ReductionOp | None:
+    """The matrix product node of ``kernel`` (:mod:`kiln.dialects.loop.dot`), if any."""
+    for node in kernel.nodes():
+        if is_dot(node):
+            assert isinstance(node, ReductionOp)
+            return node
+    return None
+
+
+def matmul_tiling(kernel: KernelOp, product: ReductionOp) -> Tiling:
+    """Output tiles and inner chunks of a kernel around a matrix product."""
+    m, n = (hint(s.data) for s in product.sizes.data)
+    k = hint(product.reduction_sizes.data[0].data)
+
+    def clamp(block: int, size: int) -> int:
+        return max(16, min(block, next_pow2(size)))
+
+    candidates = [
+        ConfigAttr.of(
+            {
+                "YBLOCK": clamp(bm, m),
+                "XBLOCK": clamp(bn, n),
+                "RBLOCK": clamp(bk, k),
+                "num_warps": warps,
+                "num_stages": stages,
+            }
+        )
+        for bm, bn, bk, warps, stages in MATMUL_TILES
+    ]
+    unique = _unique(candidates)
+    return Tiling(KernelKind.MATMUL, unique[0], unique, ynumel=product.sizes.data[0].data)

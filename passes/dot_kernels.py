@@ -1,0 +1,94 @@
+"""``dot-kernels``: matrix products that run as Triton ``tl.dot`` kernels with their
+pointwise consumers fused in as the epilogue, instead of cuBLAS plus a kernel per
+epilogue (what Inductor's ``max_autotune`` templates do).
+
+A small product is launch bound on a GPU: cuBLAS takes a few microseconds for it, and
+the bias add / activation / residual add / cast that reads its result is a second
+launch and a second pass over the output. A dot kernel computes the product tile by
+tile and applies the epilogue in registers. This pass only chooses: it marks the
+products (``kiln.dot_kernel``, :mod:`kiln.dialects.aten.dot_kernels`), ``lower-aten``
+lowers a marked one to a ``loop.reduction`` (:mod:`kiln.dialects.loop.dot`), ``fuse``
+gives it its pointwise consumers and ``lower-to-triton`` writes the ``tl.dot`` loop::
+
+    %mm = aten.mm.default(%x, %w) : (tensor<32x128xf32>, tensor<128x64xf32>) -> tensor<32x64xf32>
+    %r = aten.relu.default(%mm) : (tensor<32x64xf32>) -> tensor<32x64xf32>
+
+becomes (``mode=epilogue``)::
+
+    %mm = aten.mm.default(%x, %w) {kiln.dot_kernel} : (tensor<32x128xf32>, tensor<128x64xf32>) -> tensor<32x64xf32>
+    %r = aten.relu.default(%mm) : (tensor<32x64xf32>) -> tensor<32x64xf32>
+
+``mode``: ``none`` (the default: every product stays cuBLAS), ``epilogue`` (products
+whose result feeds only pointwise ops, through views), ``all``. Only on a GPU
+(``kiln.device``; ``cpu=true`` also for the CPU: the tests' Triton interpreter), for ``mm`` of float32/bfloat16/float16 at static sizes with at most
+``max-macs`` multiply-adds (large products are cuBLAS's). Float32 products use
+IEEE float32 dots (``input_precision="ieee"``), as cuBLAS does while
+``torch.backends.cuda.matmul.allow_tf32`` is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp, TensorType
+from xdsl.passes import ModulePass
+
+from kiln.dialects.aten.dot_kernels import mark_dot_kernel
+from kiln.dialects.aten.function_attrs import runs_on_cpu
+from kiln.dialects.aten.ops import AtenOp
+from kiln.passes.unfuse_addmm import feeds_only_pointwise
+
+MODES = ("none", "epilogue", "all")
+
+
+class DotKernelsError(ValueError):
+    """A bad option (the message names it)."""
+
+
+def _static_shape(ty: object) -> list[int] | None:
+    if not isinstance(ty, TensorType):
+        return None
+    shape = list(ty.get_shape())
+    return shape if all(d >= 0 for d in shape) else None
+
+
+@dataclass(frozen=True)
+class DotKernelsPass(ModulePass):
+    """Mark the products that run as dot kernels (see the module docstring)."""
+
+    name: ClassVar[str] = "dot-kernels"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    mode: str = "none"
+    max_macs: int = 1 << 24
+    """The largest product (``m * n * k``) made a dot kernel."""
+    cpu: bool = False
+    """Also on a program for the CPU: its kernels compute the products as plain sums
+    (C++), or in Triton's interpreter (how the tests run dot kernels without a GPU)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.mode not in MODES:
+            raise DotKernelsError(f"dot-kernels: mode={self.mode!r}, expected one of {MODES}")
+        if self.mode == "none" or (runs_on_cpu(op) and not self.cpu):
+            return
+        for product in [o for o in op.walk() if isinstance(o, AtenOp)]:
+            if self.chosen(product):
+                mark_dot_kernel(product)
+
+    def chosen(self, op: AtenOp) -> bool:
+        if op.overload_name != "aten::mm.default" or op.sym_operands():
+            return False
+        a, b = (_static_shape(v.type) for v in op.operands[:2])
+        out = op.results[0].type
+        if a is None or b is None or not isinstance(out, TensorType):
+            return False
+        if not isinstance(out.element_type, Float32Type | BFloat16Type | Float16Type):
+            return False
+        (m, k), n = a, b[1]
+        if min(m, n, k) == 0 or m * n * k > self.max_macs:
+            return False
+        return self.mode == "all" or feeds_only_pointwise(op.results[0])
+
+
+__all__ = ["MODES", "DotKernelsError", "DotKernelsPass"]
