@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.dot_kernels import mark_dot_kernel
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
-from kiln.passes.unfuse_addmm import feeds_only_pointwise
+from kiln.passes.unfuse_addmm import feeds_only_pointwise, is_one
 
 MODES = ("none", "epilogue", "all")
 
@@ -77,9 +77,14 @@ class DotKernelsPass(ModulePass):
                 mark_dot_kernel(product)
 
     def chosen(self, op: AtenOp) -> bool:
-        if op.overload_name != "aten::mm.default" or op.sym_operands():
+        if op.sym_operands():
             return False
-        a, b = (_static_shape(v.type) for v in op.operands[:2])
+        if op.overload_name == "aten::mm.default":
+            a, b = (_static_shape(v.type) for v in op.operands[:2])
+        elif op.overload_name == "aten::addmm.default" and is_one(op, "alpha") and is_one(op, "beta"):
+            a, b = (_static_shape(v.type) for v in op.operands[1:3])
+        else:
+            return False
         out = op.results[0].type
         if a is None or b is None or not isinstance(out, TensorType):
             return False

@@ -47,8 +47,36 @@ def _round_bfloat16_to_nearest_even() -> None:
     builder.cast_impl = cast_impl
 
 
+def _dot_bfloat16_values() -> None:
+    """Triton's interpreter keeps bfloat16 blocks as their uint16 bits, and its ``tl.dot``
+    multiplies those bits as integers (a bfloat16 dot kernel gave 1e10 where eager gave 3).
+    Widened to float32 first (exact), the products are the GPU's: exact in float32,
+    summed in float32."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    raw_dot = getattr(builder, "create_dot", None)
+    handle = getattr(interpreter, "TensorHandle", None)
+    if builder is None or raw_dot is None or handle is None:
+        return  # another interpreter layout: leave it alone
+
+    def widened(block: object) -> object:
+        if getattr(getattr(block, "dtype", None), "scalar", None) != tl.bfloat16:
+            return block
+        bits = np.ascontiguousarray(block.data).astype(np.uint32) << 16  # pyright: ignore[reportAttributeAccessIssue]
+        return handle(bits.view(np.float32), tl.float32)
+
+    def create_dot(self: object, a: object, b: object, *rest: object) -> object:
+        return raw_dot(self, widened(a), widened(b), *rest)
+
+    builder.create_dot = create_dot
+
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     _round_bfloat16_to_nearest_even()
+    _dot_bfloat16_values()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,162 @@
+"""Dot kernels (``dot-kernels``, issue 16): matrix products as ``tl.dot`` kernels with
+their pointwise epilogue, against eager (in Triton's interpreter on the CI machine, on
+the GPU with ``KILN_TRITON_DEVICE=cuda``)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from triton_checks import DEVICE, TOLERANCE, capture
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from kiln.compile_options import DEFAULT_PIPELINE
+from kiln.dialects.aten.function_attrs import DEVICE_ATTR
+from kiln.dialects.aten.fx import import_graph
+from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.frontends.dynamo import kiln_backend
+from kiln.passes.dot_kernels import DotKernelsPass
+from kiln.registry import default_registry
+from kiln.targets import build_triton_program
+
+BEFORE = ("decompose", "canonicalize", "cse", "dce", "unfuse-addmm")
+AFTER = ("lower-aten", "fuse", "tile", "buffer-reuse")
+
+
+def _compile(fn: Callable[..., Any], *inputs: torch.Tensor, mode: str = "all") -> tuple[Any, ModuleOp]:
+    module = import_graph(capture(fn, *inputs).gm)
+    module.attributes[DEVICE_ATTR] = StringAttr("cuda")
+    registry = default_registry()
+    ctx = registry.make_context()
+    for name in BEFORE:
+        registry.get_pass(name)().apply(ctx, module)
+    DotKernelsPass(mode=mode).apply(ctx, module)
+    for name in AFTER:
+        registry.get_pass(name)().apply(ctx, module)
+    kinds = [str(k.kernel_kind) for k in module.ops if isinstance(k, KernelOp)]
+    return build_triton_program(module), module, kinds  # pyright: ignore[reportReturnType]
+
+
+def _check(fn: Callable[..., Any], inputs: list[torch.Tensor], dtype: torch.dtype) -> str:
+    program, _, kinds = _compile(fn, *inputs)
+    assert "matmul" in kinds, kinds
+    got = program([x.clone().to(DEVICE) for x in inputs])
+    want = fn(*(x.double() for x in inputs))
+    rtol, atol = TOLERANCE[dtype]
+    scale = max(1.0, want.abs().max().item())
+    torch.testing.assert_close(got[0].double().cpu(), want, rtol=rtol, atol=atol * scale)
+    return program.source
+
+
+def _epilogue(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ w + b) + r
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,k,n", [(40, 48, 24), (37, 45, 29), (16, 64, 32)])
+def test_product_with_its_epilogue_in_one_kernel(dtype: torch.dtype, m: int, k: int, n: int) -> None:
+    torch.manual_seed(m + k + n)
+    inputs = [torch.randn(m, k), torch.randn(k, n) / k**0.5, torch.randn(n), torch.randn(m, n)]
+    inputs = [x.to(dtype) for x in inputs]
+    program, module, kinds = _compile(_epilogue, *inputs)
+    assert kinds == ["matmul"], kinds  # bias, ReLU and the residual add run in its epilogue
+    assert "extern" not in str(module.ops.last)  # no ATen call left
+    got = program([x.clone().to(DEVICE) for x in inputs])[0]
+    want = _epilogue(*(x.double() for x in inputs))
+    rtol, atol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.double().cpu(), want, rtol=rtol, atol=atol * 4)
+    source = program.source
+    assert "tl.dot(" in source
+    if dtype == torch.float32:
+        assert "input_precision='ieee'" in source  # no TF32 unless torch allows it
+    if k % 64 == 0:
+        # every candidate chunk divides k: the loads check no inner bound
+        assert f"< {k}" not in source
+
+
+def test_transposed_operands() -> None:
+    torch.manual_seed(1)
+    a, b, c = torch.randn(45, 37), torch.randn(29, 45), torch.randn(37, 29)
+    _check(lambda a, b, c: torch.sigmoid(a.t() @ b.t()) * c, [a, b, c], torch.float32)
+
+
+def test_addmm_bias_in_the_epilogue() -> None:
+    torch.manual_seed(2)
+    x, w, b = torch.randn(24, 40), torch.randn(32, 40), torch.randn(32)
+    # the product is also returned: unfuse-addmm keeps the addmm, the dot kernel takes it
+    source = _check(lambda x, w, b: torch.addmm(b, x, w.t()), [x, w, b], torch.float32)
+    assert "tl.dot(" in source
+
+
+def test_a_row_reduction_of_the_product_stays_its_own_kernel() -> None:
+    """LayerNorm's statistics reduce the product's rows: not the output tiles a dot
+    kernel computes, so they run in a kernel after it."""
+    torch.manual_seed(3)
+    x, w = torch.randn(20, 48), torch.randn(48, 40)
+    fn = lambda x, w: torch.nn.functional.layer_norm(x @ w, (40,))  # noqa: E731
+    program, _, kinds = _compile(fn, x, w)
+    assert kinds.count("matmul") == 1 and len(kinds) == 2, kinds
+    got = program([x.to(DEVICE), w.to(DEVICE)])[0]
+    torch.testing.assert_close(got.cpu(), fn(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_an_operand_s_producer_is_not_inlined() -> None:
+    """``tl.dot`` reads plain tiles: a pointwise producer of an operand stays a kernel."""
+    torch.manual_seed(4)
+    x, w = torch.randn(20, 48), torch.randn(48, 40)
+    fn = lambda x, w: torch.relu(x) @ torch.tanh(w)  # noqa: E731
+    program, _, kinds = _compile(fn, x, w)
+    assert "matmul" in kinds, kinds
+    got = program([x.to(DEVICE), w.to(DEVICE)])[0]
+    torch.testing.assert_close(got.cpu(), fn(x, w), rtol=1e-4, atol=1e-4)
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(48, 64)
+        self.down = torch.nn.Linear(64, 40)
+        self.norm = torch.nn.LayerNorm(40)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.up(x))
+        return self.norm(self.down(h) + x[:, :40])
+
+
+def test_training_step_through_torch_compile(tmp_path: Path, fresh_dynamo: None) -> None:
+    """Forward and backward of an MLP block with every product a dot kernel: eager's
+    output and gradients (the backward's weight gradients are products of transposes)."""
+    del fresh_dynamo
+    torch.manual_seed(5)
+    model = _Mlp().to(DEVICE)
+    reference = copy.deepcopy(model)
+    pipeline = DEFAULT_PIPELINE.replace("dot-kernels", "dot-kernels{mode=all cpu=true}")
+    options = {
+        "executor": "triton",
+        "verbose": False,
+        "cuda_graphs": False,
+        "graph_cache": False,
+        "pipeline": pipeline,
+        "debug_dir": str(tmp_path),
+    }
+    compiled = torch.compile(model, backend=kiln_backend, options=options)
+    x = torch.randn(37, 48, device=DEVICE)
+    y = compiled(x)
+    y.square().mean().backward()
+    want = reference(x)
+    want.square().mean().backward()
+    torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        assert p.grad is not None and q.grad is not None
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    dots = {
+        path.parent.name: path.read_text().count("tl.dot(")
+        for path in tmp_path.glob("*/triton_module.py")
+    }
+    # forward: both linears; backward: the input gradient of each linear but the first
+    # (its input needs none) and both weight gradients
+    assert dots == {"forward_0": 2, "backward_0": 3}, dots
