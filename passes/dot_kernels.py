@@ -18,8 +18,9 @@ becomes (``mode=epilogue``)::
     %mm = aten.mm.default(%x, %w) {kiln.dot_kernel} : (tensor<32x128xf32>, tensor<128x64xf32>) -> tensor<32x64xf32>
     %r = aten.relu.default(%mm) : (tensor<32x64xf32>) -> tensor<32x64xf32>
 
-``mode``: ``none`` (the default: every product stays cuBLAS), ``epilogue`` (products
-whose result feeds only pointwise ops, through views), ``all``. Only on a GPU
+``mode``: ``none`` (the default: every product stays cuBLAS), ``half`` (bfloat16 and
+float16 products), ``epilogue`` (products whose result feeds only pointwise ops, through
+views), ``all``. Only on a GPU
 (``kiln.device``; ``cpu=true`` also for the CPU: the tests' Triton interpreter), for ``mm`` of float32/bfloat16/float16 at static sizes with at most
 ``max-macs`` multiply-adds (large products are cuBLAS's). Float32 products use
 IEEE float32 dots (``input_precision="ieee"``), as cuBLAS does while
@@ -40,7 +41,7 @@ from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
 from kiln.passes.unfuse_addmm import feeds_only_pointwise, is_one
 
-MODES = ("none", "epilogue", "all")
+MODES = ("none", "half", "epilogue", "all")
 
 
 class DotKernelsError(ValueError):
@@ -93,6 +94,8 @@ class DotKernelsPass(ModulePass):
         (m, k), n = a, b[1]
         if min(m, n, k) == 0 or m * n * k > self.max_macs:
             return False
+        if self.mode == "half":
+            return not isinstance(out.element_type, Float32Type)
         return self.mode == "all" or feeds_only_pointwise(op.results[0])
 
 
