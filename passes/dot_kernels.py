@@ -82,7 +82,9 @@ class DotKernelsPass(ModulePass):
             return False
         if op.overload_name == "aten::mm.default":
             a, b = (_static_shape(v.type) for v in op.operands[:2])
-        elif op.overload_name == "aten::addmm.default" and is_one(op, "alpha") and is_one(op, "beta"):
+        elif (
+            op.overload_name == "aten::addmm.default" and is_one(op, "alpha") and is_one(op, "beta")
+        ):
             a, b = (_static_shape(v.type) for v in op.operands[1:3])
         else:
             return False

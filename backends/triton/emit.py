@@ -403,7 +403,9 @@ class _KernelPrinter:
             precision = (
                 f", input_precision={op.precision.data!r}" if op.precision is not None else ""
             )
-            return f"tl.dot({self.text(op.lhs)}, {self.text(op.rhs)}, {self.text(op.acc)}{precision})"
+            return (
+                f"tl.dot({self.text(op.lhs)}, {self.text(op.rhs)}, {self.text(op.acc)}{precision})"
+            )
         if isinstance(op, CombineOp):
             kind = op.kind.data
             name = self.helper("_kiln_welford_update" if kind == "welford" else f"_kiln_{kind}")

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import UnitAttr
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
 from kiln.dialects.loop.expr import index_var, reduction_var
-from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
-
+from kiln.dialects.loop.ops import ReductionOp
 
 DOT_ATTR = "kiln.dot"
 
@@ -64,7 +63,7 @@ def _through_extf(value: SSAValue) -> SSAValue:
     return value
 
 
-def dot_operands(op: LoopNestOp) -> DotOperands | None:
+def dot_operands(op: Operation) -> DotOperands | None:
     """The operands of ``op`` if it is a matrix product (see the module docstring)."""
     if not isinstance(op, ReductionOp) or op.kind.data is not ReductionKind.SUM:
         return None
@@ -105,7 +104,7 @@ def dot_operands(op: LoopNestOp) -> DotOperands | None:
     return DotOperands(a, b, accumulator)
 
 
-def is_dot(op: LoopNestOp) -> bool:
+def is_dot(op: Operation) -> bool:
     return dot_operands(op) is not None
 
 

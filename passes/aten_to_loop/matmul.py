@@ -66,7 +66,9 @@ def _addmm(ctx: LoweringContext, args: OpArgs) -> list[Lowered]:
     bias = bias.expand(total.sizes)
 
     def body(bb: BodyBuilder, idx: Sequence[sympy.Symbol]) -> SSAValue:
-        return bb.cast(bb.add_(bb.load(total, idx), bb.load_as(bias, idx, acc)), args.result_dtype())
+        return bb.cast(
+            bb.add_(bb.load(total, idx), bb.load_as(bias, idx, acc)), args.result_dtype()
+        )
 
     return [ctx.pointwise(total.sizes, args.result_dtype(), body)]
 

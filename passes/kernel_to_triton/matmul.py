@@ -21,12 +21,12 @@ nothing; the check is left out when every candidate ``RBLOCK`` divides it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import sympy
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import Float32Type, MemRefType, f32
-from xdsl.ir import Block, SSAValue
+from xdsl.dialects.builtin import Float32Type, IntegerType, MemRefType, f32
+from xdsl.ir import Block, BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from kiln.dialects.loop.body_ops import LoadOp
@@ -34,14 +34,40 @@ from kiln.dialects.loop.dot import dot_operands
 from kiln.dialects.triton import AddPtrOp, ConstexprOp, DotOp, FullOp
 from kiln.dialects.triton import LoadOp as TritonLoadOp
 from kiln.dialects.triton.types import BlockType, Dim, shape_of
-from kiln.passes.kernel_to_triton.plan import Level, NodePlan, R
+from kiln.passes.kernel_to_triton.plan import KernelPlan, Level, NodePlan, R
 
 if TYPE_CHECKING:
-    from kiln.passes.kernel_to_triton.kernel import KernelLowering
+    from kiln.passes.kernel_to_triton.builder import TritonBuilder
+    from kiln.passes.kernel_to_triton.index import IndexEmitter
+
+
+class MatmulHost(Protocol):
+    """What a matmul kernel's lowering needs from the kernel being lowered (its
+    KernelLowering)."""
+
+    plan: KernelPlan
+    builder: TritonBuilder
+    index: IndexEmitter
+    index_type: IntegerType
+    lane_masks: dict[str, SSAValue]
+    in_ptrs: dict[SSAValue, BlockArgument]
+    rnumel: SSAValue
+
+    @property
+    def where(self) -> str: ...
+
+    def lanes(self, block_name: str, axis: int | None, rank: int) -> SSAValue: ...
+
+    def kernel_expr(self, node: NodePlan, expr: sympy.Expr) -> sympy.Expr: ...
+
+    def evaluate(self, node: NodePlan) -> None: ...
+
+    def store_outputs(self, node: NodePlan) -> None: ...
 
 
 class KernelLoweringError(DiagnosticException):
     """A matmul kernel lower-to-triton cannot lower (the message names it)."""
+
 
 LHS_R = sympy.Symbol("rlhs", integer=True, nonnegative=True)
 """The inner index of the left operand's loads (lanes ``[1, RBLOCK]``)."""
@@ -54,7 +80,7 @@ TILE: tuple[Dim, ...] = ("YBLOCK", "XBLOCK")
 class MatmulLowering:
     """Lowers a planned ``matmul`` kernel (see the module docstring)."""
 
-    def __init__(self, kernel: KernelLowering) -> None:
+    def __init__(self, kernel: MatmulHost) -> None:
         self.kernel = kernel
         self.builder = kernel.builder
 
@@ -83,8 +109,12 @@ class MatmulLowering:
             roffset = body.args[0]
             lhs_r = b.binary("add", roffset, lhs_lanes)
             rhs_r = b.binary("add", roffset, rhs_lanes)
-            lhs = self._load(product, operands.lhs, LHS_R, lhs_r, ("YBLOCK", "RBLOCK"), whole_chunks)
-            rhs = self._load(product, operands.rhs, RHS_R, rhs_r, ("RBLOCK", "XBLOCK"), whole_chunks)
+            lhs = self._load(
+                product, operands.lhs, LHS_R, lhs_r, ("YBLOCK", "RBLOCK"), whole_chunks
+            )
+            rhs = self._load(
+                product, operands.rhs, RHS_R, rhs_r, ("RBLOCK", "XBLOCK"), whole_chunks
+            )
             element = _element(product, operands.lhs)
             precision = "ieee" if isinstance(element, Float32Type) else None
             acc = b.add(DotOp(lhs, rhs, body.args[1], precision))
@@ -111,7 +141,7 @@ class MatmulLowering:
         depth = len(b.scopes) - 1
         kernel.index.bases[symbol] = lanes
         kernel.index.depths[symbol] = depth
-        expr = kernel.kernel_expr(node, load.index.data).xreplace({R: symbol})
+        expr = cast(sympy.Expr, kernel.kernel_expr(node, load.index.data).xreplace({R: symbol}))
         offset = kernel.index.emit(expr)
         if shape_of(offset.type) != shape:
             offset = b.broadcast(offset, shape)
@@ -141,4 +171,4 @@ def _element(node: NodePlan, load: LoadOp) -> object:
     return ty.element_type
 
 
-__all__ = ["LHS_R", "RHS_R", "MatmulLowering"]
+__all__ = ["LHS_R", "RHS_R", "MatmulHost", "MatmulLowering"]

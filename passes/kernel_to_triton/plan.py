@@ -28,8 +28,8 @@ from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_ops import IndexOp, LoadOp
-from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
+from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.expr import index_var, reduction_var, size_var
 from kiln.dialects.loop.ops import LoopNestOp, ReductionOp
 from kiln.dialects.loop.simplify import simplify_with_ranges

@@ -60,3 +60,27 @@ triton.kernel @k pointwise [8] x [4] params [] constexprs [XBLOCK] {
   triton.return
 }
 // CHECK: error: 'triton.kernel' op triton.kernel @k: a pointwise kernel has rnumel 1, not 4
+
+// -----
+
+// tl.dot's inner dimensions must agree.
+triton.kernel @k matmul [8] x [4] params [] constexprs [YBLOCK, XBLOCK, RBLOCK] {
+  %a = triton.full 1.0 : !triton.block<[YBLOCK, RBLOCK], f32>
+  %b = triton.full 2.0 : !triton.block<[XBLOCK, XBLOCK], f32>
+  %acc = triton.full 0.0 : !triton.block<[YBLOCK, XBLOCK], f32>
+  %d = triton.dot %a, %b, %acc : !triton.block<[YBLOCK, RBLOCK], f32>, !triton.block<[XBLOCK, XBLOCK], f32>, !triton.block<[YBLOCK, XBLOCK], f32> -> !triton.block<[YBLOCK, XBLOCK], f32>
+  triton.return
+}
+// CHECK: error: 'triton.dot' op cannot multiply ['YBLOCK', 'RBLOCK'] by ['XBLOCK', 'XBLOCK'] into ['YBLOCK', 'XBLOCK']
+
+// -----
+
+// A precision applies to float32 operands only.
+triton.kernel @k matmul [8] x [4] params [] constexprs [YBLOCK, XBLOCK, RBLOCK] {
+  %a = triton.full 1.0 : !triton.block<[YBLOCK, RBLOCK], bf16>
+  %b = triton.full 2.0 : !triton.block<[RBLOCK, XBLOCK], bf16>
+  %acc = triton.full 0.0 : !triton.block<[YBLOCK, XBLOCK], f32>
+  %d = triton.dot %a, %b, %acc precision "ieee" : !triton.block<[YBLOCK, RBLOCK], bf16>, !triton.block<[RBLOCK, XBLOCK], bf16>, !triton.block<[YBLOCK, XBLOCK], f32> -> !triton.block<[YBLOCK, XBLOCK], f32>
+  triton.return
+}
+// CHECK: error: 'triton.dot' op a precision applies to f32 operands only
