@@ -65,7 +65,7 @@ def test_literal_typed_ops_round_trip() -> None:
 BAD = {
     "triton kind": (
         TRITON.replace("pointwise [128]", "blocked [128]"),
-        "unknown kernel kind 'blocked' (one of pointwise, persistent, looped, split)",
+        "unknown kernel kind 'blocked' (one of pointwise, persistent, looped, split, matmul)",
     ),
     "cpp loop kind": (
         CPP.replace("cpp.for serial", "cpp.for vector"),

@@ -12,4 +12,4 @@ kernel.kernel @bad_config pointwise [4] x [1] (%in: memref<4xf32>) -> (memref<4x
 kernel.kernel @bad_kind blocked [4] x [1] (%in: memref<4xf32>) -> (memref<4xf32>) {
   kernel.yield %in : memref<4xf32>
 }
-// CHECK: parse-errors.mlir:[[# @LINE - 3]]:25: error: unknown kernel kind 'blocked' (one of pointwise, reduction, persistent, looped, split)
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:25: error: unknown kernel kind 'blocked' (one of pointwise, reduction, persistent, looped, split, matmul)
