@@ -20,11 +20,13 @@ becomes (``mode=epilogue``)::
 
 ``mode``: ``none`` (the default: every product stays cuBLAS), ``half`` (bfloat16 and
 float16 products), ``epilogue`` (products whose result feeds only pointwise ops, through
-views), ``all``. Only on a GPU
-(``kiln.device``; ``cpu=true`` also for the CPU: the tests' Triton interpreter), for ``mm`` of float32/bfloat16/float16 at static sizes with at most
-``max-macs`` multiply-adds (large products are cuBLAS's). Float32 products use
+views), ``all``. Only on a GPU (``kiln.device``; ``cpu=true`` also for the CPU: the
+tests' Triton interpreter), for ``mm`` and ``addmm`` (``alpha = beta = 1``: its bias
+joins the epilogue) of float32/bfloat16/float16 at static sizes, each at least 16, with
+at most ``max-macs`` multiply-adds (large products are cuBLAS's). Float32 products use
 IEEE float32 dots (``input_precision="ieee"``), as cuBLAS does while
-``torch.backends.cuda.matmul.allow_tf32`` is off.
+``torch.backends.cuda.matmul.allow_tf32`` is off; on an H100 they ran 2-6x slower than
+cuBLAS's (docs/benchmarks/dot-kernels.md), hence ``half``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.passes.unfuse_addmm import feeds_only_pointwise, is_one
 
 MODES = ("none", "half", "epilogue", "all")
+
+MIN_SIZE = 16
+"""Each of ``m``, ``n``, ``k`` at least this: ``tl.dot``'s smallest block; a thinner
+product (a matrix-vector one) would compute mostly padding."""
+MAX_ROWS = 65535 * MIN_SIZE
+"""Row blocks go on the grid's y axis (at most 65535 of them)."""
 
 
 class DotKernelsError(ValueError):
@@ -94,7 +102,7 @@ class DotKernelsPass(ModulePass):
         if not isinstance(out.element_type, Float32Type | BFloat16Type | Float16Type):
             return False
         (m, k), n = a, b[1]
-        if min(m, n, k) == 0 or m * n * k > self.max_macs:
+        if min(m, n, k) < MIN_SIZE or m * n * k > self.max_macs or m > MAX_ROWS:
             return False
         if self.mode == "half":
             return not isinstance(out.element_type, Float32Type)
