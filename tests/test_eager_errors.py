@@ -16,11 +16,6 @@ import torch.nn.functional as F
 import kiln
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 def _eager_error(fn: Callable[..., object], *inputs: torch.Tensor) -> Exception:
     try:
         fn(*inputs)

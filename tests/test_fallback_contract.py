@@ -22,11 +22,6 @@ from kiln.compiler import last_compile_stats
 Program = Callable[..., Any]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 def _compiled(fn: Program) -> Program:
     return torch.compile(fn, backend="kiln", options={"verbose": False, "executor": "cpp"})
 

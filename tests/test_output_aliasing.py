@@ -14,11 +14,6 @@ import torch
 import kiln
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 def _view_of_output(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     y = x + 1
     return y, y.view(-1)

@@ -20,11 +20,6 @@ CASES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_complex_scalars_compile_to_eager_values(name: str) -> None:
     fn = CASES[name]

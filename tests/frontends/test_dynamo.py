@@ -17,11 +17,6 @@ import kiln
 from kiln.compiler import CompileError, last_compile_stats
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 def test_backend_is_found_without_importing_kiln() -> None:
     code = (
         "import sys, torch\n"

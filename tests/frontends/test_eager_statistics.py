@@ -19,9 +19,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from kiln.frontends.eager_statistics import declare_eager_statistics
 
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
-
-
 MODULES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "BatchNorm1d": (lambda: nn.BatchNorm1d(10), (4, 10)),
     "BatchNorm2d": (lambda: nn.BatchNorm2d(6), (3, 6, 5, 4)),

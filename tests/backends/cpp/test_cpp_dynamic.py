@@ -13,11 +13,6 @@ import torch.nn.functional as F
 from dynamic_cases import ARITH_CASES, SIZES_2D, VIEW_CASES, run_dynamic, sdpa
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("name", list(VIEW_CASES))
 def test_views_with_symbolic_sizes(name: str) -> None:
     run_dynamic(VIEW_CASES[name], SIZES_2D)

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 
 from kiln.backends.host.runtime import as_buffer
-
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_group_norm_backward_under_dynamic_shapes_is_eager_s() -> None:

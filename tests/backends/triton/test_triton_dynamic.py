@@ -15,11 +15,6 @@ VIEWS = ["chunk_view", "chunk_math", "split_symbolic", "narrow_symbolic_view"]
 ARITH = ["floor_ceil", "trunc", "pow_int", "pow_neg_half", "float_size_to_view"]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> None:
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("name", VIEWS)
 def test_views_with_symbolic_sizes(name: str) -> None:
     run_dynamic(VIEW_CASES[name], SIZES_2D[:3], executor="triton", device=DEVICE)
