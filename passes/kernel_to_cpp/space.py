@@ -28,6 +28,7 @@ from kiln.dialects.loop.expr import (
     mod,
     reduction_var,
     replace_symbols,
+    same_value,
     size_var,
 )
 from kiln.dialects.loop.ops import LoopNestOp
@@ -93,7 +94,7 @@ class Merge:
         ``b*inner_size*(m // inner_size) + b*(m % inner_size)``, at many times the cost
         under symbolic sizes). None: it keeps a division of the merged variable."""
         a, b, rest = parts
-        if sympy.expand(a - b * self.inner_size) != 0:
+        if not same_value(a, b * self.inner_size):
             return None
         return sympy.expand(b * self.merged + rest)
 
@@ -198,7 +199,7 @@ def _candidates(
         if level is Level.XR:
             prefix: sympy.Expr = sympy.Integer(1)
             for k in range(len(sizes) + 1):
-                if sympy.expand(prefix - numel) == 0:
+                if same_value(prefix, numel):
                     xs.append(sizes[:k])
                     rs.append(sizes[k:])
                     break
@@ -217,7 +218,7 @@ def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> lis
     the one with the most dimensions."""
     if total == 1:
         return []
-    valid = [list(c) for c in candidates if sympy.expand(sympy.Mul(*c) - total) == 0]
+    valid = [list(c) for c in candidates if same_value(sympy.Mul(*c), total)]
     if not valid:
         return [total]
     if total.is_Integer and all(all(d.is_Integer for d in c) for c in valid):
