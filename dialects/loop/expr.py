@@ -391,8 +391,11 @@ def as_int(e: sympy.Basic | int) -> int:
     return int(cast(Any, e))
 
 
+@lru_cache(maxsize=16384)
 def is_index_expr(expr: Expr) -> bool:
-    """Whether every node is one the text syntax can print."""
+    """Whether every node is one the text syntax can print. Cached: every index
+    attribute built is verified, and the passes build the same indices again and again
+    (under symbolic sizes, large ones)."""
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Symbol):
             if not _NAME.fullmatch(node.name):

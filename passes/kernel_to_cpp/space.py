@@ -244,12 +244,13 @@ def _chain_dims(chain: Sequence[int], whole: int) -> list[sympy.Expr] | None:
 
 
 def _divmod_count(exprs: Sequence[sympy.Expr]) -> int:
-    return sum(
-        1
-        for e in exprs
-        for node in sympy.preorder_traversal(e)
-        if isinstance(node, FloorDiv | sympy.Mod)
-    )
+    return sum(_divmods(e) for e in exprs)
+
+
+@lru_cache(maxsize=16384)
+def _divmods(e: sympy.Expr) -> int:
+    """Cached: every merge tried counts the divisions of all the kernel's indices."""
+    return sum(1 for node in sympy.preorder_traversal(e) if isinstance(node, FloorDiv | sympy.Mod))
 
 
 def merge_dims(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> tuple[LoopSpace, list[sympy.Expr]]:
@@ -313,13 +314,15 @@ def _try_merge(
     return final, [substitute(e, rename) for e in done]
 
 
+@lru_cache(maxsize=16384)
 def _linear_parts(
     e: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol
 ) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
     """``(a, b, rest)`` with ``e == a*outer + b*inner + rest`` and neither variable in
     ``a``, ``b``, ``rest`` nor under a division (``e`` expanded; divisions of sizes
     only), else None. Merging the two dims (``outer = m // n``, ``inner = m % n``) then
-    gives ``b*m + rest`` where ``a == b*n``, and otherwise keeps a division of ``m``."""
+    gives ``b*m + rest`` where ``a == b*n``, and otherwise keeps a division of ``m``.
+    Cached: each merge tried, and then its replay, splits the same indices."""
     if any(
         not cast(sympy.Symbol, v).is_positive
         for node in sympy.preorder_traversal(e)
