@@ -114,8 +114,7 @@ class TensorRef:
         if len(ty.get_shape()) != len(self.sizes):
             return False
         if self.buffer_sizes is None or not all(
-            same_value(s, b)
-            for s, b in zip(self.sizes, self.buffer_sizes, strict=True)
+            same_value(s, b) for s, b in zip(self.sizes, self.buffer_sizes, strict=True)
         ):
             return False
         return all(

@@ -28,7 +28,6 @@ take a prefix of a larger result), and the reshape takes the allocation's size o
 
 from __future__ import annotations
 
-import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
