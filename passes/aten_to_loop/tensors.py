@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
 
 from kiln.dialects.aten.memory_format import NHWC
-from kiln.dialects.loop.expr import floordiv, mod
+from kiln.dialects.loop.expr import floordiv, mod, same_value
 from kiln.dialects.loop.simplify import sample_sizes
 
 Expr = sympy.Expr
@@ -114,8 +114,7 @@ class TensorRef:
         if len(ty.get_shape()) != len(self.sizes):
             return False
         if self.buffer_sizes is None or not all(
-            s == b or sympy.expand(s - b) == 0
-            for s, b in zip(self.sizes, self.buffer_sizes, strict=True)
+            same_value(s, b) for s, b in zip(self.sizes, self.buffer_sizes, strict=True)
         ):
             return False
         return all(
@@ -311,7 +310,7 @@ def _same(a: Expr, b: Expr) -> bool:
     if a.is_Integer and b.is_Integer:
         return False
     sample = sample_sizes(a - b)
-    return (sample == 0 or sample == math.inf) and sympy.expand(a - b) == ZERO
+    return (sample == 0 or sample == math.inf) and same_value(a, b)
 
 
 def _known_greater(a: Expr, b: Expr) -> bool:

@@ -28,6 +28,7 @@ from kiln.dialects.loop.expr import (
     mod,
     reduction_var,
     replace_symbols,
+    same_value,
     size_var,
 )
 from kiln.dialects.loop.ops import LoopNestOp
@@ -93,7 +94,7 @@ class Merge:
         ``b*inner_size*(m // inner_size) + b*(m % inner_size)``, at many times the cost
         under symbolic sizes). None: it keeps a division of the merged variable."""
         a, b, rest = parts
-        if sympy.expand(a - b * self.inner_size) != 0:
+        if not same_value(a, b * self.inner_size):
             return None
         return sympy.expand(b * self.merged + rest)
 
@@ -198,7 +199,7 @@ def _candidates(
         if level is Level.XR:
             prefix: sympy.Expr = sympy.Integer(1)
             for k in range(len(sizes) + 1):
-                if sympy.expand(prefix - numel) == 0:
+                if same_value(prefix, numel):
                     xs.append(sizes[:k])
                     rs.append(sizes[k:])
                     break
@@ -217,7 +218,7 @@ def refine(candidates: Sequence[Sequence[sympy.Expr]], total: sympy.Expr) -> lis
     the one with the most dimensions."""
     if total == 1:
         return []
-    valid = [list(c) for c in candidates if sympy.expand(sympy.Mul(*c) - total) == 0]
+    valid = [list(c) for c in candidates if same_value(sympy.Mul(*c), total)]
     if not valid:
         return [total]
     if total.is_Integer and all(all(d.is_Integer for d in c) for c in valid):
@@ -243,12 +244,13 @@ def _chain_dims(chain: Sequence[int], whole: int) -> list[sympy.Expr] | None:
 
 
 def _divmod_count(exprs: Sequence[sympy.Expr]) -> int:
-    return sum(
-        1
-        for e in exprs
-        for node in sympy.preorder_traversal(e)
-        if isinstance(node, FloorDiv | sympy.Mod)
-    )
+    return sum(_divmods(e) for e in exprs)
+
+
+@lru_cache(maxsize=16384)
+def _divmods(e: sympy.Expr) -> int:
+    """Cached: every merge tried counts the divisions of all the kernel's indices."""
+    return sum(1 for node in sympy.preorder_traversal(e) if isinstance(node, FloorDiv | sympy.Mod))
 
 
 def merge_dims(space: LoopSpace, exprs: Sequence[sympy.Expr]) -> tuple[LoopSpace, list[sympy.Expr]]:
@@ -312,13 +314,15 @@ def _try_merge(
     return final, [substitute(e, rename) for e in done]
 
 
+@lru_cache(maxsize=16384)
 def _linear_parts(
     e: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol
 ) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
     """``(a, b, rest)`` with ``e == a*outer + b*inner + rest`` and neither variable in
     ``a``, ``b``, ``rest`` nor under a division (``e`` expanded; divisions of sizes
     only), else None. Merging the two dims (``outer = m // n``, ``inner = m % n``) then
-    gives ``b*m + rest`` where ``a == b*n``, and otherwise keeps a division of ``m``."""
+    gives ``b*m + rest`` where ``a == b*n``, and otherwise keeps a division of ``m``.
+    Cached: each merge tried, and then its replay, splits the same indices."""
     if any(
         not cast(sympy.Symbol, v).is_positive
         for node in sympy.preorder_traversal(e)

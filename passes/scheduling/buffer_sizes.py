@@ -31,7 +31,7 @@ from kiln.dialects.aten.attributes import SymRefAttr
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.kernel.kernel_ops import YieldOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, ReuseOp
-from kiln.dialects.loop.expr import floordiv
+from kiln.dialects.loop.expr import floordiv, same_value
 from kiln.dialects.loop.host_expr import arith_expr
 
 Expr = sympy.Expr
@@ -105,7 +105,7 @@ class BufferSizes:
         return None
 
     def same(self, a: Sequence[Expr], b: Sequence[Expr]) -> bool:
-        return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
 
     def same_sizes(self, a: SSAValue, b: SSAValue) -> bool:
         x, y = self.of_buffer(a), self.of_buffer(b)
@@ -114,7 +114,7 @@ class BufferSizes:
     def same_count(self, a: SSAValue, b: SSAValue) -> bool:
         """Whether the buffers provably hold the same number of elements."""
         x, y = self.of_buffer(a), self.of_buffer(b)
-        return x is not None and y is not None and sympy.expand(sympy.Mul(*x) - sympy.Mul(*y)) == 0
+        return x is not None and y is not None and same_value(sympy.Mul(*x), sympy.Mul(*y))
 
     # -- inside an extern body --------------------------------------------------------
 

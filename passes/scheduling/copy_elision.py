@@ -28,7 +28,6 @@ take a prefix of a larger result), and the reshape takes the allocation's size o
 
 from __future__ import annotations
 
-import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
@@ -38,7 +37,7 @@ from kiln.dialects.kernel.kernel_ops import KernelOp
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
-from kiln.dialects.loop.expr import flat_index, index_var
+from kiln.dialects.loop.expr import flat_index, index_var, same_value
 from kiln.dialects.loop.ops import PointwiseOp, is_contiguous_buffer
 from kiln.passes.scheduling.buffer_sizes import BufferSizes
 from kiln.passes.scheduling.reshape_in_place import defined_before, reshape_extern_result
@@ -59,7 +58,7 @@ def _is_in_order_copy(kernel: KernelOp) -> bool:
         return False
     sizes = [s.data for s in node.sizes.data]
     identity = flat_index([index_var(k) for k in range(len(sizes))], sizes)
-    return sympy.expand(load.index.data - identity) == 0
+    return same_value(load.index.data, identity)
 
 
 def _same_count(source: SSAValue, target: SSAValue, sizes: BufferSizes) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, auto
+from functools import lru_cache
 
 import networkx as nx
 import sympy
@@ -41,6 +42,13 @@ class NodeKind(Enum):
 
 
 def _product(values: Sequence[sympy.Expr]) -> sympy.Expr:
+    return _product_cached(tuple(values))
+
+
+@lru_cache(maxsize=4096)
+def _product_cached(values: tuple[sympy.Expr, ...]) -> sympy.Expr:
+    """Cached: ``numel`` is asked of every node at every fusion step, and multiplying
+    out compound symbolic sizes costs a millisecond each."""
     out: sympy.Expr = sympy.Integer(1)
     for v in values:
         out = out * v

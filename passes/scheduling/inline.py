@@ -35,6 +35,7 @@ from kiln.dialects.loop.expr import (
     flat_index,
     index_var,
     indirect_var,
+    same_value,
     size_var,
     var_kind,
 )
@@ -293,7 +294,7 @@ def _reads_in_order(
     variables = [index_var(k) for k in range(len(sizes))]
     if any(ranges.get(v) != size for v, size in zip(variables, sizes, strict=True)):  # pyright: ignore[reportArgumentType]
         return False
-    return sympy.expand(load.index.data - flat_index(variables, sizes)) == 0
+    return same_value(load.index.data, flat_index(variables, sizes))
 
 
 def _permuted_read(
@@ -324,8 +325,8 @@ def _permuted_read(
         if size == 1:
             coordinates.append(sympy.Integer(0))
             continue
-        found = [v for v, c in coefficients.items() if sympy.expand(c - stride) == 0]
-        if len(found) != 1 or sympy.expand(ranges[found[0]] - size) != 0:
+        found = [v for v, c in coefficients.items() if same_value(c, stride)]
+        if len(found) != 1 or not same_value(ranges[found[0]], size):
             return None
         coordinates.append(found[0])
         del coefficients[found[0]]
@@ -384,7 +385,7 @@ def _within_dim(
     if coordinate == 0:
         return True
     if isinstance(coordinate, sympy.Symbol) and coordinate in ranges:
-        return sympy.expand(ranges[coordinate] - size) == 0
+        return same_value(ranges[coordinate], size)
     if not size.is_Integer:
         return False
     low, high = integer_bounds(coordinate, ranges)

@@ -28,7 +28,7 @@ from enum import Enum, auto
 import sympy
 
 from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.expr import flat_index, index_var, reduction_var
+from kiln.dialects.loop.expr import flat_index, index_var, reduction_var, same_value
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.exprs import floordiv, substitute
@@ -47,7 +47,7 @@ class Level(Enum):
 
 
 def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
-    return sympy.expand(a - b) == 0
+    return same_value(a, b)
 
 
 def _local_sizes(node: Node) -> tuple[list[sympy.Expr], list[sympy.Expr]]:
@@ -109,7 +109,7 @@ def _same_index(
     a, b = substitute(a, zero), substitute(b, zero)
     a = simplify_with_ranges(sympy.expand(a), ranges)
     b = simplify_with_ranges(sympy.expand(b), ranges)
-    return sympy.expand(a - b) == 0
+    return same_value(a, b)
 
 
 def reads_same_point(

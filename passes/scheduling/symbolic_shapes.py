@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import sympy
 
+from kiln.dialects.loop.expr import same_value
 from kiln.dialects.loop.simplify import polynomial_quotient, sample_sizes
 
 
@@ -34,7 +35,7 @@ def _cuts(shapes: Sequence[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
         product: sympy.Expr = sympy.Integer(1)
         for d in reversed(dims[1:]):
             product = sympy.expand(product * d)
-            if not any(sympy.expand(product - c) == 0 for c in cuts):
+            if not any(same_value(product, c) for c in cuts):
                 cuts.append(product)
     return cuts
 
