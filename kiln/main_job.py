@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
+from kiln.compile_options import CompileError
 from kiln.compiler import DEFAULT_PIPELINE, CompileOptions, compile_graph
 
 
@@ -85,7 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     options = CompileOptions(
         pipeline=args.pipeline, executor=args.executor, debug_dir=args.debug_dir, verbose=False
     )
-    compiled = compile_graph(captured.gm, captured.example_inputs, options, name=args.model)
+    try:
+        compiled = compile_graph(captured.gm, captured.example_inputs, options, name=args.model)
+    except CompileError as e:
+        # A user's mistake (a Triton executor without a GPU, a bad pipeline): the
+        # message says what to do; a traceback would bury it.
+        print(f"kiln: {e}", file=sys.stderr)
+        return 2
     stats = compiled.stats
     if not args.quiet:
         print(compiled.module)

@@ -31,6 +31,21 @@ def test_main_job_runs_and_matches_eager() -> None:
     assert proc.stdout.rstrip().endswith("OK")
 
 
+def test_main_job_says_why_it_cannot_compile(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Triton executor on a machine without a GPU is the user's choice to correct: one
+    line saying what to do, exit status 2, no traceback."""
+    from kiln.main_job import main
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert main(["--executor", "triton", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "needs GPU tensors" in err
+    assert "TRITON_INTERPRET=1" in err
+    assert "Traceback" not in err
+
+
 def test_kiln_import_piped_into_kiln_opt_runs_to_eager_numbers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
