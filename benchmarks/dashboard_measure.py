@@ -20,9 +20,18 @@ from typing import Any
 import torch
 from torch import nn
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "kiln", "kiln-static", "kiln-cg", "kiln-at")
-CUDA_ONLY = {"inductor-ro", "kiln-cg", "kiln-at"}
-OPT_IN = {"kiln-static"}
+BACKENDS = (
+    "eager",
+    "inductor",
+    "inductor-ro",
+    "kiln",
+    "kiln-static",
+    "kiln-cg",
+    "kiln-at",
+    "kiln-dot",
+)
+CUDA_ONLY = {"inductor-ro", "kiln-cg", "kiln-at", "kiln-dot"}
+OPT_IN = {"kiln-static", "kiln-dot"}
 """Backends run only when named (``--backends``)."""
 
 
@@ -208,7 +217,7 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
     if backend in ("inductor", "inductor-ro"):
         mode = "reduce-overhead" if backend == "inductor-ro" else None
         return torch.compile(model, backend="inductor", mode=mode, dynamic=dynamic or None)
-    if backend in ("kiln", "kiln-static", "kiln-cg", "kiln-at"):
+    if backend in ("kiln", "kiln-static", "kiln-cg", "kiln-at", "kiln-dot"):
         from kiln.frontends.dynamo import kiln_backend
 
         # kiln-static: Dynamo's default in a --dynamic task too, timed beside kiln's
@@ -219,6 +228,12 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
             options["cuda_graphs"] = True
         if backend == "kiln-at":
             options["autotune"] = True
+        if backend == "kiln-dot":
+            from kiln.compile_options import DEFAULT_PIPELINE
+
+            # half-precision products as Triton dot kernels with their epilogues
+            # (docs/benchmarks/dot-kernels.md), until the H200 rows decide the default
+            options["pipeline"] = DEFAULT_PIPELINE.replace("dot-kernels", "dot-kernels{mode=half}")
         return torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic or None)
     raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 

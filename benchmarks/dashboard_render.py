@@ -16,8 +16,22 @@ from typing import Any
 
 Rows = list[dict[str, Any]]
 
-ORDER = ("eager", "inductor", "inductor-ro", "kiln", "kiln-static", "kiln-cg", "kiln-at")
-PAIRS = (("kiln", "inductor"), ("kiln-cg", "inductor-ro"), ("kiln-at", "inductor"))
+ORDER = (
+    "eager",
+    "inductor",
+    "inductor-ro",
+    "kiln",
+    "kiln-static",
+    "kiln-cg",
+    "kiln-at",
+    "kiln-dot",
+)
+PAIRS = (
+    ("kiln", "inductor"),
+    ("kiln-cg", "inductor-ro"),
+    ("kiln-at", "inductor"),
+    ("kiln-dot", "inductor"),
+)
 """(kiln backend, the Inductor backend it is compared with)."""
 
 
