@@ -18,6 +18,7 @@ from kiln.compile_options import DEFAULT_PIPELINE
 from kiln.dialects.aten.function_attrs import DEVICE_ATTR
 from kiln.dialects.aten.fx import import_graph
 from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.kernel.program_ops import LaunchOp
 from kiln.frontends.dynamo import kiln_backend
 from kiln.passes.dot_kernels import DotKernelsPass
 from kiln.registry import default_registry
@@ -175,3 +176,22 @@ def test_training_step_through_torch_compile(
     # forward: both linears; backward: the input gradient of each linear but the first
     # (its input needs none) and both weight gradients
     assert dots == {"forward": 2, "backward": 3}, dots
+
+
+def test_the_output_never_overwrites_an_operand() -> None:
+    """Other programs still read an operand's rows and columns while one stores its tile:
+    buffer-reuse must not write the product into an operand's buffer in place (the
+    operand here is a temporary of the same size, dead after the product)."""
+
+    def fn(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        x = a * 2
+        return torch.relu(x @ w) + 1
+
+    a, w = torch.randn(32, 32), torch.randn(32, 32)
+    program, module, kinds = _compile(fn, a, w)
+    assert kinds == ["pointwise", "matmul"], kinds
+    launches = [op for op in module.walk() if isinstance(op, LaunchOp)]
+    product = launches[-1]
+    assert product.outs[0] not in list(product.args), str(module.ops.last)
+    got = program([a.to(DEVICE), w.to(DEVICE)])[0]
+    torch.testing.assert_close(got.cpu(), fn(a, w), rtol=1e-4, atol=1e-4)
