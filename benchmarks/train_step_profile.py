@@ -14,8 +14,10 @@ inference call instead: eval mode, ``torch.no_grad()``, forward only. Backends:
 ``-dynamic`` (last, on either compiler) compiles with ``dynamic=True``; after a ``:``,
 passes of the default pipeline with options, ``+``-separated, replace those passes
 (``kiln-nocg:channels-last{gpu-copy-nchw-inputs=true}``: an A/B of a pass option).
-``--tiling NAME=VALUE,...`` sets constants of ``kiln.passes.scheduling.tiling`` before
-compiling (with the graph cache off), for sweeps of the tiling heuristics.
+Each ``##`` line ends with the compiled output's largest difference from eager's (over
+eager's largest magnitude, :func:`output_error`). ``--tiling NAME=VALUE,...`` sets
+constants of ``kiln.passes.scheduling.tiling`` before compiling (with the graph cache
+off), for sweeps of the tiling heuristics.
 
     python benchmarks/train_step_profile.py --models tv_resnet18,tv_mobilenet_v2 \\
         --backends kiln,kiln-nocg,inductor --top 20
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import functools
 import statistics
 import sys
@@ -60,6 +63,22 @@ def _infer(model: torch.nn.Module, fn: Any, inputs: tuple[Any, ...], grad: torch
     del model, grad
     with torch.no_grad():
         fn(*inputs)
+
+
+def output_error(
+    output: torch.Tensor, reference: torch.nn.Module, inputs: tuple[Any, ...]
+) -> float:
+    """The compiled first call's output against eager's on a copy of the model (largest
+    difference over eager's largest magnitude): a variant that computes other numbers
+    shows here, not only in its time. Same seed for both calls; in train mode a model
+    with dropout draws differently in each, so only inference reads exactly."""
+    with torch.no_grad():
+        torch.manual_seed(1)
+        want = _output(reference(*inputs)).detach().double()
+        got = output.detach().double()
+        if got.shape != want.shape:
+            return float("inf")
+        return (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
 
 
 def _set_tiling(spec: str) -> None:
@@ -148,8 +167,12 @@ def main() -> None:
                 if "-autotune" in variant:
                     options["autotune"] = True
                 fn = torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic)
+            reference = copy.deepcopy(model)
             with torch.set_grad_enabled(args.mode == "train"):
-                grad = torch.randn_like(_output(fn(*inputs)))
+                torch.manual_seed(1)
+                first = _output(fn(*inputs))
+                grad = torch.randn_like(first)
+            error = output_error(first, reference, inputs)
 
             step(model, fn, inputs, grad)  # compiles the backward, outside the lock
             with timing_lock():
@@ -157,7 +180,7 @@ def main() -> None:
                     step(model, fn, inputs, grad)
                 if device.type == "cpu":
                     _cpu_profile(
-                        name, args, backend, functools.partial(step, model, fn, inputs, grad)
+                        name, args, backend, functools.partial(step, model, fn, inputs, grad), error
                     )
                     continue
                 kernels = _cuda_kernels(args, functools.partial(step, model, fn, inputs, grad))
@@ -166,7 +189,7 @@ def main() -> None:
             copies = sum(v[1] for k, v in kernels.items() if k.startswith("Memcpy")) / args.steps
             print(
                 f"## {name} {args.size} {args.mode} {args.dtype} {backend}: kernels {total:.3f} ms a step, "
-                f"{launches:.0f} launches ({copies:.0f} memcpy)",
+                f"{launches:.0f} launches ({copies:.0f} memcpy), output vs eager {error:.1e}",
                 flush=True,
             )
             ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
@@ -189,7 +212,9 @@ def _cuda_kernels(args: argparse.Namespace, step: Any) -> dict[str, list[float]]
     return kernels
 
 
-def _cpu_profile(name: str, args: argparse.Namespace, backend: str, step: Any) -> None:
+def _cpu_profile(
+    name: str, args: argparse.Namespace, backend: str, step: Any, error: float
+) -> None:
     """The step's wall time (median of ``args.steps``, unprofiled), then the CPU self time
     per operator of ``args.steps`` profiled steps."""
     times: list[float] = []
@@ -207,7 +232,8 @@ def _cpu_profile(name: str, args: argparse.Namespace, backend: str, step: Any) -
     total = sum(r[0] for r in rows) / 1e3
     print(
         f"## {name} {args.size} {args.mode} {args.dtype} {backend}: wall "
-        f"{statistics.median(times) * 1e3:.1f} ms a step, profiled self time {total:.1f} ms",
+        f"{statistics.median(times) * 1e3:.1f} ms a step, profiled self time {total:.1f} ms, "
+        f"output vs eager {error:.1e}",
         flush=True,
     )
     for us, count, key in sorted(rows, key=lambda r: -r[0])[: args.top]:
