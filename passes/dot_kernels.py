@@ -41,6 +41,7 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.dot_kernels import mark_dot_kernel
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
+from kiln.passes.pad_mm import static_shape
 from kiln.passes.unfuse_addmm import feeds_only_pointwise, is_one
 
 MODES = ("none", "half", "epilogue", "all")
@@ -54,13 +55,6 @@ MAX_ROWS = 65535 * MIN_SIZE
 
 class DotKernelsError(ValueError):
     """A bad option (the message names it)."""
-
-
-def _static_shape(ty: object) -> list[int] | None:
-    if not isinstance(ty, TensorType):
-        return None
-    shape = list(ty.get_shape())
-    return shape if all(d >= 0 for d in shape) else None
 
 
 @dataclass(frozen=True)
@@ -89,11 +83,11 @@ class DotKernelsPass(ModulePass):
         if op.sym_operands():
             return False
         if op.overload_name == "aten::mm.default":
-            a, b = (_static_shape(v.type) for v in op.operands[:2])
+            a, b = (static_shape(v) for v in op.operands[:2])
         elif (
             op.overload_name == "aten::addmm.default" and is_one(op, "alpha") and is_one(op, "beta")
         ):
-            a, b = (_static_shape(v.type) for v in op.operands[1:3])
+            a, b = (static_shape(v) for v in op.operands[1:3])
         else:
             return False
         out = op.results[0].type

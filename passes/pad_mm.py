@@ -137,7 +137,8 @@ def compute_bound(m: int, k: int, n: int, element: Attribute) -> bool:
     return traffic > 0 and m * k * n / traffic > _BALANCE[type(element)]
 
 
-def _static_shape(value: SSAValue) -> list[int] | None:
+def static_shape(value: SSAValue) -> list[int] | None:
+    """``value``'s sizes when it is a tensor of static shape."""
     ty = value.type
     if not isinstance(ty, TensorType):
         return None
@@ -205,7 +206,7 @@ def _product(op: AtenOp) -> _Product | None:
     if _is_addmm(op) and not (is_one(op, "alpha") and is_one(op, "beta")):
         return None
     a, b = _matrices(op)
-    a_shape, b_shape = _static_shape(a), _static_shape(b)
+    a_shape, b_shape = static_shape(a), static_shape(b)
     if a_shape is None or b_shape is None:
         return None
     ty = a.type
@@ -460,7 +461,7 @@ def _copy_for_views(sliced: SSAValue, rewriter: PatternRewriter) -> None:
     """Give the ``view`` ops that read the sliced product ``sliced`` and cannot be views
     of its padded rows (``view(-1)``: the rows are not adjacent) a contiguous copy of it
     to read, so that the IR keeps eager's semantics (the aten interpreter runs it)."""
-    shape = _static_shape(sliced)
+    shape = static_shape(sliced)
     assert shape is not None
     padded = torch.empty([*shape[:-1], shape[-1] + 1], device="meta")[..., : shape[-1]]
     copy: SSAValue | None = None
@@ -505,7 +506,7 @@ def _replays(structure: str, values: Sequence[SSAValue]) -> bool:
     """Whether every view ``structure`` replays succeeds on tensors of ``values``' shapes."""
     tensors: list[torch.Tensor | None] = []
     for value in values:
-        shape = _static_shape(value)
+        shape = static_shape(value)
         tensors.append(None if shape is None else torch.empty(shape, device="meta"))
     try:
         structure_builder(structure)(tensors)
@@ -524,7 +525,7 @@ def _returned_view(root: SSAValue, calls: Sequence[ViewCall], bare: bool) -> boo
     """Whether the views ``calls`` replay on the padded product ``root`` (torch accepts
     every one on its padded rows), in eager's stride order when the caller sees the
     result itself (``bare``: eager returned it contiguous)."""
-    shape = _static_shape(root)
+    shape = static_shape(root)
     if shape is None:
         return False
     view = torch.empty(shape, device="meta")
@@ -669,4 +670,4 @@ class PadMmPass(ModulePass):
                     _return_padded(func, pattern.sliced)
 
 
-__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "measurement", "plan_padding"]
+__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "measurement", "plan_padding", "static_shape"]

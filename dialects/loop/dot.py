@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import UnitAttr
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_ops import LoadOp
@@ -52,8 +52,6 @@ class DotOperands:
 
     lhs: LoadOp
     rhs: LoadOp
-    accumulator: Attribute
-    """The element type of the sum (f32 for half types: the products are exact in it)."""
 
 
 def _through_extf(value: SSAValue) -> SSAValue:
@@ -78,7 +76,6 @@ def dot_operands(op: Operation) -> DotOperands | None:
     product = yielded.values[0].owner
     if not isinstance(product, arith.MulfOp):
         return None
-    accumulator = product.result.type
     loads: list[LoadOp] = []
     for operand in (product.lhs, product.rhs):
         load = _through_extf(operand).owner
@@ -101,7 +98,7 @@ def dot_operands(op: Operation) -> DotOperands | None:
         a, b = b, a
     if d1 in uses(a) or d0 in uses(b) or r0 not in uses(a) or r0 not in uses(b):
         return None
-    return DotOperands(a, b, accumulator)
+    return DotOperands(a, b)
 
 
 def is_dot(op: Operation) -> bool:

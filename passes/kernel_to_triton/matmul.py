@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import sympy
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import Float32Type, IntegerType, MemRefType, f32
+from xdsl.dialects.builtin import Float32Type, IntegerType, f32
 from xdsl.ir import Block, BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -115,8 +115,7 @@ class MatmulLowering:
             rhs = self._load(
                 product, operands.rhs, RHS_R, rhs_r, ("RBLOCK", "XBLOCK"), whole_chunks
             )
-            element = _element(product, operands.lhs)
-            precision = "ieee" if isinstance(element, Float32Type) else None
+            precision = "ieee" if isinstance(operands.lhs.result.type, Float32Type) else None
             acc = b.add(DotOp(lhs, rhs, body.args[1], precision))
             b.insert(scf.YieldOp(acc))
         b.remember(("node", product.op.results[0]), loop.results[0], 0)
@@ -163,12 +162,6 @@ class MatmulLowering:
 
 def _outer_buffer(node: NodePlan, load: LoadOp) -> SSAValue:
     return dict(zip(node.op.input_args(), node.op.inputs, strict=True))[load.buffer]
-
-
-def _element(node: NodePlan, load: LoadOp) -> object:
-    ty = _outer_buffer(node, load).type
-    assert isinstance(ty, MemRefType)
-    return ty.element_type
 
 
 __all__ = ["LHS_R", "RHS_R", "MatmulHost", "MatmulLowering"]
