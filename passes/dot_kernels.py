@@ -41,7 +41,7 @@ from xdsl.passes import ModulePass
 from kiln.dialects.aten.dot_kernels import mark_dot_kernel
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
-from kiln.passes.pad_mm import static_shape
+from kiln.dialects.aten.shapes import static_shape
 from kiln.passes.unfuse_addmm import feeds_only_pointwise, is_one
 
 MODES = ("none", "half", "epilogue", "all")

@@ -106,6 +106,7 @@ from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.dtypes import type_to_dtype
 from kiln.dialects.aten.function_attrs import OUTPUTS_ATTR, module_device, tf32_matmul
 from kiln.dialects.aten.padded_products import PaddingProblem, padded_products
+from kiln.dialects.aten.shapes import static_shape
 from kiln.output_structure import replay_view, structure_builder
 from kiln.passes.output_layout import ViewCall, alias_expr, view_chain
 from kiln.passes.unfuse_addmm import is_one
@@ -135,15 +136,6 @@ def compute_bound(m: int, k: int, n: int, element: Attribute) -> bool:
     balance of its dtype (Inductor's ``is_mm_compute_bound``)."""
     traffic = m * k + k * n + m * n
     return traffic > 0 and m * k * n / traffic > _BALANCE[type(element)]
-
-
-def static_shape(value: SSAValue) -> list[int] | None:
-    """``value``'s sizes when it is a tensor of static shape."""
-    ty = value.type
-    if not isinstance(ty, TensorType):
-        return None
-    shape = list(ty.get_shape())
-    return None if any(d < 0 for d in shape) else shape
 
 
 @dataclass(frozen=True)
@@ -670,4 +662,4 @@ class PadMmPass(ModulePass):
                     _return_padded(func, pattern.sliced)
 
 
-__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "measurement", "plan_padding", "static_shape"]
+__all__ = ["PadMatmul", "PadMmPass", "compute_bound", "measurement", "plan_padding"]

@@ -50,16 +50,9 @@ from kiln.dialects.aten.dialect import op_class
 from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.memory_format import NCHW
 from kiln.dialects.aten.ops import AtenOp
+from kiln.dialects.aten.shapes import static_shape
 
 CONVOLUTION = "aten::convolution.default"
-
-
-def _static_shape(value: SSAValue | None, rank: int) -> tuple[int, ...] | None:
-    ty = value.type if value is not None else None
-    if not isinstance(ty, TensorType):
-        return None
-    shape: tuple[int, ...] = tuple(ty.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
-    return shape if len(shape) == rank and all(d >= 0 for d in shape) else None
 
 
 def is_patch_convolution(op: AtenOp) -> bool:
@@ -68,13 +61,13 @@ def is_patch_convolution(op: AtenOp) -> bool:
     if op.overload_name != CONVOLUTION or len(op.results) != 1 or op.sym_operands():
         return False
     tensors = op.tensor_operands()
-    x = _static_shape(tensors["input"][0], 4)
-    w = _static_shape(tensors["weight"][0], 4)
-    y = _static_shape(op.results[0], 4)
+    x = static_shape(tensors["input"][0], 4)
+    w = static_shape(tensors["weight"][0], 4)
+    y = static_shape(op.results[0], 4)
     bias = tensors["bias"][0] if tensors.get("bias") else None
     if x is None or w is None or y is None:
         return False
-    if bias is not None and _static_shape(bias, 1) != (w[0],):
+    if bias is not None and static_shape(bias, 1) != (w[0],):
         return False
     kernel = list(w[2:])
     return (
@@ -105,7 +98,7 @@ def _rewrite(op: AtenOp) -> SSAValue:
     ty = x.type
     assert isinstance(ty, TensorType)
     element: Attribute = ty.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    x_shape, w_shape = _static_shape(x, 4), _static_shape(weight, 4)
+    x_shape, w_shape = static_shape(x, 4), static_shape(weight, 4)
     assert x_shape is not None
     assert w_shape is not None
     n, c, h, w = x_shape

@@ -45,7 +45,6 @@ from collections.abc import Callable, Sequence
 from functools import cache
 
 from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -56,6 +55,7 @@ from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from kiln.dialects.aten.ops import AtenOp, GenericOp
+from kiln.dialects.aten.shapes import static_shape
 
 Rewrite = Callable[[AtenOp, PatternRewriter], None]
 
@@ -68,14 +68,6 @@ INT64_MAX = 2**63 - 1
 def _self(op: Operation) -> SSAValue:
     """The ``self`` tensor: the first operand of every op handled here."""
     return op.operands[0]
-
-
-def _static_shape(value: SSAValue) -> tuple[int, ...] | None:
-    ty = value.type
-    if not isinstance(ty, TensorType):
-        return None
-    shape = ty.get_shape()
-    return None if DYNAMIC_INDEX in shape else shape
 
 
 def _rank(value: SSAValue) -> int | None:
@@ -193,8 +185,8 @@ _VIEWS = ("aten.view.default", "aten._unsafe_view.default")
 
 def _view(op: AtenOp, rewriter: PatternRewriter) -> None:
     x = _self(op)
-    shape = _static_shape(x)
-    if shape is not None and shape == _static_shape(op.results[0]):
+    shape = static_shape(x)
+    if shape is not None and shape == static_shape(op.results[0]):
         _forward(op, x, rewriter)
         return
     # Both are views: the result maps each logical index to the same address as x.
@@ -204,15 +196,15 @@ def _view(op: AtenOp, rewriter: PatternRewriter) -> None:
 
 def _reshape(op: AtenOp, rewriter: PatternRewriter) -> None:
     x = _self(op)
-    shape = _static_shape(x)
-    if shape is not None and shape == _static_shape(op.results[0]):
+    shape = static_shape(x)
+    if shape is not None and shape == static_shape(op.results[0]):
         _forward(op, x, rewriter)
 
 
 def _expand(op: AtenOp, rewriter: PatternRewriter) -> None:
     x = _self(op)
-    shape = _static_shape(x)
-    if shape is not None and shape == _static_shape(op.results[0]):
+    shape = static_shape(x)
+    if shape is not None and shape == static_shape(op.results[0]):
         _forward(op, x, rewriter)
 
 
@@ -273,7 +265,7 @@ def _squeeze_dim(op: AtenOp, rewriter: PatternRewriter) -> None:
     dim = _int(op, "dim", None)
     if rank is None or dim is None or (d := _norm_dim(dim, rank)) is None:
         return
-    shape = _static_shape(x)
+    shape = static_shape(x)
     if rank == 0 or (shape is not None and shape[d] != 1):
         _forward(op, x, rewriter)  # squeezing a dim that is not 1 is a no-op view
         return
@@ -291,7 +283,7 @@ def _unsqueeze(op: AtenOp, rewriter: PatternRewriter) -> None:
         return
     source = _self(inner)
     inner_dim = _int(inner, "dim", None)
-    shape = _static_shape(source)
+    shape = static_shape(source)
     if inner_dim is None or shape is None or _rank(source) != rank:
         return
     d = _norm_dim(dim, rank)
@@ -301,7 +293,7 @@ def _unsqueeze(op: AtenOp, rewriter: PatternRewriter) -> None:
 
 def _slice(op: AtenOp, rewriter: PatternRewriter) -> None:
     x = _self(op)
-    shape = _static_shape(x)
+    shape = static_shape(x)
     rank = _rank(x)
     dim = _int(op, "dim", 0)
     if shape is None or rank is None or rank == 0 or dim is None:
