@@ -363,7 +363,13 @@ def _lower_op(
     _check_not_written(ctx, op)
     if isinstance(op, ReturnOp):
         returned: dict[SSAValue, SSAValue] = {}
-        ctx.emit(ReturnOp(*[_returned(ctx, v, returned) for v in op.arguments]))
+        # A value returned at several positions is one tensor in eager (``return y,
+        # y.contiguous()``): one buffer, however its lowering materializes it.
+        buffers: dict[SSAValue, SSAValue] = {}
+        for v in op.arguments:
+            if v not in buffers:
+                buffers[v] = _returned(ctx, v, returned)
+        ctx.emit(ReturnOp(*[buffers[v] for v in op.arguments]))
         return
     if isinstance(op, AtenOp):
         results = None

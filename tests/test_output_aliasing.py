@@ -59,6 +59,14 @@ def _two_equal_views_and_their_base(x: torch.Tensor) -> tuple[torch.Tensor, ...]
     return b.unsqueeze(1), b.unsqueeze(1), b
 
 
+def _a_flip_and_its_contiguous(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The flip is one value returned twice (``contiguous`` of a contiguous tensor is the
+    # tensor); lowered as an index remap of ``x``, it was materialized once per position,
+    # into two buffers (found by program-batch).
+    y = x.flip(1)
+    return y, y.contiguous()
+
+
 CASES = [
     _view_of_output,
     _views_of_intermediate,
@@ -68,6 +76,7 @@ CASES = [
     _one_node_returned_twice,
     _channels_last_of_a_channels_last_view,
     _two_equal_views_and_their_base,
+    _a_flip_and_its_contiguous,
 ]
 
 
