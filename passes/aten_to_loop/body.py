@@ -11,7 +11,7 @@ the formula they implement.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import cast
 
@@ -70,6 +70,7 @@ class BodyBuilder:
         sizes: Sequence[Expr],
         reduction_sizes: Sequence[Expr],
         global_syms: Mapping[sympy.Symbol, SSAValue],
+        intern: Callable[[Expr], Expr] | None = None,
     ) -> None:
         self.sizes = tuple(sizes)
         self.reduction_sizes = tuple(reduction_sizes)
@@ -85,6 +86,7 @@ class BodyBuilder:
         """Function-level buffers loaded from, in block-argument order."""
         self._input_args: dict[SSAValue, SSAValue] = {}
         self._global_syms = global_syms
+        self._intern = intern
         self._local_syms: dict[sympy.Symbol, sympy.Symbol] = {}
         self.sym_values: list[SSAValue] = []
         """Function-level index values bound to ``s0..`` of this op."""
@@ -108,6 +110,8 @@ class BodyBuilder:
         """Rename function-level size symbols to this op's ``s<k>`` (adding operands)."""
         if not self._global_syms:
             return e
+        if self._intern is not None:
+            e = self._intern(e)
         free = [s for s in e.free_symbols if isinstance(s, sympy.Symbol) and s in self._global_syms]
         if not free:
             return e
