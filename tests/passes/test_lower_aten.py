@@ -313,6 +313,31 @@ def test_dynamic_sizes() -> None:
         assert_same(interpret(module, [x]), fn(x))
 
 
+def test_divisions_of_sizes_get_size_symbols_of_their_own() -> None:
+    """Every other column and every third row are ``(s1 + 1) // 2`` and ``(s0 + 2) // 3``
+    columns and rows: each division is computed once at the function level and the
+    loop ops' sizes are polynomials in their own symbols, with the numbers of eager at
+    sizes that divide and that do not."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x[:, ::2]) * 2 + x[::3].sum(0)[::2]
+
+    module, _, stats = capture_and_lower(fn, torch.randn(6, 8), dynamic=True)
+    assert not stats.extern
+    text = str(module)
+    assert "arith.floordivsi" in text
+    for op in loop_ops(module):
+        if isinstance(op, ExternOp):
+            continue
+        sizes = [*op.sizes.data]
+        if isinstance(op, ReductionOp):
+            sizes += op.reduction_sizes.data
+        assert not any("//" in str(s) for s in sizes), sizes
+    for rows, cols in ((3, 5), (7, 8), (2, 2)):
+        x = torch.randn(rows, cols)
+        assert_same(interpret(module, [x]), fn(x))
+
+
 def test_reading_after_an_in_place_write_is_refused() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = x.clone()
