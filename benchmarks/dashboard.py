@@ -103,7 +103,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dashboard_measure import BACKENDS, CUDA_ONLY, OPT_IN, describe, time_limit
+from dashboard_backends import BACKENDS, CUDA_ONLY, OPT_IN
+from dashboard_measure import describe, time_limit
 from dashboard_results import (
     Row,
     commit,

@@ -18,22 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from dashboard_backends import BACKENDS
 from torch import nn
-
-BACKENDS = (
-    "eager",
-    "inductor",
-    "inductor-ro",
-    "kiln",
-    "kiln-static",
-    "kiln-cg",
-    "kiln-at",
-    "kiln-dot",
-)
-CUDA_ONLY = {"inductor-ro", "kiln-cg", "kiln-at", "kiln-dot"}
-OPT_IN = {"kiln-static", "kiln-dot"}
-"""Backends run only when named (``--backends``)."""
-
 
 # -- timeouts, caches, synchronization -----------------------------------------------------
 

@@ -14,18 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dashboard_backends import BACKENDS
+
 Rows = list[dict[str, Any]]
 
-ORDER = (
-    "eager",
-    "inductor",
-    "inductor-ro",
-    "kiln",
-    "kiln-static",
-    "kiln-cg",
-    "kiln-at",
-    "kiln-dot",
-)
 PAIRS = (
     ("kiln", "inductor"),
     ("kiln-cg", "inductor-ro"),
@@ -110,7 +102,7 @@ def groups(rows: Rows) -> dict[tuple[str, str, str], dict[str, dict[str, dict[st
 
 def backends_in(rows: Rows) -> list[str]:
     present = {r["backend"] for r in rows}
-    return [b for b in ORDER if b in present]
+    return [b for b in BACKENDS if b in present]
 
 
 def summary(rows: Rows) -> list[str]:
