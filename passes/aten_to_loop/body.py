@@ -70,7 +70,7 @@ class BodyBuilder:
         sizes: Sequence[Expr],
         reduction_sizes: Sequence[Expr],
         global_syms: Mapping[sympy.Symbol, SSAValue],
-        intern: Callable[[Expr], Expr] | None = None,
+        intern: Callable[[Expr], Expr],
     ) -> None:
         self.sizes = tuple(sizes)
         self.reduction_sizes = tuple(reduction_sizes)
@@ -110,8 +110,7 @@ class BodyBuilder:
         """Rename function-level size symbols to this op's ``s<k>`` (adding operands)."""
         if not self._global_syms:
             return e
-        if self._intern is not None:
-            e = self._intern(e)
+        e = self._intern(e)  # divisions of sizes over symbols of their own
         free = [s for s in e.free_symbols if isinstance(s, sympy.Symbol) and s in self._global_syms]
         if not free:
             return e

@@ -34,7 +34,7 @@ from kiln.dialects.aten.size_symbols import TRACED_SIZES_ATTR, traced_size_texts
 from kiln.dialects.aten.storage import storage_layout
 from kiln.dialects.aten.traits import FollowsChannelsLast, has_aten_trait
 from kiln.dialects.loop.attributes import ReductionKind, ReductionKindAttr
-from kiln.dialects.loop.expr import ExprSyntaxError, FloorDiv, parse_expr
+from kiln.dialects.loop.expr import ExprSyntaxError, parse_expr
 from kiln.dialects.loop.host_expr import arith_expr
 from kiln.dialects.loop.ops import (
     ExternOp,
@@ -44,9 +44,9 @@ from kiln.dialects.loop.ops import (
     segment_sizes,
     tensor_for_buffer,
 )
-from kiln.dialects.loop.simplify import Bounds, interval
 from kiln.passes.aten_to_loop.body import BodyBuilder, expr_attr
 from kiln.passes.aten_to_loop.extern_shapes import extern_result_sizes
+from kiln.passes.aten_to_loop.size_interning import SizeInterner
 from kiln.passes.aten_to_loop.tensors import TensorRef
 from kiln.passes.aten_to_loop.types import NoLowering, check_body_type, compute_type, is_body_type
 
@@ -57,11 +57,6 @@ _INDEX = IndexType()
 
 class LoweringError(Exception):
     """The IR cannot be lowered at all (not merely: this op runs as extern)."""
-
-
-def _size_bounds(symbol: sympy.Symbol) -> Bounds:
-    """A function-level size symbol's bounds: a positive integer."""
-    return (1 if symbol.is_positive else None), None
 
 
 class LoweringContext:
@@ -77,8 +72,8 @@ class LoweringContext:
         self._index_values: dict[Expr, SSAValue] = {}
         self._expr_of: dict[SSAValue, Expr] = {}
         self._constants: dict[int, SSAValue] = {}
-        self._interned_atoms: dict[Expr, Expr] = {}
-        self._interned_exprs: dict[Expr, Expr] = {}
+        self.interned_sizes = SizeInterner(self.symbols, lambda e: self.symbol(self.index_value(e)))
+        """Divisions of sizes over size symbols of their own (what loop ops index by)."""
         self.written: set[SSAValue] = set()
         """Buffers an in-place op has written (reading them again is refused)."""
         self.device = "cpu"
@@ -196,36 +191,6 @@ class LoweringContext:
         self._index_values.setdefault(e, value)
         return e
 
-    def intern_sizes(self, e: Expr) -> Expr:
-        """``e`` with each division or remainder of sizes alone (a strided convolution's
-        output ``(g1 - 1) // 2 + 1``) written over a size symbol of its own, bound to a
-        function-level value computing it: kernels then index by polynomials in their
-        sizes, whose algebra costs what a static compile's does, instead of carrying
-        the divisions through every fusion, tiling and C++ index expression."""
-        if not e.has(FloorDiv, sympy.Mod):
-            return e
-        done = self._interned_exprs.get(e)
-        if done is not None:
-            return done
-        globals_ = set(self.symbols)
-        atoms = [
-            a for a in e.atoms(FloorDiv, sympy.Mod) if a.free_symbols and a.free_symbols <= globals_
-        ]
-        atoms = [a for a in atoms if not any(b is not a and b.has(a) for b in atoms)]
-        mapping: dict[sympy.Basic, sympy.Basic] = {}
-        for atom in atoms:
-            replacement = self._interned_atoms.get(atom)
-            if replacement is None:
-                lo = interval(atom, _size_bounds)[0]
-                if lo is None:
-                    continue
-                symbol = self.symbol(self.index_value(atom - lo + 1))
-                replacement = self._interned_atoms[atom] = symbol + lo - 1
-            mapping[atom] = replacement
-        out = cast(Expr, sympy.expand(e.xreplace(mapping))) if mapping else e
-        self._interned_exprs[e] = out
-        return out
-
     def index_constant(self, value: int) -> SSAValue:
         cached = self._constants.get(value)
         if cached is None:
@@ -270,7 +235,7 @@ class LoweringContext:
     # -- building loop ops ----------------------------------------------------------------
 
     def body(self, sizes: Sequence[Expr], reduction_sizes: Sequence[Expr] = ()) -> BodyBuilder:
-        return BodyBuilder(sizes, reduction_sizes, self.symbols, self.intern_sizes)
+        return BodyBuilder(sizes, reduction_sizes, self.symbols, self.interned_sizes)
 
     def _size_attrs(self, bb: BodyBuilder, sizes: Sequence[Expr]) -> ArrayAttr[Any]:
         return ArrayAttr([expr_attr(bb.localize(sympy.sympify(s))) for s in sizes])
