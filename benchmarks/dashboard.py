@@ -20,9 +20,9 @@ dashboard_isolate.py); without it, everything runs in this process.
 Backends: ``eager``, ``inductor`` (default mode), ``inductor-ro`` (``mode="reduce-overhead"``,
 CUDA only), ``kiln`` (default options), ``kiln-cg`` (``options={"cuda_graphs": True}``, CUDA
 only), ``kiln-at`` (``options={"autotune": True}``: kernel configs benchmarked on the first
-call, as Inductor does for its reductions; CUDA only), ``kiln-dot`` (bfloat16/float16
-products as Triton dot kernels with their epilogues, ``dot-kernels{mode=half}``; CUDA
-only), ``kiln-static`` (only when named; in
+call, as Inductor does for its reductions; CUDA only), ``kiln-cublas`` (every matrix
+product on cuBLAS, ``dot-kernels{mode=none}``: the default runs small bfloat16/float16
+products as Triton dot kernels with their epilogues; CUDA only), ``kiln-static`` (only when named; in
 ``--dynamic`` tasks only: kiln compiled static, Dynamo's default, beside the dynamic
 compile, so that ``--interleave`` times kiln's dynamic and static code in the same rounds:
 the "dynamic=True against static" section). Modes: ``infer`` (forward under no_grad, eval mode) and ``train`` (train mode,

@@ -11,8 +11,8 @@ BACKENDS = (
     "kiln-static",
     "kiln-cg",
     "kiln-at",
-    "kiln-dot",
+    "kiln-cublas",
 )
-CUDA_ONLY = frozenset({"inductor-ro", "kiln-cg", "kiln-at", "kiln-dot"})
-OPT_IN = frozenset({"kiln-static", "kiln-dot"})
+CUDA_ONLY = frozenset({"inductor-ro", "kiln-cg", "kiln-at", "kiln-cublas"})
+OPT_IN = frozenset({"kiln-static", "kiln-cublas"})
 """Backends run only when named (``--backends``)."""

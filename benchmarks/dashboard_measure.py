@@ -203,7 +203,7 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
     if backend in ("inductor", "inductor-ro"):
         mode = "reduce-overhead" if backend == "inductor-ro" else None
         return torch.compile(model, backend="inductor", mode=mode, dynamic=dynamic or None)
-    if backend in ("kiln", "kiln-static", "kiln-cg", "kiln-at", "kiln-dot"):
+    if backend in ("kiln", "kiln-static", "kiln-cg", "kiln-at", "kiln-cublas"):
         from kiln.frontends.dynamo import kiln_backend
 
         # kiln-static: Dynamo's default in a --dynamic task too, timed beside kiln's
@@ -214,12 +214,12 @@ def compile_with(backend: str, model: nn.Module, dynamic: bool = False) -> Calla
             options["cuda_graphs"] = True
         if backend == "kiln-at":
             options["autotune"] = True
-        if backend == "kiln-dot":
+        if backend == "kiln-cublas":
             from kiln.compile_options import DEFAULT_PIPELINE
 
-            # half-precision products as Triton dot kernels with their epilogues
-            # (docs/benchmarks/dot-kernels.md), until the H200 rows decide the default
-            options["pipeline"] = DEFAULT_PIPELINE.replace("dot-kernels", "dot-kernels{mode=half}")
+            # every product on cuBLAS: what the default's dot kernels (bfloat16/float16
+            # products with their epilogues, docs/benchmarks/dot-kernels.md) are judged by
+            options["pipeline"] = DEFAULT_PIPELINE.replace("dot-kernels", "dot-kernels{mode=none}")
         return torch.compile(model, backend=kiln_backend, options=options, dynamic=dynamic or None)
     raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 

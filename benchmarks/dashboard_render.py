@@ -22,7 +22,7 @@ PAIRS = (
     ("kiln", "inductor"),
     ("kiln-cg", "inductor-ro"),
     ("kiln-at", "inductor"),
-    ("kiln-dot", "inductor"),
+    ("kiln-cublas", "inductor"),
 )
 """(kiln backend, the Inductor backend it is compared with)."""
 

@@ -1,8 +1,10 @@
 // RUN: kiln-opt %s -p 'dot-kernels{mode=epilogue}' | filecheck %s
 // RUN: kiln-opt %s -p 'dot-kernels{mode=half}' | filecheck %s --check-prefix=HALF
-// RUN: kiln-opt %s -p 'dot-kernels' | filecheck %s --check-prefix=NONE
+// RUN: kiln-opt %s -p 'dot-kernels' | filecheck %s --check-prefix=HALF
+// RUN: kiln-opt %s -p 'dot-kernels{mode=none}' | filecheck %s --check-prefix=NONE
 
-// dot-kernels marks the products that run as Triton dot kernels, on a GPU only.
+// dot-kernels marks the products that run as Triton dot kernels, on a GPU only;
+// mode=half (bfloat16/float16 products) is the default.
 // NONE-NOT: kiln.dot_kernel
 
 builtin.module attributes {kiln.device = "cuda:0"} {
