@@ -14,6 +14,13 @@ storage of a placeholder's) and returns them as ``input.as_strided`` with eager'
 strides and offset, evaluated from the run's actual sizes: exactly eager's view, and no
 copy. It is what Inductor's wrapper does (``reinterpret_tensor`` of the argument).
 
+With symbolic sizes, the FakeTensor's strides are formulas that agree with eager's only
+where every size is at least 2: eager's ``view`` gives a dimension of size 1 a stride of
+its own choosing (``x[2:3, :, 1:2].transpose(0, 2).reshape(1, 3, 1)`` has strides
+``(9, 3, 9)`` in eager, ``(1, 3, 9)`` by the formula, at 3 x 3 x 3). For such outputs
+the view ops from the input to the output (views and size arithmetic only) are replayed
+on the run's input, in eager: its view, whatever the sizes.
+
 Such an output need not be computed at all: :meth:`InputAliases.forwarding_inputs` gives
 the graph with each of them returning its input itself, so that the program allocates
 nothing for it. That matters in training: AOTAutograd's default partitioner saves
@@ -24,6 +31,7 @@ forward returns, cost the size of the weights at the forward's peak.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +86,7 @@ class InputAliases:
             if storage is not None:
                 storages.setdefault(storage, k)
         self.aliases: list[_Alias] = []
+        symbolic: dict[int, torch.fx.Node] = {}
         output = next(iter(gm.graph.find_nodes(op="output")), None)
         returned = output.args[0] if output is not None else ()
         if not isinstance(returned, tuple | list):
@@ -109,6 +118,9 @@ class InputAliases:
             )
             if all(self._computable(e) for e in (*alias.size, *alias.stride, alias.offset)):
                 self.aliases.append(alias)
+                if any(e.free_symbols for e in (*alias.size, *alias.stride, alias.offset)):
+                    symbolic[position] = node
+        self._replay = _ViewReplay.of(gm, symbolic, placeholders) if symbolic else None
 
     def _bind_placeholder(self, k: int, val: object) -> None:
         """Record how to read each size symbol from the run's arguments."""
@@ -162,6 +174,11 @@ class InputAliases:
             return None
         inputs = [args[a.input] for a in self.aliases]
         values = {symbol: get(args) for symbol, get in self._symbols.items()}
+        if self._replay is not None:
+            views = self._replay.run(args)
+            inputs = [
+                views.get(a.output, source) for a, source in zip(self.aliases, inputs, strict=True)
+            ]
         return inputs, values
 
     def apply(self, outputs: Any, captured: tuple[list[Any], dict[sympy.Symbol, int]]) -> Any:
@@ -176,9 +193,15 @@ class InputAliases:
             return int(value)
 
         patched: list[Any] = list(outputs)  # pyright: ignore[reportUnknownArgumentType]
+        replayed = self._replay.outputs if self._replay is not None else frozenset[int]()
         for alias, source in zip(self.aliases, inputs, strict=True):
             current = patched[alias.output] if alias.output < len(patched) else None
             size = [evaluate(e) for e in alias.size]
+            if alias.output in replayed:  # ``source`` is eager's view itself
+                if not isinstance(current, torch.Tensor):
+                    continue
+                patched[alias.output] = source
+                continue
             # Forwarded, the program returned the input itself in the view's place.
             expected = list(source.shape) if self.forwarded else size
             if (
@@ -196,3 +219,66 @@ class InputAliases:
                 size, [evaluate(e) for e in alias.stride], evaluate(alias.offset)
             )
         return type(outputs)(patched)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+
+
+def _replayable(node: torch.fx.Node) -> bool:
+    """A node whose eager replay only makes a view or computes a size."""
+    if node.op == "placeholder":
+        return True
+    if node.op != "call_function":
+        return False
+    if isinstance(node.target, torch._ops.OpOverload):  # pyright: ignore[reportPrivateUsage]
+        if node.target.is_view:
+            return True
+    val = node.meta.get("val")
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool | int | float | bool):
+        return True  # size arithmetic (sym_size, operator.floordiv, ...)
+    # getitem of a split's list of views
+    return node.target is operator.getitem and isinstance(val, torch.Tensor)
+
+
+@dataclass(frozen=True)
+class _ViewReplay:
+    """The graph's view ops from its inputs to some of its outputs, run in eager."""
+
+    module: torch.fx.GraphModule
+    arguments: tuple[int, ...]
+    """The placeholders (by position) that the replay reads."""
+    positions: tuple[int, ...]
+    """The output positions, in the order the replay returns them."""
+
+    @property
+    def outputs(self) -> frozenset[int]:
+        return frozenset(self.positions)
+
+    @staticmethod
+    def of(
+        gm: torch.fx.GraphModule,
+        outputs: dict[int, torch.fx.Node],
+        placeholders: Sequence[torch.fx.Node],
+    ) -> _ViewReplay | None:
+        """The replay of ``outputs``' views (nodes by output position), or None where one
+        of them is not made of views and size arithmetic alone."""
+        needed: set[torch.fx.Node] = set()
+        stack = list(outputs.values())
+        while stack:
+            node = stack.pop()
+            if node in needed:
+                continue
+            if not _replayable(node):
+                return None
+            needed.add(node)
+            stack.extend(node.all_input_nodes)
+        graph = torch.fx.Graph()
+        env: dict[torch.fx.Node, torch.fx.Node] = {}
+        arguments = tuple(k for k, p in enumerate(placeholders) if p in needed)
+        for node in gm.graph.nodes:
+            if node in needed:
+                env[node] = graph.node_copy(node, lambda n: env[n])
+        graph.output(tuple(env[n] for n in outputs.values()))
+        return _ViewReplay(torch.fx.GraphModule(gm, graph), arguments, tuple(outputs))
+
+    def run(self, args: Sequence[Any]) -> dict[int, torch.Tensor]:
+        """Eager's views, by output position, from the run's arguments."""
+        views = self.module.forward(*(args[k] for k in self.arguments))
+        return dict(zip(self.positions, views, strict=True))

@@ -151,3 +151,13 @@ def test_a_view_of_a_one_piece_chunk_found_by_the_fuzz_campaign(executor: str) -
         ("reshape_back", 0),
     )
     check(Program(shape=(2, 2, 2), grow=(1, 1, 1), steps=steps), executor)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("executor", ["cpp", "interpret"])
+def test_size_one_strides_of_a_returned_view_are_eagers(executor: str) -> None:
+    # Found by session 49's fuzz campaign: at 3 x 3 x 3 the returned view of the input is
+    # 1 x 3 x 1; its strides were (1, 3, 9), the symbolic formula's, where eager's
+    # reshape gives the size-1 dims (9, 3, 9). The view ops are now replayed in eager.
+    steps = (("chunk_last", 0), ("tensor_split", 2), ("reshape_back", 0))
+    check(Program(shape=(2, 2, 2), grow=(1, 1, 1), steps=steps), executor)

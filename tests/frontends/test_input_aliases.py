@@ -55,3 +55,36 @@ def test_a_conjugated_output_of_a_compiled_function_is_conjugated() -> None:
     z = torch.randn(3, 4, dtype=torch.complex64)
     fn = kiln.compile(lambda t: torch.ops.aten._conj(t) * 2, verbose=False)
     torch.testing.assert_close(fn(z).resolve_conj(), (z.conj() * 2).resolve_conj())
+
+
+def _views_twice(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y = x[-1:].transpose(0, 2)[1:2].reshape(1, x.shape[1], 1)
+    return y, x.sin(), y
+
+
+def test_symbolic_views_of_inputs_are_eagers_views_at_every_position() -> None:
+    # Symbolic sizes: the views are replayed on the input in eager (size-1 dims get
+    # eager's strides), at each position the graph returns one.
+    torch._dynamo.reset()
+    compiled = torch.compile(_views_twice, backend="kiln", dynamic=True, options={"verbose": False})
+    for shape in ((3, 4, 5), (4, 6, 2)):
+        x = torch.randn(shape)
+        want, have = _views_twice(x), compiled(x)
+        torch.testing.assert_close(have, want)
+        for k in (0, 2):
+            assert have[k]._base is x
+            assert have[k].stride() == want[k].stride()
+            assert have[k].storage_offset() == want[k].storage_offset()
+
+
+def test_a_symbolic_view_is_replayed_on_the_input() -> None:
+    x = torch.randn(4, 5)
+    gm = make_fx(lambda t: (t.transpose(0, 1)[1:], t * 2), tracing_mode="symbolic")(x)
+    aliases = InputAliases(gm)
+    assert [a.output for a in aliases.aliases] == [0]
+    captured = aliases.capture([x])
+    assert captured is not None
+    view = aliases.apply((x, x * 2), captured)[0]
+    assert view._base is x
+    assert view.shape == (4, 4)
+    assert view.stride() == (1, 5)
