@@ -64,6 +64,8 @@ TINY_INLINE_BYTES = 4096
 """Recomputing a producer whose inputs its consumers then read this many bytes more, or
 fewer, is always worth it: it may save the producer its own launch (microseconds on a
 GPU, where moving 4 KB takes nanoseconds), as for the masks of an embedding's backward."""
+TINY_CONSUMER_POINTS = 1 << 16
+"""The most points a consumer of a tiny producer may iterate over (:func:`_tiny`)."""
 GPU_LAUNCH_BYTES = 1 << 20
 """On a GPU, inlining is worth up to this many bytes of extra traffic over storing: a
 producer kept costs a kernel of its own (a launch, and 1 to 2 us of kernel time however
@@ -126,7 +128,7 @@ def worth_inlining(
     :data:`GPU_LAUNCH_BYTES` more traffic is worth the kernel the producer would cost.
     """
     ops, expensive = _body_cost(producer)
-    index_only = _index_only(producer, cpu)
+    index_only = _index_only(producer, cpu) or _tiny(producer, consumers, cpu)
     if ops > (MAX_INDEX_ONLY_OPS if index_only else MAX_BODY_OPS) or (
         expensive and len(consumers) > 1
     ):
@@ -168,6 +170,40 @@ def _index_only(producer: PointwiseOp, cpu: bool) -> bool:
     recomputed body (T5's relative-position buckets take a log) runs again at every point
     it is broadcast to."""
     return not producer.inputs and not cpu
+
+
+def _tiny(producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool) -> bool:
+    """Whether, on a GPU, ``producer`` and every buffer it reads are at most
+    :data:`TINY_INLINE_BYTES` and every consumer iterates over at most
+    :data:`TINY_CONSUMER_POINTS` (static sizes): recomputed, it reads a few cached bytes
+    at a few points, so it takes :data:`MAX_INDEX_ONLY_OPS`'s bounds as a producer that
+    reads no buffer. GPT-2's mask prologue (the ``diff != 1`` of 32 position ids, read by
+    their ``cumsum``; the four 32-point gathers the mask's ``where`` reads) was four
+    kernels of 32 to 1,024 points where Inductor runs two. A large consumer is left to
+    the usual bounds: what a kernel of its own would cost is small beside it, and the
+    body would run again at each of its points."""
+    if cpu or producer.syms:
+        return False
+    for v in (producer.result, *producer.inputs):
+        if _bytes(v) > TINY_INLINE_BYTES or any(d < 0 for d in _shape(v)):
+            return False
+    for consumer in consumers:
+        sizes = [*consumer.sizes.data, *consumer.reduction_sizes_list()]
+        points = 1
+        for size in sizes:
+            value = size.data
+            if not isinstance(value, sympy.Integer):
+                return False
+            points *= int(value)
+        if points > TINY_CONSUMER_POINTS:
+            return False
+    return True
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    ty = value.type
+    assert isinstance(ty, MemRefType)
+    return tuple(ty.get_shape())
 
 
 def _read_by_siblings(

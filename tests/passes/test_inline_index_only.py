@@ -113,3 +113,60 @@ def test_prologue_computes_the_same(device: str) -> None:
     module, _ = assert_schedule_preserves(parse(PROLOGUE.replace("DEVICE", device)), "fuse,tile")
     if device == "cuda":
         assert len(kernels(module)) == 2
+
+
+def _prologue_over_an_input() -> str:
+    """PROLOGUE with the positions a buffer (GPT-2's: the embedding kernel writes them)."""
+    start = PROLOGUE.index("    %arange = ")
+    end = PROLOGUE.index("    %sub = ")
+    text = PROLOGUE[:start] + PROLOGUE[end:]
+    return text.replace(
+        "@forward(%x: memref<32xi64>)", "@forward(%x: memref<32xi64>, %add: memref<32xi64>)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("device", "kept"),
+    [
+        # Tiny (every buffer at most TINY_INLINE_BYTES): the chain from the positions to
+        # the cumsum is recomputed in it, as one that reads no buffer is.
+        ("cuda", ["gather"]),
+        ("cpu", ["ne", "gather"]),
+    ],
+)
+def test_tiny_chain_over_a_buffer_is_recomputed_in_its_consumers(
+    device: str, kept: list[str]
+) -> None:
+    module = schedule(
+        parse(_prologue_over_an_input().replace("DEVICE", device)), "inline-producers"
+    )
+    pointwise = [op.result.name_hint for op in module.walk() if isinstance(op, PointwiseOp)]
+    assert pointwise == kept
+
+
+def test_tiny_chain_over_a_buffer_computes_the_same() -> None:
+    module, _ = assert_schedule_preserves(
+        parse(_prologue_over_an_input().replace("DEVICE", "cuda")), "fuse,tile"
+    )
+    # One kernel: the gather joins the cumsum's once the ``ne`` is in it (two before).
+    assert len(kernels(module)) == 1
+
+
+def test_a_chain_over_a_large_buffer_keeps_the_usual_bounds() -> None:
+    # 1,024 positions (8 KB): not tiny, so the chain's grown body stays a node of its own.
+    text = _prologue_over_an_input().replace("DEVICE", "cuda")
+    text = text.replace("memref<32xi64>", "memref<1024xi64>").replace("[32]", "[1024]")
+    text = text.replace("memref<1x33xi64>", "memref<1x1025xi64>").replace("[1, 33]", "[1, 1025]")
+    text = text.replace("memref<1x32xi64>", "memref<1x1024xi64>").replace("[1, 32]", "[1, 1024]")
+    text = text.replace("memref<1x32xi1>", "memref<1x1024xi1>").replace(
+        "reduce [32]", "reduce [1024]"
+    )
+    text = (
+        text.replace('"33*d0', '"1025*d0')
+        .replace('"32*d0', '"1024*d0')
+        .replace('< "32"', '< "1024"')
+    )
+    module = schedule(parse(text), "inline-producers")
+    pointwise = [op.result.name_hint for op in module.walk() if isinstance(op, PointwiseOp)]
+    assert "gather" in pointwise
+    assert len(pointwise) > 1
