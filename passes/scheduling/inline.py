@@ -21,7 +21,7 @@ from typing import cast
 import sympy
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -173,16 +173,17 @@ def _index_only(producer: PointwiseOp, cpu: bool) -> bool:
 
 
 def _tiny(producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool) -> bool:
-    """Whether, on a GPU, ``producer`` and every buffer it reads are at most
-    :data:`TINY_INLINE_BYTES` and every consumer iterates over at most
-    :data:`TINY_CONSUMER_POINTS` (static sizes): recomputed, it reads a few cached bytes
-    at a few points, so it takes :data:`MAX_INDEX_ONLY_OPS`'s bounds as a producer that
-    reads no buffer. GPT-2's mask prologue (the ``diff != 1`` of 32 position ids, read by
-    their ``cumsum``; the four 32-point gathers the mask's ``where`` reads) was four
-    kernels of 32 to 1,024 points where Inductor runs two. A large consumer is left to
-    the usual bounds: what a kernel of its own would cost is small beside it, and the
-    body would run again at each of its points."""
-    if cpu or producer.syms:
+    """Whether, on a GPU, ``producer`` computes integers or booleans (positions,
+    indices, masks: what :data:`MAX_INDEX_ONLY_OPS`'s bounds are for), it and every buffer
+    it reads are at most :data:`TINY_INLINE_BYTES`, and every consumer iterates over at
+    most :data:`TINY_CONSUMER_POINTS` (static sizes). Recomputed, it reads a few cached
+    bytes at a few points, so it takes the bounds of a producer that reads no buffer.
+    GPT-2's mask prologue (the ``diff != 1`` of 32 position ids, read by their
+    ``cumsum``; the four 32-point gathers the mask's ``where`` reads) was four kernels of
+    32 to 1,024 points where Inductor runs two. A large consumer keeps the usual bounds:
+    a kernel of its own costs little beside it, and the body would run at each of its
+    points."""
+    if cpu or producer.syms or not _integer(producer.result):
         return False
     for v in (producer.result, *producer.inputs):
         if _bytes(v) > TINY_INLINE_BYTES or any(d < 0 for d in _shape(v)):
@@ -198,6 +199,11 @@ def _tiny(producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool) -> 
         if points > TINY_CONSUMER_POINTS:
             return False
     return True
+
+
+def _integer(value: SSAValue) -> bool:
+    ty = value.type
+    return isinstance(ty, MemRefType) and isinstance(ty.element_type, IntegerType)
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:

@@ -58,3 +58,29 @@ def test_gpu_decisions_compute_eager_s_numbers() -> None:
     got = program([x.clone().to(DEVICE) for x in inputs])
     for actual, expected in zip(got, _step(*inputs), strict=True):
         assert_close(actual, expected)
+
+
+def _packed_causal_mask(position: torch.Tensor) -> torch.Tensor:
+    """transformers' packed-sequence causal mask (GPT-2's prologue): sequences numbered
+    by the cumsum of ``diff(position) != 1``, a query sees the keys of its sequence at or
+    before its position."""
+    shifted = torch.cat([position[:1] - 1, position])
+    sequence = ((shifted[1:] - shifted[:-1]) != 1).cumsum(-1)
+    rows, cols = torch.arange(32)[:, None], torch.arange(32)[None, :]
+    same = sequence[rows] == sequence[cols]
+    causal = position[cols] <= position[rows]
+    return torch.where(same & causal, 0.0, float("-inf"))
+
+
+def test_tiny_integer_prologue_over_a_buffer_is_recomputed() -> None:
+    # Two packed sequences of 20 and 12 positions.
+    position = torch.cat([torch.arange(20), torch.arange(12)]) + 3
+    module = import_graph(capture(_packed_causal_mask, position).gm)
+    module.attributes[DEVICE_ATTR] = StringAttr("cuda")
+    run_pipeline(module, PIPELINE)
+    kernels = [op for op in module.ops if isinstance(op, KernelOp)]
+    # The ``!= 1`` goes into the cumsum's kernel, the gathers into the mask's.
+    assert len(kernels) == 2, [k.sym_name.data for k in kernels]
+    program = build_triton_program(module)
+    (got,) = program([position.clone().to(DEVICE)])
+    assert_close(got, _packed_causal_mask(position))
