@@ -196,12 +196,11 @@ class InputAliases:
         replayed = self._replay.outputs if self._replay is not None else frozenset[int]()
         for alias, source in zip(self.aliases, inputs, strict=True):
             current = patched[alias.output] if alias.output < len(patched) else None
-            size = [evaluate(e) for e in alias.size]
             if alias.output in replayed:  # ``source`` is eager's view itself
-                if not isinstance(current, torch.Tensor):
-                    continue
-                patched[alias.output] = source
+                if isinstance(current, torch.Tensor):
+                    patched[alias.output] = source
                 continue
+            size = [evaluate(e) for e in alias.size]
             # Forwarded, the program returned the input itself in the view's place.
             expected = list(source.shape) if self.forwarded else size
             if (
@@ -227,9 +226,8 @@ def _replayable(node: torch.fx.Node) -> bool:
         return True
     if node.op != "call_function":
         return False
-    if isinstance(node.target, torch._ops.OpOverload):  # pyright: ignore[reportPrivateUsage]
-        if node.target.is_view:
-            return True
+    if isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:  # pyright: ignore[reportPrivateUsage]
+        return True
     val = node.meta.get("val")
     if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool | int | float | bool):
         return True  # size arithmetic (sym_size, operator.floordiv, ...)

@@ -20,7 +20,7 @@ class _Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # No residual: on a GPU, inline-producers recomputes a residual ``x + gelu(...)``
-        # of up to 1 MB in the next layer's kernel (inline.GPU_LAUNCH_BYTES), which
+        # of up to 1 MB in the next layer's kernel (inline_cost.GPU_LAUNCH_BYTES), which
         # makes each layer's kernels differ from the previous one's.
         return torch.nn.functional.gelu(self.fc(self.norm(x)))
 
@@ -30,7 +30,7 @@ def test_repeated_layers_share_triton_kernels(dynamic: bool) -> None:
     # Static or dynamic as asked: this test passed only when an earlier test of its
     # process made dynamo compile the next module dynamic (torch.compile of modules
     # shares nn.Module's call frame). Rows of 8 KB: below 4 KB, inline-producers
-    # recomputes the residual in the next layer's kernel (inline.TINY_INLINE_BYTES),
+    # recomputes the residual in the next layer's kernel (inline_cost.TINY_INLINE_BYTES),
     # and the layers' kernels differ.
     torch._dynamo.reset()
     torch.manual_seed(0)
