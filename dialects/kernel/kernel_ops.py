@@ -80,6 +80,12 @@ from kiln.dialects.loop.syntax import parse_enum_word, parse_one_size, print_siz
 VARS_ATTR = "kernel.vars"
 """Attribute of each node in a kernel: its loop variables over the kernel's ``d0``/``r0``."""
 
+COLUMN_MAJOR_ATTR = "kernel.column_major"
+"""Unit attribute of a node over the whole space whose points run column-major over the
+kernel (position ``r0 * numel + d0``: a pointwise producer of a column sum, level ``XRT``
+of :mod:`kiln.passes.scheduling.legality`). Passes that compare positions row-major
+(in-place updates) leave such a kernel's buffers alone."""
+
 REDUCTION_HINTS = ("inner", "outer")
 
 
@@ -311,4 +317,12 @@ class YieldOp(IRDLOperation):
             raise VerifyException(f"{self.name} must end a kernel.kernel or a kernel.extern body")
 
 
-__all__ = ["REDUCTION_HINTS", "VARS_ATTR", "KernelOp", "YieldOp", "node_vars", "vars_attr"]
+__all__ = [
+    "COLUMN_MAJOR_ATTR",
+    "REDUCTION_HINTS",
+    "VARS_ATTR",
+    "KernelOp",
+    "YieldOp",
+    "node_vars",
+    "vars_attr",
+]

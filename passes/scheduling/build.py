@@ -24,12 +24,19 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    UnitAttr,
 )
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from kiln.dialects.kernel.attributes import KernelKind
-from kiln.dialects.kernel.kernel_ops import VARS_ATTR, KernelOp, YieldOp, vars_attr
+from kiln.dialects.kernel.kernel_ops import (
+    COLUMN_MAJOR_ATTR,
+    VARS_ATTR,
+    KernelOp,
+    YieldOp,
+    vars_attr,
+)
 from kiln.dialects.kernel.program_ops import AllocOp, ExternOp, LaunchOp, ProgramOp, ReturnOp
 from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.dialects.loop.body_ops import YieldOp as LoopYieldOp
@@ -96,6 +103,17 @@ def node_kernel_vars(
         exprs = unflatten(X, sizes) + unflatten(R, reduction_sizes)
     elif level is Level.X:
         exprs = unflatten(X, sizes)
+    elif level is Level.XRT:
+        # Column-major: the leading dimensions are r, the others x (fusion checks that
+        # they split so, see fusion._splits_at).
+        exprs = unflatten(R * numel + X, sizes)
+        prefix = sympy.Integer(1)
+        for k in range(len(sizes) + 1):
+            if same_size(prefix, rnumel):
+                exprs = unflatten(R, sizes[:k]) + unflatten(X, sizes[k:])
+                break
+            if k < len(sizes):
+                prefix = prefix * sizes[k]
     else:
         exprs = None
         prefix: sympy.Expr = sympy.Integer(1)
@@ -355,6 +373,8 @@ class ProgramBuilder:
             loop.detach()
             loop.operands = [mapping.get(v, v) for v in loop.operands]
             loop.attributes[VARS_ATTR] = vars_attr(exprs)
+            if group.levels[node.index] is Level.XRT:
+                loop.attributes[COLUMN_MAJOR_ATTR] = UnitAttr()
             block.add_op(loop)
         block.add_op(YieldOp(*outputs))
         kind = KernelKind.REDUCTION if group.reduces else KernelKind.POINTWISE

@@ -254,9 +254,12 @@ class Scheduler:
                     "their shapes share no innermost loop "
                     f"({', '.join(str(list(s)) for s in shapes)}): a division per element " + cost
                 )
-        mismatch = self._check_reads(a, b, levels, rnumel)
+        mismatch = self._check_reads(a, b, levels, numel, rnumel)
         if mismatch is not None:
-            return mismatch
+            transposed = self._transposed(a, b, levels, numel, rnumel)
+            if transposed is None:
+                return mismatch
+            levels = transposed
         through = self._cycle(a, b)
         if through is not None:
             return f"would create a cycle (through {through})"
@@ -269,6 +272,8 @@ class Scheduler:
                 how += ", reduction prologue" if before else ", reduction epilogue"
             else:
                 how += ", pointwise prologue" if before else ", pointwise over the reduced input"
+                if level is Level.XRT:
+                    how += ", column-major"
         elif a.reduces:
             how += ", reductions over one input space"
         return MergePlan(numel, rnumel, reduces, levels, how)
@@ -345,8 +350,38 @@ class Scheduler:
             return a.numel, sympy.Integer(1), False, levels
         return f"different iteration space ({self._describe_space(a)} vs {self._describe_space(b)})"
 
+    def _transposed(
+        self,
+        a: Group,
+        b: Group,
+        levels: dict[int, Level],
+        numel: sympy.Expr,
+        rnumel: sympy.Expr,
+    ) -> dict[int, Level] | None:
+        """``levels`` with the pointwise group's whole-space nodes column-major (``XRT``),
+        where that makes every read legal: a pointwise ``[M, N]`` producer fused into the
+        column sum of its result (a bias gradient beside the gradient itself, as
+        Inductor's ``sum`` over the batch). GPU kernels only: a C++ kernel's inner loop
+        runs along ``r``, which would stride every load of such a node by the row."""
+        if self.cpu or a.reduces == b.reduces or same_size(numel, 1) or same_size(rnumel, 1):
+            return None
+        pw = b if a.reduces else a
+        if any(levels[i] is not Level.XR for i in pw.nodes):
+            return None
+        shifted = {**levels, **{i: Level.XRT for i in pw.nodes}}
+        if any(not _splits_at(self.graph.nodes[i], rnumel) for i in pw.nodes):
+            return None
+        if self._check_reads(a, b, shifted, numel, rnumel) is not None:
+            return None
+        return shifted
+
     def _check_reads(
-        self, a: Group, b: Group, levels: dict[int, Level], rnumel: sympy.Expr
+        self,
+        a: Group,
+        b: Group,
+        levels: dict[int, Level],
+        numel: sympy.Expr,
+        rnumel: sympy.Expr,
     ) -> str | None:
         side = {i: 0 for i in a.nodes} | {i: 1 for i in b.nodes}
         for c in sorted(side):
@@ -356,7 +391,8 @@ class Scheduler:
                 if p is None or p not in side or side[p] == side[c]:
                     continue
                 local_rnumel = to_local(rnumel, consumer, self.graph.symbols)  # pyright: ignore[reportArgumentType]
-                target = read_target(consumer, levels[c], levels[p], local_rnumel)
+                local_numel = to_local(numel, consumer, self.graph.symbols)  # pyright: ignore[reportArgumentType]
+                target = read_target(consumer, levels[c], levels[p], local_rnumel, local_numel)
                 bad = reads_same_point(consumer, loads, target)
                 if bad is not None:
                     where = "with a mask" if bad.mask is not None else f'at "{bad.index.text}"'
@@ -491,6 +527,18 @@ class Scheduler:
             self.dag, key=lambda g: self.groups[g].first
         )
         return [self.groups[g] for g in order]
+
+
+def _splits_at(node: Node, rnumel: sympy.Expr) -> bool:
+    """Whether ``node``'s leading dimensions span ``rnumel`` points exactly: column-major
+    over the kernel, they are its ``r`` and the others its ``x`` (no division by a size
+    that cuts a dimension)."""
+    prefix: sympy.Expr = sympy.Integer(1)
+    for size in node.sizes:
+        if same_size(prefix, rnumel):
+            return True
+        prefix = prefix * size
+    return same_size(prefix, rnumel)
 
 
 def schedule(graph: ScheduleGraph, max_nodes: int, cpu: bool = False) -> FusionResult:

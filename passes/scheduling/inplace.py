@@ -18,7 +18,7 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute
 
-from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
+from kiln.dialects.kernel.kernel_ops import COLUMN_MAJOR_ATTR, KernelOp, node_vars
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import index_var, reduction_var
 from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, is_contiguous_buffer
@@ -77,6 +77,9 @@ def reads_in_place(kernel: KernelOp, arg_index: int, result_index: int) -> bool:
     if not isinstance(writer, PointwiseOp):
         return False
     nodes = kernel.nodes()
+    if any(COLUMN_MAJOR_ATTR in node.attributes for node in nodes):
+        # Positions below are compared row-major over (x, r).
+        return False
     if kernel.kernel_kind.reduces and any(
         isinstance(use.operation, LoopNestOp) for use in writer.results[0].uses
     ):

@@ -7,6 +7,10 @@ a *level*:
   epilogue, or a pointwise node of a pointwise kernel;
 * ``XR``: a pointwise node over the whole ``numel * rnumel`` space (once per ``(x, r)``);
   its flat position ``p`` is ``x * rnumel + r``;
+* ``XRT``: the same, its points enumerated column-major: ``p`` is ``r * numel + x``.
+  A pointwise ``[M, N]`` producer of a column sum (``sum(g, 0)``, a bias gradient: the
+  reduction's ``x`` is the column, its ``r`` the row) computes element ``(m, n)`` where
+  the sum reads it, at ``x = n, r = m``; row-major, it would be at ``x = p // M``;
 * ``RED``: a reduction: its index variables flatten to ``x``, its reduction variables
   to ``r``; its outputs live at ``X`` level.
 
@@ -31,13 +35,14 @@ from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.expr import flat_index, index_var, reduction_var, same_value
 from kiln.dialects.loop.ops import LoopNestOp
 from kiln.dialects.loop.simplify import simplify_with_ranges
-from kiln.passes.scheduling.exprs import floordiv, substitute
+from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.graph import Node, NodeKind
 
 
 class Level(Enum):
     X = auto()
     XR = auto()
+    XRT = auto()
     RED = auto()
 
     @property
@@ -70,24 +75,34 @@ def loop_ranges(loop: LoopNestOp) -> dict[sympy.Symbol, sympy.Expr]:
 
 
 def read_target(
-    consumer: Node, consumer_level: Level, producer_level: Level, rnumel_local: sympy.Expr
+    consumer: Node,
+    consumer_level: Level,
+    producer_level: Level,
+    rnumel_local: sympy.Expr,
+    numel_local: sympy.Expr,
 ) -> sympy.Expr | None:
     """The index at which ``consumer`` must read a producer's buffer to get the element
     computed at its own point (None: it cannot read it at all).
 
-    ``rnumel_local`` is the kernel's ``rnumel`` over the consumer's own size symbols.
+    ``numel_local`` and ``rnumel_local`` are the kernel's sizes over the consumer's own
+    size symbols.
     """
     sizes, rsizes = _local_sizes(consumer)
     d = [index_var(k) for k in range(len(sizes))]
     r = [reduction_var(k) for k in range(len(rsizes))]
-    if producer_level.output_level is Level.XR:
-        if consumer_level is Level.XR:
+    produced = producer_level.output_level
+    if produced is Level.XR or produced is Level.XRT:
+        if consumer_level is produced:
             return flat_index(d, sizes)
-        if consumer_level is Level.RED:
+        if consumer_level is not Level.RED:
+            return None
+        if produced is Level.XR:
             return flat_index([*d, *r], [*sizes, *rsizes])
-        return None
+        return flat_index(r, rsizes) * numel_local + flat_index(d, sizes)
     if consumer_level is Level.XR:
         return floordiv(flat_index(d, sizes), rnumel_local)
+    if consumer_level is Level.XRT:
+        return mod(flat_index(d, sizes), numel_local)
     return flat_index(d, sizes)
 
 

@@ -84,3 +84,52 @@ def test_tiny_integer_prologue_over_a_buffer_is_recomputed() -> None:
     program = build_triton_program(module)
     (got,) = program([position.clone().to(DEVICE)])
     assert_close(got, _packed_causal_mask(position))
+
+
+def _gelu_backward_and_bias_grad(
+    g: torch.Tensor, h: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-2's tanh GELU backward and the bias gradient of the linear layer before it:
+    the gradient ``[M, N]`` and its column sum ``[N]``."""
+    inner = 0.7978845608 * (h + 0.044715 * h * h * h)
+    t = torch.tanh(inner)
+    grad = g * (0.5 * (1 + t) + 0.5 * h * (1 - t * t) * 0.7978845608 * (1 + 3 * 0.044715 * h * h))
+    return grad, grad.sum(0)
+
+
+def _qkv_grad_and_bias_grad(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An attention block's ``[B, H, T, D]`` gradients of q, k and v back to the fused
+    QKV projection's ``[B * T, 3 * H * D]`` output gradient, and its bias gradient."""
+    b, h, t, d = q.shape
+    parts = [x.permute(0, 2, 1, 3).reshape(b * t, h * d) for x in (q, k, v)]
+    grad = torch.cat(parts, 1)
+    return grad, grad.sum(0)
+
+
+def _bias_grad_kernels(fn, *inputs: torch.Tensor) -> tuple[list[KernelOp], object]:
+    module = import_graph(capture(fn, *inputs).gm)
+    module.attributes[DEVICE_ATTR] = StringAttr("cuda")
+    run_pipeline(module, PIPELINE)
+    return [op for op in module.ops if isinstance(op, KernelOp)], build_triton_program(module)
+
+
+def test_a_gradient_and_its_column_sum_run_in_one_kernel() -> None:
+    # The pointwise producer runs column-major in the column sum's kernel (as Inductor's
+    # ``add_mul_pow_sum_tanh_backward``): one launch, the gradient stored once, never read.
+    g, h = torch.randn(48, 96), torch.randn(48, 96)
+    kernels, program = _bias_grad_kernels(_gelu_backward_and_bias_grad, g, h)
+    assert len(kernels) == 1, [k.sym_name.data for k in kernels]
+    got = program([g.clone().to(DEVICE), h.clone().to(DEVICE)])  # type: ignore[operator]
+    for actual, expected in zip(got, _gelu_backward_and_bias_grad(g, h), strict=True):
+        assert_close(actual, expected)
+
+
+def test_a_concatenated_gradient_and_its_column_sum_run_in_one_kernel() -> None:
+    q, k, v = (torch.randn(2, 3, 10, 4) for _ in range(3))
+    kernels, program = _bias_grad_kernels(_qkv_grad_and_bias_grad, q, k, v)
+    assert len(kernels) == 1, [k.sym_name.data for k in kernels]
+    got = program([x.clone().to(DEVICE) for x in (q, k, v)])  # type: ignore[operator]
+    for actual, expected in zip(got, _qkv_grad_and_bias_grad(q, k, v), strict=True):
+        assert_close(actual, expected)
