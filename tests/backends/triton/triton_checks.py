@@ -18,6 +18,7 @@ import torch.utils._pytree as pytree
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
 from kiln.backends.triton.runtime import TritonOptions
+from kiln.dialects.aten.function_attrs import DEVICE_ATTR
 from kiln.dialects.aten.fx import GET_ATTR_ATTR, import_graph
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind, KernelKindAttr
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -91,8 +92,13 @@ def compile_capture(
     passes: Sequence[str] = PIPELINE,
     retile: Retile | None = None,
     options: TritonOptions | None = None,
+    gpu_decisions: bool = False,
 ) -> Compiled:
+    """``gpu_decisions``: schedule as for a GPU (``kiln.device = "cuda"``: column-major
+    producers, recomputed masks, merged tiny kernels) wherever the kernels run."""
     module = import_graph(capture.gm)
+    if gpu_decisions:
+        module.attributes[DEVICE_ATTR] = StringAttr("cuda")
     run_pipeline(module, passes)
     if retile is not None:
         for op in module.ops:
