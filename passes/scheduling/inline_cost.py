@@ -115,7 +115,10 @@ def worth_inlining(
     """
     ops, expensive = _body_cost(producer)
     loose = index_only(producer, cpu) or _tiny(producer, consumers, cpu)
-    if ops > (MAX_INDEX_ONLY_OPS if loose else MAX_BODY_OPS) or (expensive and len(consumers) > 1):
+    limit = (
+        MAX_INDEX_ONLY_OPS if loose or _computed_once(producer, consumers, cpu) else MAX_BODY_OPS
+    )
+    if ops > limit or (expensive and len(consumers) > 1):
         return False
     if cpu and _broadcast_gather(producer, consumers):
         return False
@@ -177,6 +180,23 @@ def _tiny(producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool) -> 
         if points is None or points > TINY_CONSUMER_POINTS:
             return False
     return True
+
+
+def _computed_once(producer: PointwiseOp, consumers: Sequence[LoopNestOp], cpu: bool) -> bool:
+    """Whether, on a GPU, ``producer``'s only consumer reads it once per point over as
+    many points (a permuted copy of it, say): inlined, its body still runs once per
+    element, so only the bound on the body's size (:data:`MAX_INDEX_ONLY_OPS`) applies.
+    A three-way ``cat`` (ViT's q, k and v gradients, nine ops of masks and selects) read
+    by the copy that the QKV projection's gradient products take was a kernel of its
+    own in each layer; inlined, the copy and its bias gradient are one kernel."""
+    if cpu or len(consumers) != 1:
+        return False
+    (consumer,) = consumers
+    reads = loads_of(consumer, producer.result)
+    if len(reads) != 1 or reads[0].indirect or reads[0].mask is not None:
+        return False
+    own = _points(producer)
+    return own is not None and _points(consumer) == own
 
 
 def _integer(value: SSAValue) -> bool:

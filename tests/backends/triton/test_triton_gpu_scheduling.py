@@ -133,3 +133,29 @@ def test_a_concatenated_gradient_and_its_column_sum_run_in_one_kernel() -> None:
     got = program([x.clone().to(DEVICE) for x in (q, k, v)])  # type: ignore[operator]
     for actual, expected in zip(got, _qkv_grad_and_bias_grad(q, k, v), strict=True):
         assert_close(actual, expected)
+
+
+def _stacked_qkv_grads(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """timm's attention backward: q, k and v gradients ``[B, H, T, D]`` stacked along a
+    new leading dim (a ``cat`` over dim 0), permuted back to the QKV projection's
+    ``[B * T, 3 * H * D]`` output gradient (a contiguous copy, which the input
+    gradient's product reads), that product and the bias gradient."""
+    b, h, t, d = q.shape
+    stacked = torch.cat([q, k, v], 0).view(3, b, h, t, d)
+    grad = stacked.permute(1, 3, 0, 2, 4).contiguous().view(b * t, 3 * h * d)
+    return grad @ w, grad.sum(0)
+
+
+def test_a_cat_read_once_by_a_permuted_copy_is_recomputed_there() -> None:
+    # The three-way cat (nine ops of masks and selects, over the bound for recomputed
+    # bodies) has one consumer, the copy, reading each element once: inlined, it still
+    # runs once per element, and the copy fuses column-major with its column sum.
+    q, k, v = (torch.randn(2, 3, 10, 4) for _ in range(3))
+    w = torch.randn(36, 8)
+    kernels, program = _bias_grad_kernels(_stacked_qkv_grads, q, k, v, w)
+    assert len(kernels) == 1, [k.sym_name.data for k in kernels]
+    got = program([x.clone().to(DEVICE) for x in (q, k, v, w)])  # type: ignore[operator]
+    for actual, expected in zip(got, _stacked_qkv_grads(q, k, v, w), strict=True):
+        assert_close(actual, expected)
