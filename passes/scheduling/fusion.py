@@ -363,7 +363,12 @@ class Scheduler:
         column sum of its result (a bias gradient beside the gradient itself, as
         Inductor's ``sum`` over the batch). GPU kernels only: a C++ kernel's inner loop
         runs along ``r``, which would stride every load of such a node by the row."""
-        if self.cpu or a.reduces == b.reduces or same_size(numel, 1) or same_size(rnumel, 1):
+        if (
+            self.cpu
+            or a.reduces == b.reduces
+            or same_size(numel, sympy.Integer(1))
+            or same_size(rnumel, sympy.Integer(1))
+        ):
             return None
         pw = b if a.reduces else a
         if any(levels[i] is not Level.XR for i in pw.nodes):
