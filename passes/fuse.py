@@ -61,6 +61,7 @@ from kiln.passes.inline_producers import inline_producers
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
+from kiln.passes.scheduling.sibling_reductions import merge_sibling_reductions
 from kiln.passes.scheduling.stamp import stamp_fuse
 from kiln.passes.scheduling.tiny_kernels import merge_tiny_kernels
 
@@ -120,6 +121,7 @@ class FusePass(ModulePass):
             result = schedule(graph, self.max_nodes, cpu) if self.max_nodes > 1 else unfused(graph)
         if not cpu and self.max_nodes > 1:
             result = merge_tiny_kernels(graph, result, self.max_nodes)
+            result = merge_sibling_reductions(graph, result, self.max_nodes)
         if self.report:
             print(f"fuse: @{func.sym_name.data}: {len(graph.nodes)} nodes", file=sys.stderr)
             if stamped is not None:

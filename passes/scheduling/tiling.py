@@ -175,15 +175,25 @@ def reduction_hint(kernel: KernelOp) -> str:
     for node in kernel.nodes():
         if not isinstance(node, ReductionOp) or not node.reduction_sizes.data:
             continue
-        last_r = reduction_var(len(node.reduction_sizes.data) - 1)
         loads = _global_loads(kernel, node) or [
             op for op in node.body.walk() if isinstance(op, LoadOp)
         ]
-        per_output = [load for load in loads if _spans_outputs(load.index.data, node)]
-        for load in per_output or loads:
-            if _stride(load.index.data, last_r) == 1 or _runs_along(load.index.data, last_r):
-                return "inner"
+        if reads_along_reduction(node, loads):
+            return "inner"
     return "outer"
+
+
+def reads_along_reduction(node: ReductionOp, loads: Sequence[LoadOp]) -> bool:
+    """Whether ``node`` reads contiguously along its last reduction variable through one
+    of ``loads`` (those that differ between outputs, if any; see :func:`reduction_hint`)."""
+    if not node.reduction_sizes.data:
+        return False
+    last_r = reduction_var(len(node.reduction_sizes.data) - 1)
+    per_output = [load for load in loads if _spans_outputs(load.index.data, node)]
+    return any(
+        _stride(load.index.data, last_r) == 1 or _runs_along(load.index.data, last_r)
+        for load in per_output or loads
+    )
 
 
 def _spans_outputs(index: sympy.Expr, node: ReductionOp) -> bool:
@@ -454,6 +464,7 @@ __all__ = [
     "hint",
     "next_pow2",
     "pointwise_tiling",
+    "reads_along_reduction",
     "reduction_hint",
     "reduction_tiling",
     "split_factor",

@@ -159,3 +159,36 @@ def test_a_cat_read_once_by_a_permuted_copy_is_recomputed_there() -> None:
     got = program([x.clone().to(DEVICE) for x in (q, k, v, w)])  # type: ignore[operator]
     for actual, expected in zip(got, _stacked_qkv_grads(q, k, v, w), strict=True):
         assert_close(actual, expected)
+
+
+def _layer_norm_backward_and_bias_grad(
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    w: torch.Tensor,
+    g: torch.Tensor,
+    residual: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """A transformer layer's layer-norm backward (``[M, N]`` rows) with the residual
+    stream's gradient added, the norm's weight and bias gradients, and the bias gradient
+    of the linear layer before it (the column sum of the summed gradient)."""
+    xhat = (x - mean) * rstd
+    gw = g * w
+    dx = rstd * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
+    total = dx + residual
+    return total, (g * xhat).sum(0), g.sum(0), total.sum(0)
+
+
+def test_sibling_column_sums_share_a_kernel() -> None:
+    # The norm's column sums read what the row kernel reads; the bias gradient reads what
+    # it writes: no buffer in common, one space, one read pattern, merged (two launches,
+    # as Inductor's, where kiln launched three).
+    m, n = 24, 40
+    x, g, residual = torch.randn(m, n), torch.randn(m, n), torch.randn(m, n)
+    mean, rstd, w = torch.randn(m, 1), torch.rand(m, 1) + 0.5, torch.randn(n)
+    inputs = (x, mean, rstd, w, g, residual)
+    kernels, program = _bias_grad_kernels(_layer_norm_backward_and_bias_grad, *inputs)
+    assert len(kernels) == 2, [k.sym_name.data for k in kernels]
+    got = program([t.clone().to(DEVICE) for t in inputs])  # type: ignore[operator]
+    for actual, expected in zip(got, _layer_norm_backward_and_bias_grad(*inputs), strict=True):
+        assert_close(actual, expected)
