@@ -11,7 +11,9 @@ the bias gradient's loop from the row kernel's inputs, which then reads what the
 kernel reads, and fuses the two. kiln merges them as they are: reduction groups of the
 same static space and read pattern (both along their reduction, or both across it: one
 tiling suits both), no path between them, one reading a buffer that a group writes and
-the other reading one of that group's inputs. The CPU keeps them apart: a C++ kernel call
+the other reading one of that group's inputs or outputs (LLaMA's grouped-query attention
+backward: the key and value gradients, summed over the heads that share them, read two
+results of one attention call). The CPU keeps them apart: a C++ kernel call
 costs next to nothing there.
 """
 
@@ -72,6 +74,9 @@ def merge_sibling_reductions(
         if group_of[a] != group_of[b]  # pyright: ignore[reportUnknownArgumentType]
     )
     reads = {g.id: _reads(g, graph) for g in result.groups}
+    writes: dict[int, list[SSAValue]] = {}
+    for buffer, node in graph.producer.items():
+        writes.setdefault(group_of[node], []).append(buffer)
     readers: dict[SSAValue, set[int]] = {}
     for gid, buffers in reads.items():
         for buffer in buffers:
@@ -86,7 +91,7 @@ def merge_sibling_reductions(
         if gid in merged:
             continue
         group = by_id[gid]
-        partners = _siblings(gid, graph, group_of, reads, readers, spaces, inner)
+        partners = _siblings(gid, graph, group_of, reads, writes, readers, spaces, inner)
         for partner in sorted(partners, key=lambda p: abs(by_id[p].first - group.first)):
             other = by_id[partner]
             if partner in merged or len(group.nodes) + len(other.nodes) > max_nodes:
@@ -105,6 +110,7 @@ def merge_sibling_reductions(
             for i in gone.nodes:
                 group_of[i] = keep.id
             reads[keep.id] = reads[keep.id] | reads.pop(gone.id)
+            writes[keep.id] = writes.get(keep.id, []) + writes.pop(gone.id, [])
             for buffers in readers.values():
                 if gone.id in buffers:
                     buffers.discard(gone.id)
@@ -123,12 +129,13 @@ def _siblings(
     graph: ScheduleGraph,
     group_of: dict[int, int],
     reads: dict[int, set[SSAValue]],
+    writes: dict[int, list[SSAValue]],
     readers: dict[SSAValue, set[int]],
     spaces: dict[int, tuple[int, int]],
     inner: dict[int, bool],
 ) -> list[int]:
-    """Reduction groups over ``gid``'s space and read pattern that read an input of a
-    group whose output ``gid`` reads."""
+    """Reduction groups over ``gid``'s space and read pattern that read an input or an
+    output of a group whose output ``gid`` reads."""
     found: set[int] = set()
     for buffer in reads[gid]:
         producer = graph.producer.get(buffer)
@@ -137,7 +144,7 @@ def _siblings(
         source = group_of[producer]
         if source == gid:
             continue
-        for shared in reads.get(source, ()):
+        for shared in (*reads.get(source, ()), *writes.get(source, ())):
             for reader in readers.get(shared, ()):
                 if (
                     reader not in (gid, source)

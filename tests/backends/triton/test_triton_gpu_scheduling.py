@@ -192,3 +192,19 @@ def test_sibling_column_sums_share_a_kernel() -> None:
     got = program([t.clone().to(DEVICE) for t in inputs])  # type: ignore[operator]
     for actual, expected in zip(got, _layer_norm_backward_and_bias_grad(*inputs), strict=True):
         assert_close(actual, expected)
+
+
+def _sums_of_two_results(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column sums of both results of one ATen call (as LLaMA's key and value gradients,
+    summed over the heads that share them, read two results of its attention call)."""
+    values, indices = torch.sort(x, 0)
+    return (values * values).sum(0), indices.float().sum(0)
+
+
+def test_sums_of_two_results_of_one_call_share_a_kernel() -> None:
+    x = torch.randn(12, 20)
+    kernels, program = _bias_grad_kernels(_sums_of_two_results, x)
+    assert len(kernels) == 1, [k.sym_name.data for k in kernels]
+    got = program([x.clone().to(DEVICE)])  # type: ignore[operator]
+    for actual, expected in zip(got, _sums_of_two_results(x), strict=True):
+        assert_close(actual, expected)
