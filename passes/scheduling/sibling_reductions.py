@@ -19,6 +19,8 @@ costs next to nothing there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import networkx as nx
 import sympy
 from xdsl.ir import SSAValue
@@ -56,6 +58,117 @@ def _reads(group: Group, graph: ScheduleGraph) -> set[SSAValue]:
     return {buffer for i in group.nodes for buffer in graph.nodes[i].loads}
 
 
+@dataclass
+class _Merger:
+    """The group graph and who reads and writes what, kept current through merges."""
+
+    graph: ScheduleGraph
+    by_id: dict[int, Group]
+    group_of: dict[int, int]
+    dag: nx.DiGraph  # pyright: ignore[reportMissingTypeArgument]
+    spaces: dict[int, tuple[int, int]]
+    inner: dict[int, bool]
+    reads: dict[int, set[SSAValue]] = field(default_factory=dict[int, set[SSAValue]])
+    writes: dict[int, list[SSAValue]] = field(default_factory=dict[int, list[SSAValue]])
+    readers: dict[SSAValue, set[int]] = field(default_factory=dict[SSAValue, set[int]])
+    decisions: list[Decision] = field(default_factory=list[Decision])
+
+    def __post_init__(self) -> None:
+        self.reads = {gid: _reads(g, self.graph) for gid, g in self.by_id.items()}
+        for buffer, node in self.graph.producer.items():
+            self.writes.setdefault(self.group_of[node], []).append(buffer)
+        for gid, buffers in self.reads.items():
+            for buffer in buffers:
+                self.readers.setdefault(buffer, set()).add(gid)
+
+    def alike(self, a: int, b: int) -> bool:
+        """Whether reduction groups ``a`` and ``b`` have one space and read pattern."""
+        return (
+            a != b and self.spaces.get(a) == self.spaces.get(b) and self.inner[a] == self.inner[b]
+        )
+
+    def can_merge(self, a: int, b: int, max_nodes: int) -> bool:
+        if len(self.by_id[a].nodes) + len(self.by_id[b].nodes) > max_nodes:
+            return False
+        return not (nx.has_path(self.dag, a, b) or nx.has_path(self.dag, b, a))
+
+    def merge(self, a: int, b: int) -> int:
+        """Merge groups ``a`` and ``b``; the id of the merged group."""
+        first, second = self.by_id[a], self.by_id[b]
+        keep, gone = (first, second) if first.first < second.first else (second, first)
+        numel, rnumel = self.spaces[keep.id]
+        reason = f"horizontal, sibling reductions over {numel} x {rnumel}"
+        self.decisions.append(
+            Decision(
+                0, group_label(self.graph, keep), group_label(self.graph, gone), True, reason, 0
+            )
+        )
+        keep.nodes = sorted(keep.nodes + gone.nodes)
+        keep.levels = {**keep.levels, **gone.levels}
+        nx.contracted_nodes(self.dag, keep.id, gone.id, self_loops=False, copy=False)  # pyright: ignore[reportUnknownMemberType]
+        for i in gone.nodes:
+            self.group_of[i] = keep.id
+        self.reads[keep.id] = self.reads[keep.id] | self.reads.pop(gone.id)
+        self.writes[keep.id] = self.writes.get(keep.id, []) + self.writes.pop(gone.id, [])
+        for buffers in self.readers.values():
+            if gone.id in buffers:
+                buffers.discard(gone.id)
+                buffers.add(keep.id)
+        del self.by_id[gone.id]
+        return keep.id
+
+    def cousins(self, max_nodes: int) -> None:
+        """Reductions reading results of one group (or ATen call): all of them, alike
+        and independent, in one kernel (they belong to one layer)."""
+        for source in sorted(self.writes, key=lambda g: self.by_id[g].first):
+            if source not in self.by_id:
+                continue
+            found = {r for b in self.writes.get(source, ()) for r in self.readers.get(b, ())}
+            members = sorted((r for r in found if r in self.spaces), key=self._first)
+            while members:
+                host, rest = members[0], []
+                for other in members[1:]:
+                    if self.alike(host, other) and self.can_merge(host, other, max_nodes):
+                        host = self.merge(host, other)
+                    else:
+                        rest.append(other)
+                members = rest
+
+    def siblings(self, max_nodes: int) -> None:
+        """Pairs of reductions, one reading a group's result and the other its input.
+        Pairs only, each group in one at most: the residual stream's gradient runs
+        through every layer, and chains would gather one layer's weight gradients into
+        a later layer's kernel (buffers alive longer, for no launch saved per pair)."""
+        paired: set[int] = set()
+        for gid in sorted(self.spaces, key=self._first):
+            if gid in paired or gid not in self.by_id:
+                continue
+            partners = [p for p in self._partners(gid) if p not in paired]
+            for partner in sorted(partners, key=lambda p: abs(self._first(p) - self._first(gid))):
+                if self.can_merge(gid, partner, max_nodes):
+                    paired.update((gid, partner, self.merge(gid, partner)))
+                    break
+
+    def _first(self, gid: int) -> int:
+        group = self.by_id.get(gid)
+        return group.first if group is not None else -1
+
+    def _partners(self, gid: int) -> set[int]:
+        """Alike reductions reading an input of a group whose result ``gid`` reads."""
+        found: set[int] = set()
+        for buffer in self.reads[gid]:
+            producer = self.graph.producer.get(buffer)
+            if producer is None or (source := self.group_of[producer]) == gid:
+                continue
+            for shared in self.reads.get(source, ()):
+                found.update(
+                    r
+                    for r in self.readers.get(shared, ())
+                    if r != source and r in self.by_id and self.alike(gid, r)
+                )
+        return found
+
+
 def merge_sibling_reductions(
     graph: ScheduleGraph, result: FusionResult, max_nodes: int
 ) -> FusionResult:
@@ -73,86 +186,14 @@ def merge_sibling_reductions(
         for a, b in graph.graph.edges  # pyright: ignore[reportUnknownVariableType]
         if group_of[a] != group_of[b]  # pyright: ignore[reportUnknownArgumentType]
     )
-    reads = {g.id: _reads(g, graph) for g in result.groups}
-    writes: dict[int, list[SSAValue]] = {}
-    for buffer, node in graph.producer.items():
-        writes.setdefault(group_of[node], []).append(buffer)
-    readers: dict[SSAValue, set[int]] = {}
-    for gid, buffers in reads.items():
-        for buffer in buffers:
-            readers.setdefault(buffer, set()).add(gid)
     inner = {gid: _inner(by_id[gid], graph) for gid in spaces}
-    decisions: list[Decision] = []
-    # Pairs only, each group in one at most: the residual stream's gradient runs through
-    # every layer, and chains of siblings would gather one layer's weight gradients into
-    # a later layer's kernel (buffers alive longer, for no launch saved per pair).
-    merged: set[int] = set()
-    for gid in sorted(spaces, key=lambda g: by_id[g].first):
-        if gid in merged:
-            continue
-        group = by_id[gid]
-        partners = _siblings(gid, graph, group_of, reads, writes, readers, spaces, inner)
-        for partner in sorted(partners, key=lambda p: abs(by_id[p].first - group.first)):
-            other = by_id[partner]
-            if partner in merged or len(group.nodes) + len(other.nodes) > max_nodes:
-                continue
-            if nx.has_path(dag, gid, partner) or nx.has_path(dag, partner, gid):
-                continue
-            numel, rnumel = spaces[gid]
-            reason = f"horizontal, sibling reductions over {numel} x {rnumel}"
-            decisions.append(
-                Decision(0, group_label(graph, other), group_label(graph, group), True, reason, 0)
-            )
-            keep, gone = (other, group) if other.first < group.first else (group, other)
-            keep.nodes = sorted(keep.nodes + gone.nodes)
-            keep.levels = {**keep.levels, **gone.levels}
-            nx.contracted_nodes(dag, keep.id, gone.id, self_loops=False, copy=False)  # pyright: ignore[reportUnknownMemberType]
-            for i in gone.nodes:
-                group_of[i] = keep.id
-            reads[keep.id] = reads[keep.id] | reads.pop(gone.id)
-            writes[keep.id] = writes.get(keep.id, []) + writes.pop(gone.id, [])
-            for buffers in readers.values():
-                if gone.id in buffers:
-                    buffers.discard(gone.id)
-                    buffers.add(keep.id)
-            del by_id[gone.id]
-            merged.update((keep.id, gone.id))
-            break
-    if not decisions:
+    merger = _Merger(graph, by_id, group_of, dag, spaces, inner)
+    merger.cousins(max_nodes)
+    merger.siblings(max_nodes)
+    if not merger.decisions:
         return result
     order = nx.lexicographical_topological_sort(dag, key=lambda g: by_id[g].first)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-    return FusionResult([by_id[g] for g in order], [*result.decisions, *decisions])  # pyright: ignore[reportUnknownArgumentType]
-
-
-def _siblings(
-    gid: int,
-    graph: ScheduleGraph,
-    group_of: dict[int, int],
-    reads: dict[int, set[SSAValue]],
-    writes: dict[int, list[SSAValue]],
-    readers: dict[SSAValue, set[int]],
-    spaces: dict[int, tuple[int, int]],
-    inner: dict[int, bool],
-) -> list[int]:
-    """Reduction groups over ``gid``'s space and read pattern that read an input or an
-    output of a group whose output ``gid`` reads."""
-    found: set[int] = set()
-    for buffer in reads[gid]:
-        producer = graph.producer.get(buffer)
-        if producer is None:
-            continue
-        source = group_of[producer]
-        if source == gid:
-            continue
-        for shared in (*reads.get(source, ()), *writes.get(source, ())):
-            for reader in readers.get(shared, ()):
-                if (
-                    reader not in (gid, source)
-                    and spaces.get(reader) == spaces[gid]
-                    and inner[reader] == inner[gid]
-                ):
-                    found.add(reader)
-    return list(found)
+    return FusionResult([by_id[g] for g in order], [*result.decisions, *merger.decisions])  # pyright: ignore[reportUnknownArgumentType]
 
 
 __all__ = ["merge_sibling_reductions"]
