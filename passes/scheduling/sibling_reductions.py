@@ -10,11 +10,11 @@ transformer layer launched two such column kernels apiece. Inductor recomputes `
 the bias gradient's loop from the row kernel's inputs, which then reads what the column
 kernel reads, and fuses the two. kiln merges them as they are: reduction groups of the
 same static space and read pattern (both along their reduction, or both across it: one
-tiling suits both), no path between them, one reading a buffer that a group writes and
-the other reading one of that group's inputs or outputs (LLaMA's grouped-query attention
-backward: the key and value gradients, summed over the heads that share them, read two
-results of one attention call). The CPU keeps them apart: a C++ kernel call
-costs next to nothing there.
+tiling suits both) with no path between them, in pairs where one reads a buffer that a
+group writes and the other one of that group's inputs; and all of them where they read
+results of one group or ATen call (BERT's q, k and v bias gradients, LLaMA's key and value
+gradients summed over the heads that share them: results of one attention backward). The
+CPU keeps them apart: a C++ kernel call costs next to nothing there.
 """
 
 from __future__ import annotations
