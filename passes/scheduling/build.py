@@ -52,7 +52,7 @@ from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.exprs import floordiv, mod, substitute
 from kiln.passes.scheduling.fusion import FusionResult, Group
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph
-from kiln.passes.scheduling.legality import Level, same_size
+from kiln.passes.scheduling.legality import Level, leading_split
 
 X = index_var(0)
 """The kernel's flat pointwise index, ``d0`` in ``kernel.vars``."""
@@ -105,26 +105,18 @@ def node_kernel_vars(
         exprs = unflatten(X, sizes)
     elif level is Level.XRT:
         # Column-major: the leading dimensions are r, the others x (fusion checks that
-        # they split so, see fusion._splits_at).
-        exprs = unflatten(R * numel + X, sizes)
-        prefix = sympy.Integer(1)
-        for k in range(len(sizes) + 1):
-            if same_size(prefix, rnumel):
-                exprs = unflatten(R, sizes[:k]) + unflatten(X, sizes[k:])
-                break
-            if k < len(sizes):
-                prefix = prefix * sizes[k]
+        # they split so).
+        k = leading_split(sizes, rnumel)
+        if k is None:
+            exprs = unflatten(R * numel + X, sizes)
+        else:
+            exprs = unflatten(R, sizes[:k]) + unflatten(X, sizes[k:])
     else:
-        exprs = None
-        prefix: sympy.Expr = sympy.Integer(1)
-        for k in range(len(sizes) + 1):
-            if same_size(prefix, numel):
-                exprs = unflatten(X, sizes[:k]) + unflatten(R, sizes[k:])
-                break
-            if k < len(sizes):
-                prefix = prefix * sizes[k]
-        if exprs is None:
+        k = leading_split(sizes, numel)
+        if k is None:
             exprs = unflatten(X * rnumel + R, sizes)
+        else:
+            exprs = unflatten(X, sizes[:k]) + unflatten(R, sizes[k:])
     return [simplify_with_ranges(e, ranges) for e in exprs]
 
 

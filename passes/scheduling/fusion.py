@@ -31,6 +31,7 @@ from kiln.dialects.loop.ops import ScatterOp
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
 from kiln.passes.scheduling.legality import (
     Level,
+    leading_split,
     read_target,
     reads_same_point,
     same_size,
@@ -374,7 +375,7 @@ class Scheduler:
         if any(levels[i] is not Level.XR for i in pw.nodes):
             return None
         shifted = {**levels, **{i: Level.XRT for i in pw.nodes}}
-        if any(not _splits_at(self.graph.nodes[i], rnumel) for i in pw.nodes):
+        if any(leading_split(self.graph.nodes[i].sizes, rnumel) is None for i in pw.nodes):
             return None
         if self._check_reads(a, b, shifted, numel, rnumel) is not None:
             return None
@@ -534,16 +535,18 @@ class Scheduler:
         return [self.groups[g] for g in order]
 
 
-def _splits_at(node: Node, rnumel: sympy.Expr) -> bool:
-    """Whether ``node``'s leading dimensions span ``rnumel`` points exactly: column-major
-    over the kernel, they are its ``r`` and the others its ``x`` (no division by a size
-    that cuts a dimension)."""
-    prefix: sympy.Expr = sympy.Integer(1)
-    for size in node.sizes:
-        if same_size(prefix, rnumel):
-            return True
-        prefix = prefix * size
-    return same_size(prefix, rnumel)
+def group_dag(graph: ScheduleGraph, groups: Iterable[Group]) -> tuple[dict[int, int], nx.DiGraph]:  # pyright: ignore[reportMissingTypeArgument]
+    """Each node's group id, and the dependency graph of the groups (for the horizontal
+    merges after fusion: :mod:`.tiny_kernels`, :mod:`.sibling_reductions`)."""
+    group_of = {i: g.id for g in groups for i in g.nodes}
+    dag: nx.DiGraph = nx.DiGraph()  # pyright: ignore[reportMissingTypeArgument]
+    dag.add_nodes_from(group_of.values())
+    dag.add_edges_from(
+        (group_of[a], group_of[b])
+        for a, b in graph.graph.edges  # pyright: ignore[reportUnknownVariableType]
+        if group_of[a] != group_of[b]  # pyright: ignore[reportUnknownArgumentType]
+    )
+    return group_of, dag
 
 
 def schedule(graph: ScheduleGraph, max_nodes: int, cpu: bool = False) -> FusionResult:
@@ -556,4 +559,13 @@ def unfused(graph: ScheduleGraph) -> FusionResult:
     return FusionResult(scheduler.ordered_groups())
 
 
-__all__ = ["Decision", "FusionResult", "Group", "Scheduler", "group_label", "schedule", "unfused"]
+__all__ = [
+    "Decision",
+    "FusionResult",
+    "Group",
+    "Scheduler",
+    "group_dag",
+    "group_label",
+    "schedule",
+    "unfused",
+]

@@ -150,6 +150,19 @@ def to_local(expr: sympy.Expr, node: Node, symbols: dict[object, sympy.Symbol]) 
     return substitute(expr, mapping)
 
 
+def leading_split(sizes: Sequence[sympy.Expr], count: sympy.Expr) -> int | None:
+    """The ``k`` whose leading ``sizes[:k]`` span ``count`` points exactly (None: none
+    do): where a node's dimensions divide between a kernel's ``x`` and ``r`` without a
+    division that cuts a dimension."""
+    prefix: sympy.Expr = sympy.Integer(1)
+    for k in range(len(sizes) + 1):
+        if same_size(prefix, count):
+            return k
+        if k < len(sizes):
+            prefix = prefix * sizes[k]
+    return None
+
+
 def level_in(node: Node, numel: sympy.Expr, rnumel: sympy.Expr) -> Level | None:
     """The level of ``node`` in a kernel over ``numel`` x ``rnumel`` (None: it does not fit)."""
     if node.kind is NodeKind.REDUCTION:
@@ -166,6 +179,7 @@ def level_in(node: Node, numel: sympy.Expr, rnumel: sympy.Expr) -> Level | None:
 __all__ = [
     "Level",
     "flat_index",
+    "leading_split",
     "level_in",
     "loop_ranges",
     "node_ranges",

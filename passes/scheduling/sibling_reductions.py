@@ -27,7 +27,13 @@ from xdsl.ir import SSAValue
 
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.ops import ReductionOp
-from kiln.passes.scheduling.fusion import Decision, FusionResult, Group, group_label
+from kiln.passes.scheduling.fusion import (
+    Decision,
+    FusionResult,
+    Group,
+    group_dag,
+    group_label,
+)
 from kiln.passes.scheduling.graph import ScheduleGraph
 from kiln.passes.scheduling.tiling import reads_along_reduction
 
@@ -177,15 +183,8 @@ def merge_sibling_reductions(
     spaces = {g.id: s for g in result.groups if (s := _space(g)) is not None}
     if len(spaces) < 2:
         return result
-    group_of = {i: g.id for g in result.groups for i in g.nodes}
+    group_of, dag = group_dag(graph, result.groups)
     by_id = {g.id: g for g in result.groups}
-    dag: nx.DiGraph = nx.DiGraph()  # pyright: ignore[reportMissingTypeArgument]
-    dag.add_nodes_from(group_of.values())
-    dag.add_edges_from(
-        (group_of[a], group_of[b])
-        for a, b in graph.graph.edges  # pyright: ignore[reportUnknownVariableType]
-        if group_of[a] != group_of[b]  # pyright: ignore[reportUnknownArgumentType]
-    )
     inner = {gid: _inner(by_id[gid], graph) for gid in spaces}
     merger = _Merger(graph, by_id, group_of, dag, spaces, inner)
     merger.cousins(max_nodes)

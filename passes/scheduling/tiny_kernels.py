@@ -21,7 +21,13 @@ import networkx as nx
 import sympy
 
 from kiln.dialects.loop.ops import ScatterOp
-from kiln.passes.scheduling.fusion import Decision, FusionResult, Group, group_label
+from kiln.passes.scheduling.fusion import (
+    Decision,
+    FusionResult,
+    Group,
+    group_dag,
+    group_label,
+)
 from kiln.passes.scheduling.graph import ScheduleGraph
 
 TINY_NUMEL = 4096
@@ -45,14 +51,7 @@ def merge_tiny_kernels(graph: ScheduleGraph, result: FusionResult, max_nodes: in
             buckets.setdefault(int(group.numel), []).append(group)
     if all(len(bucket) < 2 for bucket in buckets.values()):
         return result
-    group_of = {i: g.id for g in result.groups for i in g.nodes}
-    dag: nx.DiGraph = nx.DiGraph()  # pyright: ignore[reportMissingTypeArgument]
-    dag.add_nodes_from(group_of.values())
-    dag.add_edges_from(
-        (group_of[a], group_of[b])
-        for a, b in graph.graph.edges  # pyright: ignore[reportUnknownVariableType]
-        if group_of[a] != group_of[b]  # pyright: ignore[reportUnknownArgumentType]
-    )
+    _, dag = group_dag(graph, result.groups)
     by_id = {g.id: g for g in result.groups}
     decisions: list[Decision] = []
     for bucket in buckets.values():
