@@ -104,13 +104,11 @@ def node_kernel_vars(
     elif level is Level.X:
         exprs = unflatten(X, sizes)
     elif level is Level.XRT:
-        # Column-major: the leading dimensions are r, the others x (fusion checks that
-        # they split so).
+        # Column-major: the leading dimensions are r, the others x (fusion places a node
+        # at this level only where they split so: Scheduler._transposed).
         k = leading_split(sizes, rnumel)
-        if k is None:
-            exprs = unflatten(R * numel + X, sizes)
-        else:
-            exprs = unflatten(R, sizes[:k]) + unflatten(X, sizes[k:])
+        assert k is not None, "a column-major node whose dimensions do not split at rnumel"
+        exprs = unflatten(R, sizes[:k]) + unflatten(X, sizes[k:])
     else:
         k = leading_split(sizes, numel)
         if k is None:

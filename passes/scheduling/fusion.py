@@ -372,11 +372,12 @@ class Scheduler:
         ):
             return None
         pw = b if a.reduces else a
-        if any(levels[i] is not Level.XR for i in pw.nodes):
+        if any(
+            levels[i] is not Level.XR or leading_split(self.graph.nodes[i].sizes, rnumel) is None
+            for i in pw.nodes
+        ):
             return None
         shifted = {**levels, **{i: Level.XRT for i in pw.nodes}}
-        if any(leading_split(self.graph.nodes[i].sizes, rnumel) is None for i in pw.nodes):
-            return None
         if self._check_reads(a, b, shifted, numel, rnumel) is not None:
             return None
         return shifted

@@ -114,12 +114,12 @@ class _Merger:
         nx.contracted_nodes(self.dag, keep.id, gone.id, self_loops=False, copy=False)  # pyright: ignore[reportUnknownMemberType]
         for i in gone.nodes:
             self.group_of[i] = keep.id
-        self.reads[keep.id] = self.reads[keep.id] | self.reads.pop(gone.id)
+        gone_reads = self.reads.pop(gone.id)
+        for buffer in gone_reads:
+            self.readers[buffer].discard(gone.id)
+            self.readers[buffer].add(keep.id)
+        self.reads[keep.id] |= gone_reads
         self.writes[keep.id] = self.writes.get(keep.id, []) + self.writes.pop(gone.id, [])
-        for buffers in self.readers.values():
-            if gone.id in buffers:
-                buffers.discard(gone.id)
-                buffers.add(keep.id)
         del self.by_id[gone.id]
         return keep.id
 
@@ -152,7 +152,8 @@ class _Merger:
             partners = [p for p in self._partners(gid) if p not in paired]
             for partner in sorted(partners, key=lambda p: abs(self._first(p) - self._first(gid))):
                 if self.can_merge(gid, partner, max_nodes):
-                    paired.update((gid, partner, self.merge(gid, partner)))
+                    self.merge(gid, partner)
+                    paired.update((gid, partner))
                     break
 
     def _first(self, gid: int) -> int:
