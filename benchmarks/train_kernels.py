@@ -32,6 +32,7 @@ a few GPU-only passes: ``channels-last``, which leaves transformers alone).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -186,12 +187,20 @@ def capture_training_graphs(model: torch.nn.Module, inputs: Sequence[Any]) -> li
     return recorded
 
 
-def kiln_census(name: str, gm: torch.fx.GraphModule, example: Sequence[Any]) -> GraphCensus:
+def kiln_census(
+    name: str, gm: torch.fx.GraphModule, example: Sequence[Any], gpu: bool = False
+) -> GraphCensus:
+    """``gpu``: the program is marked as a GPU's (``kiln.device``), so that the passes
+    make their GPU decisions (fusion, channels-last, prepacked weights) on these CPU
+    tensors; the kernels are generated, never run."""
+    from unittest import mock
+
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     options = CompileOptions(executor="triton", verbose=False, graph_cache=False)
     aliases = InputAliases(gm)
-    with unset_fake_temporarily():
+    device = mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0))
+    with unset_fake_temporarily(), device if gpu else contextlib.nullcontext():
         compiled = compile_graph(aliases.forwarding_inputs(gm), example, options, name=name)
     module = compiled.module
     census = GraphCensus(name, compiled.stats.fx_nodes, kernel_rows(module))
@@ -283,6 +292,9 @@ def main() -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--inductor", action="store_true")
     parser.add_argument("--detail", action="store_true", help="one line per kernel")
+    parser.add_argument(
+        "--gpu", action="store_true", help="kiln's GPU decisions (the program marked cuda:0)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from zoo import registry
@@ -291,7 +303,10 @@ def main() -> None:
     for name in args.models.split(","):
         model, inputs = specs[name].build(args.size)
         model.train()
-        graphs = [kiln_census(*graph) for graph in capture_training_graphs(model, inputs)]
+        graphs = [
+            kiln_census(*graph, gpu=args.gpu)
+            for graph in capture_training_graphs(model, inputs)
+        ]
         if args.inductor:
             inductor = inductor_census(model, inputs)
             if len(inductor) == len(graphs):  # the same graph breaks: pair them in order

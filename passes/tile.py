@@ -44,6 +44,7 @@ from kiln.dialects.loop.attributes import IndexExprAttr
 from kiln.passes.scheduling.levels import require_kernel_level
 from kiln.passes.scheduling.split_reduction import SplitKernels, can_split, split_kernel
 from kiln.passes.scheduling.tiling import (
+    GPU_SM_COUNT,
     OUTER_XBLOCK,
     Tiling,
     dot_node,
@@ -99,7 +100,7 @@ class TilePass(ModulePass):
 
     name: ClassVar[str] = "tile"  # pyright: ignore[reportIncompatibleVariableOverride]
 
-    sm_count: int = 132
+    sm_count: int = GPU_SM_COUNT
     """Parallel units (streaming multiprocessors, cores) the split decision aims to fill."""
     split: bool = True
     """Split large reductions with small outputs into two kernels."""

@@ -26,8 +26,9 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
+from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.dot import is_dot
-from kiln.dialects.loop.ops import ScatterOp
+from kiln.dialects.loop.ops import ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
 from kiln.passes.scheduling.legality import (
     Level,
@@ -38,6 +39,14 @@ from kiln.passes.scheduling.legality import (
     to_local,
 )
 from kiln.passes.scheduling.symbolic_shapes import static_inner_clash, symbolic_shapes_clash
+from kiln.passes.scheduling.tiling import (
+    GPU_SM_COUNT,
+    OUTER_XBLOCK,
+    PERSISTENT_OUTER_MAX,
+    combinable,
+    reads_along_reduction,
+    split_factor,
+)
 
 MAX_GROUPS_PER_BUFFER = 64
 """Buffers touched by more groups pair each group only with this many neighbours."""
@@ -261,6 +270,10 @@ class Scheduler:
             if transposed is None:
                 return mismatch
             levels = transposed
+        if reduces and not self.cpu:
+            unsplit = self._keeps_unsplit([*a.nodes, *b.nodes], levels, numel, rnumel)
+            if unsplit is not None:
+                return unsplit
         through = self._cycle(a, b)
         if through is not None:
             return f"would create a cycle (through {through})"
@@ -362,14 +375,22 @@ class Scheduler:
         """``levels`` with the pointwise group's whole-space nodes column-major (``XRT``),
         where that makes every read legal: a pointwise ``[M, N]`` producer fused into the
         column sum of its result (a bias gradient beside the gradient itself, as
-        Inductor's ``sum`` over the batch). GPU kernels only: a C++ kernel's inner loop
-        runs along ``r``, which would stride every load of such a node by the row."""
+        Inductor's ``sum`` over the batch), or a batch norm's normalization of NHWC rows
+        after its statistics. GPU kernels only (a C++ kernel's inner loop runs along
+        ``r``, which would stride every load of such a node by the row), and persistent
+        ones only (static ``M`` up to :data:`PERSISTENT_OUTER_MAX`)."""
         if (
             self.cpu
             or a.reduces == b.reduces
             or same_size(numel, sympy.Integer(1))
             or same_size(rnumel, sympy.Integer(1))
         ):
+            return None
+        if not isinstance(rnumel, sympy.Integer) or int(rnumel) > PERSISTENT_OUTER_MAX:
+            # Looped, the kernel would run the pointwise work on its few reduction
+            # programs: timm's Mixer token MLP (GELU's backward over 1024 x 256 points on
+            # 32 programs) and the statistics of MobileNet-v2's first batch norms
+            # (2048 rows) were slower fused than as a pointwise kernel beside the sum.
             return None
         pw = b if a.reduces else a
         if any(
@@ -381,6 +402,49 @@ class Scheduler:
         if self._check_reads(a, b, shifted, numel, rnumel) is not None:
             return None
         return shifted
+
+    def _keeps_unsplit(
+        self, members: list[int], levels: dict[int, Level], numel: sympy.Expr, rnumel: sympy.Expr
+    ) -> str | None:
+        """Why a GPU kernel of ``members`` would keep a reduction the tile pass splits
+        from splitting: a node over the whole space reading the reduced values (a batch
+        norm's normalization after its statistics) needs each output's whole reduction
+        in one program, so a few programs would loop over all of it (MobileNet-v2's
+        first statistics over 2048 channels-last rows: 4 programs, 28 us; split, with
+        the normalization a kernel of its own, as Inductor runs it: a few us)."""
+        if not isinstance(numel, sympy.Integer) or not isinstance(rnumel, sympy.Integer):
+            return None  # symbolic sizes are never split
+        reductions = [op for i in members if isinstance(op := self.graph.nodes[i].op, ReductionOp)]
+        if not reductions or not all(combinable(r) for r in reductions):
+            return None
+        reduced: set[SSAValue] = set()
+        epilogue: int | None = None
+        for i in sorted(members):
+            node = self.graph.nodes[i]
+            reads_reduced = any(buffer in reduced for buffer in node.loads)
+            if isinstance(node.op, ReductionOp):
+                if reads_reduced:
+                    return None  # a reduction over reduced values never splits (softmax)
+                reduced.update(node.op.results)
+            elif reads_reduced:
+                if levels[i] is not Level.X:
+                    epilogue = i
+                    break
+                reduced.update(node.op.results)
+        if epilogue is None:
+            return None
+        inner = any(
+            reads_along_reduction(r, [op for op in r.body.walk() if isinstance(op, LoadOp)])
+            for r in reductions
+        )
+        per_program = 1 if inner else OUTER_XBLOCK
+        splits = split_factor(int(numel), int(rnumel), GPU_SM_COUNT, per_program, gpu=True)
+        if splits == 1:
+            return None
+        return (
+            f"{self.graph.nodes[epilogue].name} reads the reduced values over the whole "
+            f"space: the {numel} x {rnumel} reduction would not split in {splits}"
+        )
 
     def _check_reads(
         self,

@@ -42,17 +42,7 @@ from kiln.dialects.loop.ops import LoopNestOp, PointwiseOp, ReductionOp, buffer_
 from kiln.dialects.loop.simplify import simplify_with_ranges
 from kiln.passes.scheduling.build import R, X, node_kernel_vars, unflatten
 from kiln.passes.scheduling.legality import Level, flat_index
-
-COMBINABLE = frozenset(
-    {
-        ReductionKind.SUM,
-        ReductionKind.PROD,
-        ReductionKind.MAX,
-        ReductionKind.MIN,
-        ReductionKind.ANY,
-        ReductionKind.ALL,
-    }
-)
+from kiln.passes.scheduling.tiling import combinable
 
 
 @dataclass
@@ -110,7 +100,7 @@ def split_parts(kernel: KernelOp, outer: bool = False) -> SplitParts | None:
     for node in kernel.nodes():
         reads_reduced = any(v in reduced for v in node.operands)
         if isinstance(node, ReductionOp):
-            if reads_reduced or not _combinable(node):
+            if reads_reduced or not combinable(node):
                 return None
             reductions.append(node)
             reduced.update(node.results)
@@ -147,11 +137,6 @@ def split_parts(kernel: KernelOp, outer: bool = False) -> SplitParts | None:
     if outer and any(v in prologue_values for n in beside for v in n.operands):
         return None
     return SplitParts(prologue, beside, reductions, epilogue)
-
-
-def _combinable(red: ReductionOp) -> bool:
-    kind = red.kind.data
-    return (kind in COMBINABLE and len(red.outputs) == 1) or kind is ReductionKind.WELFORD
 
 
 def can_split(kernel: KernelOp, outer: bool = False) -> bool:
@@ -460,4 +445,10 @@ def split_kernel(
     return SplitKernels(first, second, partial_types, first_outputs, second_inputs, second_outputs)
 
 
-__all__ = ["COMBINABLE", "SplitKernels", "SplitParts", "can_split", "split_kernel", "split_parts"]
+__all__ = [
+    "SplitKernels",
+    "SplitParts",
+    "can_split",
+    "split_kernel",
+    "split_parts",
+]

@@ -21,6 +21,7 @@ import sympy
 
 from kiln.dialects.kernel.attributes import ConfigAttr, KernelKind
 from kiln.dialects.kernel.kernel_ops import KernelOp, node_vars
+from kiln.dialects.loop.attributes import ReductionKind
 from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.expr import FloorDiv, as_int, index_var, reduction_var, var_kind
@@ -281,6 +282,10 @@ def _channel_gather_split(kernel: KernelOp) -> sympy.Expr | None:
     return None
 
 
+GPU_SM_COUNT = 132
+"""Parallel units a GPU's split decision aims to fill (an H100's or H200's SMs): the
+tile pass's ``sm-count`` default, and what fusion assumes when it keeps a reduction
+splittable."""
 OUTER_XBLOCK = 64
 """Outputs per program of an outer (non-contiguous) looped reduction (see reduction_tiling)."""
 SPLIT_OUTER_SHAPE = (32, 32, 4)
@@ -290,6 +295,25 @@ SHORT_ROW_MAX_WARPS = 4
 """Warps of an inner reduction over at most 2048 elements (one row per program): fewer
 warps measured faster for such short rows; rows of 4096 and more (softmax, layer norm)
 stay best at 8 (docs/benchmarks/design-notes.md)."""
+
+
+COMBINABLE = frozenset(
+    {
+        ReductionKind.SUM,
+        ReductionKind.PROD,
+        ReductionKind.MAX,
+        ReductionKind.MIN,
+        ReductionKind.ANY,
+        ReductionKind.ALL,
+    }
+)
+"""Reductions whose partial results combine with the same reduction (split reductions)."""
+
+
+def combinable(red: ReductionOp) -> bool:
+    """Whether ``red``'s partial results combine (the split's second kernel)."""
+    kind = red.kind.data
+    return (kind in COMBINABLE and len(red.outputs) == 1) or kind is ReductionKind.WELFORD
 
 
 def split_factor(

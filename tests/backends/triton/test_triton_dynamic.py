@@ -4,6 +4,8 @@ that exercise the Triton wrapper's host arithmetic and views of inputs."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 from dynamic_cases import ARITH_CASES, SIZES_2D, VIEW_CASES, run_dynamic
@@ -30,6 +32,16 @@ def test_host_arithmetic_on_sizes(name: str) -> None:
 def test_random_dynamic_view_chains(program: Program) -> None:
     """The fuzzer of ``tests/test_dynamic_fuzz.py`` through the Triton executor."""
     check(program, "triton", DEVICE)
+
+
+@fuzz(EXAMPLES // 20)
+@given(programs())
+def test_random_dynamic_view_chains_scheduled_for_a_gpu(program: Program) -> None:
+    """The same, scheduled as for a GPU wherever the kernels run (the program marked
+    ``cuda:0``): column sums of symbolic sizes with their pointwise producers and
+    consumers column-major in one kernel (``t + t.sum(0, keepdim=True)``)."""
+    with mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0)):
+        check(program, "triton", DEVICE)
 
 
 class _RotaryHeads(torch.nn.Module):

@@ -11,12 +11,14 @@ Triton's interpreter on the CI machine, on the GPU with ``KILN_TRITON_DEVICE=cud
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from triton_checks import DEVICE, PIPELINE, assert_close, capture, run_pipeline
 from xdsl.dialects.builtin import StringAttr
 
 from kiln.dialects.aten.function_attrs import DEVICE_ATTR
 from kiln.dialects.aten.fx import import_graph
-from kiln.dialects.kernel.kernel_ops import KernelOp
+from kiln.dialects.kernel.attributes import KernelKind
+from kiln.dialects.kernel.kernel_ops import COLUMN_MAJOR_ATTR, KernelOp
 from kiln.targets import build_triton_program
 
 
@@ -108,7 +110,7 @@ def _qkv_grad_and_bias_grad(
     return grad, grad.sum(0)
 
 
-def _bias_grad_kernels(fn, *inputs: torch.Tensor) -> tuple[list[KernelOp], object]:
+def _gpu_kernels(fn, *inputs: torch.Tensor) -> tuple[list[KernelOp], object]:
     module = import_graph(capture(fn, *inputs).gm)
     module.attributes[DEVICE_ATTR] = StringAttr("cuda")
     run_pipeline(module, PIPELINE)
@@ -119,7 +121,7 @@ def test_a_gradient_and_its_column_sum_run_in_one_kernel() -> None:
     # The pointwise producer runs column-major in the column sum's kernel (as Inductor's
     # ``add_mul_pow_sum_tanh_backward``): one launch, the gradient stored once, never read.
     g, h = torch.randn(48, 96), torch.randn(48, 96)
-    kernels, program = _bias_grad_kernels(_gelu_backward_and_bias_grad, g, h)
+    kernels, program = _gpu_kernels(_gelu_backward_and_bias_grad, g, h)
     assert len(kernels) == 1, [k.sym_name.data for k in kernels]
     got = program([g.clone().to(DEVICE), h.clone().to(DEVICE)])  # type: ignore[operator]
     for actual, expected in zip(got, _gelu_backward_and_bias_grad(g, h), strict=True):
@@ -128,7 +130,7 @@ def test_a_gradient_and_its_column_sum_run_in_one_kernel() -> None:
 
 def test_a_concatenated_gradient_and_its_column_sum_run_in_one_kernel() -> None:
     q, k, v = (torch.randn(2, 3, 10, 4) for _ in range(3))
-    kernels, program = _bias_grad_kernels(_qkv_grad_and_bias_grad, q, k, v)
+    kernels, program = _gpu_kernels(_qkv_grad_and_bias_grad, q, k, v)
     assert len(kernels) == 1, [k.sym_name.data for k in kernels]
     got = program([x.clone().to(DEVICE) for x in (q, k, v)])  # type: ignore[operator]
     for actual, expected in zip(got, _qkv_grad_and_bias_grad(q, k, v), strict=True):
@@ -154,7 +156,7 @@ def test_a_cat_read_once_by_a_permuted_copy_is_recomputed_there() -> None:
     # runs once per element, and the copy fuses column-major with its column sum.
     q, k, v = (torch.randn(2, 3, 10, 4) for _ in range(3))
     w = torch.randn(36, 8)
-    kernels, program = _bias_grad_kernels(_stacked_qkv_grads, q, k, v, w)
+    kernels, program = _gpu_kernels(_stacked_qkv_grads, q, k, v, w)
     assert len(kernels) == 1, [k.sym_name.data for k in kernels]
     got = program([x.clone().to(DEVICE) for x in (q, k, v, w)])  # type: ignore[operator]
     for actual, expected in zip(got, _stacked_qkv_grads(q, k, v, w), strict=True):
@@ -187,7 +189,7 @@ def test_sibling_column_sums_share_a_kernel() -> None:
     x, g, residual = torch.randn(m, n), torch.randn(m, n), torch.randn(m, n)
     mean, rstd, w = torch.randn(m, 1), torch.rand(m, 1) + 0.5, torch.randn(n)
     inputs = (x, mean, rstd, w, g, residual)
-    kernels, program = _bias_grad_kernels(_layer_norm_backward_and_bias_grad, *inputs)
+    kernels, program = _gpu_kernels(_layer_norm_backward_and_bias_grad, *inputs)
     assert len(kernels) == 2, [k.sym_name.data for k in kernels]
     got = program([t.clone().to(DEVICE) for t in inputs])  # type: ignore[operator]
     for actual, expected in zip(got, _layer_norm_backward_and_bias_grad(*inputs), strict=True):
@@ -203,8 +205,84 @@ def _sums_of_two_results(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_sums_of_two_results_of_one_call_share_a_kernel() -> None:
     x = torch.randn(12, 20)
-    kernels, program = _bias_grad_kernels(_sums_of_two_results, x)
+    kernels, program = _gpu_kernels(_sums_of_two_results, x)
     assert len(kernels) == 1, [k.sym_name.data for k in kernels]
     got = program([x.clone().to(DEVICE)])  # type: ignore[operator]
     for actual, expected in zip(got, _sums_of_two_results(x), strict=True):
+        assert_close(actual, expected)
+
+
+def _column_major(kernel: KernelOp) -> bool:
+    return any(COLUMN_MAJOR_ATTR in node.attributes for node in kernel.nodes())
+
+
+def _channels_last(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape).to(memory_format=torch.channels_last)
+
+
+def _batch_norm_relu6(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """A training batch norm + ReLU6 (MobileNet-v2's) over NHWC activations, its result
+    stored NHWC as the channels-last pass keeps it between convolutions."""
+    y, m, rstd, new_mean, new_var = torch.ops.aten._native_batch_norm_legit_functional(
+        x, w, b, mean, var, True, 0.1, 1e-5
+    )
+    return F.hardtanh(y, 0.0, 6.0).permute(0, 2, 3, 1).contiguous(), m, rstd, new_mean, new_var
+
+
+def _relu6_batch_norm_backward(
+    g: torch.Tensor,
+    x: torch.Tensor,
+    pre: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """The backward of the same: ReLU6's mask, then batch norm's input and weight
+    gradients (two column sums over the NHWC rows and the input gradient reading them)."""
+    masked = torch.ops.aten.hardtanh_backward(g, pre, 0.0, 6.0)
+    dx, dw, db = torch.ops.aten.native_batch_norm_backward(
+        masked, x, w, None, None, mean, rstd, True, 1e-5, [True, True, True]
+    )
+    return dx.permute(0, 2, 3, 1).contiguous(), dw, db
+
+
+def _check_split_and_apart(fn, *inputs: torch.Tensor) -> None:
+    # 2048 NHWC rows of 32 channels: fused with the normalization (column-major), the
+    # statistics ran in 4 looped programs (28 to 49 us a launch in MobileNet-v2's step
+    # on an H100); the sums split, the normalization a pointwise kernel after them.
+    kernels, program = _gpu_kernels(fn, *inputs)
+    kinds = [k.kernel_kind for k in kernels]
+    assert KernelKind.SPLIT in kinds, kinds
+    assert KernelKind.LOOPED not in kinds, kinds
+    assert not any(_column_major(k) for k in kernels)
+    got = program([t.clone().to(DEVICE) for t in inputs])  # type: ignore[operator]
+    for actual, expected in zip(got, fn(*inputs), strict=True):
+        assert_close(actual, expected)
+
+
+def test_long_batch_norm_statistics_split_with_the_normalization_apart() -> None:
+    c = 32
+    inputs = (_channels_last(2, c, 32, 32), torch.randn(c), torch.randn(c))
+    _check_split_and_apart(_batch_norm_relu6, *inputs, torch.randn(c), torch.rand(c) + 0.5)
+
+
+def test_long_batch_norm_backward_sums_split_with_the_input_gradient_apart() -> None:
+    c = 32
+    activations = (_channels_last(2, c, 32, 32) for _ in range(3))
+    g, x, pre = activations
+    inputs = (g, x, pre * 4, torch.randn(c), torch.rand(c) + 0.5, torch.randn(c))
+    _check_split_and_apart(_relu6_batch_norm_backward, *inputs)
+
+
+def test_a_long_column_sum_leaves_its_gradient_row_major() -> None:
+    # 1024 rows (timm's Mixer token MLP): a looped column sum runs on 32 programs, too
+    # few for the gradient's 256K points; the gradient is its own pointwise kernel.
+    g, h = torch.randn(1024, 256), torch.randn(1024, 256)
+    kernels, program = _gpu_kernels(_gelu_backward_and_bias_grad, g, h)
+    assert len(kernels) == 2, [k.sym_name.data for k in kernels]
+    assert not any(_column_major(k) for k in kernels)
+    got = program([g.clone().to(DEVICE), h.clone().to(DEVICE)])  # type: ignore[operator]
+    for actual, expected in zip(got, _gelu_backward_and_bias_grad(g, h), strict=True):
         assert_close(actual, expected)
