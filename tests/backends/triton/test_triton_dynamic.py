@@ -38,8 +38,7 @@ def test_random_dynamic_view_chains(program: Program) -> None:
 @given(programs())
 def test_random_dynamic_view_chains_scheduled_for_a_gpu(program: Program) -> None:
     """The same, scheduled as for a GPU wherever the kernels run (the program marked
-    ``cuda:0``): column sums of symbolic sizes with their pointwise producers and
-    consumers column-major in one kernel (``t + t.sum(0, keepdim=True)``)."""
+    ``cuda:0``: the GPU's inlining and fusion rules under symbolic sizes)."""
     with mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0)):
         check(program, "triton", DEVICE)
 
