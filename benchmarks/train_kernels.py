@@ -32,7 +32,6 @@ a few GPU-only passes: ``channels-last``, which leaves transformers alone).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
@@ -46,6 +45,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
 from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.parser import Parser
 
 from kiln.compiler import CompileOptions, compile_graph, extern_overloads
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -187,25 +187,61 @@ def capture_training_graphs(model: torch.nn.Module, inputs: Sequence[Any]) -> li
     return recorded
 
 
-def kiln_census(
-    name: str, gm: torch.fx.GraphModule, example: Sequence[Any], gpu: bool = False
-) -> GraphCensus:
-    """``gpu``: the program is marked as a GPU's (``kiln.device``), so that the passes
-    make their GPU decisions (fusion, channels-last, prepacked weights) on these CPU
-    tensors; the kernels are generated, never run."""
-    from unittest import mock
-
+def kiln_census(name: str, gm: torch.fx.GraphModule, example: Sequence[Any]) -> GraphCensus:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     options = CompileOptions(executor="triton", verbose=False, graph_cache=False)
     aliases = InputAliases(gm)
-    device = mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0))
-    with unset_fake_temporarily(), device if gpu else contextlib.nullcontext():
+    with unset_fake_temporarily():
         compiled = compile_graph(aliases.forwarding_inputs(gm), example, options, name=name)
     module = compiled.module
     census = GraphCensus(name, compiled.stats.fx_nodes, kernel_rows(module))
     census.externs = extern_overloads(module)
     return census
+
+
+def gpu_census(model: torch.nn.Module, inputs: Sequence[Any]) -> list[GraphCensus]:
+    """The step as kiln compiles it for a GPU, on this CPU: ``torch.compile`` with kiln's
+    own Dynamo backend (so that a training forward returns its activations in the layout
+    the backward reads, channels-last on a GPU, as it does there), every program marked
+    ``cuda:0`` (``kiln.device``: the GPU's fusion, channels-last and prepacking
+    decisions), kernels run in Triton's interpreter. Counted from each graph's last IR
+    in ``debug_dir``. Not as on a GPU: ops whose decompositions this CPU build of torch
+    cannot trace for CUDA tensors stay ATen calls (the embedding's backward), and the
+    attention externs are the CPU's."""
+    import functools
+    import tempfile
+    from unittest import mock
+
+    from kiln.frontends.dynamo import kiln_backend
+    from kiln.registry import default_registry
+
+    with tempfile.TemporaryDirectory() as debug:
+        options = {
+            "executor": "triton",
+            "debug_dir": debug,
+            "graph_cache": False,
+            "cuda_graphs": False,
+            "verbose": False,
+        }
+        torch._dynamo.reset()
+        with mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0)):
+            compiled = torch.compile(
+                model, backend=functools.partial(kiln_backend, options=options)
+            )
+            out = compiled(*inputs)
+            out.backward(torch.randn_like(out))
+        graphs: list[GraphCensus] = []
+        ctx = default_registry().make_context()
+        dirs = sorted(Path(debug).iterdir(), key=lambda d: d.stat().st_mtime)
+        for graph in dirs:
+            last = max(graph.glob("*.mlir"), key=lambda f: int(f.name.split("_")[0]))
+            module = Parser(ctx, last.read_text()).parse_module()
+            fx_nodes = (graph / "fx_graph.py").read_text().count("torch.ops.")
+            census = GraphCensus(graph.name, fx_nodes, kernel_rows(module))
+            census.externs = extern_overloads(module)
+            graphs.append(census)
+    return graphs
 
 
 def inductor_census(model: torch.nn.Module, inputs: Sequence[Any]) -> list[InductorGraph]:
@@ -293,7 +329,10 @@ def main() -> None:
     parser.add_argument("--inductor", action="store_true")
     parser.add_argument("--detail", action="store_true", help="one line per kernel")
     parser.add_argument(
-        "--gpu", action="store_true", help="kiln's GPU decisions (the program marked cuda:0)"
+        "--gpu",
+        action="store_true",
+        help="kiln's GPU decisions through its Dynamo backend (see gpu_census; slow: "
+        "the step runs in Triton's interpreter)",
     )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
@@ -303,10 +342,10 @@ def main() -> None:
     for name in args.models.split(","):
         model, inputs = specs[name].build(args.size)
         model.train()
-        graphs = [
-            kiln_census(*graph, gpu=args.gpu)
-            for graph in capture_training_graphs(model, inputs)
-        ]
+        if args.gpu:
+            graphs = gpu_census(model, inputs)
+        else:
+            graphs = [kiln_census(*graph) for graph in capture_training_graphs(model, inputs)]
         if args.inductor:
             inductor = inductor_census(model, inputs)
             if len(inductor) == len(graphs):  # the same graph breaks: pair them in order
