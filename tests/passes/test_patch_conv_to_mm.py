@@ -84,6 +84,17 @@ def test_same_numbers_with_and_without_bias() -> None:
         assert_same_semantics(before, after)
 
 
+def test_float32_left_to_cudnn_when_asked() -> None:
+    # ``float32=false``: float32 convolutions stay cuDNN's (TF32 by default); others
+    # are still rewritten.
+    _, kept = run_pass(PatchConvToMmPass(float32=False), _module(PATCHES))
+    assert "aten.convolution" in str(kept)
+    half = PATCHES.replace("xf32>", "xbf16>")
+    _, after = run_pass(PatchConvToMmPass(float32=False), _module(half))
+    assert "aten.convolution" not in str(after)
+    assert "aten.mm" in str(after)
+
+
 def test_left_alone() -> None:
     def conv_func(x: str, w: str, y: str, attrs: str, returned: bool = False) -> str:
         tail = "%0" if returned else "%1"
