@@ -61,6 +61,7 @@ from kiln.passes.inline_producers import inline_producers
 from kiln.passes.scheduling.build import ProgramBuilder, remove_dead_nodes
 from kiln.passes.scheduling.fusion import schedule, unfused
 from kiln.passes.scheduling.graph import build_graph
+from kiln.passes.scheduling.scatter_onto_addend import scatter_onto_addend
 from kiln.passes.scheduling.sibling_reductions import merge_sibling_reductions
 from kiln.passes.scheduling.stamp import stamp_fuse
 from kiln.passes.scheduling.tiny_kernels import merge_tiny_kernels
@@ -141,3 +142,4 @@ class FusePass(ModulePass):
         block.insert_op_before(program, func)
         block.erase_op(func, safe_erase=False)
         elide_in_program(block, program)
+        scatter_onto_addend(block, program)

@@ -140,3 +140,19 @@ def test_embedding_training_step(executor: str, scale_grad_by_freq: bool) -> Non
         assert a.grad is not None
         assert b.grad is not None
         torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_scatter_accumulates_onto_the_product_it_is_added_to() -> None:
+    """A tied embedding's weight gradient (the LM head's product plus the embedding's
+    scatter): the C++ scatter's atomic adds land on the product, with eager's numbers
+    (64 ids over 100 rows: repeated rows)."""
+
+    def tied(ids: torch.Tensor, g: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> Any:
+        return a.t() @ b + torch.zeros(100, 16).index_put((ids,), g, accumulate=True)
+
+    def make() -> list[torch.Tensor]:
+        ids = torch.randint(0, 100, (64,))
+        return [ids, torch.randn(64, 16), torch.randn(32, 100), torch.randn(32, 16)]
+
+    check(tied, make, runs=2)
+    assert "kernel.alloc" not in str(lower(tied, make()))  # onto the product's buffer

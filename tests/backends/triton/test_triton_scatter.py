@@ -139,3 +139,24 @@ def test_bf16_atomic_adds_on_sm90() -> None:
     outs = compiled.run(fresh)
     for out, want in zip(outs, fn(*[t.clone() for t in fresh]), strict=True):
         assert_close(out, want.cpu())
+
+
+def _tied_embedding_grad(
+    ids: torch.Tensor, g: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    """A tied embedding's weight gradient: the LM head's product plus the scatter of the
+    token gradients."""
+    rows = torch.zeros(100, 16, device=g.device).index_put((ids,), g, accumulate=True)
+    return a.t() @ b + rows
+
+
+def test_scatter_accumulates_onto_the_product_it_is_added_to() -> None:
+    from kiln.dialects.kernel.kernel_ops import KernelOp
+
+    # 64 ids over 100 rows: repeated rows get several atomic adds onto the product.
+    ids = torch.randint(0, 100, (64,))
+    compiled = check(
+        _tied_embedding_grad, ids, torch.randn(64, 16), torch.randn(32, 100), torch.randn(32, 16)
+    )
+    kernels = [op.sym_name.data for op in compiled.module.ops if isinstance(op, KernelOp)]
+    assert len(kernels) == 1, kernels  # the scatter; no zero fill, no add
