@@ -26,6 +26,9 @@ on zeros later added to it, and atomic adds come in no fixed order anyway.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import sympy
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -48,10 +51,11 @@ RESHAPES = frozenset({"aten::reshape.default", "aten::view.default", "aten::_uns
 """Views of such a result that keep it contiguous (an extern's body may end with one)."""
 
 
-def _identity_load(op: Operation, sizes: list[object]) -> LoadOp | None:
+def _identity_load(op: Operation, sizes: Sequence[sympy.Expr]) -> LoadOp | None:
+    """``op`` if it loads its buffer at the flat position of the point (unmasked)."""
     if not isinstance(op, LoadOp) or op.mask is not None or len(op.operands) != 1:
         return None
-    identity = flat_index([index_var(k) for k in range(len(sizes))], sizes)  # pyright: ignore[reportArgumentType]
+    identity = flat_index([index_var(k) for k in range(len(sizes))], sizes)
     return op if same_value(op.index.data, identity) else None
 
 
