@@ -26,7 +26,6 @@ import sympy
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 
-from kiln.dialects.loop.body_ops import LoadOp
 from kiln.dialects.loop.dot import is_dot
 from kiln.dialects.loop.ops import ReductionOp, ScatterOp
 from kiln.passes.scheduling.graph import Node, NodeKind, ScheduleGraph, value_name
@@ -433,11 +432,7 @@ class Scheduler:
                 reduced.update(node.op.results)
         if epilogue is None:
             return None
-        inner = any(
-            reads_along_reduction(r, [op for op in r.body.walk() if isinstance(op, LoadOp)])
-            for r in reductions
-        )
-        per_program = 1 if inner else OUTER_XBLOCK
+        per_program = 1 if reads_along_a_reduction(self.graph, members) else OUTER_XBLOCK
         splits = split_factor(int(numel), int(rnumel), GPU_SM_COUNT, per_program, gpu=True)
         if splits == 1:
             return None
@@ -598,6 +593,19 @@ class Scheduler:
             self.dag, key=lambda g: self.groups[g].first
         )
         return [self.groups[g] for g in order]
+
+
+def reads_along_a_reduction(graph: ScheduleGraph, nodes: Iterable[int]) -> bool:
+    """Whether some reduction among ``nodes`` reads contiguously along its reduction
+    (:func:`~kiln.passes.scheduling.tiling.reduction_hint`'s ``inner``, judged before the
+    kernel exists)."""
+    for i in nodes:
+        node = graph.nodes[i]
+        if isinstance(node.op, ReductionOp):
+            loads = [load for loads in node.loads.values() for load in loads]
+            if reads_along_reduction(node.op, loads):
+                return True
+    return False
 
 
 def group_dag(graph: ScheduleGraph, groups: Iterable[Group]) -> tuple[dict[int, int], nx.DiGraph]:  # pyright: ignore[reportMissingTypeArgument]

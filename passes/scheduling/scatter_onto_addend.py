@@ -33,7 +33,6 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import Rewriter
-from xdsl.traits import SymbolTable
 
 from kiln.dialects.aten import AtenOp
 from kiln.dialects.kernel.kernel_ops import KernelOp
@@ -112,13 +111,12 @@ def _fresh(value: SSAValue) -> bool:
 
 
 class _Program:
-    def __init__(self, program: ProgramOp) -> None:
-        self.program = program
+    def __init__(self, program: ProgramOp, kernels: dict[str, KernelOp]) -> None:
         self.block: Block = program.body.block
+        self.kernels = kernels
 
     def kernel(self, launch: LaunchOp) -> KernelOp | None:
-        found = SymbolTable.lookup_symbol(self.program, launch.kernel)
-        return found if isinstance(found, KernelOp) else None
+        return self.kernels.get(launch.kernel.root_reference.data)
 
     def rewrite(self, add: LaunchOp) -> bool:
         kernel = self.kernel(add)
@@ -163,11 +161,12 @@ class _Program:
             return False
         # The scatter moves to just before the add, after the addend is computed: nothing
         # between may touch its other results.
-        index = self.block.get_operation_index
-        between = [op for op in self.block.ops if index(scatter) < index(op) < index(add)]
         others = {v for v in scatter.outs if v is not zeros}
-        if any(v in others for op in between for v in op.operands):
-            return False
+        op = scatter.next_op
+        while op is not None and op is not add:
+            if any(v in others for v in op.operands):
+                return False
+            op = op.next_op
         scatter.operands = tuple(addend if v is zeros else v for v in scatter.operands)
         scatter.detach()
         self.block.insert_op_before(scatter, add)
@@ -184,19 +183,15 @@ class _Program:
 def scatter_onto_addend(module_block: Block, program: ProgramOp) -> int:
     """Scatters of ``program`` added to a fresh buffer accumulate onto it (module
     docstring); kernels no longer launched leave ``module_block``. Returns how many."""
-    rewriter = _Program(program)
-    launched = {op.kernel.root_reference.data for op in program.walk() if isinstance(op, LaunchOp)}
-    count = sum(
-        1
-        for launch in [op for op in program.body.block.ops if isinstance(op, LaunchOp)]
-        if launch.parent is not None and rewriter.rewrite(launch)
-    )
+    kernels = {k.sym_name.data: k for k in module_block.ops if isinstance(k, KernelOp)}
+    rewriter = _Program(program, kernels)
+    launches = [op for op in program.body.block.ops if isinstance(op, LaunchOp)]
+    # A rewrite erases the add launch and a zero fill earlier in the list.
+    count = sum(1 for launch in launches if launch.parent is not None and rewriter.rewrite(launch))
     if count:
         still = {op.kernel.root_reference.data for op in program.walk() if isinstance(op, LaunchOp)}
-        for kernel in [k for k in module_block.ops if isinstance(k, KernelOp)]:
-            name = kernel.sym_name.data
-            if name in launched and name not in still:
-                module_block.erase_op(kernel)
+        for name in {launch.kernel.root_reference.data for launch in launches} - still:
+            module_block.erase_op(kernels[name])
     return count
 
 

@@ -25,17 +25,15 @@ import networkx as nx
 import sympy
 from xdsl.ir import SSAValue
 
-from kiln.dialects.loop.body_ops import LoadOp
-from kiln.dialects.loop.ops import ReductionOp
 from kiln.passes.scheduling.fusion import (
     Decision,
     FusionResult,
     Group,
     group_dag,
     group_label,
+    reads_along_a_reduction,
 )
 from kiln.passes.scheduling.graph import ScheduleGraph
-from kiln.passes.scheduling.tiling import reads_along_reduction
 
 
 def _space(group: Group) -> tuple[int, int] | None:
@@ -46,18 +44,6 @@ def _space(group: Group) -> tuple[int, int] | None:
     if not isinstance(group.numel, sympy.Integer) or not isinstance(group.rnumel, sympy.Integer):
         return None
     return int(group.numel), int(group.rnumel)
-
-
-def _inner(group: Group, graph: ScheduleGraph) -> bool:
-    """Whether some reduction of ``group`` reads contiguously along its reduction
-    (:func:`~kiln.passes.scheduling.tiling.reduction_hint`'s ``inner``)."""
-    for i in group.nodes:
-        op = graph.nodes[i].op
-        if isinstance(op, ReductionOp):
-            loads = [inner for inner in op.body.walk() if isinstance(inner, LoadOp)]
-            if reads_along_reduction(op, loads):
-                return True
-    return False
 
 
 def _reads(group: Group, graph: ScheduleGraph) -> set[SSAValue]:
@@ -186,7 +172,7 @@ def merge_sibling_reductions(
         return result
     group_of, dag = group_dag(graph, result.groups)
     by_id = {g.id: g for g in result.groups}
-    inner = {gid: _inner(by_id[gid], graph) for gid in spaces}
+    inner = {gid: reads_along_a_reduction(graph, by_id[gid].nodes) for gid in spaces}
     merger = _Merger(graph, by_id, group_of, dag, spaces, inner)
     merger.cousins(max_nodes)
     merger.siblings(max_nodes)
