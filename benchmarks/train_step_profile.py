@@ -29,6 +29,7 @@ import argparse
 import collections
 import copy
 import functools
+import re
 import statistics
 import sys
 import time
@@ -120,6 +121,13 @@ def main() -> None:
         help="unprofiled steps first (CUDA graphs record a further call site when it recurs)",
     )
     p.add_argument("--top", type=int, default=15)
+    p.add_argument(
+        "--launched-by",
+        default="",
+        metavar="REGEX",
+        help="for CUDA kernels whose name matches REGEX (e.g. Memcpy), the CPU operators "
+        "that launched them, with their enclosing ranges and input shapes",
+    )
     p.add_argument("--device", default="cuda", help="cuda, or cpu: CPU self time per operator")
     p.add_argument(
         "--tiling",
@@ -183,7 +191,9 @@ def main() -> None:
                         name, args, backend, functools.partial(step, model, fn, inputs, grad), error
                     )
                     continue
-                kernels = _cuda_kernels(args, functools.partial(step, model, fn, inputs, grad))
+                kernels, launchers = _cuda_kernels(
+                    args, functools.partial(step, model, fn, inputs, grad)
+                )
             total = sum(v[0] for v in kernels.values()) / 1e3
             launches = sum(v[1] for v in kernels.values()) / args.steps
             copies = sum(v[1] for k, v in kernels.items() if k.startswith("Memcpy")) / args.steps
@@ -195,12 +205,21 @@ def main() -> None:
             ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
             for kernel, (us, count) in ranked[: args.top]:
                 print(f"   {us:8.1f} us {count // args.steps:4d}x {kernel[:110]}")
+            for chain, count in launchers.most_common():
+                print(f"   launched {count // args.steps:4d}x by {chain}")
 
 
-def _cuda_kernels(args: argparse.Namespace, step: Any) -> dict[str, list[float]]:
-    """Per CUDA kernel name: microseconds a step and launches in ``args.steps`` steps."""
+def _cuda_kernels(
+    args: argparse.Namespace, step: Any
+) -> tuple[dict[str, list[float]], collections.Counter[str]]:
+    """Per CUDA kernel name: microseconds a step and launches in ``args.steps`` steps; and
+    with ``--launched-by``, the launching operators' chains (innermost first, with input
+    shapes) of the kernels it matches, counted over the steps."""
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+    with profile(
+        activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU],
+        record_shapes=bool(args.launched_by),
+    ) as prof:
         for _ in range(args.steps):
             step()
         torch.cuda.synchronize()
@@ -209,7 +228,19 @@ def _cuda_kernels(args: argparse.Namespace, step: Any) -> dict[str, list[float]]
         if event.device_type == torch.autograd.DeviceType.CUDA:
             kernels[event.name][0] += event.device_time_total / args.steps
             kernels[event.name][1] += 1
-    return kernels
+    launchers: collections.Counter[str] = collections.Counter()
+    if args.launched_by:
+        pattern = re.compile(args.launched_by)
+        for event in prof.events():
+            hits = [k for k in event.kernels if pattern.search(k.name)]
+            if event.device_type != torch.autograd.DeviceType.CPU or not hits:
+                continue
+            chain, parent = [f"{event.name}{list(event.input_shapes)}"], event.cpu_parent
+            while parent is not None:
+                chain.append(parent.name)
+                parent = parent.cpu_parent
+            launchers[" < ".join(chain)] += len(hits)
+    return kernels, launchers
 
 
 def _cpu_profile(

@@ -30,8 +30,12 @@ Only on CUDA (``kiln.device``), with static sizes, image sizes that the kernel d
 (no row or column the convolution would drop) and a kernel of more than one pixel (1x1
 convolutions are ``conv1x1-to-mm``'s on the CPU and cuDNN's on the GPU); a convolution
 whose result the function returns is left alone (its layout is the function's output
-layout). The numbers change only by rounding (cuBLAS's summation order instead of
-cuDNN's, over the same products).
+layout). A float32 convolution with more than ``float32-max-channels`` (4) input
+channels is left to cuDNN unless float32 products run in TF32: cuDNN runs it in TF32
+tensor-core kernels, cuBLAS the product in full float32 on FFMA units, slower (see the
+option). The numbers change only by rounding (cuBLAS's summation order instead of
+cuDNN's; for a float32 stem, full float32 products where eager's cuDNN rounds the
+operands to TF32).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from kiln.dialects.aten.dialect import op_class
-from kiln.dialects.aten.function_attrs import runs_on_cpu
+from kiln.dialects.aten.function_attrs import runs_on_cpu, tf32_matmul
 from kiln.dialects.aten.memory_format import NCHW
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.shapes import static_shape
@@ -143,15 +147,28 @@ class PatchConvToMmPass(ModulePass):
 
     name: ClassVar[str] = "patch-conv-to-mm"  # pyright: ignore[reportIncompatibleVariableOverride]
 
-    float32: bool = True
-    """Rewrite float32 convolutions too. ``float32=false`` leaves them to cuDNN, which
-    runs float32 convolutions in TF32 by default, where cuBLAS runs the float32 product
-    in full precision (the rewrite was measured in bfloat16 only; an A/B for float32
-    training: ``patch-conv-to-mm{float32=false}``)."""
+    float32_max_channels: int = 4
+    """A float32 convolution is rewritten only with at most this many input channels (an
+    RGB image's stem), unless float32 products run in TF32 (``kiln.tf32_matmul``). cuDNN
+    runs float32 convolutions in TF32 by default (``torch.backends.cudnn.allow_tf32``)
+    where cuBLAS runs the product in full float32 on FFMA units: on an H100, ConvNeXt-atto's
+    2x2 downsampling convolutions (40 to 160 channels) as products took its training step
+    from 0.823 to 0.884 ms of kernels, while ViT's 3-channel 16x16 patch embedding, cuDNN's
+    slow case, is 3 % of the step faster as one (docs/benchmarks/train-kernels.md,
+    "Session 53"); ``-1``: all."""
+
+    def _rewrites(self, conv: AtenOp, tf32: bool) -> bool:
+        """Whether ``conv``'s product runs at least as fast as cuDNN runs it (see
+        :attr:`float32_max_channels`)."""
+        if tf32 or self.float32_max_channels < 0 or not _is_float32(conv.results[0]):
+            return True
+        x = static_shape(conv.tensor_operands()["input"][0], 4)
+        return x is not None and x[1] <= self.float32_max_channels
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if runs_on_cpu(op):
             return
+        tf32 = tf32_matmul(op)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue
@@ -160,7 +177,7 @@ class PatchConvToMmPass(ModulePass):
                     isinstance(inner, AtenOp)
                     and is_patch_convolution(inner)
                     and not _returned(inner.results[0])
-                    and (self.float32 or not _is_float32(inner.results[0]))
+                    and self._rewrites(inner, tf32)
                 ):
                     replacement = _rewrite(inner)
                     inner.results[0].replace_all_uses_with(replacement)
