@@ -389,9 +389,16 @@ def peak_mb(run: Callable[[], Any], device: torch.device) -> float:
     return top / 2**20
 
 
-def profile_kernels(run: Callable[[], Any], steps: int = 5) -> Callable[[], tuple[float, float]]:
+TOP_KERNELS = 30
+"""Kernels a CUDA row keeps by name (``Row.top_kernels``)."""
+
+
+def profile_kernels(
+    run: Callable[[], Any], steps: int = 5
+) -> Callable[[], tuple[float, float, list[tuple[str, float, float]]]]:
     """CUDA: profiles ``steps`` runs; returns what sums the device's kernels (kernels,
-    copies, memsets) into (kernel ms per step, kernels per step). Summing parses every
+    copies, memsets) into (kernel ms per step, kernels per step, the :data:`TOP_KERNELS`
+    costliest by name as ``(name, us per step, launches per step)``). Summing parses every
     profiler event in Python (seconds for a training step's thousands): call it after
     releasing the timing lock, which only the runs need."""
     from torch.profiler import ProfilerActivity, profile
@@ -402,13 +409,18 @@ def profile_kernels(run: Callable[[], Any], steps: int = 5) -> Callable[[], tupl
             run()
         torch.cuda.synchronize()
 
-    def totals() -> tuple[float, float]:
-        total_us, count = 0.0, 0
+    def totals() -> tuple[float, float, list[tuple[str, float, float]]]:
+        by_name: dict[str, list[float]] = {}
         for event in prof.events() or []:
             if getattr(event.device_type, "name", "") == "CUDA":
-                total_us += event.time_range.elapsed_us()
-                count += 1
-        return total_us / 1000 / steps, count / steps
+                entry = by_name.setdefault(event.name, [0.0, 0.0])
+                entry[0] += event.time_range.elapsed_us()
+                entry[1] += 1
+        total_us = sum(us for us, _ in by_name.values())
+        count = sum(n for _, n in by_name.values())
+        top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:TOP_KERNELS]
+        kept = [(name[:160], round(us / steps, 2), n / steps) for name, (us, n) in top]
+        return total_us / 1000 / steps, count / steps, kept
 
     return totals
 

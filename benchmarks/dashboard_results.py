@@ -61,11 +61,16 @@ class Row:
     recompiles: int | None = None
     """``--dynamic``: recompilations counted by the recompile hook (None: not measured)."""
     jobs: int = 1
-    lock_wait_s: float | None = None
-    """``--jobs``: seconds this row waited for the timing lock (how busy the lock was)."""
     """Worker processes that ran at once (``--jobs``). Timed measurements never overlap
     (one lock), but above 1 the compile times were measured beside other workers' compiles
     (see benchmarks/dashboard.py's docstring)."""
+    lock_wait_s: float | None = None
+    """``--jobs``: seconds this row waited for the timing lock (how busy the lock was)."""
+    top_kernels: list[tuple[str, float, float]] | None = None
+    """CUDA: the step's costliest kernels as ``(name, us per step, launches per step)``,
+    most time first (``dashboard_measure.TOP_KERNELS`` of them): what the row's
+    ``kernel_ms`` is made of, so that a row that moved between two runs shows which
+    kernels moved."""
 
     def key(self) -> tuple[Any, ...]:
         return row_key(self.__dict__)

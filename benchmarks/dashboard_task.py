@@ -473,7 +473,7 @@ def run_backend(
                         notes.append(f"optimizer: {describe(e)}")
             if kernel_totals is not None:  # parsed outside the lock
                 try:
-                    row.kernel_ms, row.launches = kernel_totals()
+                    row.kernel_ms, row.launches, row.top_kernels = kernel_totals()
                 except TaskTimeout:
                     raise
                 except Exception as e:
