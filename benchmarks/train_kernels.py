@@ -187,10 +187,12 @@ def capture_training_graphs(model: torch.nn.Module, inputs: Sequence[Any]) -> li
     return recorded
 
 
-def kiln_census(name: str, gm: torch.fx.GraphModule, example: Sequence[Any]) -> GraphCensus:
+def kiln_census(
+    name: str, gm: torch.fx.GraphModule, example: Sequence[Any], pipeline: str
+) -> GraphCensus:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    options = CompileOptions(executor="triton", verbose=False, graph_cache=False)
+    options = CompileOptions(executor="triton", verbose=False, graph_cache=False, pipeline=pipeline)
     aliases = InputAliases(gm)
     with unset_fake_temporarily():
         compiled = compile_graph(aliases.forwarding_inputs(gm), example, options, name=name)
@@ -200,7 +202,7 @@ def kiln_census(name: str, gm: torch.fx.GraphModule, example: Sequence[Any]) -> 
     return census
 
 
-def gpu_census(model: torch.nn.Module, inputs: Sequence[Any]) -> list[GraphCensus]:
+def gpu_census(model: torch.nn.Module, inputs: Sequence[Any], pipeline: str) -> list[GraphCensus]:
     """The step as kiln compiles it for a GPU, on this CPU: ``torch.compile`` with kiln's
     own Dynamo backend (so that a training forward returns its activations in the layout
     the backward reads, channels-last on a GPU, as it does there), every program marked
@@ -223,6 +225,7 @@ def gpu_census(model: torch.nn.Module, inputs: Sequence[Any]) -> list[GraphCensu
             "graph_cache": False,
             "cuda_graphs": False,
             "verbose": False,
+            "pipeline": pipeline,
         }
         torch._dynamo.reset()
         with mock.patch("kiln.compiler.gpu_device", return_value=torch.device("cuda", 0)):
@@ -334,18 +337,29 @@ def main() -> None:
         help="kiln's GPU decisions through its Dynamo backend (see gpu_census; slow: "
         "the step runs in Triton's interpreter)",
     )
+    parser.add_argument(
+        "--passes",
+        default="",
+        help="passes of the default pipeline with options, +-separated, in place of those "
+        "passes (merge-products{cpu=true,gpu=true}): the census of a variant",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_step_profile import with_pass_options
     from zoo import registry
+
+    pipeline = with_pass_options(args.passes)
 
     specs = registry()
     for name in args.models.split(","):
         model, inputs = specs[name].build(args.size)
         model.train()
         if args.gpu:
-            graphs = gpu_census(model, inputs)
+            graphs = gpu_census(model, inputs, pipeline)
         else:
-            graphs = [kiln_census(*graph) for graph in capture_training_graphs(model, inputs)]
+            graphs = [
+                kiln_census(*graph, pipeline) for graph in capture_training_graphs(model, inputs)
+            ]
         if args.inductor:
             inductor = inductor_census(model, inputs)
             if len(inductor) == len(graphs):  # the same graph breaks: pair them in order

@@ -92,7 +92,7 @@ def _set_tiling(spec: str) -> None:
         setattr(tiling, name, int(value))
 
 
-def _with_pass_options(spec: str) -> str:
+def with_pass_options(spec: str) -> str:
     """The default pipeline with each ``pass{options}`` of ``spec`` (``+``-separated) in
     place of that pass."""
     from kiln.compile_options import DEFAULT_PIPELINE
@@ -167,7 +167,7 @@ def main() -> None:
             else:
                 options: dict[str, Any] = {"verbose": False, "graph_cache": not args.tiling}
                 if pass_options:
-                    options["pipeline"] = _with_pass_options(pass_options)
+                    options["pipeline"] = with_pass_options(pass_options)
                 if "-nocg" in variant:
                     options["cuda_graphs"] = False
                 if "-nopack" in variant:

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,scale-after-bmm,unfuse-addmm,unfuse-conv-bias,patch-conv-to-mm,pad-mm,prepack-weights,channels-last,conv1x1-to-mm,conv-epilogue,dot-kernels,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
+DEFAULT_PIPELINE = "decompose,canonicalize,cse,dce,output-layout,scale-after-bmm,unfuse-addmm,unfuse-conv-bias,patch-conv-to-mm,merge-products,pad-mm,prepack-weights,channels-last,conv1x1-to-mm,conv-epilogue,dot-kernels,lower-aten,fuse,tile,reorder-collectives,buffer-reuse,dedup-kernels"
 
 Executor = Literal["auto", "cpp", "triton", "interpret"]
 

@@ -39,6 +39,7 @@ KILN_PASSES: dict[str, tuple[str, str]] = {
     "conv1x1-to-mm": ("kiln.passes.conv1x1_to_mm", "Conv1x1ToMmPass"),
     "conv-epilogue": ("kiln.passes.conv_epilogue", "ConvEpiloguePass"),
     "patch-conv-to-mm": ("kiln.passes.patch_conv_to_mm", "PatchConvToMmPass"),
+    "merge-products": ("kiln.passes.merge_products", "MergeProductsPass"),
     "canonicalize": ("kiln.passes.canonicalize", "CanonicalizePass"),
     "decompose": ("kiln.passes.decompose", "DecomposePass"),
     "unfuse-addmm": ("kiln.passes.unfuse_addmm", "UnfuseAddmmPass"),

@@ -18,13 +18,13 @@ def test_pass_options_replace_their_pass_in_the_default_pipeline() -> None:
     import train_step_profile  # pyright: ignore[reportMissingImports]
 
     spec = "channels-last{gpu-copy-nchw-inputs=true}+conv1x1-to-mm{nchw-max-weight=0}"
-    pipeline: str = train_step_profile._with_pass_options(spec)  # pyright: ignore
+    pipeline: str = train_step_profile.with_pass_options(spec)  # pyright: ignore
     expected = DEFAULT_PIPELINE.replace(
         "channels-last,", "channels-last{gpu-copy-nchw-inputs=true},"
     ).replace("conv1x1-to-mm,", "conv1x1-to-mm{nchw-max-weight=0},")
     assert pipeline == expected
     with pytest.raises(SystemExit, match="not-a-pass"):
-        train_step_profile._with_pass_options("not-a-pass{x=1}")  # pyright: ignore
+        train_step_profile.with_pass_options("not-a-pass{x=1}")  # pyright: ignore
 
 
 def test_output_error_reads_how_far_the_compiled_output_is_from_eager() -> None:

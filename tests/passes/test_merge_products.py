@@ -1,0 +1,211 @@
+"""``merge-products``: IR in / IR out, the same numbers before and after (aten
+interpreter), the products it must leave alone, and a training step through
+``torch.compile`` against eager."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
+
+from kiln.compiler import DEFAULT_PIPELINE
+from kiln.dialects.aten.ops import AtenOp
+from kiln.frontends.dynamo import kiln_backend
+from kiln.passes import merge_products
+from kiln.passes.merge_products import MergeProductsPass
+
+GPU = MergeProductsPass(gpu=True)
+
+
+def _module(body: str, device: str = "cuda:0") -> str:
+    return f'builtin.module attributes {{"kiln.device" = "{device}"}} {{{body}}}'
+
+
+# Query, key and value projections of one input (a linear layer's weight transposed by
+# permute or t), the query read by a relu before the value's product.
+PROJECTIONS = """
+func.func @qkv(%x: tensor<8x16xf32>, %wq: tensor<16x16xf32>, %wk: tensor<4x16xf32>, %wv: tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x4xf32>) {
+  %tq = aten.permute.default(%wq, dims = [1, 0]) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  %q = aten.mm.default(%x, %tq) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %rq = aten.relu.default(%q) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %tk = aten.permute.default(%wk, dims = [1, 0]) : (tensor<4x16xf32>) -> tensor<16x4xf32>
+  %k = aten.mm.default(%x, %tk) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %tv = aten.t.default(%wv) : (tensor<4x16xf32>) -> tensor<16x4xf32>
+  %v = aten.mm.default(%x, %tv) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %kv = aten.add.Tensor(%k, %v) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %sq = aten.mul.Tensor(%rq, %rq) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  func.return %sq, %kv : tensor<8x16xf32>, tensor<8x4xf32>
+}
+"""
+
+
+def test_projections_of_one_input_become_one_product() -> None:
+    # The relu of the query's slice moves after the merged product (it stood between).
+    assert_pass_output(
+        GPU,
+        _module(PROJECTIONS),
+        _module("""
+func.func @qkv(%x: tensor<8x16xf32>, %wq: tensor<16x16xf32>, %wk: tensor<4x16xf32>, %wv: tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x4xf32>) {
+  %merged_source = aten.cat.default(tensors = [%wq, %wk, %wv]) : (tensor<16x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<24x16xf32>
+  %merged_operand = aten.permute.default(%merged_source, dims = [1, 0]) : (tensor<24x16xf32>) -> tensor<16x24xf32>
+  %merged = aten.mm.default(%x, %merged_operand) : (tensor<8x16xf32>, tensor<16x24xf32>) -> tensor<8x24xf32>
+  %q = aten.slice.Tensor(%merged, dim = 1, start = 0, end = 16) : (tensor<8x24xf32>) -> tensor<8x16xf32>
+  %k = aten.slice.Tensor(%merged, dim = 1, start = 16, end = 20) : (tensor<8x24xf32>) -> tensor<8x4xf32>
+  %v = aten.slice.Tensor(%merged, dim = 1, start = 20, end = 24) : (tensor<8x24xf32>) -> tensor<8x4xf32>
+  %rq = aten.relu.default(%q) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %kv = aten.add.Tensor(%k, %v) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %sq = aten.mul.Tensor(%rq, %rq) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  func.return %sq, %kv : tensor<8x16xf32>, tensor<8x4xf32>
+}
+"""),
+    )
+    assert_same_semantics(*run_pass(GPU, _module(PROJECTIONS)))
+
+
+# Weight gradients of two projections of one input (shared right operand), from
+# gradients given untransposed and transposed, and a product of untransposed operands.
+GRADIENTS = """
+func.func @grads(%x: tensor<8x16xf32>, %ga: tensor<8x6xf32>, %gb: tensor<8x10xf32>, %c: tensor<3x8xf32>) -> (tensor<6x16xf32>, tensor<3x16xf32>) {
+  %ta = aten.permute.default(%ga, dims = [1, 0]) : (tensor<8x6xf32>) -> tensor<6x8xf32>
+  %da = aten.mm.default(%ta, %x) : (tensor<6x8xf32>, tensor<8x16xf32>) -> tensor<6x16xf32>
+  %tb = aten.permute.default(%gb, dims = [1, 0]) : (tensor<8x10xf32>) -> tensor<10x8xf32>
+  %db = aten.mm.default(%tb, %x) : (tensor<10x8xf32>, tensor<8x16xf32>) -> tensor<10x16xf32>
+  %dc = aten.mm.default(%c, %x) : (tensor<3x8xf32>, tensor<8x16xf32>) -> tensor<3x16xf32>
+  %s = aten.sum.dim_IntList(%db, dim = [0], keepdim = true) : (tensor<10x16xf32>) -> tensor<1x16xf32>
+  %a2 = aten.mul.Tensor(%da, %s) : (tensor<6x16xf32>, tensor<1x16xf32>) -> tensor<6x16xf32>
+  %c2 = aten.add.Tensor(%dc, %s) : (tensor<3x16xf32>, tensor<1x16xf32>) -> tensor<3x16xf32>
+  func.return %a2, %c2 : tensor<6x16xf32>, tensor<3x16xf32>
+}
+"""
+
+
+def test_products_sharing_their_right_operand_merge_rows() -> None:
+    before, after = run_pass(GPU, _module(GRADIENTS))
+    text = printed(after)
+    assert text.count("aten.mm.default") == 1
+    # Mixed transposed and plain left operands: their rows concatenated as they are.
+    assert "aten.cat.default(tensors = [%ta, %tb, %c])" in text
+    assert "-> tensor<19x16xf32>" in text
+    assert_same_semantics(before, after)
+
+
+def test_transposed_left_operands_concatenate_untransposed() -> None:
+    body = GRADIENTS.replace("%dc = aten.mm.default(%c, %x)", "%dc = aten.mm.default(%c, %ga2)")
+    body = body.replace("%c: tensor<3x8xf32>)", "%c: tensor<3x8xf32>, %ga2: tensor<8x16xf32>)")
+    before, after = run_pass(GPU, _module(body))
+    text = printed(after)
+    # The two gradients side by side ([8, 16] row-major), the product reads it transposed.
+    assert "aten.cat.default(tensors = [%ga, %gb], dim = 1)" in text
+    assert text.count("aten.mm.default") == 2
+    assert_same_semantics(before, after)
+
+
+def test_dependent_products_are_left_alone() -> None:
+    # The second product's right operand is computed from the first product's result.
+    body = """
+func.func @chain(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %a = aten.mm.default(%x, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r = aten.relu.default(%a) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %b = aten.mm.default(%x, %r) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = aten.add.Tensor(%a, %b) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  func.return %s : tensor<8x8xf32>
+}
+"""
+    _, after = run_pass(GPU, _module(body))
+    assert printed(after).count("aten.mm.default") == 2
+    assert "aten.cat" not in printed(after)
+
+
+def test_returned_products_are_left_alone() -> None:
+    # A returned slice would be copied into a buffer of its own: no gain.
+    body = """
+func.func @out(%x: tensor<8x16xf32>, %a: tensor<16x4xf32>, %b: tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<2x4x4xf32>) {
+  %p = aten.mm.default(%x, %a) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %q = aten.mm.default(%x, %b) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %v = aten.view.default(%q, size = [2, 4, 4]) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  func.return %p, %v : tensor<8x4xf32>, tensor<2x4x4xf32>
+}
+"""
+    _, after = run_pass(GPU, _module(body))
+    assert printed(after).count("aten.mm.default") == 2
+
+
+def test_mixed_dtypes_are_left_alone() -> None:
+    body = PROJECTIONS.replace("%wk: tensor<4x16xf32>", "%wk: tensor<4x16xbf16>")
+    body = body.replace("(tensor<4x16xf32>) -> tensor<16x4xf32>\n  %k", "(tensor<4x16xbf16>) -> tensor<16x4xbf16>\n  %k", 1)  # fmt: skip
+    body = body.replace(
+        "%k = aten.mm.default(%x, %tk) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>",
+        "%xb = aten._to_copy.default(%x, dtype = bf16) : (tensor<8x16xf32>) -> tensor<8x16xbf16>\n"
+        "  %kb = aten.mm.default(%xb, %tk) : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>\n"
+        "  %k = aten._to_copy.default(%kb, dtype = f32) : (tensor<8x4xbf16>) -> tensor<8x4xf32>",
+    )
+    before, after = run_pass(GPU, _module(body))
+    text = printed(after)
+    assert text.count("aten.mm.default") == 2  # q and v merged; k's product is bf16
+    assert_same_semantics(before, after)
+
+
+def test_off_by_default_and_per_device() -> None:
+    _, untouched = run_pass(MergeProductsPass(), _module(PROJECTIONS))
+    assert printed(untouched).count("aten.mm.default") == 3
+    _, cpu = run_pass(GPU, _module(PROJECTIONS, device="cpu"))
+    assert printed(cpu).count("aten.mm.default") == 3
+    _, merged = run_pass(MergeProductsPass(cpu=True), _module(PROJECTIONS, device="cpu"))
+    assert printed(merged).count("aten.mm.default") == 1
+
+
+class _Attention(torch.nn.Module):
+    """Query, key, value projections of one input, attention, an output projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(32, 32, bias=False)
+        self.k = torch.nn.Linear(32, 8, bias=False)
+        self.v = torch.nn.Linear(32, 8, bias=False)
+        self.o = torch.nn.Linear(8, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x).view(2, 6, 4, 8).transpose(1, 2)
+        k = self.k(x).view(2, 6, 1, 8).transpose(1, 2)
+        v = self.v(x).view(2, 6, 1, 8).transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2) / 8**0.5).softmax(-1)
+        return self.o((scores @ v).mean(1))
+
+
+def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The forward's three projections merge (the backward's weight gradients are
+    # returned: left alone); losses and gradients are eager's.
+    merged: list[int] = []
+    merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
+
+    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> None:
+        merged.append(len(members))
+        merge(side, members, *rest)
+
+    monkeypatch.setattr(merge_products, "_merge", counted)
+    torch.manual_seed(0)
+    model = _Attention()
+    reference = _Attention()
+    reference.load_state_dict(model.state_dict())
+    pipeline = DEFAULT_PIPELINE.replace("merge-products", "merge-products{cpu=true}")
+    compiled = torch.compile(
+        model,
+        backend=kiln_backend,
+        options={"executor": "cpp", "pipeline": pipeline, "graph_cache": False},
+    )
+    for _ in range(2):
+        x = torch.randn(2, 6, 32)
+        got, want = compiled(x), reference(x)
+        torch.testing.assert_close(got, want)
+        grad = torch.randn_like(want)
+        got.backward(grad)
+        want.backward(grad)
+        for (name, p), r in zip(model.named_parameters(), reference.parameters(), strict=True):
+            assert p.grad is not None
+            torch.testing.assert_close(p.grad, r.grad, msg=name)
+        model.zero_grad()
+        reference.zero_grad()
+    assert merged == [3]
