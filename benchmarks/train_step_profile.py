@@ -17,7 +17,9 @@ passes of the default pipeline with options, ``+``-separated, replace those pass
 Each ``##`` line ends with the compiled output's largest difference from eager's (over
 eager's largest magnitude, :func:`output_error`). ``--tiling NAME=VALUE,...`` sets
 constants of ``kiln.passes.scheduling.tiling`` before compiling (with the graph cache
-off), for sweeps of the tiling heuristics.
+off), for sweeps of the tiling heuristics. ``--launched-by REGEX`` (CUDA) lists, for the kernels
+whose name matches, the CPU operators that launched them, innermost first with their
+input shapes (``Memcpy`` found OPT's copies into the CUDA-graph runner's static inputs).
 
     python benchmarks/train_step_profile.py --models tv_resnet18,tv_mobilenet_v2 \\
         --backends kiln,kiln-nocg,inductor --top 20
