@@ -19,25 +19,47 @@ becomes::
     %q = aten.slice.Tensor(%merged, dim = 1, start = 0, end = 128) : (...) -> tensor<32x128xf32>
     %k = aten.slice.Tensor(%merged, dim = 1, start = 128, end = 160) : (...) -> tensor<32x32xf32>
 
+A backward's input gradient through those projections, ``dq @ wq + dk @ wk + dv @ wv``
+(each product seen through one reshape, other terms of the sum kept), becomes one product
+of the concatenated gradients and the concatenated weights, summing over the
+concatenated inner dimension; the gradients' concatenation is the one the weight
+gradients' merged product reads, built once::
+
+    %pa = aten.mm.default(%ga, %wa) : (tensor<8x6xf32>, tensor<6x16xf32>) -> tensor<8x16xf32>
+    %pb = aten.mm.default(%gb, %wb) : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+    %s = aten.add.Tensor(%pa, %pb) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+
+becomes::
+
+    %g = aten.cat.default(tensors = [%ga, %gb], dim = 1) : (...) -> tensor<8x16xf32>
+    %w = aten.cat.default(tensors = [%wa, %wb]) : (...) -> tensor<16x16xf32>
+    %s = aten.mm.default(%g, %w) : (...) -> tensor<8x16xf32>
+
 Operands that are all transposes (``permute(w, [1, 0])``, ``t(w)``: a linear layer's
 weight, a weight gradient's output gradient) are concatenated untransposed and the
-concatenation transposed, so the copy reads and writes rows. The concatenation is a
-kernel unless its inputs' producers are (a pointwise producer is computed into it); the
-weights' copy is the price, paid once per merged product.
+concatenation transposed, so the copy reads and writes rows. A concatenation is a kernel
+(a pointwise producer of its inputs computed into it); the weights' is the price of
+each merge.
 
-Products whose result (or a view of it) the function returns are left alone: a program
-returns whole buffers, so each returned slice would be copied (a backward's weight
-gradients: one copy kernel each, more than the products saved). The products must be
-independent (no product's operand computed from another's result);
-the merged product takes the place of the last of them, and the ops between that read an
+Returned products: products sharing their right operand (a backward's weight
+gradients, returned) give row slices of the merged product, which have eager's strides:
+the function returns the merged product, seen through each slice by ``kiln.outputs``
+(:func:`~kiln.passes.output_layout.return_views_of_roots`, as ``pad-mm`` returns a padded
+product), so no slice is copied out. A returned column slice would be (its strides are
+not eager's), so returned products sharing their left operand stay apart. The products of
+a group must be independent (no product's operand computed from another's result); the
+merged product takes the place of the last of them, and the ops between that read an
 earlier product's result move after it (pure ops only). Only ``aten.mm`` of static 2-D
-operands of one dtype. ``cpu``/``gpu`` choose the programs it runs on (``kiln.device``),
-both off by default: on this project's 2-core CPU, inference of LLaMA and T5 (small) ran
-slower merged (0.7-1.0 -> 0.7-1.2 ms and 1.2-2.0 -> 1.8-2.6 ms a call: the weights are
-concatenated at every call), and in a training step only the forward's unsaved products merge
-(LLaMA: 15 forward products -> 13, plus 2 concatenations; the backward's weight
-gradients are returned). Not yet timed on a GPU: ``kiln:merge-products{gpu=true}`` with
-``benchmarks/train_step_profile.py`` (docs/benchmarks/train-kernels.md, "Session 53").
+operands of one dtype.
+
+``cpu``/``gpu`` choose the programs it runs on (``kiln.device``), both off by default
+until a GPU A/B (``kiln:merge-products{gpu=true}`` with
+``benchmarks/train_step_profile.py``; docs/benchmarks/train-kernels.md, "Session 53").
+CPU census of a small training step (``train_kernels.py --passes "merge-products{cpu=true
+gpu=true}"``, kernels + ATen calls): LLaMA forward 35 -> 35 (15 -> 13 products),
+backward 55 -> 49 (30 -> 18 products); T5 forward 88 -> 84, backward 147 -> 123 (74 ->
+44 products); BERT backward 61 -> 57. On the 2-core CPU, inference of LLaMA and T5 ran
+slower merged (the weights are concatenated at every call); training within noise.
 """
 
 from __future__ import annotations
@@ -59,6 +81,7 @@ from kiln.dialects.aten.function_attrs import runs_on_cpu
 from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.shapes import static_shape
 from kiln.dialects.aten.traits import ViewLike, has_aten_trait
+from kiln.passes.output_layout import return_views_of_roots
 
 MM = "aten::mm.default"
 TRANSPOSES = frozenset({"aten::t.default", "aten::permute.default", "aten::transpose.int"})
@@ -116,10 +139,12 @@ def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
     by_operand: dict[tuple[int, SSAValue], list[AtenOp]] = {}
     for op in block.ops:
         shapes = _product_shapes(op)
-        if shapes is None or _returned(op.results[0]):
+        if shapes is None:
             continue
         assert isinstance(op, AtenOp)
-        for side in (0, 1):
+        # A returned product's column slice would be copied out (eager's strides); a
+        # row slice is returned as the merged product seen through it.
+        for side in (1,) if _returned(op.results[0]) else (0, 1):
             by_operand.setdefault((side, op.operands[side]), []).append(op)
     taken: set[AtenOp] = set()
     groups: list[tuple[int, list[AtenOp]]] = []
@@ -164,8 +189,63 @@ def _build(overload: str, args: dict[str, object], shape: list[int], element: At
     return new.results[0]
 
 
-def _merge(side: int, members: Sequence[AtenOp], last: AtenOp, later: list[Operation]) -> None:
-    """Replace ``members`` (sharing operand ``side``) by one product before ``last``."""
+_Memo = dict[tuple[tuple[SSAValue, ...], int], SSAValue]
+"""Concatenations built so far, by operands and dimension: a backward's output
+gradients concatenate once for the weight gradients' product and the input gradient's."""
+
+
+def _dominates(value: SSAValue, before: Operation) -> bool:
+    owner = value.owner
+    if not isinstance(owner, Operation):
+        return True  # a block argument
+    op: Operation | None = owner
+    while op is not None:
+        if op is before:
+            return True
+        op = op.next_op
+    return False
+
+
+def _cat(
+    values: Sequence[SSAValue], dim: int, before: Operation, memo: _Memo, name: str
+) -> SSAValue:
+    """``cat(values, dim)`` of 2-D tensors before ``before``, or an earlier one."""
+    key = (tuple(values), dim)
+    if key in memo and _dominates(memo[key], before):
+        return memo[key]
+    shape = list(static_shape(values[0], 2))  # pyright: ignore[reportArgumentType]
+    shape[dim] = sum(static_shape(v, 2)[dim] for v in values)  # pyright: ignore[reportOptionalSubscript]
+    at = InsertPoint.before(before)
+    memo[key] = _build("cat.default", {"tensors": list(values), "dim": dim}, shape, _element(values[0]), name, at)  # fmt: skip
+    return memo[key]
+
+
+def _concatenated(values: Sequence[SSAValue], dim: int, before: Operation, memo: _Memo) -> SSAValue:
+    """``cat(values, dim)`` of 2-D tensors before ``before``; transposes are concatenated
+    untransposed (a row-major copy) and the concatenation transposed."""
+    sources = [s for v in values if (s := _transposed_source(v)) is not None]
+    if len(sources) < len(values):
+        return _cat(values, dim, before, memo, "merged_operand")
+    cat = _cat(sources, 1 - dim, before, memo, "merged_source")
+    cat_shape = static_shape(cat, 2)
+    assert cat_shape is not None
+    shape = [cat_shape[1], cat_shape[0]]
+    at = InsertPoint.before(before)
+    return _build("permute.default", {"self": cat, "dims": [1, 0]}, shape, _element(cat), "merged_operand", at)  # fmt: skip
+
+
+def _erase_dead_transposes(values: Sequence[SSAValue]) -> None:
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, AtenOp) and not value.uses and owner.overload_name in TRANSPOSES:
+            Rewriter.erase_op(owner)
+
+
+def _merge(
+    side: int, members: Sequence[AtenOp], last: AtenOp, later: list[Operation], memo: _Memo
+) -> list[SSAValue]:
+    """Replace ``members`` (sharing operand ``side``) by one product before ``last``;
+    returns the slices that replaced their results."""
     shared = members[0].operands[side]
     others = [m.operands[1 - side] for m in members]
     element = _element(members[0].results[0])
@@ -174,23 +254,14 @@ def _merge(side: int, members: Sequence[AtenOp], last: AtenOp, later: list[Opera
     # rows of left ones; the result's slices follow.
     dim = 1 if side == 0 else 0
     widths = [static_shape(v, 2)[dim] for v in others]  # pyright: ignore[reportOptionalSubscript]
-    total = sum(widths)
-    other_shape = list(static_shape(others[0], 2))  # pyright: ignore[reportArgumentType]
-    other_shape[dim] = total
-    sources = [_transposed_source(v) for v in others]
-    if all(s is not None for s in sources):
-        # Concatenate the untransposed sources (rows of a row-major copy), then transpose.
-        flipped = list(reversed(other_shape))
-        cat = _build("cat.default", {"tensors": sources, "dim": 1 - dim}, flipped, element, "merged_source", at)  # fmt: skip
-        merged_other = _build("permute.default", {"self": cat, "dims": [1, 0]}, other_shape, element, "merged_operand", at)  # fmt: skip
-    else:
-        merged_other = _build("cat.default", {"tensors": others, "dim": dim}, other_shape, element, "merged_operand", at)  # fmt: skip
+    merged_other = _concatenated(others, dim, last, memo)
     a, b = (shared, merged_other) if side == 0 else (merged_other, shared)
     a_shape, b_shape = static_shape(a, 2), static_shape(b, 2)
     assert a_shape is not None
     assert b_shape is not None
     product = _build("mm.default", {"self": a, "mat2": b}, [a_shape[0], b_shape[1]], element, "merged", at)  # fmt: skip
     start = 0
+    slices: list[SSAValue] = []
     for member, width in zip(members, widths, strict=True):
         result = member.results[0]
         shape = list(static_shape(result, 2))  # pyright: ignore[reportArgumentType]
@@ -204,6 +275,7 @@ def _merge(side: int, members: Sequence[AtenOp], last: AtenOp, later: list[Opera
         )
         start += width
         result.replace_all_uses_with(piece)
+        slices.append(piece)
     anchor: Operation = last
     for op in later:  # after the slices, in their order
         op.detach()
@@ -211,9 +283,106 @@ def _merge(side: int, members: Sequence[AtenOp], last: AtenOp, later: list[Opera
         anchor = op
     for member in members:
         Rewriter.erase_op(member)
-    for value in others:  # transposes now read by nothing
-        if isinstance(value.owner, AtenOp) and not value.uses and sources[0] is not None:
-            Rewriter.erase_op(value.owner)
+    _erase_dead_transposes(others)
+    return slices
+
+
+ADD = "aten::add.Tensor"
+RESHAPES = frozenset({"aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default"})
+
+
+def _single_use(value: SSAValue) -> bool:
+    uses = iter(value.uses)
+    return next(uses, None) is not None and next(uses, None) is None
+
+
+def _is_plain_add(op: Operation) -> bool:
+    """``a + b`` of two tensors of the result's shape (no broadcast, alpha 1)."""
+    if not isinstance(op, AtenOp) or op.overload_name != ADD or len(op.operands) != 2:
+        return False
+    if op.arg_attr("alpha") is not None and op.static_arg("alpha") != 1:
+        return False
+    return all(v.type == op.results[0].type for v in op.operands)
+
+
+def _sum_terms(root: AtenOp) -> tuple[list[SSAValue], list[AtenOp]]:
+    """The terms of the sum ``root`` ends (adds used only by the sum opened up) and the
+    adds it is made of."""
+    terms: list[SSAValue] = []
+    adds = [root]
+    stack = list(reversed(root.operands))
+    while stack:
+        value = stack.pop()
+        owner = value.owner
+        if isinstance(owner, AtenOp) and _is_plain_add(owner) and _single_use(value):
+            adds.append(owner)
+            stack.extend(reversed(owner.operands))
+        else:
+            terms.append(value)
+    return terms, adds
+
+
+def _product_term(term: SSAValue) -> tuple[AtenOp, AtenOp | None] | None:
+    """``(mm, reshape)`` where the term is a product used only by the sum (seen through
+    one reshape used only so, or none)."""
+    owner = term.owner
+    reshape: AtenOp | None = None
+    if isinstance(owner, AtenOp) and owner.overload_name in RESHAPES and _single_use(term):
+        reshape, term = owner, owner.operands[0]
+        owner = term.owner
+    if _product_shapes(owner) is None or not _single_use(term):  # pyright: ignore[reportArgumentType]
+        return None
+    assert isinstance(owner, AtenOp)
+    return owner, reshape
+
+
+def _merge_sum(root: AtenOp, memo: _Memo) -> bool:
+    """``x1 @ w1 + x2 @ w2 + rest`` as ``cat(x, 1) @ cat(w, 0) + rest`` where ``root`` ends
+    such a sum (two products or more, one shape, one dtype); whether it did."""
+    terms, adds = _sum_terms(root)
+    products: list[tuple[AtenOp, AtenOp | None]] = []
+    rest: list[SSAValue] = []
+    for term in terms:
+        found = _product_term(term)
+        if found is not None and (not products or _same_kind(products[0], found)):
+            products.append(found)
+        else:
+            rest.append(term)
+    if len(products) < 2:
+        return False
+    mms = [mm for mm, _ in products]
+    element = _element(root.results[0])
+    at = InsertPoint.before(root)
+    lefts = _concatenated([mm.operands[0] for mm in mms], 1, root, memo)
+    rights = _concatenated([mm.operands[1] for mm in mms], 0, root, memo)
+    shape = list(static_shape(mms[0].results[0], 2))  # pyright: ignore[reportArgumentType]
+    total = _build("mm.default", {"self": lefts, "mat2": rights}, shape, element, "merged_sum", at)  # fmt: skip
+    reshape = products[0][1]
+    if reshape is not None:
+        total = _build("reshape.default", {"self": total, "shape": list(static_shape(reshape.results[0]))}, list(static_shape(reshape.results[0])), element, "merged_sum_view", at)  # fmt: skip  # pyright: ignore[reportArgumentType]
+    for term in rest:
+        total = _build("add.Tensor", {"self": total, "other": term}, list(static_shape(root.results[0])), element, "sum", at)  # fmt: skip  # pyright: ignore[reportArgumentType]
+    total.name_hint = root.results[0].name_hint
+    root.results[0].replace_all_uses_with(total)
+    for add in adds:
+        Rewriter.erase_op(add)
+    for mm, view in products:
+        if view is not None:
+            Rewriter.erase_op(view)
+        operands = list(mm.operands)
+        Rewriter.erase_op(mm)
+        _erase_dead_transposes(operands)
+    return True
+
+
+def _same_kind(a: tuple[AtenOp, AtenOp | None], b: tuple[AtenOp, AtenOp | None]) -> bool:
+    """Products of one result type, seen through reshapes to one type (or none)."""
+    (mm_a, view_a), (mm_b, view_b) = a, b
+    if mm_a.results[0].type != mm_b.results[0].type:
+        return False
+    if view_a is None or view_b is None:
+        return view_a is view_b
+    return view_a.results[0].type == view_b.results[0].type
 
 
 @dataclass(frozen=True)
@@ -234,10 +403,21 @@ class MergeProductsPass(ModulePass):
             if not func.body.blocks:
                 continue
             block = func.body.block
+            rows: list[SSAValue] = []
+            memo: _Memo = {}
             for side, members in _groups(block):
                 scheduled = _schedule(block, members)
                 if scheduled is not None:
-                    _merge(side, members, *scheduled)
+                    slices = _merge(side, members, *scheduled, memo)
+                    rows.extend(slices if side == 1 else ())
+            # Sums of products (a backward's input gradient through several
+            # projections), from the last sum up: an inner sum is part of an outer one.
+            for add in reversed(list(block.ops)):
+                if add.parent is block and _is_plain_add(add):
+                    assert isinstance(add, AtenOp)
+                    _merge_sum(add, memo)
+            if rows:  # returned row slices: the merged product, seen through them
+                return_views_of_roots(func, rows, clone_bare_roots=False)
 
 
 __all__ = ["MergeProductsPass"]

@@ -43,8 +43,10 @@ compiler's job.)
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import dataclass
 
 import torch
@@ -65,7 +67,9 @@ from kiln.dialects.aten.function_attrs import (
 )
 from kiln.dialects.aten.ops import AtenOp, returns_tensor_list
 from kiln.dialects.aten.result_layout import stride_order, with_unit_dims
+from kiln.dialects.aten.shapes import static_shape
 from kiln.dialects.aten.traits import AliasingView, has_aten_trait
+from kiln.output_structure import replay_view, structure_builder
 
 
 def _inverse(order: Sequence[int]) -> tuple[int, ...]:
@@ -323,6 +327,169 @@ def _base_index(expr: ast.expr) -> int:
     return expr.value
 
 
+def _alias_leaves(
+    node: ast.expr, through_alias: bool, found: list[tuple[ast.Constant, bool]]
+) -> None:
+    """The returned-value indices of a ``kiln.outputs`` expression, each with whether the
+    caller sees it only as the base of an ``alias(...)`` view (not as itself)."""
+    if isinstance(node, ast.Constant):
+        if type(node.value) is int:
+            found.append((node, through_alias))
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "alias":
+            _alias_leaves(node.args[1], True, found)
+            return
+        if node.func.id == "permute":
+            _alias_leaves(node.args[0], False, found)
+            return
+    children = node.values if isinstance(node, ast.Dict) else ast.iter_child_nodes(node)
+    for child in children:
+        if isinstance(child, ast.expr):
+            _alias_leaves(child, False, found)
+
+
+class _ReplaceNodes(ast.NodeTransformer):
+    def __init__(self, replacements: dict[int, ast.expr]) -> None:
+        self.replacements = replacements  # by id() of the node replaced
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return self.replacements.get(id(node), node)
+
+
+def _substituted(tree: ast.Expression, replacements: dict[int, ast.expr]) -> str:
+    """The text of ``tree`` with the nodes ``replacements`` names (by ``id``) replaced
+    (``tree`` itself unchanged)."""
+    copy = deepcopy(tree)
+    twins = {id(a): b for a, b in zip(ast.walk(tree), ast.walk(copy), strict=True)}
+    by_copy = {id(twins[k]): expr for k, expr in replacements.items()}
+    replaced = _ReplaceNodes(by_copy).visit(copy)
+    return ast.unparse(ast.fix_missing_locations(replaced))
+
+
+def _replays(structure: str, values: Sequence[SSAValue]) -> bool:
+    """Whether every view ``structure`` replays succeeds on tensors of ``values``' shapes."""
+    tensors: list[torch.Tensor | None] = []
+    for value in values:
+        shape = static_shape(value)
+        tensors.append(None if shape is None else torch.empty(shape, device="meta"))
+    try:
+        structure_builder(structure)(tensors)
+    except Exception:  # a view torch rejects on the padded rows
+        return False
+    return True
+
+
+def _row_major(strides: Sequence[int], shape: Sequence[int]) -> bool:
+    """Whether dims of more than one element are laid out outermost first."""
+    big = [stride for stride, size in zip(strides, shape, strict=True) if size > 1]
+    return all(a > b for a, b in itertools.pairwise(big))
+
+
+def _returned_view(root: SSAValue, calls: Sequence[ViewCall], bare: bool) -> bool:
+    """Whether the views ``calls`` replay on the padded product ``root`` (torch accepts
+    every one on its padded rows), in eager's stride order when the caller sees the
+    result itself (``bare``: eager returned it contiguous)."""
+    shape = static_shape(root)
+    if shape is None:
+        return False
+    view = torch.empty(shape, device="meta")
+    try:
+        for overload, arguments, index in reversed(calls):
+            view = replay_view(view, overload, arguments, index)
+    except Exception:  # a view torch rejects on the padded rows: keep the copy
+        return False
+    return not bare or _row_major(view.stride(), view.shape)
+
+
+def return_views_of_roots(
+    func: FuncOp, sliced: Sequence[SSAValue], clone_bare_roots: bool = True
+) -> None:
+    """Return ``func``'s values that are views of the roots of ``sliced`` (a padded product
+    sliced to its size, ``pad-mm``; a merged product's slices, ``merge-products``) as
+    those roots, seen through the views by ``kiln.outputs``, instead of copying each out of
+    the root's buffer; where eager returns a value of ``sliced`` itself, a ``clone``
+    (``clone_bare_roots``: its strides are not eager's) or, without, the root seen
+    through its slice (a row slice of a contiguous product has eager's strides).
+
+    Inductor requires a view output's stride *order* only (``GraphLowering.run_node``:
+    ``require_stride_order`` for an output whose FX node is a view, exact strides
+    otherwise), so GPT-2's logits ``mm(...).view(8, 512, 50257)`` come back as the view
+    of the padded product (a row is ``N`` plus the padding long). kiln does the same: a
+    returned view of a padded product (``output-layout`` left it as the returned value,
+    or as the base of ``alias(...)`` views in ``kiln.outputs``) becomes the padded
+    product, returned, with the slice and the views replayed on it by ``kiln.outputs``
+    (``alias``). That saves the copy of the whole product: 217 us of GPT-2 large's 1.37
+    ms bfloat16 inference call on the H200. The product itself returned (``return x @
+    w``) keeps eager's exact, contiguous strides: an explicit ``clone`` (one kernel)."""
+    ret = func.body.block.last_op
+    structure = func.attributes.get(OUTPUTS_ATTR)
+    if not isinstance(ret, ReturnOp):
+        return
+    # Without kiln.outputs the caller sees every returned value itself.
+    text = structure.data if isinstance(structure, StringAttr) else None
+    tree = ast.parse(text or "0", mode="eval")
+    found: list[tuple[ast.Constant, bool]] = []
+    if text is not None:
+        _alias_leaves(tree.body, False, found)
+    else:
+        found = [(ast.Constant(k), False) for k in range(len(ret.arguments))]
+    leaves: dict[int, list[tuple[ast.Constant, bool]]] = {}
+    for leaf, through in found:
+        index = leaf.value
+        assert isinstance(index, int)
+        leaves.setdefault(index, []).append((leaf, through))
+    roots = {view_chain(value)[0]: value for value in sliced}
+    values = list(ret.arguments)
+    old = list(values)
+    replacements: dict[int, ast.expr] = {}
+    clones: list[int] = []
+    for k, value in enumerate(values):
+        root, calls = view_chain(value)
+        if root not in roots or not leaves.get(k):
+            continue
+        bare = not all(through for _, through in leaves[k])
+        if value is roots[root] and bare and clone_bare_roots:
+            clones.append(k)  # the product itself: eager's exact strides
+            continue
+        if text is None or not _returned_view(root, calls, bare):
+            if value is roots[root] and clone_bare_roots:
+                clones.append(k)
+            continue  # lower-aten copies the view, as before
+        trial = {**replacements, **{id(leaf): alias_expr(k, calls) for leaf, _ in leaves[k]}}
+        if not _replays(_substituted(tree, trial), [*values[:k], root, *values[k + 1 :]]):
+            if value is roots[root] and clone_bare_roots:  # a view of an alias base
+                clones.append(k)  # cannot see the padded rows
+            continue
+        values[k] = root
+        replacements = trial
+    clone_class = op_class("clone.default")
+    assert clone_class is not None
+    for k in clones:
+        clone = clone_class.from_args({"self": values[k]}, [values[k].type])
+        clone.location = ret.location
+        Rewriter.insert_op(clone, InsertPoint.before(ret))
+        values[k] = clone.results[0]
+    if values == old:
+        return
+    Rewriter.replace_op(ret, ReturnOp(*values))
+    for value in old:  # the views no return reads any more
+        while isinstance(value, OpResult) and not value.uses and value not in roots:
+            owner = value.owner
+            if not isinstance(owner, AtenOp) or any(r.uses for r in owner.results):
+                break
+            source = owner.operands[0] if owner.operands else None
+            Rewriter.erase_op(owner)
+            if source is None:
+                break
+            value = source
+    if replacements:
+        func.attributes[OUTPUTS_ATTR] = StringAttr(_substituted(tree, replacements))
+    func.function_type = func.function_type.__class__.from_lists(
+        list(func.function_type.inputs.data), [v.type for v in values]
+    )
+
+
 @dataclass(frozen=True)
 class OutputLayoutPass(ModulePass):
     """Return outputs with eager's strides (see the module docstring)."""
@@ -334,4 +501,11 @@ class OutputLayoutPass(ModulePass):
             _apply(func)
 
 
-__all__ = ["OutputLayoutPass", "ViewCall", "alias_expr", "stride_order", "view_chain"]
+__all__ = [
+    "OutputLayoutPass",
+    "ViewCall",
+    "alias_expr",
+    "return_views_of_roots",
+    "stride_order",
+    "view_chain",
+]

@@ -10,10 +10,15 @@ from typing import Any
 import pytest
 import torch
 from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import SSAValue
 
 from kiln.compiler import DEFAULT_PIPELINE
+from kiln.dialects.aten.interpreter import run_function
 from kiln.dialects.aten.ops import AtenOp
 from kiln.frontends.dynamo import kiln_backend
+from kiln.output_structure import rebuild_structure
 from kiln.passes import merge_products
 from kiln.passes.merge_products import MergeProductsPass
 
@@ -119,8 +124,9 @@ func.func @chain(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
     assert "aten.cat" not in printed(after)
 
 
-def test_returned_products_are_left_alone() -> None:
-    # A returned slice would be copied into a buffer of its own: no gain.
+def test_returned_products_sharing_their_left_operand_are_left_alone() -> None:
+    # A returned column slice would be copied into a buffer of its own (eager's
+    # strides): no gain.
     body = """
 func.func @out(%x: tensor<8x16xf32>, %a: tensor<16x4xf32>, %b: tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<2x4x4xf32>) {
   %p = aten.mm.default(%x, %a) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
@@ -131,6 +137,73 @@ func.func @out(%x: tensor<8x16xf32>, %a: tensor<16x4xf32>, %b: tensor<16x4xf32>)
 """
     _, after = run_pass(GPU, _module(body))
     assert printed(after).count("aten.mm.default") == 2
+
+
+# A backward's weight gradients: products of one input with two output gradients,
+# returned (a row slice of the merged product has eager's strides: returned as the
+# merged product seen through the slice, no copy).
+WEIGHT_GRADIENTS = """
+func.func @f(%x: tensor<8x16xf32>, %ga: tensor<8x6xf32>, %gb: tensor<8x10xf32>) -> (tensor<6x16xf32>, tensor<10x16xf32>)
+    attributes {kiln.outputs = "(0, 1)"} {
+  %ta = aten.t.default(%ga) : (tensor<8x6xf32>) -> tensor<6x8xf32>
+  %da = aten.mm.default(%ta, %x) : (tensor<6x8xf32>, tensor<8x16xf32>) -> tensor<6x16xf32>
+  %tb = aten.t.default(%gb) : (tensor<8x10xf32>) -> tensor<10x8xf32>
+  %db = aten.mm.default(%tb, %x) : (tensor<10x8xf32>, tensor<8x16xf32>) -> tensor<10x16xf32>
+  func.return %da, %db : tensor<6x16xf32>, tensor<10x16xf32>
+}
+"""
+
+
+def _outputs(module: ModuleOp, inputs: list[object]) -> tuple[object, ...]:
+    (func,) = [op for op in module.ops if isinstance(op, FuncOp)]
+    structure = func.attributes["kiln.outputs"]
+    assert isinstance(structure, StringAttr)
+    return rebuild_structure(structure.data, run_function(module, inputs, "f"))
+
+
+def test_returned_weight_gradients_are_slices_of_one_product() -> None:
+    before, after = run_pass(GPU, _module(WEIGHT_GRADIENTS))
+    text = printed(after)
+    assert text.count("aten.mm.default") == 1
+    assert "func.return %merged, %merged" in text
+    (func,) = [op for op in after.ops if isinstance(op, FuncOp)]
+    assert func.attributes["kiln.outputs"] == StringAttr(
+        "(alias('aten::slice.Tensor', 0, \"{'start': 0, 'end': 6}\"), "
+        "alias('aten::slice.Tensor', 1, \"{'start': 6, 'end': 16}\"))"
+    )
+    inputs: list[object] = [torch.randn(8, 16), torch.randn(8, 6), torch.randn(8, 10)]
+    expected, got = _outputs(before, inputs), _outputs(after, inputs)
+    for want, have in zip(expected, got, strict=True):
+        assert isinstance(want, torch.Tensor)
+        assert isinstance(have, torch.Tensor)
+        torch.testing.assert_close(have, want)
+        assert have.stride() == want.stride()
+
+
+# A backward's input gradient: the sum of the output gradients' products with their
+# weights (viewed 3-D), plus a residual term.
+INPUT_GRADIENT = """
+func.func @dx(%ga: tensor<8x6xf32>, %gb: tensor<8x10xf32>, %wa: tensor<6x16xf32>, %wb: tensor<10x16xf32>, %r: tensor<1x8x16xf32>) -> tensor<1x8x16xf32> {
+  %pa = aten.mm.default(%ga, %wa) : (tensor<8x6xf32>, tensor<6x16xf32>) -> tensor<8x16xf32>
+  %va = aten.view.default(%pa, size = [1, 8, 16]) : (tensor<8x16xf32>) -> tensor<1x8x16xf32>
+  %pb = aten.mm.default(%gb, %wb) : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %vb = aten.view.default(%pb, size = [1, 8, 16]) : (tensor<8x16xf32>) -> tensor<1x8x16xf32>
+  %s = aten.add.Tensor(%va, %r) : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  %t = aten.add.Tensor(%s, %vb) : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  %u = aten.relu.default(%t) : (tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  func.return %u : tensor<1x8x16xf32>
+}
+"""
+
+
+def test_a_sum_of_products_is_one_product_of_the_concatenations() -> None:
+    before, after = run_pass(GPU, _module(INPUT_GRADIENT))
+    text = printed(after)
+    assert text.count("aten.mm.default") == 1
+    assert "aten.cat.default(tensors = [%ga, %gb], dim = 1)" in text
+    assert "aten.cat.default(tensors = [%wa, %wb])" in text
+    assert text.count("aten.add.Tensor") == 1  # the residual
+    assert_same_semantics(before, after)
 
 
 def test_mixed_dtypes_are_left_alone() -> None:
@@ -176,14 +249,15 @@ class _Attention(torch.nn.Module):
 
 
 def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The forward's three projections merge (the backward's weight gradients are
-    # returned: left alone); losses and gradients are eager's.
+    # The forward's three projections merge, and the backward's three weight gradients
+    # (returned: row slices of one product, seen through views); losses and gradients
+    # are eager's.
     merged: list[int] = []
     merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
 
-    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> None:
+    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> list[SSAValue]:
         merged.append(len(members))
-        merge(side, members, *rest)
+        return merge(side, members, *rest)
 
     monkeypatch.setattr(merge_products, "_merge", counted)
     torch.manual_seed(0)
@@ -208,4 +282,4 @@ def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
             torch.testing.assert_close(p.grad, r.grad, msg=name)
         model.zero_grad()
         reference.zero_grad()
-    assert merged == [3]
+    assert merged == [3, 3]
