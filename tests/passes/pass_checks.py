@@ -14,7 +14,7 @@ from io import StringIO
 
 import torch
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
@@ -22,6 +22,7 @@ from xdsl.printer import Printer
 
 from kiln.dialects.aten.dtypes import type_to_dtype
 from kiln.dialects.aten.interpreter import run_function
+from kiln.output_structure import rebuild_structure
 from kiln.registry import make_context
 
 ArgsFactory = Callable[[], Sequence[object]]
@@ -51,6 +52,17 @@ def assert_pass_output(pass_: ModulePass, text: str, expected: str) -> None:
     """``pass_`` turns ``text`` into ``expected`` (both compared as printed IR)."""
     _, after = run_pass(pass_, text)
     assert printed(after).strip() == printed(parse(expected)).strip()
+
+
+def structured_outputs(
+    module: ModuleOp, inputs: list[object], name: str = "f"
+) -> tuple[object, ...]:
+    """What ``@name`` returns as the caller sees it: its returned values rebuilt through
+    its ``kiln.outputs`` structure (a returned root seen through ``alias`` views)."""
+    (func,) = [op for op in module.ops if isinstance(op, FuncOp) and op.sym_name.data == name]
+    structure = func.attributes["kiln.outputs"]
+    assert isinstance(structure, StringAttr)
+    return rebuild_structure(structure.data, run_function(module, inputs, name))
 
 
 def random_args(func: FuncOp, generator: torch.Generator) -> list[object]:

@@ -9,16 +9,20 @@ from typing import Any
 
 import pytest
 import torch
-from pass_checks import assert_pass_output, assert_same_semantics, printed, run_pass
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from pass_checks import (
+    assert_pass_output,
+    assert_same_semantics,
+    printed,
+    run_pass,
+    structured_outputs,
+)
+from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
 from kiln.compiler import DEFAULT_PIPELINE
-from kiln.dialects.aten.interpreter import run_function
 from kiln.dialects.aten.ops import AtenOp
 from kiln.frontends.dynamo import kiln_backend
-from kiln.output_structure import rebuild_structure
 from kiln.passes import merge_products
 from kiln.passes.merge_products import MergeProductsPass
 
@@ -154,13 +158,6 @@ func.func @f(%x: tensor<8x16xf32>, %ga: tensor<8x6xf32>, %gb: tensor<8x10xf32>) 
 """
 
 
-def _outputs(module: ModuleOp, inputs: list[object]) -> tuple[object, ...]:
-    (func,) = [op for op in module.ops if isinstance(op, FuncOp)]
-    structure = func.attributes["kiln.outputs"]
-    assert isinstance(structure, StringAttr)
-    return rebuild_structure(structure.data, run_function(module, inputs, "f"))
-
-
 def test_returned_weight_gradients_are_slices_of_one_product() -> None:
     before, after = run_pass(GPU, _module(WEIGHT_GRADIENTS))
     text = printed(after)
@@ -172,7 +169,7 @@ def test_returned_weight_gradients_are_slices_of_one_product() -> None:
         "alias('aten::slice.Tensor', 1, \"{'start': 6, 'end': 16}\"))"
     )
     inputs: list[object] = [torch.randn(8, 16), torch.randn(8, 6), torch.randn(8, 10)]
-    expected, got = _outputs(before, inputs), _outputs(after, inputs)
+    expected, got = structured_outputs(before, inputs), structured_outputs(after, inputs)
     for want, have in zip(expected, got, strict=True):
         assert isinstance(want, torch.Tensor)
         assert isinstance(have, torch.Tensor)

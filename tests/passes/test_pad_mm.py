@@ -13,15 +13,14 @@ from pass_checks import (
     parse,
     printed,
     run_pass,
+    structured_outputs,
 )
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 
 import kiln
 from kiln.compiler import DEFAULT_PIPELINE
-from kiln.dialects.aten.interpreter import run_function
 from kiln.dialects.aten.padded_products import PaddingProblem
-from kiln.output_structure import rebuild_structure
 from kiln.passes.pad_mm import PadMmPass
 from kiln.registry import default_registry
 
@@ -226,7 +225,7 @@ def test_a_returned_view_of_a_padded_addmm_is_not_copied() -> None:
     assert "aten.add.Tensor" not in out
     assert "func.return %mm_padded" in out
     b, x, w = torch.randn(1001), torch.randn(64, 32), torch.randn(32, 1001)
-    (want,), (have,) = _outputs(before, [b, x, w]), _outputs(after, [b, x, w])
+    (want,), (have,) = structured_outputs(before, [b, x, w]), structured_outputs(after, [b, x, w])
     assert isinstance(want, torch.Tensor)
     assert isinstance(have, torch.Tensor)
     torch.testing.assert_close(have, want)
@@ -354,13 +353,6 @@ func.func @f(%x: tensor<64x32xf32>, %w: tensor<32x1001xf32>) -> (tensor<2x32x100
 a product the caller sees only through a view (``output-layout``'s alias base: result 2)."""
 
 
-def _outputs(module: ModuleOp, inputs: list[object]) -> tuple[object, ...]:
-    (func,) = [op for op in module.ops if isinstance(op, FuncOp)]
-    structure = func.attributes["kiln.outputs"]
-    assert isinstance(structure, StringAttr)
-    return rebuild_structure(structure.data, run_function(module, inputs, "f"))
-
-
 def test_a_returned_view_of_a_padded_product_is_not_copied() -> None:
     """Eager returns a view of the product: kiln returns the padded product, the slice and
     view replayed on it by ``kiln.outputs`` (Inductor's rule: a view output keeps eager's
@@ -379,7 +371,7 @@ def test_a_returned_view_of_a_padded_product_is_not_copied() -> None:
         "\"{'dim': 1, 'start': 0, 'end': 1001}\"), \"{'size': [4, 16, 1001]}\"), 1)"
     )
     x, w = torch.randn(64, 32), torch.randn(32, 1001)
-    expected, got = _outputs(before, [x, w]), _outputs(after, [x, w])
+    expected, got = structured_outputs(before, [x, w]), structured_outputs(after, [x, w])
     for want, have in zip(expected, got, strict=True):
         assert isinstance(want, torch.Tensor)
         assert isinstance(have, torch.Tensor)
