@@ -45,7 +45,9 @@ Returned products: products sharing their right operand (a backward's weight
 gradients, returned) give row slices of the merged product, which have eager's strides:
 the function returns the merged product, seen through each slice by ``kiln.outputs``
 (:func:`~kiln.passes.output_layout.return_views_of_roots`, as ``pad-mm`` returns a padded
-product), so no slice is copied out. A returned column slice would be (its strides are
+product), so no slice is copied out; only where ``pad-mm`` will not pad the merged
+product's columns (a multiple of 8), which would make each slice's rows longer than
+eager's. A returned column slice would be (its strides are
 not eager's), so returned products sharing their left operand stay apart. The products of
 a group must be independent (no product's operand computed from another's result); the
 merged product takes the place of the last of them, and the ops between that read an
@@ -84,6 +86,9 @@ from kiln.dialects.aten.traits import ViewLike, has_aten_trait
 from kiln.passes.output_layout import return_views_of_roots
 
 MM = "aten::mm.default"
+PAD_MM_ALIGNMENT = 8
+"""The largest column alignment ``pad-mm`` pads a product to (bfloat16, float16): a
+product whose columns are a multiple of it keeps them."""
 TRANSPOSES = frozenset({"aten::t.default", "aten::permute.default", "aten::transpose.int"})
 
 
@@ -143,8 +148,12 @@ def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
             continue
         assert isinstance(op, AtenOp)
         # A returned product's column slice would be copied out (eager's strides); a
-        # row slice is returned as the merged product seen through it.
-        for side in (1,) if _returned(op.results[0]) else (0, 1):
+        # row slice is returned as the merged product seen through it, if pad-mm will not
+        # pad the merged product's columns (its rows would then be longer than eager's).
+        returned = _returned(op.results[0])
+        if returned and shapes[1][1] % PAD_MM_ALIGNMENT:
+            continue
+        for side in (1,) if returned else (0, 1):
             by_operand.setdefault((side, op.operands[side]), []).append(op)
     taken: set[AtenOp] = set()
     groups: list[tuple[int, list[AtenOp]]] = []

@@ -25,6 +25,8 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.frontends.dynamo import kiln_backend
 from kiln.passes import merge_products
 from kiln.passes.merge_products import MergeProductsPass
+from kiln.passes.pad_mm import PadMmPass
+from kiln.registry import make_context
 
 GPU = MergeProductsPass(gpu=True)
 
@@ -174,6 +176,36 @@ def test_returned_weight_gradients_are_slices_of_one_product() -> None:
         assert isinstance(want, torch.Tensor)
         assert isinstance(have, torch.Tensor)
         torch.testing.assert_close(have, want)
+        assert have.stride() == want.stride()
+
+
+def test_returned_weight_gradients_with_columns_pad_mm_pads_stay_apart() -> None:
+    # pad-mm would pad the merged product's 1001 columns to 1008 (bfloat16): each
+    # returned slice would have rows of 1008, not eager's 1001.
+    text = (
+        WEIGHT_GRADIENTS.replace("8x16xf32", "512x1001xbf16")
+        .replace("8x6xf32", "512x600xbf16")
+        .replace("8x10xf32", "512x1100xbf16")
+        .replace("6x8xf32", "600x512xbf16")
+        .replace("10x8xf32", "1100x512xbf16")
+        .replace("6x16xf32", "600x1001xbf16")
+        .replace("10x16xf32", "1100x1001xbf16")
+    )
+    _, after = run_pass(GPU, _module(text))
+    assert printed(after).count("aten.mm.default") == 2
+    # With 1008 columns: merged, and pad-mm pads only the merged product's rows.
+    aligned = text.replace("x1001xbf16", "x1008xbf16")
+    before, after = run_pass(GPU, _module(aligned))
+    assert printed(after).count("aten.mm.default") == 1
+    PadMmPass(force=True).apply(make_context(), after)
+    inputs: list[object] = [torch.randn(512, 1008), torch.randn(512, 600), torch.randn(512, 1100)]
+    inputs = [t.bfloat16() for t in inputs]  # pyright: ignore[reportAttributeAccessIssue]
+    for want, have in zip(
+        structured_outputs(before, inputs), structured_outputs(after, inputs), strict=True
+    ):
+        assert isinstance(want, torch.Tensor)
+        assert isinstance(have, torch.Tensor)
+        torch.testing.assert_close(have.float(), want.float(), rtol=2e-2, atol=0.5)
         assert have.stride() == want.stride()
 
 
