@@ -341,7 +341,7 @@ def main() -> None:
         "--passes",
         default="",
         help="passes of the default pipeline with options, +-separated, in place of those "
-        "passes (merge-products{cpu=true,gpu=true}): the census of a variant",
+        "passes (merge-products{cpu=true gpu=true}): the census of a variant",
     )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))

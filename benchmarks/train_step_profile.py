@@ -234,8 +234,10 @@ def _cuda_kernels(
     if args.launched_by:
         pattern = re.compile(args.launched_by)
         for event in prof.events():
+            if event.device_type != torch.autograd.DeviceType.CPU:
+                continue
             hits = [k for k in event.kernels if pattern.search(k.name)]
-            if event.device_type != torch.autograd.DeviceType.CPU or not hits:
+            if not hits:
                 continue
             chain, parent = [f"{event.name}{list(event.input_shapes)}"], event.cpu_parent
             while parent is not None:

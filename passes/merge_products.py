@@ -203,25 +203,16 @@ _Memo = dict[tuple[tuple[SSAValue, ...], int], SSAValue]
 gradients concatenate once for the weight gradients' product and the input gradient's."""
 
 
-def _dominates(value: SSAValue, before: Operation) -> bool:
-    owner = value.owner
-    if not isinstance(owner, Operation):
-        return True  # a block argument
-    op: Operation | None = owner
-    while op is not None:
-        if op is before:
-            return True
-        op = op.next_op
-    return False
-
-
 def _cat(
     values: Sequence[SSAValue], dim: int, before: Operation, memo: _Memo, name: str
 ) -> SSAValue:
     """``cat(values, dim)`` of 2-D tensors before ``before``, or an earlier one."""
     key = (tuple(values), dim)
-    if key in memo and _dominates(memo[key], before):
-        return memo[key]
+    earlier = memo.get(key)
+    if earlier is not None and (
+        not isinstance(owner := earlier.owner, Operation) or owner.is_before_in_block(before)
+    ):
+        return earlier
     shape = list(static_shape(values[0], 2))  # pyright: ignore[reportArgumentType]
     shape[dim] = sum(static_shape(v, 2)[dim] for v in values)  # pyright: ignore[reportOptionalSubscript]
     at = InsertPoint.before(before)
@@ -300,11 +291,6 @@ ADD = "aten::add.Tensor"
 RESHAPES = frozenset({"aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default"})
 
 
-def _single_use(value: SSAValue) -> bool:
-    uses = iter(value.uses)
-    return next(uses, None) is not None and next(uses, None) is None
-
-
 def _is_plain_add(op: Operation) -> bool:
     """``a + b`` of two tensors of the result's shape (no broadcast, alpha 1)."""
     if not isinstance(op, AtenOp) or op.overload_name != ADD or len(op.operands) != 2:
@@ -323,7 +309,7 @@ def _sum_terms(root: AtenOp) -> tuple[list[SSAValue], list[AtenOp]]:
     while stack:
         value = stack.pop()
         owner = value.owner
-        if isinstance(owner, AtenOp) and _is_plain_add(owner) and _single_use(value):
+        if isinstance(owner, AtenOp) and _is_plain_add(owner) and value.has_one_use():
             adds.append(owner)
             stack.extend(reversed(owner.operands))
         else:
@@ -336,10 +322,10 @@ def _product_term(term: SSAValue) -> tuple[AtenOp, AtenOp | None] | None:
     one reshape used only so, or none)."""
     owner = term.owner
     reshape: AtenOp | None = None
-    if isinstance(owner, AtenOp) and owner.overload_name in RESHAPES and _single_use(term):
+    if isinstance(owner, AtenOp) and owner.overload_name in RESHAPES and term.has_one_use():
         reshape, term = owner, owner.operands[0]
         owner = term.owner
-    if _product_shapes(owner) is None or not _single_use(term):  # pyright: ignore[reportArgumentType]
+    if _product_shapes(owner) is None or not term.has_one_use():  # pyright: ignore[reportArgumentType]
         return None
     assert isinstance(owner, AtenOp)
     return owner, reshape
