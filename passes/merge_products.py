@@ -166,27 +166,37 @@ def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
     return groups
 
 
-def _schedule(block: Block, members: Sequence[AtenOp]) -> tuple[AtenOp, list[Operation]] | None:
+def _schedule(
+    members: Sequence[AtenOp], order: dict[Operation, int]
+) -> tuple[AtenOp, list[Operation]] | None:
     """The last member and the ops before it that read an earlier member's result (to
     move after the merged product), or ``None`` where the products are not independent
-    or such an op is not pure."""
-    order = {op: k for k, op in enumerate(block.ops)}
+    or such an op is not pure. ``order``: the products' positions in their block."""
+    first = min(members, key=lambda m: order[m])
     last = max(members, key=lambda m: order[m])
-    first = min(order[m] for m in members)
     tainted: set[Operation] = {m for m in members if m is not last}
     later: list[Operation] = []
-    for op in list(block.ops)[first + 1 : order[last]]:
-        if op in tainted:
-            continue
-        if any(operand.owner in tainted for operand in op.operands):
+    op = first.next_op
+    while op is not None and op is not last:
+        if op not in tainted and any(operand.owner in tainted for operand in op.operands):
             if not op.has_trait(Pure) or op.regions:
                 return None
             tainted.add(op)
             later.append(op)
+        op = op.next_op
     for member in members:
         if any(operand.owner in tainted for operand in member.operands):
             return None  # one product reads another's result
     return last, later
+
+
+def _product_order(block: Block) -> dict[Operation, int]:
+    """The positions of ``block``'s products, in order (other ops share their numbers)."""
+    order: dict[Operation, int] = {}
+    for k, op in enumerate(block.ops):
+        if _product_shapes(op) is not None:
+            order[op] = k
+    return order
 
 
 def _build(overload: str, args: dict[str, object], shape: list[int], element: Attribute, name: str, at: InsertPoint) -> SSAValue:  # fmt: skip
@@ -400,11 +410,14 @@ class MergeProductsPass(ModulePass):
             block = func.body.block
             rows: list[SSAValue] = []
             memo: _Memo = {}
+            order = _product_order(block)
             for side, members in _groups(block):
-                scheduled = _schedule(block, members)
+                scheduled = _schedule(members, order)
                 if scheduled is not None:
                     slices = _merge(side, members, *scheduled, memo)
                     rows.extend(slices if side == 1 else ())
+                    if any(moved in order for moved in scheduled[1]):
+                        order = _product_order(block)  # a product moved
             # Sums of products (a backward's input gradient through several
             # projections), from the last sum up: an inner sum is part of an outer one.
             for add in reversed(list(block.ops)):

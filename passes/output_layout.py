@@ -444,6 +444,8 @@ def return_views_of_roots(
     old = list(values)
     replacements: dict[int, ast.expr] = {}
     clones: list[int] = []
+    # (index, root, its leaves' alias expressions, whether a clone stands in if it fails)
+    candidates: list[tuple[int, SSAValue, dict[int, ast.expr], bool]] = []
     for k, value in enumerate(values):
         root, calls = view_chain(value)
         if root not in roots or not leaves.get(k):
@@ -456,16 +458,29 @@ def return_views_of_roots(
             if value is roots[root] and clone_bare_roots:
                 clones.append(k)
             continue  # lower-aten copies the view, as before
-        trial = {**replacements, **{id(leaf): alias_expr(k, calls) for leaf, _ in leaves[k]}}
+        exprs = {id(leaf): alias_expr(k, calls) for leaf, _ in leaves[k]}
+        # a view of an alias base cannot see the padded rows: a clone then
+        candidates.append((k, root, exprs, value is roots[root] and clone_bare_roots))
+    # All at once first: one replay of the structure, not one per candidate (a
+    # backward returning a hundred merged weight gradients).
+    together = [*values]
+    for k, root, _, _ in candidates:
+        together[k] = root
+    everything = {key: e for _, _, exprs, _ in candidates for key, e in exprs.items()}
+    if candidates and _replays(_substituted(tree, everything), together):
+        values, replacements = together, everything
+        candidates = []
+    for k, root, exprs, clone_if_not in candidates:
+        trial = {**replacements, **exprs}
         if not _replays(_substituted(tree, trial), [*values[:k], root, *values[k + 1 :]]):
-            if value is roots[root] and clone_bare_roots:  # a view of an alias base
-                clones.append(k)  # cannot see the padded rows
+            if clone_if_not:
+                clones.append(k)
             continue
         values[k] = root
         replacements = trial
     clone_class = op_class("clone.default")
     assert clone_class is not None
-    for k in clones:
+    for k in sorted(clones):
         clone = clone_class.from_args({"self": values[k]}, [values[k].type])
         clone.location = ret.location
         Rewriter.insert_op(clone, InsertPoint.before(ret))
