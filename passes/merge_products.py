@@ -84,20 +84,36 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.shapes import static_shape
 from kiln.dialects.aten.traits import ViewLike, has_aten_trait
 from kiln.passes.output_layout import return_views_of_roots
+from kiln.passes.unfuse_addmm import is_one
 
 MM = "aten::mm.default"
+ADDMM = "aten::addmm.default"
 PAD_MM_ALIGNMENT = 8
 """The largest column alignment ``pad-mm`` pads a product to (bfloat16, float16): a
 product whose columns are a multiple of it keeps them."""
 TRANSPOSES = frozenset({"aten::t.default", "aten::permute.default", "aten::transpose.int"})
 
 
+def _matrices(op: AtenOp) -> tuple[SSAValue, SSAValue]:
+    """The two matrices a product multiplies (``addmm``'s after its bias)."""
+    return (op.operands[1], op.operands[2]) if op.overload_name == ADDMM else (op.operands[0], op.operands[1])  # fmt: skip
+
+
 def _product_shapes(op: Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """``(a, b)`` shapes of a static 2-D ``mm``, else ``None``."""
-    if not isinstance(op, AtenOp) or op.overload_name != MM or op.sym_operands():
+    """``(a, b)`` shapes of a static 2-D ``mm``, or of an ``addmm`` adding a bias vector
+    (``alpha = beta = 1``), else ``None``."""
+    if not isinstance(op, AtenOp) or op.overload_name not in (MM, ADDMM) or op.sym_operands():
         return None
-    a, b = static_shape(op.operands[0], 2), static_shape(op.operands[1], 2)
-    if a is None or b is None or static_shape(op.results[0], 2) is None:
+    result = static_shape(op.results[0], 2)
+    if result is None:
+        return None
+    if op.overload_name == ADDMM and (
+        static_shape(op.operands[0]) != result[1:]
+        or not (is_one(op, "alpha") and is_one(op, "beta"))
+    ):
+        return None
+    a, b = (static_shape(v, 2) for v in _matrices(op))
+    if a is None or b is None:
         return None
     return a, b
 
@@ -141,7 +157,7 @@ def _returned(value: SSAValue) -> bool:
 def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
     """Products by shared operand (0: left, 1: right), two or more each, in block order;
     a product joins the first group it can."""
-    by_operand: dict[tuple[int, SSAValue], list[AtenOp]] = {}
+    by_operand: dict[tuple[int, SSAValue, str], list[AtenOp]] = {}
     for op in block.ops:
         shapes = _product_shapes(op)
         if shapes is None:
@@ -153,11 +169,16 @@ def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
         returned = _returned(op.results[0])
         if returned and shapes[1][1] % PAD_MM_ALIGNMENT:
             continue
-        for side in (1,) if returned else (0, 1):
-            by_operand.setdefault((side, op.operands[side]), []).append(op)
+        # addmm's biases concatenate along the columns: a shared left operand only.
+        sides = (1,) if returned else (0, 1)
+        if op.overload_name == ADDMM:
+            sides = () if returned else (0,)
+        for side in sides:
+            key = (side, _matrices(op)[side], op.overload_name)
+            by_operand.setdefault(key, []).append(op)
     taken: set[AtenOp] = set()
     groups: list[tuple[int, list[AtenOp]]] = []
-    for (side, _), members in by_operand.items():
+    for (side, _, _), members in by_operand.items():
         free = [m for m in members if m not in taken]
         dtypes = {str(_element(m.results[0])) for m in free}
         if len(free) >= 2 and len(dtypes) == 1:
@@ -216,15 +237,15 @@ gradients concatenate once for the weight gradients' product and the input gradi
 def _cat(
     values: Sequence[SSAValue], dim: int, before: Operation, memo: _Memo, name: str
 ) -> SSAValue:
-    """``cat(values, dim)`` of 2-D tensors before ``before``, or an earlier one."""
+    """``cat(values, dim)`` before ``before``, or an earlier one."""
     key = (tuple(values), dim)
     earlier = memo.get(key)
     if earlier is not None and (
         not isinstance(owner := earlier.owner, Operation) or owner.is_before_in_block(before)
     ):
         return earlier
-    shape = list(static_shape(values[0], 2))  # pyright: ignore[reportArgumentType]
-    shape[dim] = sum(static_shape(v, 2)[dim] for v in values)  # pyright: ignore[reportOptionalSubscript]
+    shape = list(static_shape(values[0]))  # pyright: ignore[reportArgumentType]
+    shape[dim] = sum(static_shape(v)[dim] for v in values)  # pyright: ignore[reportOptionalSubscript]
     at = InsertPoint.before(before)
     memo[key] = _build("cat.default", {"tensors": list(values), "dim": dim}, shape, _element(values[0]), name, at)  # fmt: skip
     return memo[key]
@@ -256,8 +277,8 @@ def _merge(
 ) -> list[SSAValue]:
     """Replace ``members`` (sharing operand ``side``) by one product before ``last``;
     returns the slices that replaced their results."""
-    shared = members[0].operands[side]
-    others = [m.operands[1 - side] for m in members]
+    shared = _matrices(members[0])[side]
+    others = [_matrices(m)[1 - side] for m in members]
     element = _element(members[0].results[0])
     at = InsertPoint.before(last)
     # Along which dimension the other operands concatenate: columns of right operands,
@@ -269,7 +290,12 @@ def _merge(
     a_shape, b_shape = static_shape(a, 2), static_shape(b, 2)
     assert a_shape is not None
     assert b_shape is not None
-    product = _build("mm.default", {"self": a, "mat2": b}, [a_shape[0], b_shape[1]], element, "merged", at)  # fmt: skip
+    shape = [a_shape[0], b_shape[1]]
+    if members[0].overload_name == ADDMM:  # the biases side by side, as the columns
+        bias = _cat([m.operands[0] for m in members], 0, last, memo, "merged_bias")
+        product = _build("addmm.default", {"self": bias, "mat1": a, "mat2": b}, shape, element, "merged", at)  # fmt: skip
+    else:
+        product = _build("mm.default", {"self": a, "mat2": b}, shape, element, "merged", at)  # fmt: skip
     start = 0
     slices: list[SSAValue] = []
     for member, width in zip(members, widths, strict=True):
@@ -335,9 +361,10 @@ def _product_term(term: SSAValue) -> tuple[AtenOp, AtenOp | None] | None:
     if isinstance(owner, AtenOp) and owner.overload_name in RESHAPES and term.has_one_use():
         reshape, term = owner, owner.operands[0]
         owner = term.owner
-    if _product_shapes(owner) is None or not term.has_one_use():  # pyright: ignore[reportArgumentType]
+    if not isinstance(owner, AtenOp) or owner.overload_name != MM:
         return None
-    assert isinstance(owner, AtenOp)
+    if _product_shapes(owner) is None or not term.has_one_use():
+        return None
     return owner, reshape
 
 

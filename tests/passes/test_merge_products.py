@@ -250,6 +250,63 @@ def test_mixed_dtypes_are_left_alone() -> None:
     assert_same_semantics(before, after)
 
 
+# BERT's projections: addmm with a bias vector each (unfuse-addmm leaves them: their
+# results feed views, not pointwise ops).
+BIASED_PROJECTIONS = """
+func.func @qkv(%x: tensor<8x16xf32>, %wq: tensor<16x16xf32>, %bq: tensor<16xf32>, %wk: tensor<4x16xf32>, %bk: tensor<4xf32>) -> (tensor<8x16xf32>, tensor<2x4x4xf32>) {
+  %tq = aten.t.default(%wq) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  %q = aten.addmm.default(%bq, %x, %tq) : (tensor<16xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %tk = aten.t.default(%wk) : (tensor<4x16xf32>) -> tensor<16x4xf32>
+  %k = aten.addmm.default(%bk, %x, %tk) : (tensor<4xf32>, tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %vq = aten.mul.Tensor(%q, %q) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %vk = aten.view.default(%k, size = [2, 4, 4]) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %rk = aten.relu.default(%vk) : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  func.return %vq, %rk : tensor<8x16xf32>, tensor<2x4x4xf32>
+}
+"""
+
+
+def test_biased_projections_of_one_input_become_one_addmm() -> None:
+    before, after = run_pass(GPU, _module(BIASED_PROJECTIONS))
+    text = printed(after)
+    assert "aten.cat.default(tensors = [%bq, %bk])" in text
+    assert "aten.cat.default(tensors = [%wq, %wk])" in text
+    assert text.count("aten.addmm.default") == 1
+    assert "aten.mm.default" not in text
+    assert_same_semantics(before, after)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a product without a bias: an mm and an addmm do not merge
+        (
+            "%k = aten.addmm.default(%bk, %x, %tk) : (tensor<4xf32>, tensor<8x16xf32>, tensor<16x4xf32>)",
+            "%k = aten.mm.default(%x, %tk) : (tensor<8x16xf32>, tensor<16x4xf32>)",
+        ),
+        # a bias of the product's shape, not a vector
+        (
+            "%bk: tensor<4xf32>) ->",
+            "%bk: tensor<8x4xf32>) ->",
+        ),
+        # beta = 2
+        (
+            "%k = aten.addmm.default(%bk, %x, %tk) : (tensor<4xf32>,",
+            "%k = aten.addmm.default(%bk, %x, %tk, beta = 2) : (tensor<4xf32>,",
+        ),
+    ],
+)
+def test_addmm_merges_only_with_addmm_of_a_bias_vector(old: str, new: str) -> None:
+    body = BIASED_PROJECTIONS.replace(old, new)
+    if "8x4xf32>) ->" in new:
+        body = body.replace("aten.addmm.default(%bk, %x, %tk) : (tensor<4xf32>,", "aten.addmm.default(%bk, %x, %tk) : (tensor<8x4xf32>,")  # fmt: skip
+    assert body != BIASED_PROJECTIONS
+    before, after = run_pass(GPU, _module(body))
+    text = printed(after)
+    assert "aten.cat" not in text
+    assert_same_semantics(before, after)
+
+
 def test_off_by_default_and_per_device() -> None:
     _, untouched = run_pass(MergeProductsPass(), _module(PROJECTIONS))
     assert printed(untouched).count("aten.mm.default") == 3
@@ -262,11 +319,11 @@ def test_off_by_default_and_per_device() -> None:
 class _Attention(torch.nn.Module):
     """Query, key, value projections of one input, attention, an output projection."""
 
-    def __init__(self) -> None:
+    def __init__(self, bias: bool = False) -> None:
         super().__init__()
-        self.q = torch.nn.Linear(32, 32, bias=False)
-        self.k = torch.nn.Linear(32, 8, bias=False)
-        self.v = torch.nn.Linear(32, 8, bias=False)
+        self.q = torch.nn.Linear(32, 32, bias=bias)
+        self.k = torch.nn.Linear(32, 8, bias=bias)
+        self.v = torch.nn.Linear(32, 8, bias=bias)
         self.o = torch.nn.Linear(8, 32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -277,10 +334,11 @@ class _Attention(torch.nn.Module):
         return self.o((scores @ v).mean(1))
 
 
-def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The forward's three projections merge, and the backward's three weight gradients
-    # (returned: row slices of one product, seen through views); losses and gradients
-    # are eager's.
+@pytest.mark.parametrize("bias", [False, True])
+def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch, bias: bool) -> None:
+    # The forward's three projections merge (addmm with biases: BERT's), and the
+    # backward's three weight gradients (returned: row slices of one product, seen
+    # through views); losses and gradients are eager's.
     merged: list[int] = []
     merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
 
@@ -290,8 +348,8 @@ def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(merge_products, "_merge", counted)
     torch.manual_seed(0)
-    model = _Attention()
-    reference = _Attention()
+    model = _Attention(bias)
+    reference = _Attention(bias)
     reference.load_state_dict(model.state_dict())
     pipeline = DEFAULT_PIPELINE.replace("merge-products", "merge-products{cpu=true}")
     compiled = torch.compile(
