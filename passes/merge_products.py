@@ -51,8 +51,17 @@ eager's. A returned column slice would be (its strides are
 not eager's), so returned products sharing their left operand stay apart. The products of
 a group must be independent (no product's operand computed from another's result); the
 merged product takes the place of the last of them, and the ops between that read an
-earlier product's result move after it (pure ops only). Only ``aten.mm`` of static 2-D
-operands of one dtype.
+earlier product's result move after it (pure ops only). ``aten.mm`` of static 2-D
+operands of one dtype, and ``aten.addmm`` adding a bias vector (``alpha = beta = 1``;
+``unfuse-addmm`` left it: its result feeds views, BERT's and Qwen2's query, key and value
+projections) sharing its left operand with other such ``addmm``: the biases concatenate as
+the columns do::
+
+    %merged_bias = aten.cat.default(tensors = [%bq, %bk]) : (...) -> tensor<20xf32>
+    %merged = aten.addmm.default(%merged_bias, %x, %merged_operand) : (...) -> tensor<8x20xf32>
+
+In a training forward those results are saved for the backward (returned): such groups
+merge only in inference.
 
 ``cpu``/``gpu`` choose the programs it runs on (``kiln.device``), both off by default
 until a GPU A/B (``kiln:merge-products{gpu=true}`` with
