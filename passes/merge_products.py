@@ -63,9 +63,15 @@ the columns do::
 In a training forward those results are saved for the backward (returned): such groups
 merge only in inference.
 
-``cpu``/``gpu`` choose the programs it runs on (``kiln.device``), both off by default
-until a GPU A/B (``kiln:merge-products{gpu=true}`` with
-``benchmarks/train_step_profile.py``; docs/benchmarks/train-kernels.md, "Session 53").
+``cpu``/``gpu`` choose the programs it runs on (``kiln.device``): on by default on a GPU
+for float32 products (``half=true`` adds bfloat16/float16 ones, not yet measured merged),
+off on the CPU. H100, float32 training step, small, summed kernel ms, two rounds in one
+process (``train_step_profile.py --backends
+"kiln,kiln:merge-products{gpu=true},inductor,kiln,kiln:merge-products{gpu=true}"``,
+before the default changed): BERT 0.337/0.337 -> 0.284/0.285 (Inductor 0.339), T5
+0.872/0.949 -> 0.706/0.707 (0.861), Qwen2 0.374/0.414 -> 0.313/0.314 (0.428), LLaMA
+0.341/0.349 -> 0.323/0.325 (0.333), Mistral 0.342/0.379 -> 0.326/0.351 (0.332), BART
+0.884/0.890 -> 0.797/0.883 (0.881); docs/benchmarks/train-kernels.md, "Session 54".
 CPU census of a small training step (``train_kernels.py --passes "merge-products{cpu=true
 gpu=true}"``, kernels + ATen calls): LLaMA forward 35 -> 35 (15 -> 13 products),
 backward 55 -> 49 (30 -> 18 products); T5 forward 88 -> 84, backward 147 -> 123 (74 ->
@@ -80,7 +86,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -149,6 +155,10 @@ def _element(value: SSAValue) -> Attribute:
     return ty.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
+def _is_half(value: SSAValue) -> bool:
+    return isinstance(_element(value), BFloat16Type | Float16Type)
+
+
 def _returned(value: SSAValue) -> bool:
     """Whether the function returns ``value`` or a view of it: a returned slice of the
     merged product would be copied into a buffer of its own (a program returns whole
@@ -163,15 +173,17 @@ def _returned(value: SSAValue) -> bool:
     return False
 
 
-def _groups(block: Block) -> list[tuple[int, list[AtenOp]]]:
+def _groups(block: Block, half: bool) -> list[tuple[int, list[AtenOp]]]:
     """Products by shared operand (0: left, 1: right), two or more each, in block order;
-    a product joins the first group it can."""
+    a product joins the first group it can. Half-precision ones only where ``half``."""
     by_operand: dict[tuple[int, SSAValue, str], list[AtenOp]] = {}
     for op in block.ops:
         shapes = _product_shapes(op)
         if shapes is None:
             continue
         assert isinstance(op, AtenOp)
+        if not half and _is_half(op.results[0]):
+            continue
         # A returned product's column slice would be copied out (eager's strides); a
         # row slice is returned as the merged product seen through it, if pad-mm will not
         # pad the merged product's columns (its rows would then be longer than eager's).
@@ -432,8 +444,11 @@ class MergeProductsPass(ModulePass):
 
     name: ClassVar[str] = "merge-products"  # pyright: ignore[reportIncompatibleVariableOverride]
 
-    gpu: bool = False
+    gpu: bool = True
     """Merge in GPU programs."""
+    half: bool = False
+    """Also bfloat16 and float16 products (on a GPU: dot kernels or cuBLAS's tensor-core
+    kernels; not yet measured merged)."""
     cpu: bool = False
     """Merge in CPU programs."""
 
@@ -447,7 +462,7 @@ class MergeProductsPass(ModulePass):
             rows: list[SSAValue] = []
             memo: _Memo = {}
             order = _product_order(block)
-            for side, members in _groups(block):
+            for side, members in _groups(block, self.half):
                 scheduled = _schedule(members, order)
                 if scheduled is not None:
                     slices = _merge(side, members, *scheduled, memo)
@@ -459,7 +474,8 @@ class MergeProductsPass(ModulePass):
             for add in reversed(list(block.ops)):
                 if add.parent is block and _is_plain_add(add):
                     assert isinstance(add, AtenOp)
-                    _merge_sum(add, memo)
+                    if self.half or not _is_half(add.results[0]):
+                        _merge_sum(add, memo)
             if rows:  # returned row slices: the merged product, seen through them
                 return_views_of_roots(func, rows, clone_bare_roots=False)
 

@@ -25,6 +25,7 @@ import networkx as nx
 import sympy
 from xdsl.ir import SSAValue
 
+from kiln.dialects.loop.dot import is_dot
 from kiln.passes.scheduling.fusion import (
     Decision,
     FusionResult,
@@ -36,10 +37,14 @@ from kiln.passes.scheduling.fusion import (
 from kiln.passes.scheduling.graph import ScheduleGraph
 
 
-def _space(group: Group) -> tuple[int, int] | None:
-    """A reducing group's static ``(numel, rnumel)`` (None: not a reduction kernel, or
-    symbolic)."""
+def _space(group: Group, graph: ScheduleGraph) -> tuple[int, int] | None:
+    """A reducing group's static ``(numel, rnumel)`` (None: not a reduction kernel,
+    symbolic, or a matrix product's: a ``tl.dot`` kernel shares with no other reduction,
+    as fusion's dot hazard says; LLaMA's key and value projections, two products of one
+    shape reading one normalized input, were merged into a kernel no lowering can write)."""
     if not group.reduces or not group.fusable:
+        return None
+    if any(is_dot(graph.nodes[i].op) for i in group.nodes):
         return None
     if not isinstance(group.numel, sympy.Integer) or not isinstance(group.rnumel, sympy.Integer):
         return None
@@ -167,7 +172,7 @@ def merge_sibling_reductions(
 ) -> FusionResult:
     """``result`` with sibling reductions merged (see the module docstring), in
     dependency order; each merge is a decision of the fuse report."""
-    spaces = {g.id: s for g in result.groups if (s := _space(g)) is not None}
+    spaces = {g.id: s for g in result.groups if (s := _space(g, graph)) is not None}
     if len(spaces) < 2:
         return result
     group_of, dag = group_dag(graph, result.groups)

@@ -195,3 +195,29 @@ def test_the_output_never_overwrites_an_operand() -> None:
     assert product.outs[0] not in list(product.args), str(module.ops.last)
     got = program([a.to(DEVICE), w.to(DEVICE)])[0]
     torch.testing.assert_close(got.cpu(), fn(a, w), rtol=1e-4, atol=1e-4)
+
+
+def _two_projections_of_one_input(
+    x: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LLaMA's key and value projections (grouped-query attention: one shape) of one
+    normalized input."""
+    h = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+    return h @ wk, h @ wv
+
+
+def test_products_of_one_shape_reading_one_result_stay_apart() -> None:
+    # Regression: sibling-reduction merging put both products (alike reductions reading
+    # one group's result) in one kernel, which the matmul lowering could not write
+    # (GPU bfloat16 inference of LLaMA, Mistral, Qwen2, BART, BERT, T5 failed to compile).
+    torch.manual_seed(0)
+    inputs = [torch.randn(32, 64), torch.randn(64, 16) / 8, torch.randn(64, 16) / 8]
+    inputs = [x.to(torch.bfloat16) for x in inputs]
+    program, _, kinds = _compile(_two_projections_of_one_input, *inputs)
+    assert kinds.count("matmul") == 2, kinds
+    got = program([x.clone().to(DEVICE) for x in inputs])
+    rtol, atol = TOLERANCE[torch.bfloat16]
+    for actual, want in zip(
+        got, _two_projections_of_one_input(*(x.double() for x in inputs)), strict=True
+    ):
+        torch.testing.assert_close(actual.double().cpu(), want, rtol=rtol, atol=atol * 4)
