@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, SymbolRefAttr
 
 from kiln.backends.cache import cache_root, content_hash, private_dir, store_source, usable_dir
 from kiln.backends.host.input_writes import InputWrites
+from kiln.backends.triton import interpreter_fixes
 from kiln.backends.triton.autotune import Autotuner
 from kiln.backends.triton.cudagraphs import CudaGraphRunner
 from kiln.backends.triton.emit import HELPERS, MODULE_HEADER, emit_kernel
@@ -333,6 +334,8 @@ def compile_program(
     """Build the callable for ``kernel.program @name`` (see the module docstring)."""
     options = options or TritonOptions()
     interpret = interpreting()
+    if interpret:
+        interpreter_fixes.apply()  # bfloat16 dots and casts as on a GPU
     generated = generate_source(module, name)
     cache = private_dir(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
     path = store_source(cache, "triton", generated.text)

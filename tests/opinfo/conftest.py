@@ -13,15 +13,12 @@ import pytest
 
 if os.environ.get("KILN_OPINFO_DEVICE", "cpu") != "cuda":
     os.environ["TRITON_INTERPRET"] = "1"
-    # The interpreter rounds float32 -> bfloat16 as a GPU does: the Triton tests' patch.
+    # The interpreter's bfloat16 dots and casts as a GPU's (the runtime applies the same
+    # fixes when it loads a program).
     if importlib.util.find_spec("triton") is not None:
-        _path = Path(__file__).parent.parent / "backends" / "triton" / "conftest.py"
-        _spec = importlib.util.spec_from_file_location("_kiln_triton_conftest", _path)
-        assert _spec is not None
-        assert _spec.loader is not None
-        _module = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(_module)
-        _module._round_bfloat16_to_nearest_even()
+        from kiln.backends.triton import interpreter_fixes
+
+        interpreter_fixes.apply()
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -1,0 +1,36 @@
+"""kiln's Triton runtime fixes the interpreter's bfloat16 arithmetic itself (the test
+suite's conftest is not there for a user who interprets kernels on the CPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from triton_checks import DEVICE
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[2]
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="about Triton's interpreter")
+def test_a_bfloat16_dot_kernel_is_right_in_a_fresh_interpreter() -> None:
+    # A process without the suite's conftest: before the runtime applied the fixes, the
+    # interpreter multiplied the bfloat16 bits as integers (1e10 where eager gave 3).
+    script = (
+        "import torch, test_triton_dot_kernels as t\n"
+        "t.test_product_with_its_epilogue_in_one_kernel(torch.bfloat16, 40, 48, 24)\n"
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")
