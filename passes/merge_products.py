@@ -100,13 +100,14 @@ from kiln.dialects.aten.ops import AtenOp
 from kiln.dialects.aten.shapes import static_shape
 from kiln.dialects.aten.traits import ViewLike, has_aten_trait
 from kiln.passes.output_layout import return_views_of_roots
+from kiln.passes.pad_mm import ALIGNMENT
 from kiln.passes.unfuse_addmm import is_one
 
 MM = "aten::mm.default"
 ADDMM = "aten::addmm.default"
-PAD_MM_ALIGNMENT = 8
-"""The largest column alignment ``pad-mm`` pads a product to (bfloat16, float16): a
-product whose columns are a multiple of it keeps them."""
+PAD_MM_ALIGNMENT = max(ALIGNMENT.values())
+"""The largest column alignment ``pad-mm`` pads a product to: a product whose columns are
+a multiple of it keeps them."""
 TRANSPOSES = frozenset({"aten::t.default", "aten::permute.default", "aten::transpose.int"})
 
 

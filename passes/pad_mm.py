@@ -114,7 +114,8 @@ _BALANCE: dict[type[Attribute], float] = {
     Float16Type: 100.0,
     Float32Type: 7.0,
 }
-_ALIGNMENT: dict[type[Attribute], int] = {BFloat16Type: 8, Float16Type: 8, Float32Type: 4}
+ALIGNMENT: dict[type[Attribute], int] = {BFloat16Type: 8, Float16Type: 8, Float32Type: 4}
+"""Elements a padded dimension is a multiple of, by element type."""
 
 
 def _padding(size: int, alignment: int) -> int:
@@ -198,7 +199,7 @@ def _product(op: AtenOp) -> _Product | None:
     ty = a.type
     assert isinstance(ty, TensorType)
     element = ty.element_type
-    alignment = _ALIGNMENT.get(type(element))
+    alignment = ALIGNMENT.get(type(element))
     if alignment is None or b.type != TensorType(element, b_shape):
         return None
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]

@@ -16,7 +16,7 @@ from pass_checks import (
     run_pass,
     structured_outputs,
 )
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
@@ -160,6 +160,18 @@ func.func @f(%x: tensor<8x16xf32>, %ga: tensor<8x6xf32>, %gb: tensor<8x10xf32>) 
 """
 
 
+def _assert_returned_as_before(
+    before: ModuleOp, after: ModuleOp, inputs: list[object], **tolerance: float
+) -> None:
+    """What the caller sees (values and strides) is what it saw before the pass."""
+    expected, got = structured_outputs(before, inputs), structured_outputs(after, inputs)
+    for want, have in zip(expected, got, strict=True):
+        assert isinstance(want, torch.Tensor)
+        assert isinstance(have, torch.Tensor)
+        torch.testing.assert_close(have.float(), want.float(), **tolerance)
+        assert have.stride() == want.stride()
+
+
 def test_returned_weight_gradients_are_slices_of_one_product() -> None:
     before, after = run_pass(GPU, _module(WEIGHT_GRADIENTS))
     text = printed(after)
@@ -171,12 +183,7 @@ def test_returned_weight_gradients_are_slices_of_one_product() -> None:
         "alias('aten::slice.Tensor', 1, \"{'start': 6, 'end': 16}\"))"
     )
     inputs: list[object] = [torch.randn(8, 16), torch.randn(8, 6), torch.randn(8, 10)]
-    expected, got = structured_outputs(before, inputs), structured_outputs(after, inputs)
-    for want, have in zip(expected, got, strict=True):
-        assert isinstance(want, torch.Tensor)
-        assert isinstance(have, torch.Tensor)
-        torch.testing.assert_close(have, want)
-        assert have.stride() == want.stride()
+    _assert_returned_as_before(before, after, inputs)
 
 
 def test_returned_weight_gradients_with_columns_pad_mm_pads_stay_apart() -> None:
@@ -201,13 +208,7 @@ def test_returned_weight_gradients_with_columns_pad_mm_pads_stay_apart() -> None
     PadMmPass(force=True).apply(make_context(), after)
     inputs: list[object] = [torch.randn(512, 1008), torch.randn(512, 600), torch.randn(512, 1100)]
     inputs = [t.bfloat16() for t in inputs]  # pyright: ignore[reportAttributeAccessIssue]
-    for want, have in zip(
-        structured_outputs(before, inputs), structured_outputs(after, inputs), strict=True
-    ):
-        assert isinstance(want, torch.Tensor)
-        assert isinstance(have, torch.Tensor)
-        torch.testing.assert_close(have.float(), want.float(), rtol=2e-2, atol=0.5)
-        assert have.stride() == want.stride()
+    _assert_returned_as_before(before, after, inputs, rtol=2e-2, atol=0.5)
 
 
 # A backward's input gradient: the sum of the output gradients' products with their
