@@ -46,7 +46,8 @@ compile time (after ``torch._dynamo.reset()``, caches kept); the step's peak mem
 what was allocated before it (CUDA: ``max_memory_allocated``; CPU: from the profiler's
 allocation events); kernel launches per step (CPU: kiln's ``kernel.launch`` ops, Inductor's
 kernel calls in its generated ``call()``; CUDA: device kernels the profiler saw, any
-backend) and, on CUDA, the summed kernel time per step from ``torch.profiler``.
+backend) and, on CUDA, the summed kernel time per step from ``torch.profiler`` (the
+quieter of two profiled rounds of five steps).
 
 Modules: dashboard_measure.py (compiling, timing, memory, profiles, errors),
 dashboard_task.py (one task: eager's reference, then each backend's row),

@@ -60,6 +60,52 @@ def test_a_holder_pauses_every_other_worker_and_resumes_them(tmp_path: Path) -> 
         worker.wait()
 
 
+SELF_REGISTERED_TICKER = """
+import sys, time
+sys.path.insert(0, sys.argv[3])
+from dashboard_measure import register_worker
+register_worker(sys.argv[2])
+while True:
+    with open(sys.argv[1], "a") as f:
+        f.write(repr(time.time()) + "\\n")
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP process groups: Linux")
+def test_a_process_that_registers_itself_is_paused_and_unregisters_when_terminated(
+    tmp_path: Path,
+) -> None:
+    # train_step_profile.py --lock: processes started side by side (not by the dashboard's
+    # parent) register themselves, so that a holder pauses them too.
+    lock_path = str(tmp_path / "timing.lock")
+    ticks = tmp_path / "ticks"
+    benchmarks = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SELF_REGISTERED_TICKER, str(ticks), lock_path, benchmarks]
+    )
+    try:
+        deadline = time.time() + 60
+        while len(_ticks(ticks)) < 5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert workers_folder(lock_path).joinpath(str(worker.pid)).exists()
+        with TimingLock(lock_path)():
+            entered = time.time()
+            time.sleep(1.0)
+            left = time.time()
+        time.sleep(0.5)
+        seen = _ticks(ticks)
+        assert not [t for t in seen if entered < t < left]
+        assert any(t > left for t in seen)
+        worker.terminate()  # what `timeout` sends
+        assert worker.wait(timeout=30) == 128 + 15
+        # A stale entry would have a later holder stop whoever reuses the pid.
+        assert not workers_folder(lock_path).joinpath(str(worker.pid)).exists()
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_paused_seconds_do_not_count_against_a_timeout(tmp_path: Path) -> None:
     # A 2 s limit over 3 s, of which 2 s were paused: no timeout.
     with time_limit(2, paused=lambda start, end: max(0.0, end - start - 1.0)):
