@@ -29,6 +29,24 @@ def _ticks(path: Path) -> list[float]:
     return [float(t) for t in path.read_text().split()] if path.exists() else []
 
 
+def _hold_while_ticking(lock: TimingLock, ticks: Path, wait_s: float) -> tuple[float, float]:
+    """Once the worker ticks, holds ``lock`` for a second; asserts the worker did not tick
+    during the hold (the settle wait comes before it) and ticks again after. Returns the
+    hold's start and end."""
+    deadline = time.time() + wait_s
+    while len(_ticks(ticks)) < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    with lock():
+        entered = time.time()
+        time.sleep(1.0)
+        left = time.time()
+    time.sleep(0.5)
+    seen = _ticks(ticks)
+    assert not [t for t in seen if entered < t < left]
+    assert any(t > left for t in seen)
+    return entered, left
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP process groups: Linux")
 def test_a_holder_pauses_every_other_worker_and_resumes_them(tmp_path: Path) -> None:
     lock_path = str(tmp_path / "timing.lock")
@@ -37,20 +55,8 @@ def test_a_holder_pauses_every_other_worker_and_resumes_them(tmp_path: Path) -> 
     try:
         workers_folder(lock_path).mkdir()
         workers_folder(lock_path).joinpath(str(worker.pid)).touch()
-        deadline = time.time() + 20
-        while len(_ticks(ticks)) < 5 and time.time() < deadline:
-            time.sleep(0.05)
         lock = TimingLock(lock_path)
-        with lock():
-            entered = time.time()
-            time.sleep(1.0)
-            left = time.time()
-        time.sleep(0.5)
-        seen = _ticks(ticks)
-        # Nothing ticked while the lock was held (the settle wait came before `entered`)...
-        assert not [t for t in seen if entered < t < left]
-        # ...and the worker runs again after.
-        assert any(t > left for t in seen)
+        entered, left = _hold_while_ticking(lock, ticks, wait_s=20)
         # The paused worker's view: the hold is paused time (its pid is not ours).
         paused = lock.paused_s(entered - 5, left + 5, pid=worker.pid)
         assert 1.0 <= paused <= 2.0
@@ -85,18 +91,8 @@ def test_a_process_that_registers_itself_is_paused_and_unregisters_when_terminat
         [sys.executable, "-c", SELF_REGISTERED_TICKER, str(ticks), lock_path, benchmarks]
     )
     try:
-        deadline = time.time() + 60
-        while len(_ticks(ticks)) < 5 and time.time() < deadline:
-            time.sleep(0.05)
+        _hold_while_ticking(TimingLock(lock_path), ticks, wait_s=60)
         assert workers_folder(lock_path).joinpath(str(worker.pid)).exists()
-        with TimingLock(lock_path)():
-            entered = time.time()
-            time.sleep(1.0)
-            left = time.time()
-        time.sleep(0.5)
-        seen = _ticks(ticks)
-        assert not [t for t in seen if entered < t < left]
-        assert any(t > left for t in seen)
         worker.terminate()  # what `timeout` sends
         assert worker.wait(timeout=30) == 128 + 15
         # A stale entry would have a later holder stop whoever reuses the pid.
