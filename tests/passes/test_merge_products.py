@@ -16,6 +16,7 @@ from pass_checks import (
     run_pass,
     structured_outputs,
 )
+from product_groups import Attention
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
@@ -332,24 +333,6 @@ def test_on_by_default_on_a_gpu_only() -> None:
     assert printed(merged).count("aten.mm.default") == 1
 
 
-class _Attention(torch.nn.Module):
-    """Query, key, value projections of one input, attention, an output projection."""
-
-    def __init__(self, bias: bool = False) -> None:
-        super().__init__()
-        self.q = torch.nn.Linear(32, 32, bias=bias)
-        self.k = torch.nn.Linear(32, 8, bias=bias)
-        self.v = torch.nn.Linear(32, 8, bias=bias)
-        self.o = torch.nn.Linear(8, 32)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q = self.q(x).view(2, 6, 4, 8).transpose(1, 2)
-        k = self.k(x).view(2, 6, 1, 8).transpose(1, 2)
-        v = self.v(x).view(2, 6, 1, 8).transpose(1, 2)
-        scores = (q @ k.transpose(-1, -2) / 8**0.5).softmax(-1)
-        return self.o((scores @ v).mean(1))
-
-
 @pytest.mark.parametrize("bias", [False, True])
 def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch, bias: bool) -> None:
     # The forward's three projections merge (addmm with biases: BERT's), and the
@@ -364,8 +347,8 @@ def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch, bias: bool
 
     monkeypatch.setattr(merge_products, "_merge", counted)
     torch.manual_seed(0)
-    model = _Attention(bias)
-    reference = _Attention(bias)
+    model = Attention(bias)
+    reference = Attention(bias)
     reference.load_state_dict(model.state_dict())
     pipeline = DEFAULT_PIPELINE.replace("merge-products", "merge-products{cpu=true}")
     compiled = torch.compile(
