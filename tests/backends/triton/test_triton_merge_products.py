@@ -47,14 +47,15 @@ def test_training_steps_as_on_a_gpu_match_eager(
             x = torch.randn(2, 6, 32, device=DEVICE, dtype=dtype)
             got, want, best = compiled(x), reference(x), exact(x.double())
             grad = torch.randn_like(want)
-            for out, net in ((got, model), (want, reference), (best, exact)):
+            for out in (got, want, best):
                 out.backward(grad.to(out.dtype))
             _assert_close(got, want, best, dtype)
             for name, p in model.named_parameters():
                 assert p.grad is not None, name
                 r = reference.get_parameter(name).grad
                 e = exact.get_parameter(name).grad
-                assert r is not None and e is not None
+                assert r is not None
+                assert e is not None
                 _assert_close(p.grad, r, e, dtype)
             for net in (model, reference, exact):
                 net.zero_grad()
