@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import torch
 from hypothesis import strategies as st
 from test_graph_fuzz import CPU, _layout, assert_matches_eager  # pyright: ignore[reportPrivateUsage]
+from xdsl.ir import SSAValue
 
 from kiln.compiler import CompileOptions, compile_graph
+from kiln.dialects.aten import AtenOp
 from kiln.frontends.capture import capture_make_fx
+from kiln.passes import merge_products
 
 
 @dataclass(frozen=True)
@@ -137,3 +142,17 @@ class Attention(torch.nn.Module):
         v = self.v(x).view(2, 6, 1, 8).transpose(1, 2)
         scores = (q @ k.transpose(-1, -2) / 8**0.5).softmax(-1)
         return self.o((scores @ v).mean(1))
+
+
+def count_merges(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the groups ``merge-products`` merges from now on (the list fills as
+    it merges), so that a test can tell that the pass did merge."""
+    merged: list[int] = []
+    merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
+
+    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> list[SSAValue]:
+        merged.append(len(members))
+        return merge(side, members, *rest)
+
+    monkeypatch.setattr(merge_products, "_merge", counted)
+    return merged

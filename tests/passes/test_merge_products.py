@@ -4,9 +4,6 @@ interpreter), the products it must leave alone, and a training step through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 import torch
 from pass_checks import (
@@ -16,15 +13,12 @@ from pass_checks import (
     run_pass,
     structured_outputs,
 )
-from product_groups import Attention
+from product_groups import Attention, count_merges
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import SSAValue
 
 from kiln.compiler import DEFAULT_PIPELINE
-from kiln.dialects.aten.ops import AtenOp
 from kiln.frontends.dynamo import kiln_backend
-from kiln.passes import merge_products
 from kiln.passes.merge_products import MergeProductsPass
 from kiln.passes.pad_mm import PadMmPass
 from kiln.registry import make_context
@@ -338,14 +332,7 @@ def test_training_step_matches_eager(monkeypatch: pytest.MonkeyPatch, bias: bool
     # The forward's three projections merge (addmm with biases: BERT's), and the
     # backward's three weight gradients (returned: row slices of one product, seen
     # through views); losses and gradients are eager's.
-    merged: list[int] = []
-    merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
-
-    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> list[SSAValue]:
-        merged.append(len(members))
-        return merge(side, members, *rest)
-
-    monkeypatch.setattr(merge_products, "_merge", counted)
+    merged = count_merges(monkeypatch)
     torch.manual_seed(0)
     model = Attention(bias)
     reference = Attention(bias)

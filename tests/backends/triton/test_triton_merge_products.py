@@ -7,20 +7,15 @@ interpreter on the CPU (or on a GPU with KILN_TRITON_DEVICE=cuda)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
 from unittest import mock
 
 import pytest
 import torch
 from accuracy import assert_as_accurate_as_eager
-from product_groups import Attention
+from product_groups import Attention, count_merges
 from triton_checks import DEVICE
-from xdsl.ir import SSAValue
 
-from kiln.dialects.aten import AtenOp
 from kiln.frontends.dynamo import kiln_backend
-from kiln.passes import merge_products
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -28,14 +23,7 @@ from kiln.passes import merge_products
 def test_training_steps_as_on_a_gpu_match_eager(
     monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, bias: bool
 ) -> None:
-    merged: list[int] = []
-    merge = merge_products._merge  # pyright: ignore[reportPrivateUsage]
-
-    def counted(side: int, members: Sequence[AtenOp], *rest: Any) -> list[SSAValue]:
-        merged.append(len(members))
-        return merge(side, members, *rest)
-
-    monkeypatch.setattr(merge_products, "_merge", counted)
+    merged = count_merges(monkeypatch)
     torch.manual_seed(0)
     model = Attention(bias).to(DEVICE, dtype)
     reference = copy.deepcopy(model)
