@@ -34,3 +34,37 @@ def test_a_bfloat16_dot_kernel_is_right_in_a_fresh_interpreter() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="about Triton's interpreter")
+def test_bfloat16_constants_are_built_and_rounded_to_nearest_even() -> None:
+    # Triton 3.6 and 3.8 have no get_bf16 in the interpreter (torchvision's Swin-T, a
+    # slice_scatter mask of bfloat16 constants, raised AttributeError).
+    script = (
+        "import torch, triton, triton.language as tl\n"
+        "from triton.runtime import interpreter\n"
+        "if hasattr(interpreter.InterpreterBuilder, 'get_bf16'):\n"
+        "    del interpreter.InterpreterBuilder.get_bf16  # as Triton 3.6 and 3.8 have it\n"
+        "from kiln.backends.triton import interpreter_fixes\n"
+        "interpreter_fixes.apply()\n"
+        "@triton.jit\n"
+        "def fill(out):\n"
+        "    i = tl.arange(0, 2)\n"
+        "    tl.store(out + i, tl.where(i == 0, tl.full([], 0.1, tl.bfloat16), "
+        "tl.full([], 1.0039062, tl.bfloat16)))\n"
+        "out = torch.zeros(2, dtype=torch.bfloat16)\n"
+        "fill[(1,)](out)\n"
+        "want = torch.tensor([0.1, 1.0039062]).bfloat16()\n"
+        "assert torch.equal(out, want), (out.float().tolist(), want.float().tolist())\n"
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")
