@@ -24,16 +24,7 @@ def test_a_bfloat16_dot_kernel_is_right_in_a_fresh_interpreter() -> None:
         "t.test_product_with_its_epilogue_in_one_kernel(torch.bfloat16, 40, 48, 24)\n"
         "print('ok')\n"
     )
-    env = {
-        **os.environ,
-        "TRITON_INTERPRET": "1",
-        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    _runs_in_a_fresh_interpreter(script)
 
 
 @pytest.mark.skipif(DEVICE.type == "cuda", reason="about Triton's interpreter")
@@ -58,10 +49,16 @@ def test_bfloat16_constants_are_built_and_rounded_to_nearest_even() -> None:
         "assert torch.equal(out, want), (out.float().tolist(), want.float().tolist())\n"
         "print('ok')\n"
     )
+    _runs_in_a_fresh_interpreter(script)
+
+
+def _runs_in_a_fresh_interpreter(script: str) -> None:
+    """Runs ``script`` in a new process under ``TRITON_INTERPRET=1`` (no conftest there),
+    which must print ``ok`` last."""
     env = {
         **os.environ,
         "TRITON_INTERPRET": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
