@@ -69,8 +69,9 @@ summed kernel ms a step, ``train_step_profile.py --backends
 "kiln,kiln:merge-products{half=true},inductor,kiln,kiln:merge-products{half=true}"`` before
 half became the default: bfloat16 training LLaMA 0.176 -> 0.168 (Inductor 0.190), T5 0.440
 -> 0.394 (0.562), BERT 0.186 -> 0.176 (0.224), BART 0.460 -> 0.444 (0.515), Qwen2 0.178 ->
-0.172 (0.217); bfloat16 inference of six language models 4-9 % less (one round). H100, float32 training step, small, summed kernel ms, two rounds in one
-process (``train_step_profile.py --backends
+0.172 (0.217); bfloat16 inference of six language models 4-9 % less (one round). H100,
+float32 training step, small, summed kernel ms, two rounds in one process
+(``train_step_profile.py --backends
 "kiln,kiln:merge-products{gpu=true},inductor,kiln,kiln:merge-products{gpu=true}"``,
 before the default changed): BERT 0.337/0.337 -> 0.284/0.285 (Inductor 0.339), T5
 0.872/0.949 -> 0.706/0.707 (0.861), Qwen2 0.374/0.414 -> 0.313/0.314 (0.428), LLaMA

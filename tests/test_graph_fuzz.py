@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import torch
@@ -219,8 +219,16 @@ def check_program(
     assert_outputs_match(program, inputs, got, dynamic)
 
 
+class EagerProgram(Protocol):
+    """What :func:`assert_outputs_match` runs eagerly: a dtype and a ``run``."""
+
+    dtype: torch.dtype
+
+    def run(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
+
+
 def assert_outputs_match(
-    program: Program, inputs: list[torch.Tensor], got: Any, dynamic: bool
+    program: EagerProgram, inputs: list[torch.Tensor], got: Any, dynamic: bool
 ) -> None:
     """``got`` (what kiln returned for ``inputs``) against eager: dtypes, shapes,
     values (half precision judged against a float64 run), and strides if static."""
